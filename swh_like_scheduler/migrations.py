@@ -1,0 +1,66 @@
+"""Creating and upgrading the database schema with Alembic.
+
+The migration scripts live in the repository's ``sql/`` folder, installed
+as the ``swh_like_scheduler.sql`` package.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from .exceptions import SchemaMismatch
+from .store.engine import WRITE_OPTION
+from .store.errors import translated
+
+
+def alembic_config() -> Config:
+    """An Alembic configuration pointing at the installed migration scripts."""
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("swh_like_scheduler.sql")))
+    return config
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "no migration scripts are installed"
+    return head
+
+
+def current_revision(engine: sa.Engine) -> str | None:
+    """The revision the database is at, ``None`` for an empty database."""
+    with translated("read schema version"), engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(engine: sa.Engine, revision: str = "head") -> None:
+    """Bring the schema to ``revision`` (creating it in an empty database)."""
+    config = alembic_config()
+    with translated("upgrade schema"), engine.connect() as conn:
+        conn.execution_options(**{WRITE_OPTION: True})
+        config.attributes["connection"] = conn
+        command.upgrade(config, revision)
+        conn.commit()
+
+
+def is_current(engine: sa.Engine) -> bool:
+    return current_revision(engine) == head_revision()
+
+
+def check(engine: sa.Engine) -> None:
+    """Raise :class:`SchemaMismatch` unless the schema is at the head revision."""
+    current = current_revision(engine)
+    if current is None:
+        raise SchemaMismatch(
+            "the database has no scheduler schema; run `swh scheduler db init`"
+        )
+    if current != head_revision():
+        raise SchemaMismatch(
+            f"the database schema is at revision {current}, this version needs "
+            f"{head_revision()}; run `swh scheduler db upgrade`"
+        )

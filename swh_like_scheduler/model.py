@@ -1,0 +1,406 @@
+"""Frozen, validated domain objects: task types, tasks and task runs.
+
+The words follow DESIGN.md §2. Objects are checked when built, so a value
+that reaches the store is already known to be consistent; raw user input is
+parsed into them by :mod:`swh_like_scheduler.builders`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, datetime, time, timedelta
+from enum import StrEnum
+from typing import Any, Self
+
+from . import validation
+from .exceptions import InvalidInput
+
+
+class ScheduleKind(StrEnum):
+    ONESHOT = "oneshot"
+    PERIODIC = "periodic"
+    CRON = "cron"
+    ADAPTIVE = "adaptive"
+
+
+class Policy(StrEnum):
+    ONESHOT = "oneshot"
+    RECURRING = "recurring"
+
+
+class Priority(StrEnum):
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        """0 for the class served first."""
+        return _PRIORITY_RANK[self]
+
+
+_PRIORITY_RANK = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
+PRIORITY_ORDER: tuple[Priority, ...] = (Priority.HIGH, Priority.NORMAL, Priority.LOW)
+
+
+class TaskStatus(StrEnum):
+    WAITING = "waiting"  # may be dispatched once next_run has passed
+    SCHEDULED = "scheduled"  # has an open run (dispatched or running)
+    COMPLETED = "completed"  # one-shot task that ran to its end
+    DISABLED = "disabled"  # taken out of scheduling by an operator or by retries
+    CANCELLED = "cancelled"  # cancelled by a client
+
+    @property
+    def is_live(self) -> bool:
+        return self in (TaskStatus.WAITING, TaskStatus.SCHEDULED)
+
+
+class RunStatus(StrEnum):
+    SCHEDULED = "scheduled"
+    STARTED = "started"
+    EVENTFUL = "eventful"
+    UNEVENTFUL = "uneventful"
+    FAILED = "failed"
+    PERMFAILED = "permfailed"
+    LOST = "lost"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+    @property
+    def is_open(self) -> bool:
+        return self in (RunStatus.SCHEDULED, RunStatus.STARTED)
+
+    @property
+    def is_good(self) -> bool:
+        return self in (RunStatus.EVENTFUL, RunStatus.UNEVENTFUL)
+
+
+OPEN_RUN_STATUSES = (RunStatus.SCHEDULED, RunStatus.STARTED)
+END_RUN_STATUSES = tuple(s for s in RunStatus if not s.is_open)
+
+
+def _check_aware(name: str, value: datetime | None) -> None:
+    if value is not None and (value.tzinfo is None or value.utcoffset() is None):
+        raise InvalidInput(name, f"{value.isoformat()} has no time zone")
+
+
+def _check_duration(name: str, value: timedelta | None) -> None:
+    if value is not None and value < timedelta(0):
+        raise InvalidInput(name, f"{value} is negative; a duration must be >= 0")
+
+
+@dataclass(frozen=True)
+class TaskType:
+    """One kind of work, served by Celery workers on its own queue."""
+
+    type: str
+    backend_name: str
+    description: str = ""
+    queue: str | None = None
+    default_interval: timedelta | None = None
+    min_interval: timedelta | None = None
+    max_interval: timedelta | None = None
+    backoff_factor: float | None = None
+    max_queue_length: int | None = None
+    num_retries: int | None = None
+    retry_delay: timedelta = timedelta(minutes=5)
+    retry_growth: float = 12.0
+    retry_cap: timedelta = timedelta(hours=4)
+    retry_jitter: timedelta = timedelta(0)
+    max_expected_duration: timedelta | None = None
+    max_allowed_duration: timedelta | None = None
+    uses_lease: bool = False
+
+    def __post_init__(self) -> None:
+        validation.identifier("type", self.type)
+        validation.identifier("backend_name", self.backend_name)
+        if self.queue is not None:
+            validation.identifier("queue", self.queue)
+        for name in (
+            "default_interval",
+            "min_interval",
+            "max_interval",
+            "retry_delay",
+            "retry_cap",
+            "retry_jitter",
+            "max_expected_duration",
+            "max_allowed_duration",
+        ):
+            _check_duration(name, getattr(self, name))
+        for name in ("default_interval", "min_interval", "max_interval"):
+            value = getattr(self, name)
+            if value is not None and value <= timedelta(0):
+                raise InvalidInput(name, f"{value} must be longer than zero")
+        lo, default, hi = self.min_interval, self.default_interval, self.max_interval
+        if lo is not None and hi is not None and lo > hi:
+            raise InvalidInput("min_interval", f"{lo} is longer than max_interval {hi}")
+        if default is not None and lo is not None and default < lo:
+            raise InvalidInput("default_interval", f"{default} is shorter than min_interval {lo}")
+        if default is not None and hi is not None and default > hi:
+            raise InvalidInput("default_interval", f"{default} is longer than max_interval {hi}")
+        if self.backoff_factor is not None:
+            validation.positive_float("backoff_factor", self.backoff_factor, minimum=1.0)
+        validation.non_negative_int("max_queue_length", self.max_queue_length)
+        validation.non_negative_int("num_retries", self.num_retries)
+        validation.positive_float("retry_growth", self.retry_growth, minimum=0.0)
+        if self.retry_growth < 1.0:
+            raise InvalidInput("retry_growth", f"{self.retry_growth} must be >= 1")
+        bounds = (self.max_expected_duration, self.max_allowed_duration)
+        if bounds[0] is not None and bounds[1] is not None and bounds[0] > bounds[1]:
+            raise InvalidInput(
+                "max_expected_duration",
+                f"{bounds[0]} is longer than max_allowed_duration {bounds[1]}",
+            )
+
+    @property
+    def effective_queue(self) -> str:
+        """The Celery queue its tasks are sent to (defaults to the backend name)."""
+        return self.queue or self.backend_name
+
+    def updated(self, **changes: Any) -> TaskType:
+        """A copy with ``changes`` applied and validated again."""
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class BlackoutPeriod:
+    """A local-time window in which a task must not run; may cross midnight."""
+
+    start: time
+    end: time
+
+    def __post_init__(self) -> None:
+        if self.start == self.end:
+            raise InvalidInput("blackout_periods", f"window {self} is empty (start == end)")
+
+    @classmethod
+    def parse(cls, value: Mapping[str, Any] | Sequence[Any]) -> BlackoutPeriod:
+        if isinstance(value, Mapping):
+            if set(value) != {"start", "end"}:
+                raise InvalidInput(
+                    "blackout_periods", f"{dict(value)!r} must have exactly 'start' and 'end'"
+                )
+            start, end = value["start"], value["end"]
+        elif isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
+            start, end = value
+        else:
+            raise InvalidInput(
+                "blackout_periods", f"{value!r} is not a window like {{'start': '23:00', 'end': '01:00'}}"
+            )
+        return cls(
+            validation.time_of_day("blackout_periods", start),
+            validation.time_of_day("blackout_periods", end),
+        )
+
+    def to_json(self) -> dict[str, str]:
+        return {"start": self.start.isoformat(), "end": self.end.isoformat()}
+
+    def __str__(self) -> str:
+        return f"{self.start.isoformat()}-{self.end.isoformat()}"
+
+
+def canonical_json(value: Any) -> str:
+    """The JSON text used to compare and hash task arguments."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def arguments_hash(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+    """A stable digest of a task's arguments, used to find identical tasks."""
+    text = canonical_json({"args": list(args), "kwargs": dict(kwargs)})
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of recurring or one-shot work.
+
+    ``next_run`` is *can_start_by* and ``deadline`` is *should_start_by*
+    (DESIGN.md §2–3). Statistics and ownership fields are written by the
+    listener and the lease protocol; a task built by a client leaves them empty.
+    """
+
+    type: str
+    next_run: datetime
+    deadline: datetime
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    schedule_kind: ScheduleKind = ScheduleKind.ONESHOT
+    key: str | None = None
+    id: int | None = None
+    status: TaskStatus = TaskStatus.WAITING
+    priority: Priority = Priority.NORMAL
+    # schedule parameters (which ones apply depends on schedule_kind)
+    current_interval: timedelta | None = None  # adaptive
+    period: timedelta | None = None  # periodic
+    cooldown: timedelta | None = None  # periodic
+    cron: str | None = None  # cron
+    cron_max_duration: timedelta | None = None  # cron
+    max_delay: timedelta | None = None  # oneshot
+    # constraints
+    tz: str = "UTC"
+    blackout_periods: tuple[BlackoutPeriod, ...] = ()
+    dont_run_on_nodes: tuple[str, ...] = ()
+    max_expected_duration: timedelta | None = None
+    max_allowed_duration: timedelta | None = None
+    expected_duration: timedelta | None = None  # operator override of the EWMA
+    retries_left: int = 0
+    # statistics
+    failure_count: int = 0
+    last_good_start_at: datetime | None = None
+    last_good_end_at: datetime | None = None
+    last_start_at: datetime | None = None
+    last_end_at: datetime | None = None
+    average_good_duration: timedelta | None = None
+    # lease ownership
+    owner_node: str | None = None
+    owner_name: str | None = None
+    owner_tag: str | None = None
+    owner_started_at: datetime | None = None
+    owner_last_ping_at: datetime | None = None
+    steal_start_at: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        validation.identifier("type", self.type)
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, datetime):
+                _check_aware(f.name, value)
+            elif isinstance(value, timedelta):
+                _check_duration(f.name, value)
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "kwargs", dict(self.kwargs))
+        object.__setattr__(self, "schedule_kind", ScheduleKind(self.schedule_kind))
+        object.__setattr__(self, "status", TaskStatus(self.status))
+        object.__setattr__(self, "priority", Priority(self.priority))
+        object.__setattr__(self, "blackout_periods", tuple(self.blackout_periods))
+        object.__setattr__(self, "dont_run_on_nodes", tuple(self.dont_run_on_nodes))
+        try:
+            canonical_json({"args": list(self.args), "kwargs": self.kwargs})
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput("arguments", f"must be JSON-serialisable: {exc}") from None
+        if any(not isinstance(k, str) for k in self.kwargs):
+            raise InvalidInput("kwargs", "keyword argument names must be strings")
+        if self.key is not None and not (isinstance(self.key, str) and 0 < len(self.key) <= 500):
+            raise InvalidInput("key", "must be a non-empty string of at most 500 characters")
+        validation.zone("tz", self.tz)
+        if self.retries_left < 0:
+            raise InvalidInput("retries_left", f"{self.retries_left} is negative")
+        self._check_schedule()
+
+    def _check_schedule(self) -> None:
+        kind = self.schedule_kind
+        required: dict[ScheduleKind, tuple[str, ...]] = {
+            ScheduleKind.ONESHOT: (),
+            ScheduleKind.PERIODIC: ("period",),
+            ScheduleKind.CRON: ("cron", "cron_max_duration"),
+            ScheduleKind.ADAPTIVE: ("current_interval",),
+        }
+        allowed: dict[ScheduleKind, set[str]] = {
+            ScheduleKind.ONESHOT: {"max_delay"},
+            ScheduleKind.PERIODIC: {"period", "cooldown"},
+            ScheduleKind.CRON: {"cron", "cron_max_duration"},
+            ScheduleKind.ADAPTIVE: {"current_interval"},
+        }
+        for name in required[kind]:
+            if getattr(self, name) is None:
+                raise InvalidInput(name, f"is required for a {kind} task")
+        for name in ("current_interval", "period", "cooldown", "cron", "cron_max_duration", "max_delay"):
+            if name not in allowed[kind] and getattr(self, name) is not None:
+                raise InvalidInput(name, f"does not apply to a {kind} task")
+        for name in ("period", "current_interval"):
+            value = getattr(self, name)
+            if value is not None and value <= timedelta(0):
+                raise InvalidInput(name, f"{value} must be longer than zero")
+        if self.cron is not None:
+            validation.cron_expression("cron", self.cron)
+
+    @property
+    def policy(self) -> Policy:
+        return Policy.ONESHOT if self.schedule_kind is ScheduleKind.ONESHOT else Policy.RECURRING
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        return {"args": list(self.args), "kwargs": dict(self.kwargs)}
+
+    @property
+    def arguments_hash(self) -> str:
+        return arguments_hash(self.args, self.kwargs)
+
+    @property
+    def is_running(self) -> bool:
+        return self.owner_started_at is not None
+
+    def definition(self) -> dict[str, Any]:
+        """What a client chose (not what the scheduler computed): used to tell
+        a repeated creation from a conflicting one."""
+        return {
+            "type": self.type,
+            "arguments": canonical_json(self.arguments),
+            "schedule_kind": self.schedule_kind,
+            "priority": self.priority,
+            "period": self.period,
+            "cooldown": self.cooldown,
+            "cron": self.cron,
+            "cron_max_duration": self.cron_max_duration,
+            "max_delay": self.max_delay,
+            "tz": self.tz,
+            "blackout_periods": self.blackout_periods,
+            "dont_run_on_nodes": self.dont_run_on_nodes,
+        }
+
+    def updated(self, **changes: Any) -> Self:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """One attempt at running a task, dispatched as one Celery message."""
+
+    task_id: int
+    backend_id: str
+    slot: datetime
+    scheduled: datetime
+    status: RunStatus = RunStatus.SCHEDULED
+    id: int | None = None
+    started: datetime | None = None
+    ended: datetime | None = None
+    worker: str | None = None
+    error: str | None = None
+    progress: float | None = None
+    result: Any = None
+    history: tuple[Mapping[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", RunStatus(self.status))
+        object.__setattr__(self, "history", tuple(self.history))
+        for name in ("slot", "scheduled", "started", "ended"):
+            _check_aware(name, getattr(self, name))
+        if self.progress is not None and not 0.0 <= self.progress <= 1.0:
+            raise InvalidInput("progress", f"{self.progress} is not between 0 and 1")
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A task claimed for dispatch, with the run created for it."""
+
+    task: Task
+    run: TaskRun
+
+
+_RUN_NAMESPACE = uuid.UUID("6f1f7d2e-8a55-4c1e-9a43-2f3f0c9b6d11")
+
+
+def run_backend_id(task_id: int, slot: datetime) -> str:
+    """The Celery task id of a task's run for one slot.
+
+    Derived from the task id and the slot only, so re-publishing the run's
+    message reuses the same id and a duplicate delivery can be recognised.
+    """
+    instant = slot.astimezone(UTC).isoformat(timespec="microseconds")
+    return str(uuid.uuid5(_RUN_NAMESPACE, f"{task_id}@{instant}"))

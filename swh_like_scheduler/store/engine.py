@@ -1,0 +1,92 @@
+"""Building SQLAlchemy engines for the two supported databases.
+
+The caller owns the engine's lifetime (``engine.dispose()``); a store built
+with :func:`~swh_like_scheduler.store.open_store` owns the one it creates.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from ..exceptions import InvalidInput
+from .interface import Capabilities
+
+#: Execution option that makes a SQLite transaction take the write lock at
+#: ``BEGIN`` (``BEGIN IMMEDIATE``) instead of failing later on upgrade.
+WRITE_OPTION = "swh_write"
+
+SUPPORTED = ("postgresql", "sqlite")
+
+
+def normalise_url(url: str | sa.URL) -> sa.URL:
+    """Parse a database URL, choosing the psycopg 3 driver for PostgreSQL."""
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        raise InvalidInput(
+            "db-url",
+            f"{url!r} is not a database URL "
+            "(examples: sqlite:////var/lib/swh/scheduler.db, postgresql://user@host/db)",
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend not in SUPPORTED:
+        raise InvalidInput(
+            "db-url", f"{backend!r} databases are not supported; use postgresql or sqlite"
+        )
+    if backend == "postgresql" and parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def capabilities_of(engine: sa.Engine) -> Capabilities:
+    if engine.dialect.name == "postgresql":
+        return Capabilities(skip_locked=True, concurrent_writers=True)
+    return Capabilities(skip_locked=False, concurrent_writers=False)
+
+
+def make_engine(url: str | sa.URL, **kwargs: Any) -> sa.Engine:
+    """An engine for ``url`` set up the way the store expects.
+
+    SQLite: the file's folder is created, foreign keys are enforced, WAL
+    journal lets readers work while one process writes, and write
+    transactions start with ``BEGIN IMMEDIATE`` so concurrent writers wait
+    (up to the busy timeout) instead of failing mid-transaction.
+    """
+    parsed = normalise_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(parsed, **kwargs)
+    kwargs.setdefault("pool_pre_ping", True)
+    return sa.create_engine(parsed, **kwargs)
+
+
+def _sqlite_engine(url: sa.URL, **kwargs: Any) -> sa.Engine:
+    database = url.database or ""
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+        # let SQLAlchemy's "begin" event below decide how transactions start
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute("PRAGMA busy_timeout = 30000")
+        if database not in ("", ":memory:"):
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: sa.Connection) -> None:
+        if connection.get_execution_options().get(WRITE_OPTION):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            connection.exec_driver_sql("BEGIN")
+
+    return engine

@@ -1,0 +1,302 @@
+"""The one store interface that every daemon and face of the scheduler uses.
+
+Implementations: :class:`~swh_like_scheduler.store.sql.SQLAlchemyStore`
+(PostgreSQL and SQLite). The same contract test suite runs against each.
+All datetimes given to or returned by a store are timezone-aware UTC.
+Errors are :mod:`swh_like_scheduler.exceptions`, never driver exceptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from ..model import (
+    Claimed,
+    Priority,
+    RunStatus,
+    ScheduleKind,
+    Task,
+    TaskRun,
+    TaskStatus,
+    TaskType,
+)
+
+#: Given the task (as locked in the store) and its just-ended run, the task's
+#: new state. Pure; called inside the store's transaction.
+ApplyOutcome = Callable[[Task, TaskRun], Task]
+
+
+@dataclass(frozen=True)
+class TaskFilter:
+    """Criteria of :meth:`SchedulerStore.search_tasks`; ``None`` matches all."""
+
+    type: str | None = None
+    status: Sequence[TaskStatus] | None = None
+    priority: Priority | None = None
+    schedule_kind: ScheduleKind | None = None
+    key_prefix: str | None = None
+    next_run_before: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    """What :meth:`SchedulerStore.import_tasks` did."""
+
+    created: int
+    existing: int
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a database engine can do, where PostgreSQL and SQLite differ."""
+
+    #: ``SELECT … FOR UPDATE SKIP LOCKED``: several runners may claim concurrently.
+    skip_locked: bool
+    #: Several processes may write at once (SQLite: one writer at a time).
+    concurrent_writers: bool
+
+
+@runtime_checkable
+class SchedulerStore(Protocol):
+    """Persistence of task types, tasks and their runs."""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The engine's capability flags."""
+        ...
+
+    def close(self) -> None:
+        """Release connections this store opened itself (not a caller's engine)."""
+        ...
+
+    # -- task types ---------------------------------------------------------
+
+    def create_task_type(self, task_type: TaskType) -> TaskType:
+        """Register a new task type.
+
+        Raises :class:`DuplicateTaskType` if one of that name exists; nothing
+        is written then.
+        """
+        ...
+
+    def get_task_type(self, name: str) -> TaskType | None:
+        """The task type called ``name``, or ``None``."""
+        ...
+
+    def get_task_types(self) -> list[TaskType]:
+        """Every task type, ordered by name."""
+        ...
+
+    def update_task_type(self, name: str, **changes: Any) -> TaskType:
+        """Change fields of a task type (not its name) and return it.
+
+        The result is validated as a whole before anything is written.
+        Raises :class:`NotFound` for an unknown type.
+        """
+        ...
+
+    # -- tasks --------------------------------------------------------------
+
+    def create_tasks(self, tasks: Iterable[Task], *, now: datetime) -> list[Task]:
+        """Create tasks atomically and return them in the order given.
+
+        Each task must have ``id=None``; its ``next_run`` and ``deadline`` are
+        stored as given. Creation is idempotent:
+
+        - a task with a client ``key`` already used returns the existing task
+          if its definition (type, arguments, schedule, priority, constraints)
+          is the same, and raises :class:`KeyConflict` otherwise;
+        - a task without a key that is identical (same type, arguments,
+          schedule kind and priority) to a *live* task (waiting or scheduled)
+          returns that task instead of creating a second one — also when the
+          same batch holds it twice.
+
+        Unknown task types raise :class:`UnknownTaskType`. On any error,
+        nothing of the batch is written.
+        """
+        ...
+
+    def import_tasks(
+        self,
+        tasks: Iterable[Task],
+        *,
+        now: datetime,
+        batch_size: int = 1000,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ImportSummary:
+        """Create a stream of tasks (millions) in one transaction, reading
+        ``batch_size`` at a time, with the idempotence rules of
+        :meth:`create_tasks`. ``progress(created, existing)`` is called after
+        each batch. An error raised by the stream or the database (a bad line
+        of an input file, a key conflict) rolls everything back: the import
+        is written whole or not at all."""
+        ...
+
+    def get_tasks(self, ids: Sequence[int]) -> list[Task]:
+        """The tasks with these ids, in the order given; unknown ids are left out."""
+        ...
+
+    def get_task_by_key(self, key: str) -> Task | None:
+        """The task created with client key ``key``, or ``None``."""
+        ...
+
+    def search_tasks(
+        self, criteria: TaskFilter = TaskFilter(), *, after_id: int = 0, limit: int = 100
+    ) -> list[Task]:
+        """Tasks matching ``criteria`` with ``id > after_id``, by increasing id.
+
+        Page by passing the last id of a page as ``after_id`` of the next
+        (keyset paging: stable and cheap however deep the page).
+        """
+        ...
+
+    def count_tasks(self, criteria: TaskFilter = TaskFilter()) -> int:
+        """How many tasks match ``criteria``."""
+        ...
+
+    def list_pending(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        limit: int = 100,
+        priorities: Sequence[Priority] | None = None,
+    ) -> list[Task]:
+        """Waiting tasks of ``task_type`` ready at ``now`` (``next_run <= now``)
+        in dispatch order: priority class (high, normal, low), then earliest
+        ``deadline``, then id. Reads only; :meth:`claim_ready_tasks` is the
+        claiming counterpart and uses the same order."""
+        ...
+
+    def disable_tasks(self, ids: Sequence[int], *, now: datetime) -> list[Task]:
+        """Take waiting or scheduled tasks out of scheduling (status
+        ``disabled``); an open run is left to finish. Tasks in another status,
+        and unknown ids, are left out of the result."""
+        ...
+
+    def enable_tasks(self, ids: Sequence[int], *, now: datetime) -> list[Task]:
+        """Put disabled tasks back to ``waiting`` keeping their ``next_run``.
+
+        Raises :class:`Conflict` if an identical live task exists meanwhile.
+        """
+        ...
+
+    def cancel_tasks(self, ids: Sequence[int], *, now: datetime) -> list[Task]:
+        """Cancel tasks (status ``cancelled``). Their runs that were dispatched
+        but not started are ended as ``cancelled`` at ``now``; a started run
+        is left running (its worker learns of the cancellation through its
+        lease). Returns the tasks that were cancelled."""
+        ...
+
+    def respawn_tasks(
+        self, ids: Sequence[int], *, next_run: datetime, now: datetime
+    ) -> list[Task]:
+        """Make tasks runnable again at ``next_run`` with ``deadline =
+        next_run`` (run as soon as allowed), whatever their status, except
+        tasks with an open run, which are left out of the result.
+        Retry counters are reset. Raises :class:`Conflict` if an identical
+        live task exists."""
+        ...
+
+    def delete_tasks(self, ids: Sequence[int]) -> int:
+        """Delete tasks and their runs; returns how many tasks were deleted."""
+        ...
+
+    def update_task(self, task: Task, *, expected_updated_at: datetime | None = None) -> Task:
+        """Write every field of ``task`` (identified by its id) and return it.
+
+        With ``expected_updated_at``, the write happens only if the stored
+        task still has that ``updated_at`` (optimistic concurrency); otherwise
+        :class:`Conflict` is raised. Raises :class:`NotFound` for an unknown id.
+        """
+        ...
+
+    # -- dispatch -----------------------------------------------------------
+
+    def claim_ready_tasks(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        limit: int,
+        priorities: Sequence[Priority] | None = None,
+    ) -> list[Claimed]:
+        """Claim up to ``limit`` ready tasks of ``task_type`` for dispatch.
+
+        Ready: status ``waiting`` and ``next_run <= now``. Order: priority
+        class then ``deadline`` (as :meth:`list_pending`). In one transaction,
+        each claimed task becomes ``scheduled`` and gets a run (status
+        ``scheduled``, ``slot`` = its ``next_run``, ``backend_id`` derived
+        from the task id and the slot, see :func:`run_backend_id`).
+
+        On PostgreSQL rows are locked ``FOR UPDATE SKIP LOCKED``: concurrent
+        runners never claim the same task, and never wait on each other.
+        SQLite serialises writers, so claims are still exclusive, but only one
+        runner should be used (``capabilities.skip_locked`` is False).
+        """
+        ...
+
+    # -- runs ---------------------------------------------------------------
+
+    def schedule_task_run(
+        self, task_id: int, *, now: datetime, backend_id: str | None = None
+    ) -> TaskRun:
+        """Create the run of one waiting task for its current slot (whether
+        or not it is due), marking the task ``scheduled``.
+
+        Raises :class:`InvalidTransition` if the task is not waiting (for
+        example it already has an open run), :class:`NotFound` if unknown.
+        """
+        ...
+
+    def start_task_run(
+        self, backend_id: str, *, started: datetime, worker: str | None = None
+    ) -> TaskRun | None:
+        """Mark a dispatched run as started. Idempotent: a run already started
+        or ended is returned unchanged. ``None`` for an unknown backend id."""
+        ...
+
+    def end_task_run(
+        self,
+        backend_id: str,
+        *,
+        status: RunStatus,
+        ended: datetime,
+        result: Any = None,
+        error: str | None = None,
+        apply: ApplyOutcome | None = None,
+    ) -> TaskRun | None:
+        """End an open run with a final ``status`` (not scheduled/started).
+
+        With ``apply``, the run's task is locked and replaced by
+        ``apply(task, ended_run)`` in the same transaction, so a run's end
+        and its effect on the task are recorded together or not at all.
+        Idempotent: a run that has already ended is returned unchanged and
+        ``apply`` is not called. ``None`` for an unknown backend id.
+        """
+        ...
+
+    def get_task_run(self, backend_id: str) -> TaskRun | None:
+        """The run with this Celery task id, or ``None``."""
+        ...
+
+    def get_task_runs(self, task_id: int, *, limit: int = 20) -> list[TaskRun]:
+        """The most recent runs of a task, newest first."""
+        ...
+
+    # -- retention ----------------------------------------------------------
+
+    def delete_old_runs(self, *, ended_before: datetime, limit: int = 10_000) -> int:
+        """Delete up to ``limit`` ended runs that ended before ``ended_before``.
+        Open runs are never deleted. Returns the number deleted."""
+        ...
+
+    def delete_finished_oneshot_tasks(
+        self, *, updated_before: datetime, limit: int = 10_000
+    ) -> int:
+        """Delete up to ``limit`` one-shot tasks that are completed, disabled
+        or cancelled and unchanged since ``updated_before``, with their runs."""
+        ...

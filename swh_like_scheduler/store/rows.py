@@ -1,0 +1,67 @@
+"""Conversion between domain objects and table rows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+from ..model import BlackoutPeriod, Task, TaskRun, TaskType
+from ..validation import time_of_day
+
+TASK_TYPE_FIELDS = tuple(f.name for f in fields(TaskType))
+_TASK_SKIP = {"args", "kwargs"}
+TASK_FIELDS = tuple(f.name for f in fields(Task) if f.name not in _TASK_SKIP)
+RUN_FIELDS = tuple(f.name for f in fields(TaskRun))
+
+
+def task_type_to_row(task_type: TaskType) -> dict[str, Any]:
+    return {name: getattr(task_type, name) for name in TASK_TYPE_FIELDS}
+
+
+def task_type_from_row(row: Mapping[str, Any]) -> TaskType:
+    return TaskType(**{name: row[name] for name in TASK_TYPE_FIELDS})
+
+
+def task_to_row(task: Task) -> dict[str, Any]:
+    row = {name: getattr(task, name) for name in TASK_FIELDS}
+    row["arguments"] = task.arguments
+    row["arguments_hash"] = task.arguments_hash
+    row["schedule_kind"] = task.schedule_kind.value
+    row["status"] = task.status.value
+    row["priority"] = task.priority.value
+    row["blackout_periods"] = [b.to_json() for b in task.blackout_periods]
+    row["dont_run_on_nodes"] = list(task.dont_run_on_nodes)
+    if task.id is None:
+        del row["id"]
+    return row
+
+
+def task_from_row(row: Mapping[str, Any]) -> Task:
+    values = {name: row[name] for name in TASK_FIELDS}
+    arguments = row["arguments"] or {}
+    values["args"] = tuple(arguments.get("args", ()))
+    values["kwargs"] = dict(arguments.get("kwargs", {}))
+    values["blackout_periods"] = tuple(
+        BlackoutPeriod(
+            time_of_day("blackout_periods", b["start"]), time_of_day("blackout_periods", b["end"])
+        )
+        for b in row["blackout_periods"] or ()
+    )
+    values["dont_run_on_nodes"] = tuple(row["dont_run_on_nodes"] or ())
+    return Task(**values)
+
+
+def run_to_row(run: TaskRun) -> dict[str, Any]:
+    row = {name: getattr(run, name) for name in RUN_FIELDS}
+    row["status"] = run.status.value
+    row["history"] = [dict(h) for h in run.history]
+    if run.id is None:
+        del row["id"]
+    return row
+
+
+def run_from_row(row: Mapping[str, Any]) -> TaskRun:
+    values = {name: row[name] for name in RUN_FIELDS}
+    values["history"] = tuple(row["history"] or ())
+    return TaskRun(**values)

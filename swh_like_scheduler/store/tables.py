@@ -1,0 +1,210 @@
+"""The schema, defined once with SQLAlchemy Core for PostgreSQL and SQLite.
+
+Alembic migrations in ``sql/versions`` must produce exactly these tables; a
+test compares the two with Alembic's autogenerate.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from ..model import Priority, RunStatus, ScheduleKind, TaskStatus
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """Timezone-aware datetimes, always handed back in UTC.
+
+    PostgreSQL stores ``timestamptz``; SQLite stores UTC text with fixed-width
+    microseconds, so text order is time order and indexes stay usable.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r} given where an aware one is required")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def _json() -> sa.types.TypeEngine[Any]:
+    return sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+
+
+def _bigint_pk() -> sa.types.TypeEngine[int]:
+    # SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY
+    return sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def _in(column: str, values: list[str]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+def _enum_values(enum: Any) -> list[str]:
+    return [member.value for member in enum]
+
+
+task_type = sa.Table(
+    "task_type",
+    metadata,
+    sa.Column("type", sa.Text, primary_key=True),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("backend_name", sa.Text, nullable=False),
+    sa.Column("queue", sa.Text),
+    sa.Column("default_interval", sa.Interval),
+    sa.Column("min_interval", sa.Interval),
+    sa.Column("max_interval", sa.Interval),
+    sa.Column("backoff_factor", sa.Float),
+    sa.Column("max_queue_length", sa.Integer),
+    sa.Column("num_retries", sa.Integer),
+    sa.Column("retry_delay", sa.Interval, nullable=False),
+    sa.Column("retry_growth", sa.Float, nullable=False),
+    sa.Column("retry_cap", sa.Interval, nullable=False),
+    sa.Column("retry_jitter", sa.Interval, nullable=False),
+    sa.Column("max_expected_duration", sa.Interval),
+    sa.Column("max_allowed_duration", sa.Interval),
+    sa.Column("uses_lease", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.CheckConstraint("max_queue_length >= 0", name="max_queue_length"),
+    sa.CheckConstraint("num_retries >= 0", name="num_retries"),
+    sa.CheckConstraint("backoff_factor > 1", name="backoff_factor"),
+)
+
+TASK_LIVE_STATUSES = [TaskStatus.WAITING.value, TaskStatus.SCHEDULED.value]
+
+task = sa.Table(
+    "task",
+    metadata,
+    sa.Column("id", _bigint_pk(), primary_key=True, autoincrement=True),
+    sa.Column(
+        "type",
+        sa.Text,
+        sa.ForeignKey("task_type.type", onupdate="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("arguments", _json(), nullable=False),
+    sa.Column("arguments_hash", sa.String(64), nullable=False),
+    sa.Column("key", sa.Text, unique=True),
+    sa.Column("schedule_kind", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("priority", sa.Text, nullable=False),
+    sa.Column("next_run", UTCDateTime, nullable=False),
+    sa.Column("deadline", UTCDateTime, nullable=False),
+    sa.Column("current_interval", sa.Interval),
+    sa.Column("period", sa.Interval),
+    sa.Column("cooldown", sa.Interval),
+    sa.Column("cron", sa.Text),
+    sa.Column("cron_max_duration", sa.Interval),
+    sa.Column("max_delay", sa.Interval),
+    sa.Column("tz", sa.Text, nullable=False, server_default="UTC"),
+    sa.Column("blackout_periods", _json(), nullable=False),
+    sa.Column("dont_run_on_nodes", _json(), nullable=False),
+    sa.Column("max_expected_duration", sa.Interval),
+    sa.Column("max_allowed_duration", sa.Interval),
+    sa.Column("expected_duration", sa.Interval),
+    sa.Column("retries_left", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("failure_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("last_good_start_at", UTCDateTime),
+    sa.Column("last_good_end_at", UTCDateTime),
+    sa.Column("last_start_at", UTCDateTime),
+    sa.Column("last_end_at", UTCDateTime),
+    sa.Column("average_good_duration", sa.Interval),
+    sa.Column("owner_node", sa.Text),
+    sa.Column("owner_name", sa.Text),
+    sa.Column("owner_tag", sa.Text),
+    sa.Column("owner_started_at", UTCDateTime),
+    sa.Column("owner_last_ping_at", UTCDateTime),
+    sa.Column("steal_start_at", UTCDateTime),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.CheckConstraint(_in("schedule_kind", _enum_values(ScheduleKind)), name="schedule_kind"),
+    sa.CheckConstraint(_in("status", _enum_values(TaskStatus)), name="status"),
+    sa.CheckConstraint(_in("priority", _enum_values(Priority)), name="priority"),
+    sa.CheckConstraint("retries_left >= 0", name="retries_left"),
+    sa.CheckConstraint("failure_count >= 0", name="failure_count"),
+    # waiting tasks of a type by can_start_by: which tasks are ready now
+    sa.Index(
+        "ix_task_ready",
+        "type",
+        "next_run",
+        postgresql_where=sa.text("status = 'waiting'"),
+        sqlite_where=sa.text("status = 'waiting'"),
+    ),
+    # waiting tasks of a type and class by should_start_by: the dispatch order
+    sa.Index(
+        "ix_task_dispatch_order",
+        "type",
+        "priority",
+        "deadline",
+        postgresql_where=sa.text("status = 'waiting'"),
+        sqlite_where=sa.text("status = 'waiting'"),
+    ),
+    # at most one live task per identical definition (swh-scheduler's dedup);
+    # tasks with a client key are identified by their key instead
+    sa.Index(
+        "ux_task_identical",
+        "type",
+        "arguments_hash",
+        "schedule_kind",
+        "priority",
+        unique=True,
+        postgresql_where=sa.text("key IS NULL AND status IN ('waiting', 'scheduled')"),
+        sqlite_where=sa.text("key IS NULL AND status IN ('waiting', 'scheduled')"),
+    ),
+)
+
+task_run = sa.Table(
+    "task_run",
+    metadata,
+    sa.Column("id", _bigint_pk(), primary_key=True, autoincrement=True),
+    sa.Column(
+        "task_id",
+        sa.BigInteger,
+        sa.ForeignKey("task.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("backend_id", sa.Text, nullable=False, unique=True),
+    sa.Column("slot", UTCDateTime, nullable=False),
+    sa.Column("scheduled", UTCDateTime, nullable=False),
+    sa.Column("started", UTCDateTime),
+    sa.Column("ended", UTCDateTime),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("worker", sa.Text),
+    sa.Column("error", sa.Text),
+    sa.Column("progress", sa.Float),
+    sa.Column("result", _json()),
+    sa.Column("history", _json(), nullable=False),
+    sa.UniqueConstraint("task_id", "slot"),
+    sa.CheckConstraint(_in("status", _enum_values(RunStatus)), name="status"),
+    sa.CheckConstraint("progress >= 0 AND progress <= 1", name="progress"),
+    sa.Index("ix_task_run_ended", "ended"),
+    sa.Index(
+        "ix_task_run_open",
+        "scheduled",
+        postgresql_where=sa.text("status IN ('scheduled', 'started')"),
+        sqlite_where=sa.text("status IN ('scheduled', 'started')"),
+    ),
+)

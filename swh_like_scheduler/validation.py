@@ -1,0 +1,168 @@
+"""Parsers and validators for user-supplied values.
+
+Each function takes the name of the field being read so that a refusal says
+exactly which field is wrong: ``interval: '3 dayz' is not a duration ...``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import isodate
+from croniter import croniter
+from pytimeparse import parse as _timeparse
+
+from .exceptions import InvalidInput
+
+_NUMBER = re.compile(r"^\s*\d+(\.\d+)?\s*$")
+_IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
+
+
+def parse_duration(field: str, value: str | int | float | timedelta) -> timedelta:
+    """A non-negative duration from ``timedelta``, seconds, or text.
+
+    Text may be ``"3 days"``, ``"1h30m"``, ``"12:00:00"``, Python's own
+    ``"64 days, 0:00:00"`` or ISO 8601 (``"PT5M"``, ``"P1D"``).
+    """
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, bool):
+        raise InvalidInput(field, f"{value!r} is not a duration")
+    elif isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if not text:
+            raise InvalidInput(field, "a duration is required, got an empty string")
+        if _NUMBER.match(text):
+            seconds = float(text)
+        elif text[:1] in "Pp" or text[:2] in ("-P", "-p"):
+            try:
+                parsed = isodate.parse_duration(text.upper())
+            except (isodate.ISO8601Error, ValueError):
+                raise InvalidInput(
+                    field, f"{value!r} is not an ISO 8601 duration (example: PT5M)"
+                ) from None
+            if not isinstance(parsed, timedelta):
+                raise InvalidInput(
+                    field, f"{value!r} uses months or years; give days instead (P30D)"
+                )
+            seconds = parsed.total_seconds()
+        else:
+            result = _timeparse(text)
+            if result is None:
+                raise InvalidInput(
+                    field,
+                    f"{value!r} is not a duration "
+                    "(examples: '90', '5 min', '1h30m', '3 days', '12:00:00', 'PT5M')",
+                )
+            seconds = float(result)
+    else:
+        raise InvalidInput(field, f"{value!r} is not a duration")
+    if seconds < 0:
+        raise InvalidInput(field, f"{value!r} is negative; a duration must be >= 0")
+    return timedelta(seconds=seconds)
+
+
+def optional_duration(
+    field: str, value: str | int | float | timedelta | None
+) -> timedelta | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return parse_duration(field, value)
+
+
+def parse_datetime(field: str, value: str | datetime, tz: str = "UTC") -> datetime:
+    """An aware UTC datetime; naive input is read in the zone ``tz``."""
+    if isinstance(value, datetime):
+        result = value
+    else:
+        text = value.strip()
+        if text.lower() == "now":
+            return datetime.now(tz=UTC)
+        try:
+            result = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(
+                field, f"{value!r} is not an ISO 8601 date-time (example: 2026-01-31T14:00:00Z)"
+            ) from None
+    if result.tzinfo is None:
+        result = result.replace(tzinfo=zone(field, tz))
+    return result.astimezone(UTC)
+
+
+def zone(field: str, name: str) -> ZoneInfo:
+    """The IANA time zone ``name`` (``Europe/Paris``)."""
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInput(field, "an IANA time zone name is required (example: Europe/Paris)")
+    try:
+        return ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise InvalidInput(
+            field, f"{name!r} is not a known IANA time zone (example: Europe/Paris)"
+        ) from None
+
+
+def cron_expression(field: str, expr: str) -> str:
+    """A 5-field cron expression, normalised to single spaces."""
+    if not isinstance(expr, str) or not expr.strip():
+        raise InvalidInput(field, "a cron expression is required (example: '0 3 * * *')")
+    normalised = " ".join(expr.split())
+    if len(normalised.split(" ")) != 5:
+        raise InvalidInput(
+            field,
+            f"{expr!r} must have 5 fields: minute hour day-of-month month day-of-week",
+        )
+    if not croniter.is_valid(normalised):
+        raise InvalidInput(field, f"{expr!r} is not a valid cron expression")
+    return normalised
+
+
+def time_of_day(field: str, value: str | time) -> time:
+    """A local time of day ``HH:MM`` or ``HH:MM:SS`` (``24:00`` means end of day)."""
+    if isinstance(value, time):
+        return value
+    text = str(value).strip()
+    if text in ("24:00", "24:00:00"):
+        return time.max
+    try:
+        return time.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(field, f"{value!r} is not a time of day (example: 23:30)") from None
+
+
+def identifier(field: str, value: str) -> str:
+    """A name made of letters, digits and ``_ . : -`` (task type names, queues)."""
+    if not isinstance(value, str) or not _IDENT.match(value):
+        raise InvalidInput(
+            field,
+            f"{value!r} is not a valid name: use letters, digits, '_', '.', ':' or '-' "
+            "(at most 200 characters)",
+        )
+    return value
+
+
+def non_negative_int(field: str, value: int | str | None) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(field, f"{value!r} is not an integer") from None
+    if number < 0:
+        raise InvalidInput(field, f"{number} is negative; it must be >= 0")
+    return number
+
+
+def positive_float(field: str, value: float | str | None, *, minimum: float = 0.0) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(field, f"{value!r} is not a number") from None
+    if not number > minimum or number != number or number == float("inf"):
+        raise InvalidInput(field, f"{value!r} must be a finite number greater than {minimum:g}")
+    return number

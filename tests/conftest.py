@@ -1,0 +1,130 @@
+"""Shared fixtures: real databases for the store, isolated per test.
+
+PostgreSQL: one template database migrated to head per session, cloned for
+each test (``CREATE DATABASE … TEMPLATE``). SQLite: one migrated file per
+session, copied for each test. Services come from ``services.py``: an
+environment URL, else the standard local port, else an embedded server;
+unavailable → skip, or fail when ``CI`` is set.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import services  # noqa: E402
+
+from swh_like_scheduler import migrations  # noqa: E402
+from swh_like_scheduler.model import TaskType  # noqa: E402
+from swh_like_scheduler.store import SQLAlchemyStore, make_engine  # noqa: E402
+
+_counter = itertools.count()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [f"CI={'yes' if services.in_ci() else 'no'}"]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for name, resolve in services.RESOLVERS.items():
+        if item.get_closest_marker(name):
+            services.require(name, resolve)
+
+
+def _worker_tag() -> str:
+    return f"{os.getpid()}_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> str:
+    return services.require("postgresql", services.postgres_url)
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server: str) -> Iterator[str]:
+    name = f"swh_tmpl_{_worker_tag()}"
+    url = services.create_empty_database(postgres_server, name)
+    engine = make_engine(url)
+    try:
+        migrations.upgrade(engine)
+    finally:
+        engine.dispose()
+    yield name
+    services.drop_database(postgres_server, name)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str, postgres_template: str) -> Iterator[str]:
+    name = f"swh_test_{_worker_tag()}_{next(_counter)}"
+    url = services.create_database_from_template(postgres_server, postgres_template, name)
+    yield url
+    services.drop_database(postgres_server, name)
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sqlite-template") / "template.sqlite"
+    engine = make_engine(f"sqlite:///{path}")
+    try:
+        migrations.upgrade(engine)
+    finally:
+        engine.dispose()
+    return path
+
+
+@pytest.fixture
+def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
+    path = tmp_path / "scheduler.sqlite"
+    shutil.copyfile(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite"),
+        pytest.param("postgresql", marks=pytest.mark.postgresql),
+    ]
+)
+def db_url(request: pytest.FixtureRequest) -> str:
+    """A migrated, empty database of each supported kind."""
+    fixture = "sqlite_url" if request.param == "sqlite" else "postgres_url"
+    return str(request.getfixturevalue(fixture))
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[SQLAlchemyStore]:
+    store = SQLAlchemyStore.from_url(db_url)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def now() -> datetime:
+    return datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def sleep_type(store: SQLAlchemyStore) -> TaskType:
+    from datetime import timedelta
+
+    return store.create_task_type(
+        TaskType(
+            type="sleep",
+            backend_name="swh_like_workers.sleep.sleep",
+            description="sleep a while",
+            default_interval=timedelta(hours=1),
+            min_interval=timedelta(minutes=10),
+            max_interval=timedelta(days=1),
+            backoff_factor=2.0,
+            max_queue_length=1000,
+        )
+    )

@@ -1,0 +1,458 @@
+"""The store contract: every test runs against SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import pytest
+
+from swh_like_scheduler.exceptions import (
+    Conflict,
+    DuplicateTaskType,
+    InvalidInput,
+    InvalidTransition,
+    KeyConflict,
+    NotFound,
+    UnknownTaskType,
+)
+from swh_like_scheduler.model import (
+    BlackoutPeriod,
+    Priority,
+    RunStatus,
+    ScheduleKind,
+    Task,
+    TaskRun,
+    TaskStatus,
+    TaskType,
+    run_backend_id,
+)
+from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
+
+H = timedelta(hours=1)
+
+
+def make_task(
+    now: datetime, *args: object, type: str = "sleep", offset: timedelta = timedelta(0),
+    deadline: timedelta | None = None, **fields: object,
+) -> Task:
+    fields.setdefault("schedule_kind", ScheduleKind.ADAPTIVE)
+    if fields["schedule_kind"] is ScheduleKind.ADAPTIVE:
+        fields.setdefault("current_interval", H)
+    return Task(
+        type=type,
+        args=args,
+        next_run=now + offset,
+        deadline=now + (deadline if deadline is not None else offset + H),
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+# -- task types -------------------------------------------------------------
+
+
+def test_task_type_round_trip(store: SQLAlchemyStore, sleep_type: TaskType) -> None:
+    assert store.get_task_type("sleep") == sleep_type
+    assert store.get_task_types() == [sleep_type]
+    assert store.get_task_type("nope") is None
+
+
+def test_duplicate_task_type_is_refused(store: SQLAlchemyStore, sleep_type: TaskType) -> None:
+    with pytest.raises(DuplicateTaskType) as info:
+        store.create_task_type(sleep_type.updated(description="other"))
+    assert info.value.field == "type"
+    assert store.get_task_type("sleep") == sleep_type
+
+
+def test_update_task_type_validates_before_writing(
+    store: SQLAlchemyStore, sleep_type: TaskType
+) -> None:
+    updated = store.update_task_type("sleep", max_queue_length=5, num_retries=2)
+    assert (updated.max_queue_length, updated.num_retries) == (5, 2)
+    assert store.get_task_type("sleep") == updated
+    with pytest.raises(InvalidInput) as info:
+        store.update_task_type("sleep", max_queue_length=-1)
+    assert info.value.field == "max_queue_length"
+    assert store.get_task_type("sleep") == updated
+    with pytest.raises(NotFound):
+        store.update_task_type("unknown", max_queue_length=1)
+
+
+# -- task creation ----------------------------------------------------------
+
+
+def test_created_tasks_keep_every_field(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    original = Task(
+        type="sleep",
+        args=("https://example.org", 3),
+        kwargs={"depth": 2, "tags": ["a", "é"]},
+        schedule_kind=ScheduleKind.CRON,
+        cron="30 2 * * *",
+        cron_max_duration=timedelta(hours=6, microseconds=5),
+        next_run=now,
+        deadline=now + timedelta(hours=5),
+        key="client-1",
+        priority=Priority.HIGH,
+        tz="Europe/Paris",
+        blackout_periods=(BlackoutPeriod.parse({"start": "23:00", "end": "01:30"}),),
+        dont_run_on_nodes=("node-a", "node-b"),
+        max_allowed_duration=timedelta(hours=2),
+        expected_duration=timedelta(minutes=3),
+        retries_left=2,
+    )
+    [created] = store.create_tasks([original], now=now)
+    assert created.id is not None
+    [stored] = store.get_tasks([created.id])
+    assert stored == created
+    assert stored.updated(id=None, created_at=None, updated_at=None) == original
+    assert stored.created_at == stored.updated_at == now
+    assert store.get_task_by_key("client-1") == stored
+
+
+def test_tasks_come_back_in_the_order_given(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    tasks = [make_task(now, n) for n in range(50)]
+    created = store.create_tasks(tasks, now=now)
+    assert [t.args for t in created] == [(n,) for n in range(50)]
+    assert len({t.id for t in created}) == 50
+    ids = [t.id or 0 for t in created]
+    assert [t.id for t in store.get_tasks(ids[::-1] + [10**9])] == ids[::-1]
+
+
+def test_unknown_type_writes_nothing(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    with pytest.raises(UnknownTaskType) as info:
+        store.create_tasks([make_task(now, 1), make_task(now, 2, type="nope")], now=now)
+    assert info.value.field == "type"
+    assert store.count_tasks() == 0
+
+
+def test_new_task_with_an_id_is_refused(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    with pytest.raises(InvalidInput):
+        store.create_tasks([make_task(now, 1).updated(id=5)], now=now)
+
+
+def test_key_makes_creation_idempotent(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    [first] = store.create_tasks([make_task(now, 1, key="k1")], now=now)
+    [again] = store.create_tasks([make_task(now + H, 1, key="k1")], now=now + H)
+    assert again == first
+    with pytest.raises(KeyConflict) as info:
+        store.create_tasks([make_task(now, 9), make_task(now, 2, key="k1")], now=now)
+    assert info.value.field == "key"
+    assert store.count_tasks() == 1
+
+
+def test_key_repeated_in_one_batch(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    a, b = store.create_tasks([make_task(now, 1, key="k"), make_task(now, 1, key="k")], now=now)
+    assert a.id == b.id
+    with pytest.raises(KeyConflict):
+        store.create_tasks([make_task(now, 1, key="x"), make_task(now, 2, key="x")], now=now)
+    assert store.count_tasks() == 1
+
+
+def test_identical_live_tasks_are_deduplicated(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    a, b, c = store.create_tasks(
+        [make_task(now, "x", kwargs={"a": 1, "b": 2}), make_task(now, "x", kwargs={"b": 2, "a": 1}),
+         make_task(now, "x", priority=Priority.HIGH)],
+        now=now,
+    )
+    assert a.id == b.id
+    assert c.id != a.id
+    [again] = store.create_tasks([make_task(now + H, "x", kwargs={"a": 1, "b": 2})], now=now)
+    assert again.id == a.id
+    assert store.count_tasks() == 2
+    # a disabled task is no longer live: an identical one may be created
+    store.disable_tasks([a.id or 0], now=now)
+    [fresh] = store.create_tasks([make_task(now, "x", kwargs={"a": 1, "b": 2})], now=now)
+    assert fresh.id != a.id
+    # ... and the old one cannot come back while the new one is live
+    with pytest.raises(Conflict):
+        store.enable_tasks([a.id or 0], now=now)
+    assert store.get_tasks([a.id or 0])[0].status is TaskStatus.DISABLED
+
+
+def test_import_is_all_or_nothing(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    def stream(fail_at: int | None) -> Iterator[Task]:
+        for n in range(2500):
+            if n == fail_at:
+                raise InvalidInput("args", "broken", line=n + 1)
+            yield make_task(now, n % 2000)
+
+    with pytest.raises(InvalidInput) as info:
+        store.import_tasks(stream(2100), now=now, batch_size=1000)
+    assert info.value.line == 2101
+    assert store.count_tasks() == 0
+    seen: list[tuple[int, int]] = []
+    summary = store.import_tasks(
+        stream(None), now=now, batch_size=1000, progress=lambda c, e: seen.append((c, e))
+    )
+    assert (summary.created, summary.existing) == (2000, 500)
+    assert seen == [(1000, 0), (2000, 0), (2000, 500)]
+    assert store.count_tasks() == 2000
+
+
+# -- queries ----------------------------------------------------------------
+
+
+def test_search_filters_and_pages(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    created = store.create_tasks(
+        [make_task(now, n, key=f"site/{n}", priority=Priority.LOW if n % 2 else Priority.NORMAL,
+                   offset=n * H) for n in range(10)],
+        now=now,
+    )
+    store.disable_tasks([created[0].id or 0], now=now)
+    assert store.count_tasks() == 10
+    odd = store.search_tasks(TaskFilter(priority=Priority.LOW))
+    assert [t.args[0] for t in odd] == [1, 3, 5, 7, 9]
+    waiting = TaskFilter(status=[TaskStatus.WAITING], next_run_before=now + 3 * H)
+    assert [t.args[0] for t in store.search_tasks(waiting)] == [1, 2, 3]
+    assert store.count_tasks(TaskFilter(key_prefix="site/1")) == 1
+    assert store.count_tasks(TaskFilter(key_prefix="site_")) == 0
+    pages, after = [], 0
+    while page := store.search_tasks(after_id=after, limit=4):
+        pages.append([t.args[0] for t in page])
+        after = page[-1].id or 0
+    assert pages == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert store.search_tasks(TaskFilter(type="other")) == []
+
+
+def test_pending_tasks_in_dispatch_order(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    store.create_tasks(
+        [
+            make_task(now, "late-normal", offset=-H, deadline=2 * H),
+            make_task(now, "urgent-normal", offset=-H, deadline=H),
+            make_task(now, "low", offset=-2 * H, deadline=-H, priority=Priority.LOW),
+            make_task(now, "high", offset=-H, deadline=5 * H, priority=Priority.HIGH),
+            make_task(now, "not-ready", offset=H, deadline=-5 * H),
+        ],
+        now=now,
+    )
+    pending = store.list_pending("sleep", now=now)
+    assert [t.args[0] for t in pending] == ["high", "urgent-normal", "late-normal", "low"]
+    assert [t.args[0] for t in store.list_pending("sleep", now=now, limit=2)] == [
+        "high", "urgent-normal"]
+    only_low = store.list_pending("sleep", now=now, priorities=[Priority.LOW])
+    assert [t.args[0] for t in only_low] == ["low"]
+    assert store.list_pending("other", now=now) == []
+
+
+# -- claims -----------------------------------------------------------------
+
+
+def test_claim_creates_runs_and_never_claims_twice(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    created = store.create_tasks(
+        [make_task(now, n, offset=-H, deadline=timedelta(minutes=10 - n)) for n in range(10)],
+        now=now,
+    )
+    first = store.claim_ready_tasks("sleep", now=now, limit=4)
+    assert [c.task.args[0] for c in first] == [9, 8, 7, 6]
+    for claimed in first:
+        assert claimed.task.status is TaskStatus.SCHEDULED
+        assert claimed.run.status is RunStatus.SCHEDULED
+        assert claimed.run.slot == claimed.task.next_run
+        assert claimed.run.scheduled == now
+        assert claimed.run.backend_id == run_backend_id(claimed.task.id or 0, claimed.task.next_run)
+        assert store.get_task_run(claimed.run.backend_id) == claimed.run
+    second = store.claim_ready_tasks("sleep", now=now, limit=100)
+    assert len(second) == 6
+    assert not {c.task.id for c in first} & {c.task.id for c in second}
+    assert store.claim_ready_tasks("sleep", now=now, limit=100) == []
+    statuses = {t.status for t in store.get_tasks([t.id or 0 for t in created])}
+    assert statuses == {TaskStatus.SCHEDULED}
+
+
+def test_claim_by_priority_class(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    store.create_tasks(
+        [make_task(now, "n", offset=-H, deadline=-H),
+         make_task(now, "h", offset=-H, priority=Priority.HIGH)],
+        now=now,
+    )
+    assert [c.task.args[0] for c in store.claim_ready_tasks(
+        "sleep", now=now, limit=5, priorities=[Priority.HIGH])] == ["h"]
+    assert store.claim_ready_tasks("sleep", now=now, limit=0) == []
+    assert [c.task.args[0] for c in store.claim_ready_tasks("sleep", now=now, limit=5)] == ["n"]
+
+
+def test_backend_id_is_derived_from_task_and_slot(now: datetime) -> None:
+    assert run_backend_id(1, now) == run_backend_id(1, now)
+    assert run_backend_id(1, now) != run_backend_id(2, now)
+    assert run_backend_id(1, now) != run_backend_id(1, now + timedelta(microseconds=1))
+
+
+# -- status changes ---------------------------------------------------------
+
+
+def test_disable_enable_cancel_respawn(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    store.update_task_type("sleep", num_retries=3)
+    a, b, c = store.create_tasks([make_task(now, n, offset=-H) for n in range(3)], now=now)
+    [claimed] = store.claim_ready_tasks("sleep", now=now, limit=1)
+    assert claimed.task.id == a.id
+    assert [t.id for t in store.disable_tasks([a.id or 0, b.id or 0], now=now)] == [a.id, b.id]
+    assert store.disable_tasks([b.id or 0], now=now) == []
+    assert [t.status for t in store.enable_tasks([b.id or 0], now=now)] == [TaskStatus.WAITING]
+    cancelled = store.cancel_tasks([a.id or 0, c.id or 0, 10**9], now=now)
+    assert [t.status for t in cancelled] == [TaskStatus.CANCELLED] * 2
+    run = store.get_task_run(claimed.run.backend_id)
+    assert run is not None and run.status is RunStatus.CANCELLED and run.ended == now
+    later = now + 2 * H
+    respawned = store.respawn_tasks([c.id or 0], next_run=later, now=now)
+    assert [(t.status, t.next_run, t.deadline, t.retries_left) for t in respawned] == [
+        (TaskStatus.WAITING, later, later, 3)]
+
+
+def test_respawn_leaves_tasks_with_an_open_run(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    [a] = store.create_tasks([make_task(now, 1, offset=-H)], now=now)
+    store.claim_ready_tasks("sleep", now=now, limit=1)
+    assert store.respawn_tasks([a.id or 0], next_run=now, now=now) == []
+
+
+def test_update_task_with_optimistic_check(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    [a] = store.create_tasks([make_task(now, 1)], now=now)
+    changed = a.updated(failure_count=2, updated_at=now + H)
+    assert store.update_task(changed, expected_updated_at=now) == changed
+    with pytest.raises(Conflict):
+        store.update_task(changed.updated(failure_count=3), expected_updated_at=now)
+    assert store.get_tasks([a.id or 0]) == [changed]
+    with pytest.raises(NotFound):
+        store.update_task(changed.updated(id=10**9))
+
+
+# -- runs -------------------------------------------------------------------
+
+
+def test_run_lifecycle_is_idempotent(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    [a] = store.create_tasks([make_task(now, 1, offset=H)], now=now)
+    run = store.schedule_task_run(a.id or 0, now=now)
+    assert run.slot == a.next_run and run.status is RunStatus.SCHEDULED
+    with pytest.raises(InvalidTransition):
+        store.schedule_task_run(a.id or 0, now=now)
+    with pytest.raises(NotFound):
+        store.schedule_task_run(10**9, now=now)
+    started = store.start_task_run(run.backend_id, started=now + H, worker="w1@host")
+    assert started is not None and started.status is RunStatus.STARTED
+    assert store.start_task_run(run.backend_id, started=now + 2 * H, worker="w2") == started
+
+    def apply(task: Task, ended_run: TaskRun) -> Task:
+        assert ended_run.status is RunStatus.EVENTFUL
+        return task.updated(status=TaskStatus.WAITING, last_end_at=ended_run.ended,
+                            next_run=now + 5 * H, deadline=now + 6 * H)
+
+    ended = store.end_task_run(run.backend_id, status=RunStatus.EVENTFUL, ended=now + 2 * H,
+                               result={"status": "eventful"}, apply=apply)
+    assert ended is not None and ended.result == {"status": "eventful"}
+    task = store.get_tasks([a.id or 0])[0]
+    assert (task.status, task.last_end_at, task.next_run) == (
+        TaskStatus.WAITING, now + 2 * H, now + 5 * H)
+    assert task.updated_at == now + 2 * H
+
+    def must_not_run(task: Task, run: TaskRun) -> Task:
+        raise AssertionError("applied twice")
+
+    again = store.end_task_run(run.backend_id, status=RunStatus.FAILED, ended=now + 3 * H,
+                               apply=must_not_run)
+    assert again == ended
+    assert store.get_task_runs(a.id or 0) == [ended]
+    assert store.start_task_run("unknown", started=now) is None
+    assert store.end_task_run("unknown", status=RunStatus.FAILED, ended=now) is None
+    with pytest.raises(InvalidInput):
+        store.end_task_run(run.backend_id, status=RunStatus.STARTED, ended=now)
+
+
+def test_failed_apply_leaves_the_run_open(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    [a] = store.create_tasks([make_task(now, 1, offset=-H)], now=now)
+    [claimed] = store.claim_ready_tasks("sleep", now=now, limit=1)
+
+    def broken(task: Task, run: TaskRun) -> Task:
+        raise RuntimeError("policy bug")
+
+    with pytest.raises(RuntimeError):
+        store.end_task_run(claimed.run.backend_id, status=RunStatus.EVENTFUL, ended=now,
+                           apply=broken)
+    run = store.get_task_run(claimed.run.backend_id)
+    assert run is not None and run.status is RunStatus.SCHEDULED
+
+
+def test_runs_listed_newest_first(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    [a] = store.create_tasks([make_task(now, 1, offset=-H)], now=now)
+    backend_ids = []
+    for n in range(3):
+        run = store.schedule_task_run(a.id or 0, now=now + n * H)
+        backend_ids.append(run.backend_id)
+        store.end_task_run(
+            run.backend_id, status=RunStatus.UNEVENTFUL, ended=now + n * H,
+            apply=lambda t, r, n=n: t.updated(status=TaskStatus.WAITING,
+                                              next_run=now + (n + 1) * H),
+        )
+    assert [r.backend_id for r in store.get_task_runs(a.id or 0)] == backend_ids[::-1]
+    assert len(store.get_task_runs(a.id or 0, limit=2)) == 2
+
+
+# -- retention --------------------------------------------------------------
+
+
+def test_retention_deletes_only_old_finished_things(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    old, recent, oneshot_done, oneshot_live = store.create_tasks(
+        [make_task(now, 1, offset=-H), make_task(now, 2, offset=-H),
+         make_task(now, 3, schedule_kind=ScheduleKind.ONESHOT, offset=-H),
+         make_task(now, 4, schedule_kind=ScheduleKind.ONESHOT, offset=H)],
+        now=now,
+    )
+    claims = {c.task.id: c.run for c in store.claim_ready_tasks("sleep", now=now, limit=10)}
+    store.end_task_run(claims[old.id].backend_id, status=RunStatus.EVENTFUL, ended=now - H)
+    store.end_task_run(claims[recent.id].backend_id, status=RunStatus.EVENTFUL, ended=now + H)
+    store.end_task_run(
+        claims[oneshot_done.id].backend_id, status=RunStatus.EVENTFUL, ended=now,
+        apply=lambda t, r: t.updated(status=TaskStatus.COMPLETED),
+    )
+    assert store.delete_old_runs(ended_before=now) == 1
+    assert store.get_task_run(claims[old.id].backend_id) is None
+    assert store.get_task_run(claims[recent.id].backend_id) is not None
+    assert store.delete_finished_oneshot_tasks(updated_before=now + H) == 1
+    remaining = {t.id for t in store.search_tasks()}
+    assert remaining == {old.id, recent.id, oneshot_live.id}
+    assert store.get_task_run(claims[oneshot_done.id].backend_id) is None
+
+
+def test_delete_tasks_removes_their_runs(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    [a] = store.create_tasks([make_task(now, 1, offset=-H)], now=now)
+    [claimed] = store.claim_ready_tasks("sleep", now=now, limit=1)
+    assert store.delete_tasks([a.id or 0, 10**9]) == 1
+    assert store.get_task_run(claimed.run.backend_id) is None

@@ -8,7 +8,6 @@ has to act on it.
 
 from __future__ import annotations
 
-import copy
 from typing import Self
 
 
@@ -31,7 +30,8 @@ class InvalidInput(SchedulerError, ValueError):
 
     def at_line(self, line: int) -> Self:
         """The same error, located at ``line`` of an input file."""
-        located = copy.copy(self)
+        located = Exception.__new__(type(self))
+        located.__dict__.update(self.__dict__)
         located.line = line
         located.args = (str(located),)
         return located

@@ -56,9 +56,7 @@ def check(engine: sa.Engine) -> None:
     """Raise :class:`SchemaMismatch` unless the schema is at the head revision."""
     current = current_revision(engine)
     if current is None:
-        raise SchemaMismatch(
-            "the database has no scheduler schema; run `swh scheduler db init`"
-        )
+        raise SchemaMismatch("the database has no scheduler schema; run `swh scheduler db init`")
     if current != head_revision():
         raise SchemaMismatch(
             f"the database schema is at revision {current}, this version needs "

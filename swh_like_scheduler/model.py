@@ -189,7 +189,8 @@ class BlackoutPeriod:
             start, end = value
         else:
             raise InvalidInput(
-                "blackout_periods", f"{value!r} is not a window like {{'start': '23:00', 'end': '01:00'}}"
+                "blackout_periods",
+                f"{value!r} is not a window like {{'start': '23:00', 'end': '01:00'}}",
             )
         return cls(
             validation.time_of_day("blackout_periods", start),
@@ -219,7 +220,7 @@ class Task:
     """One unit of recurring or one-shot work.
 
     ``next_run`` is *can_start_by* and ``deadline`` is *should_start_by*
-    (DESIGN.md §2–3). Statistics and ownership fields are written by the
+    (DESIGN.md §2-3). Statistics and ownership fields are written by the
     listener and the lease protocol; a task built by a client leaves them empty.
     """
 
@@ -310,7 +311,14 @@ class Task:
         for name in required[kind]:
             if getattr(self, name) is None:
                 raise InvalidInput(name, f"is required for a {kind} task")
-        for name in ("current_interval", "period", "cooldown", "cron", "cron_max_duration", "max_delay"):
+        for name in (
+            "current_interval",
+            "period",
+            "cooldown",
+            "cron",
+            "cron_max_duration",
+            "max_delay",
+        ):
             if name not in allowed[kind] and getattr(self, name) is not None:
                 raise InvalidInput(name, f"does not apply to a {kind} task")
         for name in ("period", "current_interval"):

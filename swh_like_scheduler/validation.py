@@ -66,9 +66,7 @@ def parse_duration(field: str, value: str | int | float | timedelta) -> timedelt
     return timedelta(seconds=seconds)
 
 
-def optional_duration(
-    field: str, value: str | int | float | timedelta | None
-) -> timedelta | None:
+def optional_duration(field: str, value: str | int | float | timedelta | None) -> timedelta | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     return parse_duration(field, value)

@@ -21,11 +21,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import services  # noqa: E402
+import services
 
-from swh_like_scheduler import migrations  # noqa: E402
-from swh_like_scheduler.model import TaskType  # noqa: E402
-from swh_like_scheduler.store import SQLAlchemyStore, make_engine  # noqa: E402
+from swh_like_scheduler import migrations
+from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.store import SQLAlchemyStore, make_engine
 
 _counter = itertools.count()
 

@@ -27,7 +27,9 @@ def _json() -> sa.types.TypeEngine:
 
 def _id() -> sa.Column:
     return sa.Column(
-        "id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True,
+        "id",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
         autoincrement=True,
     )
 
@@ -37,9 +39,7 @@ def _ts(name: str, nullable: bool = True) -> sa.Column:
 
 
 def _partial_index(name: str, table: str, columns: list[str], where, unique=False) -> None:
-    op.create_index(
-        name, table, columns, unique=unique, postgresql_where=where, sqlite_where=where
-    )
+    op.create_index(name, table, columns, unique=unique, postgresql_where=where, sqlite_where=where)
 
 
 def upgrade() -> None:
@@ -106,9 +106,7 @@ def upgrade() -> None:
         _ts("steal_start_at"),
         _ts("created_at", nullable=False),
         _ts("updated_at", nullable=False),
-        sa.CheckConstraint(
-            "priority IN ('high', 'normal', 'low')", name=op.f("ck_task_priority")
-        ),
+        sa.CheckConstraint("priority IN ('high', 'normal', 'low')", name=op.f("ck_task_priority")),
         sa.CheckConstraint(
             "schedule_kind IN ('oneshot', 'periodic', 'cron', 'adaptive')",
             name=op.f("ck_task_schedule_kind"),
@@ -154,9 +152,7 @@ def upgrade() -> None:
             "'permfailed', 'lost', 'cancelled', 'timed_out')",
             name=op.f("ck_task_run_status"),
         ),
-        sa.CheckConstraint(
-            "progress >= 0 AND progress <= 1", name=op.f("ck_task_run_progress")
-        ),
+        sa.CheckConstraint("progress >= 0 AND progress <= 1", name=op.f("ck_task_run_progress")),
         sa.ForeignKeyConstraint(
             ["task_id"], ["task.id"], name=op.f("fk_task_run_task_id_task"), ondelete="CASCADE"
         ),

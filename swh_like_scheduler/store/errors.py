@@ -75,9 +75,7 @@ def translate(exc: sa_exc.SQLAlchemyError, where: str) -> SchedulerError:
                 "retry, or use PostgreSQL for several concurrent processes"
             )
         if "does not exist" in lowered:
-            return StoreUnavailable(
-                f"{where}: {detail}; create it (`createdb`) or check --db-url"
-            )
+            return StoreUnavailable(f"{where}: {detail}; create it (`createdb`) or check --db-url")
         return StoreUnavailable(
             f"{where}: cannot reach the database ({detail}); check that it is running "
             "and that --db-url / SWH_SCHEDULER_DB_URL points at it"

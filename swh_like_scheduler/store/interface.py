@@ -41,6 +41,10 @@ class TaskFilter:
     next_run_before: datetime | None = None
 
 
+#: The filter that matches every task.
+ALL_TASKS = TaskFilter()
+
+
 @dataclass(frozen=True)
 class ImportSummary:
     """What :meth:`SchedulerStore.import_tasks` did."""
@@ -144,7 +148,7 @@ class SchedulerStore(Protocol):
         ...
 
     def search_tasks(
-        self, criteria: TaskFilter = TaskFilter(), *, after_id: int = 0, limit: int = 100
+        self, criteria: TaskFilter = ALL_TASKS, *, after_id: int = 0, limit: int = 100
     ) -> list[Task]:
         """Tasks matching ``criteria`` with ``id > after_id``, by increasing id.
 
@@ -153,7 +157,7 @@ class SchedulerStore(Protocol):
         """
         ...
 
-    def count_tasks(self, criteria: TaskFilter = TaskFilter()) -> int:
+    def count_tasks(self, criteria: TaskFilter = ALL_TASKS) -> int:
         """How many tasks match ``criteria``."""
         ...
 
@@ -191,9 +195,7 @@ class SchedulerStore(Protocol):
         lease). Returns the tasks that were cancelled."""
         ...
 
-    def respawn_tasks(
-        self, ids: Sequence[int], *, next_run: datetime, now: datetime
-    ) -> list[Task]:
+    def respawn_tasks(self, ids: Sequence[int], *, next_run: datetime, now: datetime) -> list[Task]:
         """Make tasks runnable again at ``next_run`` with ``deadline =
         next_run`` (run as soon as allowed), whatever their status, except
         tasks with an open run, which are left out of the result.

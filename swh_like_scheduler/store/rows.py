@@ -19,7 +19,7 @@ def task_type_to_row(task_type: TaskType) -> dict[str, Any]:
     return {name: getattr(task_type, name) for name in TASK_TYPE_FIELDS}
 
 
-def task_type_from_row(row: Mapping[str, Any]) -> TaskType:
+def task_type_from_row(row: Mapping[Any, Any]) -> TaskType:
     return TaskType(**{name: row[name] for name in TASK_TYPE_FIELDS})
 
 
@@ -37,7 +37,7 @@ def task_to_row(task: Task) -> dict[str, Any]:
     return row
 
 
-def task_from_row(row: Mapping[str, Any]) -> Task:
+def task_from_row(row: Mapping[Any, Any]) -> Task:
     values = {name: row[name] for name in TASK_FIELDS}
     arguments = row["arguments"] or {}
     values["args"] = tuple(arguments.get("args", ()))
@@ -61,7 +61,7 @@ def run_to_row(run: TaskRun) -> dict[str, Any]:
     return row
 
 
-def run_from_row(row: Mapping[str, Any]) -> TaskRun:
+def run_from_row(row: Mapping[Any, Any]) -> TaskRun:
     values = {name: row[name] for name in RUN_FIELDS}
     values["history"] = tuple(row["history"] or ())
     return TaskRun(**values)

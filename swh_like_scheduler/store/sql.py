@@ -42,7 +42,7 @@ from ..model import (
 from . import rows
 from .engine import WRITE_OPTION, capabilities_of, make_engine
 from .errors import translated
-from .interface import ApplyOutcome, Capabilities, ImportSummary, TaskFilter
+from .interface import ALL_TASKS, ApplyOutcome, Capabilities, ImportSummary, TaskFilter
 from .tables import TASK_LIVE_STATUSES
 from .tables import task as task_t
 from .tables import task_run as run_t
@@ -98,7 +98,6 @@ class SQLAlchemyStore:
         if self._capabilities.skip_locked:
             return query.with_for_update()
         return query
-
 
     # -- task types ---------------------------------------------------------
 
@@ -196,7 +195,10 @@ class SQLAlchemyStore:
             raise UnknownTaskType(name)
 
     def _match_keyed(
-        self, conn: sa.Connection, batch: list[Task], found: list[Task | None],
+        self,
+        conn: sa.Connection,
+        batch: list[Task],
+        found: list[Task | None],
         copy_of: dict[int, int],
     ) -> None:
         """Tasks whose key is taken resolve to the task holding it."""
@@ -224,7 +226,10 @@ class SQLAlchemyStore:
                 found[i] = known
 
     def _match_identical(
-        self, conn: sa.Connection, batch: list[Task], found: list[Task | None],
+        self,
+        conn: sa.Connection,
+        batch: list[Task],
+        found: list[Task | None],
         copy_of: dict[int, int],
     ) -> None:
         """Tasks without a key resolve to an identical live task, if any."""
@@ -274,9 +279,7 @@ class SQLAlchemyStore:
         if criteria.priority is not None:
             clauses.append(task_t.c.priority == Priority(criteria.priority).value)
         if criteria.schedule_kind is not None:
-            clauses.append(
-                task_t.c.schedule_kind == ScheduleKind(criteria.schedule_kind).value
-            )
+            clauses.append(task_t.c.schedule_kind == ScheduleKind(criteria.schedule_kind).value)
         if criteria.key_prefix is not None:
             clauses.append(task_t.c.key.startswith(criteria.key_prefix, autoescape=True))
         if criteria.next_run_before is not None:
@@ -284,7 +287,7 @@ class SQLAlchemyStore:
         return clauses
 
     def search_tasks(
-        self, criteria: TaskFilter = TaskFilter(), *, after_id: int = 0, limit: int = 100
+        self, criteria: TaskFilter = ALL_TASKS, *, after_id: int = 0, limit: int = 100
     ) -> list[Task]:
         if limit <= 0:
             raise InvalidInput("limit", f"{limit} must be a positive number")
@@ -297,7 +300,7 @@ class SQLAlchemyStore:
         with self._read("search tasks") as conn:
             return [rows.task_from_row(r._mapping) for r in conn.execute(query)]
 
-    def count_tasks(self, criteria: TaskFilter = TaskFilter()) -> int:
+    def count_tasks(self, criteria: TaskFilter = ALL_TASKS) -> int:
         query = sa.select(sa.func.count()).select_from(task_t).where(*self._where(criteria))
         with self._read("count tasks") as conn:
             return int(conn.scalar(query) or 0)
@@ -389,8 +392,11 @@ class SQLAlchemyStore:
             )
 
     def cancel_tasks(self, ids: Sequence[int], *, now: datetime) -> list[Task]:
-        cancellable = [TaskStatus.WAITING.value, TaskStatus.SCHEDULED.value,
-                       TaskStatus.DISABLED.value]
+        cancellable = [
+            TaskStatus.WAITING.value,
+            TaskStatus.SCHEDULED.value,
+            TaskStatus.DISABLED.value,
+        ]
         with self._write("cancel tasks") as conn:
             cancelled = self._update_tasks(
                 conn,
@@ -406,9 +412,7 @@ class SQLAlchemyStore:
                 )
         return cancelled
 
-    def respawn_tasks(
-        self, ids: Sequence[int], *, next_run: datetime, now: datetime
-    ) -> list[Task]:
+    def respawn_tasks(self, ids: Sequence[int], *, next_run: datetime, now: datetime) -> list[Task]:
         retries = (
             sa.select(sa.func.coalesce(type_t.c.num_retries, 0))
             .where(type_t.c.type == task_t.c.type)

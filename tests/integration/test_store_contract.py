@@ -33,8 +33,12 @@ H = timedelta(hours=1)
 
 
 def make_task(
-    now: datetime, *args: object, type: str = "sleep", offset: timedelta = timedelta(0),
-    deadline: timedelta | None = None, **fields: object,
+    now: datetime,
+    *args: object,
+    type: str = "sleep",
+    offset: timedelta = timedelta(0),
+    deadline: timedelta | None = None,
+    **fields: object,
 ) -> Task:
     fields.setdefault("schedule_kind", ScheduleKind.ADAPTIVE)
     if fields["schedule_kind"] is ScheduleKind.ADAPTIVE:
@@ -119,7 +123,7 @@ def test_tasks_come_back_in_the_order_given(
     assert [t.args for t in created] == [(n,) for n in range(50)]
     assert len({t.id for t in created}) == 50
     ids = [t.id or 0 for t in created]
-    assert [t.id for t in store.get_tasks(ids[::-1] + [10**9])] == ids[::-1]
+    assert [t.id for t in store.get_tasks([*ids[::-1], 10**9])] == ids[::-1]
 
 
 def test_unknown_type_writes_nothing(
@@ -164,8 +168,11 @@ def test_identical_live_tasks_are_deduplicated(
     store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
 ) -> None:
     a, b, c = store.create_tasks(
-        [make_task(now, "x", kwargs={"a": 1, "b": 2}), make_task(now, "x", kwargs={"b": 2, "a": 1}),
-         make_task(now, "x", priority=Priority.HIGH)],
+        [
+            make_task(now, "x", kwargs={"a": 1, "b": 2}),
+            make_task(now, "x", kwargs={"b": 2, "a": 1}),
+            make_task(now, "x", priority=Priority.HIGH),
+        ],
         now=now,
     )
     assert a.id == b.id
@@ -212,8 +219,16 @@ def test_search_filters_and_pages(
     store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
 ) -> None:
     created = store.create_tasks(
-        [make_task(now, n, key=f"site/{n}", priority=Priority.LOW if n % 2 else Priority.NORMAL,
-                   offset=n * H) for n in range(10)],
+        [
+            make_task(
+                now,
+                n,
+                key=f"site/{n}",
+                priority=Priority.LOW if n % 2 else Priority.NORMAL,
+                offset=n * H,
+            )
+            for n in range(10)
+        ],
         now=now,
     )
     store.disable_tasks([created[0].id or 0], now=now)
@@ -248,7 +263,9 @@ def test_pending_tasks_in_dispatch_order(
     pending = store.list_pending("sleep", now=now)
     assert [t.args[0] for t in pending] == ["high", "urgent-normal", "late-normal", "low"]
     assert [t.args[0] for t in store.list_pending("sleep", now=now, limit=2)] == [
-        "high", "urgent-normal"]
+        "high",
+        "urgent-normal",
+    ]
     only_low = store.list_pending("sleep", now=now, priorities=[Priority.LOW])
     assert [t.args[0] for t in only_low] == ["low"]
     assert store.list_pending("other", now=now) == []
@@ -285,12 +302,16 @@ def test_claim_by_priority_class(
     store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
 ) -> None:
     store.create_tasks(
-        [make_task(now, "n", offset=-H, deadline=-H),
-         make_task(now, "h", offset=-H, priority=Priority.HIGH)],
+        [
+            make_task(now, "n", offset=-H, deadline=-H),
+            make_task(now, "h", offset=-H, priority=Priority.HIGH),
+        ],
         now=now,
     )
-    assert [c.task.args[0] for c in store.claim_ready_tasks(
-        "sleep", now=now, limit=5, priorities=[Priority.HIGH])] == ["h"]
+    assert [
+        c.task.args[0]
+        for c in store.claim_ready_tasks("sleep", now=now, limit=5, priorities=[Priority.HIGH])
+    ] == ["h"]
     assert store.claim_ready_tasks("sleep", now=now, limit=0) == []
     assert [c.task.args[0] for c in store.claim_ready_tasks("sleep", now=now, limit=5)] == ["n"]
 
@@ -321,7 +342,8 @@ def test_disable_enable_cancel_respawn(
     later = now + 2 * H
     respawned = store.respawn_tasks([c.id or 0], next_run=later, now=now)
     assert [(t.status, t.next_run, t.deadline, t.retries_left) for t in respawned] == [
-        (TaskStatus.WAITING, later, later, 3)]
+        (TaskStatus.WAITING, later, later, 3)
+    ]
 
 
 def test_respawn_leaves_tasks_with_an_open_run(
@@ -364,22 +386,35 @@ def test_run_lifecycle_is_idempotent(
 
     def apply(task: Task, ended_run: TaskRun) -> Task:
         assert ended_run.status is RunStatus.EVENTFUL
-        return task.updated(status=TaskStatus.WAITING, last_end_at=ended_run.ended,
-                            next_run=now + 5 * H, deadline=now + 6 * H)
+        return task.updated(
+            status=TaskStatus.WAITING,
+            last_end_at=ended_run.ended,
+            next_run=now + 5 * H,
+            deadline=now + 6 * H,
+        )
 
-    ended = store.end_task_run(run.backend_id, status=RunStatus.EVENTFUL, ended=now + 2 * H,
-                               result={"status": "eventful"}, apply=apply)
+    ended = store.end_task_run(
+        run.backend_id,
+        status=RunStatus.EVENTFUL,
+        ended=now + 2 * H,
+        result={"status": "eventful"},
+        apply=apply,
+    )
     assert ended is not None and ended.result == {"status": "eventful"}
     task = store.get_tasks([a.id or 0])[0]
     assert (task.status, task.last_end_at, task.next_run) == (
-        TaskStatus.WAITING, now + 2 * H, now + 5 * H)
+        TaskStatus.WAITING,
+        now + 2 * H,
+        now + 5 * H,
+    )
     assert task.updated_at == now + 2 * H
 
     def must_not_run(task: Task, run: TaskRun) -> Task:
         raise AssertionError("applied twice")
 
-    again = store.end_task_run(run.backend_id, status=RunStatus.FAILED, ended=now + 3 * H,
-                               apply=must_not_run)
+    again = store.end_task_run(
+        run.backend_id, status=RunStatus.FAILED, ended=now + 3 * H, apply=must_not_run
+    )
     assert again == ended
     assert store.get_task_runs(a.id or 0) == [ended]
     assert store.start_task_run("unknown", started=now) is None
@@ -391,15 +426,16 @@ def test_run_lifecycle_is_idempotent(
 def test_failed_apply_leaves_the_run_open(
     store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
 ) -> None:
-    [a] = store.create_tasks([make_task(now, 1, offset=-H)], now=now)
+    store.create_tasks([make_task(now, 1, offset=-H)], now=now)
     [claimed] = store.claim_ready_tasks("sleep", now=now, limit=1)
 
     def broken(task: Task, run: TaskRun) -> Task:
         raise RuntimeError("policy bug")
 
     with pytest.raises(RuntimeError):
-        store.end_task_run(claimed.run.backend_id, status=RunStatus.EVENTFUL, ended=now,
-                           apply=broken)
+        store.end_task_run(
+            claimed.run.backend_id, status=RunStatus.EVENTFUL, ended=now, apply=broken
+        )
     run = store.get_task_run(claimed.run.backend_id)
     assert run is not None and run.status is RunStatus.SCHEDULED
 
@@ -413,9 +449,12 @@ def test_runs_listed_newest_first(
         run = store.schedule_task_run(a.id or 0, now=now + n * H)
         backend_ids.append(run.backend_id)
         store.end_task_run(
-            run.backend_id, status=RunStatus.UNEVENTFUL, ended=now + n * H,
-            apply=lambda t, r, n=n: t.updated(status=TaskStatus.WAITING,
-                                              next_run=now + (n + 1) * H),
+            run.backend_id,
+            status=RunStatus.UNEVENTFUL,
+            ended=now + n * H,
+            apply=lambda t, r, n=n: t.updated(
+                status=TaskStatus.WAITING, next_run=now + (n + 1) * H
+            ),
         )
     assert [r.backend_id for r in store.get_task_runs(a.id or 0)] == backend_ids[::-1]
     assert len(store.get_task_runs(a.id or 0, limit=2)) == 2
@@ -428,16 +467,21 @@ def test_retention_deletes_only_old_finished_things(
     store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
 ) -> None:
     old, recent, oneshot_done, oneshot_live = store.create_tasks(
-        [make_task(now, 1, offset=-H), make_task(now, 2, offset=-H),
-         make_task(now, 3, schedule_kind=ScheduleKind.ONESHOT, offset=-H),
-         make_task(now, 4, schedule_kind=ScheduleKind.ONESHOT, offset=H)],
+        [
+            make_task(now, 1, offset=-H),
+            make_task(now, 2, offset=-H),
+            make_task(now, 3, schedule_kind=ScheduleKind.ONESHOT, offset=-H),
+            make_task(now, 4, schedule_kind=ScheduleKind.ONESHOT, offset=H),
+        ],
         now=now,
     )
     claims = {c.task.id: c.run for c in store.claim_ready_tasks("sleep", now=now, limit=10)}
     store.end_task_run(claims[old.id].backend_id, status=RunStatus.EVENTFUL, ended=now - H)
     store.end_task_run(claims[recent.id].backend_id, status=RunStatus.EVENTFUL, ended=now + H)
     store.end_task_run(
-        claims[oneshot_done.id].backend_id, status=RunStatus.EVENTFUL, ended=now,
+        claims[oneshot_done.id].backend_id,
+        status=RunStatus.EVENTFUL,
+        ended=now,
         apply=lambda t, r: t.updated(status=TaskStatus.COMPLETED),
     )
     assert store.delete_old_runs(ended_before=now) == 1

@@ -1,0 +1,203 @@
+"""Turning raw input (command-line options, CSV cells, JSON) into domain objects.
+
+Every value is parsed by :mod:`.validation`, so a refusal names its field;
+a new task gets its first can_start_by / should_start_by from the policy
+engine, exactly as the runner and listener will compute them later.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from . import policy, validation
+from .exceptions import InvalidInput
+from .model import BlackoutPeriod, Priority, ScheduleKind, Task, TaskType
+
+TASK_TYPE_DURATIONS = (
+    "default_interval",
+    "min_interval",
+    "max_interval",
+    "retry_delay",
+    "retry_cap",
+    "retry_jitter",
+    "max_expected_duration",
+    "max_allowed_duration",
+)
+
+TASK_FIELDS = (
+    "type",
+    "args",
+    "kwargs",
+    "key",
+    "policy",
+    "kind",
+    "next_run",
+    "interval",
+    "period",
+    "cooldown",
+    "cron",
+    "cron_max_duration",
+    "max_delay",
+    "priority",
+    "tz",
+    "blackout_periods",
+    "dont_run_on_nodes",
+    "max_expected_duration",
+    "max_allowed_duration",
+    "expected_duration",
+)
+
+_TASK_DURATIONS = (
+    "interval",
+    "period",
+    "cooldown",
+    "cron_max_duration",
+    "max_delay",
+    "max_expected_duration",
+    "max_allowed_duration",
+    "expected_duration",
+)
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def task_type_from_input(values: Mapping[str, Any]) -> TaskType:
+    """A :class:`TaskType` from loosely typed values (strings allowed)."""
+    known = {f for f in TaskType.__dataclass_fields__}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise InvalidInput(
+            unknown[0], f"is not a task type field (known: {', '.join(sorted(known))})"
+        )
+    parsed: dict[str, Any] = {k: v for k, v in values.items() if not _blank(v)}
+    for name in TASK_TYPE_DURATIONS:
+        if name in parsed:
+            parsed[name] = validation.parse_duration(name, parsed[name])
+    for name in ("max_queue_length", "num_retries"):
+        if name in parsed:
+            parsed[name] = validation.non_negative_int(name, parsed[name])
+    if "backoff_factor" in parsed:
+        parsed["backoff_factor"] = validation.positive_float(
+            "backoff_factor", parsed["backoff_factor"], minimum=1.0
+        )
+    if "retry_growth" in parsed:
+        parsed["retry_growth"] = validation.positive_float("retry_growth", parsed["retry_growth"])
+    if "uses_lease" in parsed:
+        parsed["uses_lease"] = _boolean("uses_lease", parsed["uses_lease"])
+    for name in ("type", "backend_name"):
+        if name not in parsed:
+            raise InvalidInput(name, "is required")
+    return TaskType(**parsed)
+
+
+def _boolean(field: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise InvalidInput(field, f"{value!r} is not a boolean (true/false)")
+
+
+def _json_value(field: str, value: Any, expected: type) -> Any:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(
+                field, f"is not valid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
+    if not isinstance(value, expected):
+        raise InvalidInput(field, f"must be a JSON {expected.__name__}, got {type(value).__name__}")
+    return value
+
+
+def schedule_kind(values: Mapping[str, Any]) -> ScheduleKind:
+    """The schedule kind asked for: explicit ``kind``, else deduced from the
+    parameters given, else from ``policy`` (recurring → adaptive, like swh)."""
+    if not _blank(values.get("kind")):
+        try:
+            return ScheduleKind(str(values["kind"]).strip())
+        except ValueError:
+            choices = ", ".join(k.value for k in ScheduleKind)
+            raise InvalidInput("kind", f"{values['kind']!r} is not one of {choices}") from None
+    policy_name = str(values.get("policy") or "recurring").strip()
+    if policy_name not in ("oneshot", "recurring"):
+        raise InvalidInput("policy", f"{policy_name!r} is not 'oneshot' or 'recurring'")
+    if policy_name == "oneshot":
+        return ScheduleKind.ONESHOT
+    if not _blank(values.get("cron")):
+        return ScheduleKind.CRON
+    if not _blank(values.get("period")):
+        return ScheduleKind.PERIODIC
+    return ScheduleKind.ADAPTIVE
+
+
+def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: datetime) -> Task:
+    """A new task (no id) with its first start times computed by the policy engine."""
+    unknown = sorted(set(values) - set(TASK_FIELDS))
+    if unknown:
+        raise InvalidInput(unknown[0], f"is not a task field (known: {', '.join(TASK_FIELDS)})")
+    kind = schedule_kind(values)
+    fields: dict[str, Any] = {"type": task_type.type, "schedule_kind": kind}
+    tz = str(values.get("tz") or "UTC").strip()
+    validation.zone("tz", tz)
+    fields["tz"] = tz
+    for name in _TASK_DURATIONS:
+        if not _blank(values.get(name)):
+            fields[name] = validation.parse_duration(name, values[name])
+    if not _blank(values.get("args")):
+        fields["args"] = tuple(_json_value("args", values["args"], list))
+    if not _blank(values.get("kwargs")):
+        fields["kwargs"] = _json_value("kwargs", values["kwargs"], dict)
+    if not _blank(values.get("key")):
+        fields["key"] = str(values["key"])
+    if not _blank(values.get("priority")):
+        try:
+            fields["priority"] = Priority(str(values["priority"]).strip())
+        except ValueError:
+            raise InvalidInput(
+                "priority", f"{values['priority']!r} is not one of high, normal, low"
+            ) from None
+    if not _blank(values.get("cron")):
+        fields["cron"] = validation.cron_expression("cron", str(values["cron"]))
+    if not _blank(values.get("blackout_periods")):
+        windows = _json_value("blackout_periods", values["blackout_periods"], list)
+        fields["blackout_periods"] = tuple(BlackoutPeriod.parse(w) for w in windows)
+    if not _blank(values.get("dont_run_on_nodes")):
+        nodes = values["dont_run_on_nodes"]
+        if isinstance(nodes, str) and not nodes.lstrip().startswith("["):
+            nodes = [n.strip() for n in nodes.split(",") if n.strip()]
+        nodes = _json_value("dont_run_on_nodes", nodes, list)
+        fields["dont_run_on_nodes"] = tuple(str(n) for n in nodes)
+    interval = fields.pop("interval", None)
+    if kind is ScheduleKind.ADAPTIVE:
+        interval = interval or task_type.default_interval
+        if interval is None:
+            raise InvalidInput(
+                "interval",
+                f"task type {task_type.type!r} has no default_interval; give an interval",
+            )
+        fields["current_interval"] = interval
+    elif interval is not None:
+        raise InvalidInput("interval", f"does not apply to a {kind} task (use period or cron)")
+    if kind is ScheduleKind.CRON and "cron_max_duration" not in fields:
+        raise InvalidInput("cron_max_duration", "is required for a cron task")
+    requested = (
+        now
+        if _blank(values.get("next_run"))
+        else validation.parse_datetime("next_run", values["next_run"], tz)
+    )
+    draft = Task(next_run=requested, deadline=requested, **fields)
+    prepared = policy.prepare_new_task(draft, task_type, now)
+    if prepared.next_run >= requested:
+        return prepared
+    # a first run later than the policy's: honour it, keeping the slack
+    return prepared.updated(next_run=requested, deadline=max(prepared.deadline, requested))

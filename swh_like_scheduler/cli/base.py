@@ -1,0 +1,143 @@
+"""The ``swh`` command, its ``scheduler`` group, shared options and error handling."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..config import ENV_PREFIX, Settings, load_settings
+from ..exceptions import InvalidInput, NotFound, SchedulerError, StoreError
+from ..store import SQLAlchemyStore
+
+
+class Refused(click.ClickException):
+    """Input the user can fix, shown as one line (exit code 2)."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+class Failed(Refused):
+    """The database failed or is out of reach (exit code 1)."""
+
+    exit_code = 1
+
+
+def reported(error: SchedulerError) -> Refused:
+    """The click exception that reports ``error`` without a traceback."""
+    if isinstance(error, StoreError) and not isinstance(error, InvalidInput | NotFound):
+        return Failed(str(error))
+    return Refused(str(error))
+
+
+class SchedulerGroup(click.Group):
+    """A group whose commands report :class:`SchedulerError` as one line."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SchedulerError as error:
+            raise reported(error) from None
+
+    def group(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", SchedulerGroup)
+        return super().group(*args, **kwargs)
+
+
+@dataclass
+class CliContext:
+    """What every command needs, built lazily: no database is opened until a
+    command asks for the store."""
+
+    settings: Settings
+    _store: SQLAlchemyStore | None = field(default=None, repr=False)
+
+    @property
+    def store(self) -> SQLAlchemyStore:
+        if self._store is None:
+            from .. import migrations
+
+            store = SQLAlchemyStore.from_url(self.settings.db_url)
+            if self.settings.db_is_default:
+                # the embedded default is created (and kept current) on first use
+                if not migrations.is_current(store.engine):
+                    migrations.upgrade(store.engine)
+            else:
+                migrations.check(store.engine)
+            self._store = store
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+def now() -> datetime:
+    """The current instant; the only clock read of the command line."""
+    return datetime.now(tz=UTC)
+
+
+pass_cli = click.make_pass_decorator(CliContext)
+
+
+@click.group(cls=SchedulerGroup, context_settings={"auto_envvar_prefix": "SWH"})
+def swh() -> None:
+    """Software Heritage-like command line."""
+
+
+@swh.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db-url",
+    envvar=f"{ENV_PREFIX}_DB_URL",
+    show_envvar=True,
+    help="Database URL (postgresql://… or sqlite:///…). "
+    "Default: a SQLite file in your data directory, created on first use.",
+)
+@click.option(
+    "--config-file",
+    "-C",
+    envvar=f"{ENV_PREFIX}_CONFIG_FILE",
+    show_envvar=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML file with a [scheduler] table (db_url, broker_url).",
+)
+@click.pass_context
+def scheduler(ctx: click.Context, db_url: str | None, config_file: Path | None) -> None:
+    """Manage the scheduler: task types, tasks, runs and the database."""
+    try:
+        settings = load_settings(db_url=db_url, config_file=config_file)
+    except SchedulerError as error:
+        raise reported(error) from None
+    cli = CliContext(settings)
+    ctx.obj = cli
+    ctx.call_on_close(cli.close)
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, default=_json_default, sort_keys=True))
+
+
+def _json_default(value: Any) -> Any:
+    from datetime import timedelta
+
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``swh`` console script."""
+    swh.main(args=argv, prog_name="swh")

@@ -1,0 +1,63 @@
+"""``swh scheduler db …``: create and upgrade the database schema."""
+
+from __future__ import annotations
+
+import click
+
+from .. import migrations
+from ..store import make_engine
+from .base import CliContext, pass_cli, scheduler
+
+
+@scheduler.group("db")
+def db() -> None:
+    """Create and upgrade the scheduler's database schema."""
+
+
+def _engine_for(cli: CliContext):  # type: ignore[no-untyped-def]
+    return make_engine(cli.settings.db_url)
+
+
+@db.command("init")
+@pass_cli
+def init(cli: CliContext) -> None:
+    """Create the schema in an empty database (a no-op on a current one)."""
+    engine = _engine_for(cli)
+    try:
+        before = migrations.current_revision(engine)
+        if before is not None and before != migrations.head_revision():
+            raise click.UsageError(
+                f"the database is at revision {before}; use `swh scheduler db upgrade`"
+            )
+        migrations.upgrade(engine)
+    finally:
+        engine.dispose()
+    where = engine.url.render_as_string(hide_password=True)
+    click.echo(f"Database {where} is at revision {migrations.head_revision()}")
+
+
+@db.command("upgrade")
+@click.option("--revision", default="head", show_default=True, help="Target revision.")
+@pass_cli
+def upgrade(cli: CliContext, revision: str) -> None:
+    """Upgrade the schema to the latest (or the given) revision."""
+    engine = _engine_for(cli)
+    try:
+        before = migrations.current_revision(engine)
+        migrations.upgrade(engine, revision)
+        after = migrations.current_revision(engine)
+    finally:
+        engine.dispose()
+    click.echo(f"Database upgraded from {before or 'empty'} to {after}")
+
+
+@db.command("version")
+@pass_cli
+def version(cli: CliContext) -> None:
+    """Print the schema revision of the database and the one this code needs."""
+    engine = _engine_for(cli)
+    try:
+        current = migrations.current_revision(engine)
+    finally:
+        engine.dispose()
+    click.echo(f"database: {current or 'empty'}; code: {migrations.head_revision()}")

@@ -1,0 +1,97 @@
+"""Human output of tasks and runs, in swh-scheduler's layout where it has one."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+import humanize
+
+from ..model import ScheduleKind, Task, TaskRun
+
+
+def when(instant: datetime | None, now: datetime) -> str:
+    """``in 4 hours (2019-07-10 17:56:48+00:00)``."""
+    if instant is None:
+        return ""
+    relative = humanize.naturaltime(instant, when=now)
+    return f"{relative} ({instant.isoformat(sep=' ', timespec='seconds')})"
+
+
+def schedule_line(task: Task) -> str:
+    kind = task.schedule_kind
+    if kind is ScheduleKind.ADAPTIVE:
+        return f"  Interval: {task.current_interval}"
+    if kind is ScheduleKind.PERIODIC:
+        cooldown = f", cooldown {task.cooldown}" if task.cooldown else ""
+        return f"  Period: {task.period}{cooldown}"
+    if kind is ScheduleKind.CRON:
+        return f"  Cron: {task.cron} ({task.tz}), max duration {task.cron_max_duration}"
+    return f"  Max delay: {task.max_delay or '0:00:00'}"
+
+
+def task_lines(task: Task, now: datetime) -> list[str]:
+    lines = [
+        f"Task {task.id}",
+        f"  Next run: {when(task.next_run, now)}",
+        f"  Deadline: {when(task.deadline, now)}",
+        schedule_line(task),
+        f"  Type: {task.type}",
+        f"  Policy: {task.policy}",
+        f"  Schedule: {task.schedule_kind}",
+        f"  Status: {task.status}",
+        f"  Priority: {task.priority}",
+    ]
+    if task.key:
+        lines.append(f"  Key: {task.key}")
+    if task.blackout_periods:
+        windows = ", ".join(str(b) for b in task.blackout_periods)
+        lines.append(f"  Blackout: {windows} ({task.tz})")
+    if task.dont_run_on_nodes:
+        lines.append(f"  Not on nodes: {', '.join(task.dont_run_on_nodes)}")
+    if task.last_start_at:
+        lines.append(f"  Last run: {when(task.last_start_at, now)}")
+    if task.failure_count:
+        lines.append(f"  Consecutive failures: {task.failure_count}")
+    lines.append("  Args:")
+    lines.extend(f"    {arg!r}" for arg in task.args)
+    lines.append("  Keyword args:")
+    lines.extend(f"    {key}: {value!r}" for key, value in task.kwargs.items())
+    return lines
+
+
+def task_json(task: Task) -> dict[str, Any]:
+    data = dataclasses.asdict(task)
+    data["policy"] = task.policy.value
+    data["blackout_periods"] = [b.to_json() for b in task.blackout_periods]
+    return data
+
+
+def run_json(run: TaskRun) -> dict[str, Any]:
+    return dataclasses.asdict(run)
+
+
+def runs_table(runs: list[TaskRun]) -> list[str]:
+    header = ("ID", "BACKEND ID", "STATUS", "SCHEDULED", "STARTED", "ENDED", "WORKER")
+    rows = [header]
+    for run in runs:
+        rows.append(
+            (
+                str(run.id),
+                run.backend_id,
+                run.status.value,
+                _short(run.scheduled),
+                _short(run.started),
+                _short(run.ended),
+                run.worker or "",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
+
+
+def _short(instant: datetime | None) -> str:
+    return instant.isoformat(sep=" ", timespec="seconds") if instant else "-"

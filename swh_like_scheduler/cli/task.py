@@ -1,0 +1,354 @@
+"""``swh scheduler task …``: create, import, list and act on tasks."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from ..builders import task_from_input
+from ..exceptions import InvalidInput, NotFound, UnknownTaskType
+from ..importer import FORMATS, guess_format, read_rows, tasks_from_rows
+from ..model import Priority, ScheduleKind, Task, TaskStatus
+from ..store import TaskFilter
+from ..validation import parse_datetime
+from . import render
+from .base import CliContext, emit_json, now, pass_cli, scheduler
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+@scheduler.group("task")
+def task() -> None:
+    """Create, inspect and act on tasks."""
+
+
+def show_tasks(tasks: list[Task], as_json: bool, heading: str) -> None:
+    if as_json:
+        emit_json([render.task_json(t) for t in tasks])
+        return
+    click.echo(heading)
+    current = now()
+    for item in tasks:
+        click.echo("")
+        click.echo("\n".join(render.task_lines(item, current)))
+
+
+def _literal(text: str) -> Any:
+    """A JSON literal (``3``, ``true``, ``[1, 2]``) as such; anything else as a string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def split_arguments(arguments: tuple[str, ...]) -> tuple[list[Any], dict[str, Any]]:
+    """``key=value`` items are keyword arguments, the others positional; values
+    that read as JSON (numbers, booleans, lists...) are passed as such."""
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for item in arguments:
+        name, sep, value = item.partition("=")
+        if sep and name.isidentifier():
+            kwargs[name] = _literal(value)
+        else:
+            args.append(_literal(item))
+    return args, kwargs
+
+
+@task.command("add")
+@click.argument("type_name", metavar="TYPE")
+@click.argument("arguments", nargs=-1, metavar="[ARG | KEY=VALUE]...")
+@click.option(
+    "--policy",
+    "-p",
+    type=click.Choice(["recurring", "oneshot"]),
+    default="recurring",
+    show_default=True,
+)
+@click.option(
+    "--kind",
+    type=click.Choice([k.value for k in ScheduleKind]),
+    help="Schedule kind (default: from the options given; recurring means adaptive).",
+)
+@click.option("--priority", "-P", type=click.Choice([p.value for p in Priority]))
+@click.option("--next-run", "-n", help="First allowed start (ISO 8601, default now).")
+@click.option("--interval", "-i", help="Adaptive interval (default: the type's).")
+@click.option("--period", help="Periodic: longest acceptable staleness.")
+@click.option("--cooldown", help="Periodic: pause after a run.")
+@click.option("--cron", help="Cron expression, read in --tz.")
+@click.option("--cron-max-duration", help="Cron: time allowed after each cron instant.")
+@click.option("--max-delay", help="One-shot: allowed lateness.")
+@click.option("--tz", default="UTC", show_default=True, help="IANA time zone.")
+@click.option(
+    "--blackout",
+    "blackouts",
+    multiple=True,
+    metavar="HH:MM-HH:MM",
+    help="Local window in which it must not run (repeatable).",
+)
+@click.option("--dont-run-on", "nodes", multiple=True, metavar="NODE", help="Banned node.")
+@click.option("--key", help="Client key: makes creation idempotent.")
+@click.option("--expected-duration", help="Override of the measured average duration.")
+@click.option("--max-expected-duration", help="Longer runs are logged.")
+@click.option("--max-allowed-duration", help="Longer runs are terminated.")
+@json_option
+@pass_cli
+def add(
+    cli: CliContext,
+    type_name: str,
+    arguments: tuple[str, ...],
+    blackouts: tuple[str, ...],
+    nodes: tuple[str, ...],
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Create one task of type TYPE."""
+    args, kwargs = split_arguments(arguments)
+    values: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
+    values.update(args=args, kwargs=kwargs, type=type_name)
+    if blackouts:
+        values["blackout_periods"] = [_window(b) for b in blackouts]
+    if nodes:
+        values["dont_run_on_nodes"] = list(nodes)
+    task_type = cli.store.get_task_type(type_name)
+    if task_type is None:
+        raise UnknownTaskType(type_name)
+    current = now()
+    created = cli.store.create_tasks([task_from_input(values, task_type, now=current)], now=current)
+    show_tasks(created, as_json, f"Created {len(created)} tasks")
+
+
+def _window(text: str) -> dict[str, str]:
+    start, sep, end = text.partition("-")
+    if not sep:
+        raise InvalidInput("blackout", f"{text!r} is not a window like 23:00-01:30")
+    return {"start": start.strip(), "end": end.strip()}
+
+
+@task.command("schedule")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    help="Input format (default: from the file name; '-' is CSV).",
+)
+@click.option("--columns", "-c", help="Comma-separated columns of a CSV without header.")
+@click.option("--delimiter", "-d", default=",", show_default=True)
+@click.option("--task-type", "-t", "default_type", help="Type of rows that name none.")
+@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 100_000))
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@pass_cli
+def schedule(
+    cli: CliContext,
+    file: IO[str],
+    fmt: str | None,
+    columns: str | None,
+    delimiter: str,
+    default_type: str | None,
+    batch_size: int,
+    quiet: bool,
+) -> None:
+    """Create tasks from FILE (CSV with a header row, or JSON lines; '-' reads stdin).
+
+    Columns/keys: type, args and kwargs (JSON), key, policy, kind, next_run,
+    interval, period, cooldown, cron, cron_max_duration, max_delay, priority,
+    tz, blackout_periods (JSON), dont_run_on_nodes, max_expected_duration,
+    max_allowed_duration, expected_duration. The file is imported in one
+    transaction: a bad line (reported with its number) writes nothing.
+    """
+    name = getattr(file, "name", "-")
+    fmt = fmt or guess_format(name)
+    column_list = [c.strip() for c in columns.split(",")] if columns else None
+    started, current = time.monotonic(), now()
+    rows = read_rows(file, fmt, columns=column_list, delimiter=delimiter)
+    tasks = tasks_from_rows(rows, cli.store.get_task_type, now=current, default_type=default_type)
+    total = _count_lines(name) if not quiet else None
+    with click.progressbar(
+        length=total or 0,
+        label="Importing",
+        file=sys.stderr,
+        show_pos=True,
+        hidden=quiet or not total,
+    ) as bar:
+        done = [0]
+
+        def progress(created: int, existing: int) -> None:
+            bar.update(created + existing - done[0])
+            done[0] = created + existing
+
+        summary = cli.store.import_tasks(
+            tasks, now=current, batch_size=batch_size, progress=progress
+        )
+    elapsed = time.monotonic() - started
+    click.echo(
+        f"Created {summary.created} tasks ({summary.existing} already existed) in {elapsed:.1f} s"
+    )
+
+
+def _count_lines(name: str) -> int | None:
+    path = Path(name)
+    if name == "-" or not path.is_file():
+        return None
+    with path.open("rb") as stream:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: stream.read(1 << 20), b""))
+
+
+@task.command("list")
+@click.option("--task-id", "-i", "ids", multiple=True, type=int, help="Only these ids.")
+@click.option("--task-type", "-t", help="Only tasks of this type.")
+@click.option(
+    "--status", "-s", "statuses", multiple=True, type=click.Choice([s.value for s in TaskStatus])
+)
+@click.option("--policy", "-p", type=click.Choice(["recurring", "oneshot"]))
+@click.option("--kind", type=click.Choice([k.value for k in ScheduleKind]))
+@click.option("--priority", "-P", type=click.Choice([p.value for p in Priority]))
+@click.option("--key-prefix", help="Only tasks whose key starts with this.")
+@click.option("--before", help="Only tasks whose next run is before this instant.")
+@click.option("--after-id", default=0, show_default=True, help="Page: ids above this one.")
+@click.option("--limit", "-l", default=100, show_default=True, type=click.IntRange(1))
+@json_option
+@pass_cli
+def list_tasks(
+    cli: CliContext,
+    ids: tuple[int, ...],
+    task_type: str | None,
+    statuses: tuple[str, ...],
+    policy: str | None,
+    kind: str | None,
+    priority: str | None,
+    key_prefix: str | None,
+    before: str | None,
+    after_id: int,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """List tasks, by increasing id (page with --after-id)."""
+    if ids:
+        found = cli.store.get_tasks(list(ids))
+    else:
+        criteria = TaskFilter(
+            type=task_type,
+            status=[TaskStatus(s) for s in statuses] or None,
+            priority=Priority(priority) if priority else None,
+            schedule_kind=ScheduleKind(kind) if kind else None,
+            key_prefix=key_prefix,
+            next_run_before=parse_datetime("before", before) if before else None,
+        )
+        found = cli.store.search_tasks(criteria, after_id=after_id, limit=limit)
+    if policy:
+        found = [t for t in found if t.policy.value == policy]
+    show_tasks(found, as_json, f"Found {len(found)} tasks")
+
+
+@task.command("list-pending")
+@click.argument("task_type")
+@click.option("--limit", "-l", default=100, show_default=True, type=click.IntRange(1))
+@click.option("--before", "-b", help="Ready at this instant (default now).")
+@click.option(
+    "--priority", "-P", "priorities", multiple=True, type=click.Choice([p.value for p in Priority])
+)
+@json_option
+@pass_cli
+def list_pending(
+    cli: CliContext,
+    task_type: str,
+    limit: int,
+    before: str | None,
+    priorities: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Tasks of TASK_TYPE ready to run, in the order the runner dispatches them."""
+    if cli.store.get_task_type(task_type) is None:
+        raise UnknownTaskType(task_type)
+    at = parse_datetime("before", before) if before else now()
+    pending = cli.store.list_pending(
+        task_type, now=at, limit=limit, priorities=[Priority(p) for p in priorities] or None
+    )
+    show_tasks(pending, as_json, f"Found {len(pending)} {task_type} tasks")
+
+
+def _act(
+    cli: CliContext, verb: str, ids: tuple[int, ...], changed: list[Task], as_json: bool
+) -> None:
+    if as_json:
+        emit_json([render.task_json(t) for t in changed])
+        return
+    done = {t.id for t in changed}
+    for item in changed:
+        click.echo(f"Task {item.id}: {verb} (status {item.status})")
+    skipped = [i for i in ids if i not in done]
+    if skipped:
+        known = {t.id: t for t in cli.store.get_tasks(skipped)}
+        for task_id in skipped:
+            reason = f"status {known[task_id].status}" if task_id in known else "no such task"
+            click.echo(f"Task {task_id}: unchanged ({reason})", err=True)
+        if len(skipped) == len(ids) and not any(i in known for i in skipped):
+            raise NotFound(f"no task with id {', '.join(map(str, skipped))}")
+
+
+ids_argument = click.argument("ids", nargs=-1, required=True, type=int, metavar="ID...")
+
+
+@task.command("respawn")
+@ids_argument
+@click.option("--next-run", "-n", help="When they may run (ISO 8601, default now).")
+@json_option
+@pass_cli
+def respawn(cli: CliContext, ids: tuple[int, ...], next_run: str | None, as_json: bool) -> None:
+    """Make tasks runnable again now (or at --next-run), whatever their status."""
+    current = now()
+    at = parse_datetime("next_run", next_run) if next_run else current
+    _act(
+        cli, "respawned", ids, cli.store.respawn_tasks(list(ids), next_run=at, now=current), as_json
+    )
+
+
+@task.command("disable")
+@ids_argument
+@json_option
+@pass_cli
+def disable(cli: CliContext, ids: tuple[int, ...], as_json: bool) -> None:
+    """Take tasks out of scheduling (a running one finishes)."""
+    _act(cli, "disabled", ids, cli.store.disable_tasks(list(ids), now=now()), as_json)
+
+
+@task.command("enable")
+@ids_argument
+@json_option
+@pass_cli
+def enable(cli: CliContext, ids: tuple[int, ...], as_json: bool) -> None:
+    """Put disabled tasks back into scheduling."""
+    _act(cli, "enabled", ids, cli.store.enable_tasks(list(ids), now=now()), as_json)
+
+
+@task.command("cancel")
+@ids_argument
+@json_option
+@pass_cli
+def cancel(cli: CliContext, ids: tuple[int, ...], as_json: bool) -> None:
+    """Cancel tasks: waiting ones never run; a running one is told to stop."""
+    _act(cli, "cancelled", ids, cli.store.cancel_tasks(list(ids), now=now()), as_json)
+
+
+@task.command("runs")
+@click.argument("task_id", type=int)
+@click.option("--limit", "-l", default=20, show_default=True, type=click.IntRange(1))
+@json_option
+@pass_cli
+def runs(cli: CliContext, task_id: int, limit: int, as_json: bool) -> None:
+    """The latest runs of task TASK_ID, newest first."""
+    if not cli.store.get_tasks([task_id]):
+        raise NotFound(f"no task with id {task_id}")
+    found = cli.store.get_task_runs(task_id, limit=limit)
+    if as_json:
+        emit_json([render.run_json(r) for r in found])
+        return
+    click.echo(f"Found {len(found)} runs of task {task_id}")
+    if found:
+        click.echo("\n".join(render.runs_table(found)))

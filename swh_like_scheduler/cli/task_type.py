@@ -1,0 +1,139 @@
+"""``swh scheduler task-type …``: list, add and register task types."""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib.metadata import entry_points
+from typing import Any
+
+import click
+
+from ..builders import task_type_from_input
+from ..exceptions import InvalidInput
+from ..model import TaskType
+from .base import CliContext, emit_json, pass_cli, scheduler
+
+WORKERS_GROUP = "swh.workers"
+
+
+@scheduler.group("task-type")
+def task_type() -> None:
+    """Declare the kinds of work and how their tasks are scheduled."""
+
+
+def describe(tt: TaskType, verbose: bool) -> list[str]:
+    """The swh-scheduler layout of one task type."""
+    if not verbose:
+        return [f"{tt.type}:", f"  {tt.description}"]
+    return [
+        f"{tt.type}: {tt.backend_name}",
+        f"  {tt.description}",
+        f"  queue: {tt.effective_queue}",
+        f"  interval: {tt.default_interval} [{tt.min_interval}, {tt.max_interval}]",
+        f"  backoff_factor: {tt.backoff_factor}",
+        f"  max_queue_length: {tt.max_queue_length}",
+        f"  num_retries: {tt.num_retries}",
+        f"  retry_delay: {tt.retry_delay} (x{tt.retry_growth:g}, cap {tt.retry_cap}, "
+        f"jitter {tt.retry_jitter})",
+        f"  max_expected_duration: {tt.max_expected_duration}",
+        f"  max_allowed_duration: {tt.max_allowed_duration}",
+        f"  lease: {'yes' if tt.uses_lease else 'no'}",
+    ]
+
+
+def as_json(tt: TaskType) -> dict[str, Any]:
+    data = dataclasses.asdict(tt)
+    data["queue"] = tt.effective_queue
+    return data
+
+
+@task_type.command("list")
+@click.option("--verbose", "-v", is_flag=True, help="Show every setting of each type.")
+@click.option(
+    "--task_type",
+    "--task-type",
+    "-t",
+    "names",
+    multiple=True,
+    metavar="TYPE",
+    help="Only these types (repeatable).",
+)
+@click.option("--json", "as_json_output", is_flag=True, help="Print JSON.")
+@pass_cli
+def list_types(
+    cli: CliContext, verbose: bool, names: tuple[str, ...], as_json_output: bool
+) -> None:
+    """List the task types."""
+    types = cli.store.get_task_types()
+    if names:
+        known = {t.type for t in types}
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise InvalidInput("task-type", f"unknown task type {missing[0]!r}")
+        types = [t for t in types if t.type in names]
+    if as_json_output:
+        emit_json([as_json(t) for t in types])
+        return
+    click.echo("Known task types:")
+    for tt in types:
+        click.echo("\n".join(describe(tt, verbose)))
+
+
+@task_type.command("add")
+@click.argument("type_name", metavar="TYPE")
+@click.argument("backend_name", metavar="TASK_NAME")
+@click.argument("description", required=False, default="")
+@click.option("--default-interval", "-i", help="Interval of new recurring tasks.")
+@click.option("--min-interval", help="Shortest adaptive interval.")
+@click.option("--max-interval", help="Longest adaptive interval.")
+@click.option("--backoff-factor", "-f", help="Adaptive interval factor (> 1).")
+@click.option("--queue", help="Celery queue (default: the task name).")
+@click.option("--max-queue-length", help="Back-pressure: most messages waiting in the queue.")
+@click.option("--num-retries", help="Retries after a failure (default: none).")
+@click.option("--retry-delay", help="Delay before the first retry (default 5 min).")
+@click.option("--retry-growth", help="Factor between consecutive retry delays (default 12).")
+@click.option("--retry-cap", help="Longest retry delay (default 4 h).")
+@click.option("--retry-jitter", help="Random extra delay, up to this (default 0).")
+@click.option("--max-expected-duration", help="Longer runs are logged.")
+@click.option("--max-allowed-duration", help="Longer runs are terminated and failed.")
+@click.option("--lease/--no-lease", default=False, help="Workers use the lease protocol.")
+@pass_cli
+def add_type(cli: CliContext, type_name: str, **options: Any) -> None:
+    """Create task type TYPE, run by the Celery task TASK_NAME.
+
+    Durations read like '90', '5 min', '1h30m', '3 days', '12:00:00' or 'PT5M'.
+    """
+    options["type"] = type_name
+    options["uses_lease"] = options.pop("lease")
+    created = cli.store.create_task_type(task_type_from_input(options))
+    click.echo(f"Task type {created.type} created")
+
+
+def worker_declarations() -> list[tuple[str, dict[str, Any]]]:
+    """Task type declarations of every installed worker package."""
+    declared: list[tuple[str, dict[str, Any]]] = []
+    for ep in entry_points(group=WORKERS_GROUP):
+        registration = ep.load()()
+        for spec in registration.get("task_types", ()):
+            declared.append((ep.name, dict(spec)))
+    return declared
+
+
+@task_type.command("register")
+@click.option("--plugin", "-p", "plugins", multiple=True, help="Only these entry points.")
+@pass_cli
+def register_types(cli: CliContext, plugins: tuple[str, ...]) -> None:
+    """Create the task types declared by installed worker packages
+    (the ``swh.workers`` entry points); existing types are left as they are."""
+    declared = [(p, spec) for p, spec in worker_declarations() if not plugins or p in plugins]
+    if not declared:
+        click.echo("No worker package declares task types", err=True)
+        return
+    parsed = [(plugin, task_type_from_input(spec)) for plugin, spec in declared]
+    existing = {t.type for t in cli.store.get_task_types()}
+    for plugin, tt in parsed:
+        if tt.type in existing:
+            click.echo(f"{tt.type} (from {plugin}): already registered")
+            continue
+        cli.store.create_task_type(tt)
+        click.echo(f"{tt.type} (from {plugin}): created")

@@ -1,0 +1,79 @@
+"""One settings object, built at the edge and passed down.
+
+Sources, strongest first: command-line flags, ``SWH_SCHEDULER_*`` environment
+variables (click reads them for each flag), a TOML configuration file, and
+the defaults below. Nothing here runs at import time.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from .exceptions import InvalidInput
+
+APP_NAME = "swh-like-scheduler"
+ENV_PREFIX = "SWH_SCHEDULER"
+
+
+def default_config_file() -> Path:
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+
+
+def default_db_path() -> Path:
+    """The embedded default database: a SQLite file in the user's data directory."""
+    return Path(platformdirs.user_data_dir(APP_NAME)) / "scheduler.sqlite"
+
+
+def default_db_url() -> str:
+    return f"sqlite:///{default_db_path()}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_url: str
+    #: True when ``db_url`` is the embedded default (created on first use)
+    db_is_default: bool = False
+    broker_url: str | None = None
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The ``[scheduler]`` table of a TOML file (the whole file if it has none)."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise InvalidInput("config-file", f"{path} does not exist") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidInput("config-file", f"{path} cannot be read: {exc}") from None
+    section = data.get("scheduler", data)
+    if not isinstance(section, dict):
+        raise InvalidInput("config-file", f"{path}: [scheduler] must be a table")
+    known = {f.name for f in fields(Settings)} - {"db_is_default"}
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise InvalidInput(
+            "config-file",
+            f"{path}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})",
+        )
+    return section
+
+
+def load_settings(
+    *, db_url: str | None = None, broker_url: str | None = None, config_file: Path | None = None
+) -> Settings:
+    """Merge flags/environment (already resolved by click) with the file and defaults."""
+    from_file: dict[str, Any] = {}
+    if config_file is not None:
+        from_file = read_config_file(config_file)
+    elif default_config_file().exists():
+        from_file = read_config_file(default_config_file())
+    url = db_url or from_file.get("db_url")
+    return Settings(
+        db_url=url or default_db_url(),
+        db_is_default=not url,
+        broker_url=broker_url or from_file.get("broker_url"),
+    )

@@ -1,0 +1,281 @@
+"""The ``swh scheduler`` command line through click's runner, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from swh_like_scheduler.cli import swh
+from swh_like_scheduler.store import SQLAlchemyStore
+
+
+@pytest.fixture
+def run(db_url: str):  # type: ignore[no-untyped-def]
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None) -> Result:
+        return runner.invoke(swh, ["scheduler", "--db-url", db_url, *args], input=input)
+
+    return invoke
+
+
+def ok(result: Result) -> str:
+    assert result.exit_code == 0, (result.output, result.stderr, result.exception)
+    return result.output
+
+
+def refused(result: Result, *fragments: str) -> str:
+    """The command failed with exit code 2 and one line naming the problem."""
+    assert result.exit_code == 2, (result.output, result.stderr)
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1, message
+    assert "Traceback" not in result.output + result.stderr
+    for fragment in fragments:
+        assert fragment in message
+    return message
+
+
+@pytest.fixture
+def registered(run) -> None:  # type: ignore[no-untyped-def]
+    assert "sleep (from sleep): created" in ok(run("task-type", "register"))
+
+
+def count_tasks(db_url: str) -> int:
+    store = SQLAlchemyStore.from_url(db_url)
+    try:
+        return store.count_tasks()
+    finally:
+        store.close()
+
+
+def test_task_type_listing_follows_swh_layout(run, registered) -> None:  # type: ignore[no-untyped-def]
+    assert ok(run("task-type", "list")).splitlines() == [
+        "Known task types:",
+        "sleep:",
+        "  Sleep or burn CPU for a while, failing at a given rate",
+    ]
+    verbose = ok(run("task-type", "list", "-v", "-t", "sleep")).splitlines()
+    assert verbose[:4] == [
+        "Known task types:",
+        "sleep: swh_like_workers.sleep.sleep",
+        "  Sleep or burn CPU for a while, failing at a given rate",
+        "  queue: swh_like_workers.sleep.sleep",
+    ]
+    assert "  interval: 1:00:00 [0:01:00, 1 day, 0:00:00]" in verbose
+    assert "  backoff_factor: 2.0" in verbose
+    assert "  max_queue_length: 10000" in verbose
+    assert "  num_retries: None" in verbose
+    [data] = json.loads(ok(run("task-type", "list", "--json")))
+    assert data["type"] == "sleep" and data["max_queue_length"] == 10000
+    assert "already registered" in ok(run("task-type", "register"))
+
+
+def test_task_type_add(run) -> None:  # type: ignore[no-untyped-def]
+    ok(
+        run(
+            "task-type",
+            "add",
+            "load-git",
+            "loader.git.Update",
+            "Update a git origin",
+            "-i",
+            "64 days",
+            "--min-interval",
+            "12:00:00",
+            "--max-interval",
+            "64 days",
+            "-f",
+            "2",
+            "--max-queue-length",
+            "5000",
+            "--lease",
+        )
+    )
+    verbose = ok(run("task-type", "list", "-v"))
+    assert "load-git: loader.git.Update" in verbose
+    assert "interval: 64 days, 0:00:00 [12:00:00, 64 days, 0:00:00]" in verbose
+    assert "lease: yes" in verbose
+
+
+def test_bad_input_is_refused_with_a_message_naming_the_field(  # type: ignore[no-untyped-def]
+    run, registered, db_url: str, tmp_path: Path
+) -> None:
+    refused(run("task", "add", "nope", "x"), "type", "unknown task type 'nope'")
+    refused(run("task", "add", "sleep", "--interval", "3 dayz"), "interval", "3 dayz")
+    refused(run("task", "add", "sleep", "--tz", "Mars/Base", "x"), "tz", "Mars/Base")
+    refused(
+        run("task", "add", "sleep", "--cron", "61 * * * *", "--cron-max-duration", "1h"),
+        "cron",
+        "61 * * * *",
+    )
+    refused(run("task-type", "add", "t2", "x.y", "--max-queue-length", "-5"), "max_queue_length")
+    refused(run("task-type", "add", "sleep", "x.y"), "type", "already exists")
+    refused(run("task", "add", "sleep", "--blackout", "25:00-01:00", "x"), "blackout_periods")
+    refused(
+        run("task", "add", "sleep", "--policy", "oneshot", "--next-run", "tomorrow"), "next_run"
+    )
+    bad = tmp_path / "tasks.csv"
+    lines = ["type,args,kwargs"] + [f'sleep,"[{n}]",{{}}' for n in range(1, 6)]
+    bad.write_text("\n".join([*lines, 'sleep,"[7",{}', 'sleep,"[8]",{}']) + "\n")
+    refused(run("task", "schedule", "-q", str(bad)), "line 7", "args")
+    assert count_tasks(db_url) == 0
+    assert [t.type for t in SQLAlchemyStore.from_url(db_url).get_task_types()] == ["sleep"]
+
+
+def test_add_list_and_pending_order(run, registered) -> None:  # type: ignore[no-untyped-def]
+    past = (datetime.now(tz=UTC) - timedelta(hours=2)).isoformat()
+    out = ok(run("task", "add", "sleep", "https://example.org", "depth=2", "cpu=true"))
+    assert out.startswith("Created 1 tasks\n\nTask 1\n")
+    assert "  Type: sleep" in out and "  Policy: recurring" in out
+    assert "    'https://example.org'" in out and "    depth: 2" in out
+    ok(run("task", "add", "sleep", "late", "--next-run", past, "--priority", "low"))
+    ok(run("task", "add", "sleep", "first", "--priority", "high"))
+    ok(
+        run(
+            "task",
+            "add",
+            "sleep",
+            "future",
+            "--policy",
+            "oneshot",
+            "--next-run",
+            "2999-01-01T00:00:00Z",
+        )
+    )
+    pending = ok(run("task", "list-pending", "sleep"))
+    assert pending.startswith("Found 3 sleep tasks")
+    order = [line.split()[1] for line in pending.splitlines() if line.startswith("Task ")]
+    assert order == ["3", "1", "2"]
+    listed = json.loads(ok(run("task", "list", "--json")))
+    assert [t["id"] for t in listed] == [1, 2, 3, 4]
+    assert listed[0]["kwargs"] == {"depth": 2, "cpu": True}
+    assert json.loads(ok(run("task", "list", "--json", "-p", "oneshot")))[0]["id"] == 4
+    assert [
+        t["id"] for t in json.loads(ok(run("task", "list", "--json", "-i", "2", "-i", "1")))
+    ] == [2, 1]
+    page = json.loads(ok(run("task", "list", "--json", "--after-id", "2", "--limit", "1")))
+    assert [t["id"] for t in page] == [3]
+
+
+def test_actions_on_tasks(run, registered) -> None:  # type: ignore[no-untyped-def]
+    ok(run("task", "add", "sleep", "a"))
+    ok(run("task", "add", "sleep", "b"))
+    assert "Task 1: disabled" in ok(run("task", "disable", "1"))
+    assert json.loads(ok(run("task", "list", "--json", "-s", "disabled")))[0]["id"] == 1
+    assert "Task 1: enabled" in ok(run("task", "enable", "1"))
+    assert "Task 2: cancelled (status cancelled)" in ok(run("task", "cancel", "2"))
+    respawned = json.loads(
+        ok(run("task", "respawn", "2", "--json", "--next-run", "2030-01-01T00:00:00+00:00"))
+    )
+    assert respawned[0]["status"] == "waiting"
+    assert respawned[0]["next_run"] == "2030-01-01T00:00:00+00:00"
+    result = run("task", "disable", "99")
+    assert result.exit_code == 2 and "no task with id 99" in result.stderr
+    assert "Found 0 runs of task 1" in ok(run("task", "runs", "1"))
+    assert json.loads(ok(run("task", "runs", "1", "--json"))) == []
+    refused(run("task", "runs", "42"), "no task with id 42")
+
+
+def test_runs_are_listed(run, registered, db_url: str) -> None:  # type: ignore[no-untyped-def]
+    ok(run("task", "add", "sleep", "a"))
+    store = SQLAlchemyStore.from_url(db_url)
+    [claimed] = store.claim_ready_tasks("sleep", now=datetime.now(tz=UTC), limit=5)
+    store.close()
+    out = ok(run("task", "runs", "1")).splitlines()
+    assert out[0] == "Found 1 runs of task 1"
+    assert out[1].split() == [
+        "ID",
+        "BACKEND",
+        "ID",
+        "STATUS",
+        "SCHEDULED",
+        "STARTED",
+        "ENDED",
+        "WORKER",
+    ]
+    assert claimed.run.backend_id in out[2] and "scheduled" in out[2]
+    [data] = json.loads(ok(run("task", "runs", "1", "--json")))
+    assert data["backend_id"] == claimed.run.backend_id
+
+
+def test_schedule_csv_and_json_lines(  # type: ignore[no-untyped-def]
+    run, registered, db_url: str, tmp_path: Path
+) -> None:
+    csv_file = tmp_path / "tasks.csv"
+    csv_file.write_text(
+        "type,args,kwargs,key,period,cron,cron_max_duration,tz\n"
+        + "".join(f'sleep,"[{n}]","{{""n"": {n}}}",k{n},,,,\n' for n in range(2500))
+        + "sleep,[],{},p,1 day,,,\n"
+        + "sleep,[],{},c,,0 3 * * *,2h,Europe/Paris\n"
+    )
+    out = ok(run("task", "schedule", str(csv_file), "--batch-size", "1000"))
+    assert "Created 2502 tasks (0 already existed)" in out
+    again = ok(run("task", "schedule", "-q", str(csv_file)))
+    assert "Created 0 tasks (2502 already existed)" in again
+    jsonl = tmp_path / "more.jsonl"
+    jsonl.write_text(
+        json.dumps({"args": ["x"], "kind": "oneshot", "next_run": "2030-01-01T00:00:00Z"})
+        + "\n"
+        + "\n"
+        + json.dumps({"type": "sleep", "args": ["y"], "interval": "2h"})
+        + "\n"
+    )
+    assert "Created 2 tasks" in ok(run("task", "schedule", "-t", "sleep", str(jsonl)))
+    assert count_tasks(db_url) == 2504
+    headerless = "sleep,[9999]\n"
+    assert "Created 1 tasks" in ok(
+        run("task", "schedule", "-c", "type,args", "-", input=headerless)
+    )
+
+
+def test_unreachable_database_is_one_line_exit_1() -> None:
+    result = CliRunner().invoke(
+        swh, ["scheduler", "--db-url", "postgresql://x@127.0.0.1:1/x", "task", "list"]
+    )
+    assert result.exit_code == 1
+    assert "cannot reach the database" in result.stderr
+    assert "Traceback" not in result.output + result.stderr
+
+
+def test_uninitialised_database_says_what_to_do(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'new.sqlite'}"
+    result = CliRunner().invoke(swh, ["scheduler", "--db-url", url, "task-type", "list"])
+    assert result.exit_code == 1
+    assert "swh scheduler db init" in result.stderr
+    assert (
+        "at revision 0001"
+        in CliRunner().invoke(swh, ["scheduler", "--db-url", url, "db", "init"]).output
+    )
+    listed = CliRunner().invoke(swh, ["scheduler", "--db-url", url, "task-type", "list"])
+    assert listed.exit_code == 0 and listed.output == "Known task types:\n"
+
+
+def test_default_database_is_created_on_first_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("SWH_SCHEDULER_DB_URL", raising=False)
+    result = CliRunner().invoke(swh, ["scheduler", "task-type", "list"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "data" / "swh-like-scheduler" / "scheduler.sqlite").exists()
+
+
+def test_config_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "from-file.sqlite"
+    config = tmp_path / "config.toml"
+    config.write_text(f'[scheduler]\ndb_url = "sqlite:///{db}"\n')
+    monkeypatch.delenv("SWH_SCHEDULER_DB_URL", raising=False)
+    result = CliRunner().invoke(swh, ["scheduler", "-C", str(config), "db", "init"])
+    assert result.exit_code == 0 and db.exists()
+    other = tmp_path / "from-env.sqlite"
+    monkeypatch.setenv("SWH_SCHEDULER_DB_URL", f"sqlite:///{other}")
+    CliRunner().invoke(swh, ["scheduler", "-C", str(config), "db", "init"])
+    assert other.exists()
+    config.write_text('[scheduler]\ndb_uri = "x"\n')
+    result = CliRunner().invoke(swh, ["scheduler", "-C", str(config), "task", "list"])
+    assert result.exit_code == 2 and "unknown setting 'db_uri'" in result.stderr

@@ -1,0 +1,111 @@
+"""The policy engine: pure functions of (task, task type, now).
+
+No I/O, no clock reads (``now`` is always passed in), randomness injected.
+The runner, listener, API, CLI and simulator all call these functions.
+
+* :mod:`.times` — zones, wall-time resolution (DST rule), effective durations;
+* :mod:`.cron` — DST-correct cron firings;
+* :mod:`.blackout` — blackout windows;
+* :mod:`.retry` — retry delays, retry position, retry budget;
+* :mod:`.schedule` — can_start_by / should_start_by and what moved them;
+* :mod:`.condition` — OK / WARNING / ERROR with a reason code;
+* :mod:`.outcome` — the task after a run's outcome;
+* :mod:`.validate` — creation-time rules and a new task's initial state;
+* :mod:`.explain` — "why is my task not running?".
+"""
+
+from .blackout import blackout_at, blackout_end, covers_whole_day, leave_blackouts, window_at
+from .condition import REASON_LEVEL, Condition, ConditionReport, Reason, condition
+from .cron import cron_times, next_cron_time, shortest_cron_gap
+from .explain import Explanation, explain
+from .outcome import (
+    EWMA_ALPHA,
+    FAILED_STATUSES,
+    GOOD_STATUSES,
+    NEUTRAL_STATUSES,
+    Outcome,
+    already_applied,
+    apply_outcome,
+    classify_result,
+    ewma,
+    next_interval,
+)
+from .retry import (
+    RandomSource,
+    RetryState,
+    SupportsRandom,
+    budget_period,
+    check_retry_budget,
+    retry_base_delay,
+    retry_delay,
+    retry_state,
+    worst_case_retry_sum,
+)
+from .schedule import (
+    Adjustment,
+    AdjustmentKind,
+    StartTimes,
+    compute_start_times,
+    interval_of,
+    start_times,
+)
+from .times import (
+    effective_average,
+    is_real_wall_time,
+    local_to_utc,
+    max_allowed_duration,
+    max_expected_duration,
+    reference_start,
+)
+from .validate import prepare_new_task, validate_task
+
+__all__ = [
+    "EWMA_ALPHA",
+    "FAILED_STATUSES",
+    "GOOD_STATUSES",
+    "NEUTRAL_STATUSES",
+    "REASON_LEVEL",
+    "Adjustment",
+    "AdjustmentKind",
+    "Condition",
+    "ConditionReport",
+    "Explanation",
+    "Outcome",
+    "RandomSource",
+    "Reason",
+    "RetryState",
+    "StartTimes",
+    "SupportsRandom",
+    "already_applied",
+    "apply_outcome",
+    "blackout_at",
+    "blackout_end",
+    "budget_period",
+    "check_retry_budget",
+    "classify_result",
+    "compute_start_times",
+    "condition",
+    "covers_whole_day",
+    "cron_times",
+    "effective_average",
+    "ewma",
+    "explain",
+    "interval_of",
+    "is_real_wall_time",
+    "leave_blackouts",
+    "local_to_utc",
+    "max_allowed_duration",
+    "max_expected_duration",
+    "next_cron_time",
+    "next_interval",
+    "prepare_new_task",
+    "reference_start",
+    "retry_base_delay",
+    "retry_delay",
+    "retry_state",
+    "shortest_cron_gap",
+    "start_times",
+    "validate_task",
+    "window_at",
+    "worst_case_retry_sum",
+]

@@ -1,0 +1,229 @@
+"""The condition of a task: OK, WARNING or ERROR, with a reason code.
+
+Checks run in this order; the first that applies gives the result.
+
+Status first:
+
+* ``cancelled`` (OK) — a client cancelled the task; nothing is promised any more.
+* ``completed`` (OK) — a one-shot task ran successfully.
+* ``gave_up`` (ERROR) — disabled after failures (retries exhausted or a
+  permanent failure): its work is not being done.
+* ``disabled`` (WARNING) — taken out of scheduling while not failing (by an operator).
+
+Then, for live tasks (``finish_by`` is defined in :mod:`.schedule`):
+
+* ``running_too_long`` (ERROR) — the current run has gone on longer than
+  ``max_allowed_duration`` (task's, else its type's).
+* ``late`` (ERROR) — one-shot or cron: now is past ``finish_by`` and the run
+  for that instant or firing has not finished.
+* ``stale`` (ERROR) — periodic or adaptive: now is past ``finish_by``
+  (``now - ref > period``; ``now > can_start_by + interval``).
+* ``never_run`` (ERROR) — as ``late``/``stale`` for a recurring task that has
+  never completed a good run.
+* ``likely_late`` (WARNING) — not yet late, but the expected end is past
+  ``finish_by``: for a running task ``owner_started_at + avg``; for an idle
+  one ``max(now, can_start_by) + avg`` (it cannot start before can_start_by).
+* ``overran_expected_duration`` (WARNING) — the current run, or the last run
+  when it succeeded, lasted longer than ``max_expected_duration``.
+* ``last_run_failed`` (WARNING) — the last run failed (``failure_count > 0``).
+* ``first_run_pending`` (OK) — a recurring task that has not succeeded yet
+  but is within its first promise.
+* ``ok`` (OK) — everything else.
+
+``avg`` is the effective average duration (operator override, else EWMA, else 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from ..model import ScheduleKind, Task, TaskStatus, TaskType
+from .schedule import StartTimes, start_times
+from .times import (
+    effective_average,
+    fmt_duration,
+    fmt_instant,
+    max_allowed_duration,
+    max_expected_duration,
+    to_utc,
+)
+
+
+class Condition(StrEnum):
+    OK = "OK"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
+class Reason(StrEnum):
+    OK = "ok"
+    FIRST_RUN_PENDING = "first_run_pending"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+    DISABLED = "disabled"
+    GAVE_UP = "gave_up"
+    RUNNING_TOO_LONG = "running_too_long"
+    LATE = "late"
+    STALE = "stale"
+    NEVER_RUN = "never_run"
+    LIKELY_LATE = "likely_late"
+    OVERRAN_EXPECTED_DURATION = "overran_expected_duration"
+    LAST_RUN_FAILED = "last_run_failed"
+
+
+#: The level each reason is reported with.
+REASON_LEVEL: dict[Reason, Condition] = {
+    Reason.OK: Condition.OK,
+    Reason.FIRST_RUN_PENDING: Condition.OK,
+    Reason.COMPLETED: Condition.OK,
+    Reason.CANCELLED: Condition.OK,
+    Reason.DISABLED: Condition.WARNING,
+    Reason.GAVE_UP: Condition.ERROR,
+    Reason.RUNNING_TOO_LONG: Condition.ERROR,
+    Reason.LATE: Condition.ERROR,
+    Reason.STALE: Condition.ERROR,
+    Reason.NEVER_RUN: Condition.ERROR,
+    Reason.LIKELY_LATE: Condition.WARNING,
+    Reason.OVERRAN_EXPECTED_DURATION: Condition.WARNING,
+    Reason.LAST_RUN_FAILED: Condition.WARNING,
+}
+
+
+@dataclass(frozen=True)
+class ConditionReport:
+    """A task's condition: ``level``, a ``reason`` code and a ``detail`` sentence."""
+
+    level: Condition
+    reason: Reason
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"level": str(self.level), "reason": str(self.reason), "detail": self.detail}
+
+
+def _report(reason: Reason, detail: str) -> ConditionReport:
+    return ConditionReport(REASON_LEVEL[reason], reason, detail)
+
+
+def _status_report(task: Task) -> ConditionReport | None:
+    if task.status is TaskStatus.CANCELLED:
+        return _report(Reason.CANCELLED, "The task was cancelled; it will not run again.")
+    if task.status is TaskStatus.COMPLETED:
+        return _report(Reason.COMPLETED, "The one-shot task ran successfully.")
+    if task.status is TaskStatus.DISABLED:
+        if task.failure_count > 0:
+            return _report(
+                Reason.GAVE_UP,
+                f"The task was disabled after {task.failure_count} consecutive failure(s) "
+                "(retries exhausted or permanent failure); its work is not being done.",
+            )
+        return _report(Reason.DISABLED, "The task is disabled; it is not scheduled.")
+    return None
+
+
+def condition(
+    task: Task, task_type: TaskType, now: datetime, *, times: StartTimes | None = None
+) -> ConditionReport:
+    """The condition of ``task`` at ``now`` (rules in the module doc).
+
+    ``times`` may be passed when already computed by :func:`start_times`.
+    """
+    now = to_utc(now)
+    by_status = _status_report(task)
+    if by_status is not None:
+        return by_status
+    times = times or start_times(task, task_type, now)
+    assert times.finish_by is not None
+    finish_by = times.finish_by
+    avg = effective_average(task)
+    started = to_utc(task.owner_started_at) if task.owner_started_at is not None else None
+    kind = task.schedule_kind
+
+    allowed = max_allowed_duration(task, task_type)
+    if started is not None and allowed is not None and now - started > allowed:
+        return _report(
+            Reason.RUNNING_TOO_LONG,
+            f"The current run started at {fmt_instant(started)} and has run for "
+            f"{fmt_duration(now - started)}, longer than the {fmt_duration(allowed)} allowed.",
+        )
+
+    if now > finish_by:
+        overdue = fmt_duration(now - finish_by)
+        if kind is ScheduleKind.ONESHOT:
+            return _report(
+                Reason.LATE,
+                f"The one-shot task was due to be done by {fmt_instant(finish_by)} and is "
+                f"{overdue} late.",
+            )
+        if task.last_good_start_at is None:
+            return _report(
+                Reason.NEVER_RUN,
+                f"The task has never completed a good run and its first promise "
+                f"({fmt_instant(finish_by)}) was broken {overdue} ago.",
+            )
+        if kind is ScheduleKind.CRON:
+            return _report(
+                Reason.LATE,
+                f"The firing at {fmt_instant(times.normal_can_start_by or finish_by)} should "
+                f"have finished by {fmt_instant(finish_by)}; it is {overdue} late.",
+            )
+        return _report(
+            Reason.STALE,
+            f"The last good run started at {fmt_instant(task.last_good_start_at)}; fresh "
+            f"data was promised until {fmt_instant(finish_by)}, {overdue} ago.",
+        )
+
+    if started is not None:
+        expected_end = started + avg
+        if expected_end > finish_by:
+            return _report(
+                Reason.LIKELY_LATE,
+                f"The current run started at {fmt_instant(started)} and, taking "
+                f"{fmt_duration(avg)} on average, should end after {fmt_instant(finish_by)}.",
+            )
+    else:
+        earliest = max(now, times.can_start_by)
+        if earliest + avg > finish_by:
+            return _report(
+                Reason.LIKELY_LATE,
+                f"Even started at {fmt_instant(earliest)}, a run taking {fmt_duration(avg)} "
+                f"on average would end after {fmt_instant(finish_by)}.",
+            )
+
+    expected = max_expected_duration(task, task_type)
+    if expected is not None:
+        if started is not None and now - started > expected:
+            return _report(
+                Reason.OVERRAN_EXPECTED_DURATION,
+                f"The current run has lasted {fmt_duration(now - started)}, longer than the "
+                f"{fmt_duration(expected)} expected.",
+            )
+        good_start, good_end = task.last_good_start_at, task.last_good_end_at
+        if (
+            started is None
+            and task.failure_count == 0
+            and good_start is not None
+            and good_end is not None
+            and good_end - good_start > expected
+        ):
+            return _report(
+                Reason.OVERRAN_EXPECTED_DURATION,
+                f"The last run lasted {fmt_duration(good_end - good_start)}, longer than the "
+                f"{fmt_duration(expected)} expected.",
+            )
+
+    if task.failure_count > 0:
+        return _report(
+            Reason.LAST_RUN_FAILED,
+            f"The last {task.failure_count} run(s) failed; next attempt from "
+            f"{fmt_instant(times.can_start_by)}.",
+        )
+    if task.last_good_start_at is None and kind is not ScheduleKind.ONESHOT:
+        return _report(
+            Reason.FIRST_RUN_PENDING,
+            f"The task has not run yet; it may start from {fmt_instant(times.can_start_by)}.",
+        )
+    return _report(Reason.OK, "The task is running as promised.")

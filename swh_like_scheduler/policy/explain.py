@@ -1,0 +1,159 @@
+"""Why is my task (not) running? A structured, printable answer.
+
+:func:`explain` gathers can_start_by, should_start_by, the condition and
+every adjustment (cooldown, retry back-off, retries exhausted, blackout), and
+lists what currently keeps the task from being dispatched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..model import Task, TaskStatus, TaskType
+from .blackout import blackout_at
+from .condition import ConditionReport, condition
+from .schedule import Adjustment, start_times
+from .times import fmt_duration, fmt_instant, to_utc
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The answer of :func:`explain`; ``to_dict()`` is JSON-ready, ``lines()`` is text."""
+
+    task_id: int | None
+    task_type: str
+    schedule_kind: str
+    status: str
+    priority: str
+    now: datetime
+    can_start_by: datetime
+    should_start_by: datetime
+    finish_by: datetime | None
+    basis: str
+    reference_start: datetime | None
+    dont_run_on_nodes: tuple[str, ...]
+    adjustments: tuple[Adjustment, ...]
+    condition: ConditionReport
+    ready: bool
+    blocked_by: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "task_type": self.task_type,
+            "schedule_kind": self.schedule_kind,
+            "status": self.status,
+            "priority": self.priority,
+            "now": self.now.isoformat(),
+            "can_start_by": self.can_start_by.isoformat(),
+            "should_start_by": self.should_start_by.isoformat(),
+            "finish_by": self.finish_by.isoformat() if self.finish_by else None,
+            "basis": self.basis,
+            "reference_start": self.reference_start.isoformat() if self.reference_start else None,
+            "dont_run_on_nodes": list(self.dont_run_on_nodes),
+            "adjustments": [a.to_dict() for a in self.adjustments],
+            "condition": self.condition.to_dict(),
+            "ready": self.ready,
+            "blocked_by": list(self.blocked_by),
+        }
+
+    def lines(self) -> list[str]:
+        """A human rendering, one fact per line."""
+
+        def when(instant: datetime) -> str:
+            delta = instant - self.now
+            if delta.total_seconds() > 0:
+                relative = f"in {fmt_duration(delta)}"
+            elif delta.total_seconds() < 0:
+                relative = f"{fmt_duration(-delta)} ago"
+            else:
+                relative = "now"
+            return f"{fmt_instant(instant)} ({relative})"
+
+        name = f"Task {self.task_id}" if self.task_id is not None else "Task"
+        out = [
+            f"{name} ({self.task_type}, {self.schedule_kind}, priority {self.priority}): "
+            f"status {self.status}",
+            f"Condition: {self.condition.level} ({self.condition.reason}) - "
+            f"{self.condition.detail}",
+            f"Can start by:    {when(self.can_start_by)}",
+            f"Should start by: {when(self.should_start_by)}",
+        ]
+        if self.finish_by is not None:
+            out.append(f"Must finish by:  {when(self.finish_by)}")
+        out.append(f"Based on: {self.basis}")
+        if self.reference_start is not None:
+            out.append(f"Reference start: {fmt_instant(self.reference_start)}")
+        if self.dont_run_on_nodes:
+            out.append(f"Never runs on nodes: {', '.join(self.dont_run_on_nodes)}")
+        if self.adjustments:
+            out.append("Moved by:")
+            out.extend(
+                f"  - {a.kind}: {fmt_instant(a.moved_from)} -> {fmt_instant(a.moved_to)}: "
+                f"{a.detail}"
+                for a in self.adjustments
+            )
+        if self.ready:
+            out.append(
+                "Ready: it may run now; the runner takes ready tasks by priority, then "
+                "earliest should_start_by, as queue capacity allows."
+            )
+        else:
+            out.append("Not running now because:")
+            out.extend(f"  - {reason}" for reason in self.blocked_by)
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def _blockers(task: Task, now: datetime, can_start_by: datetime) -> list[str]:
+    blocked: list[str] = []
+    if task.status is TaskStatus.CANCELLED:
+        blocked.append("it was cancelled")
+    elif task.status is TaskStatus.COMPLETED:
+        blocked.append("it has completed (one-shot)")
+    elif task.status is TaskStatus.DISABLED:
+        blocked.append("it is disabled (`task respawn` schedules it again)")
+    if task.owner_started_at is not None:
+        where = f" on {task.owner_node}" if task.owner_node else ""
+        blocked.append(f"it is already running{where} since {fmt_instant(task.owner_started_at)}")
+    elif task.status is TaskStatus.SCHEDULED:
+        blocked.append("a run has been dispatched and has not reported its start yet")
+    if can_start_by > now:
+        blocked.append(
+            f"it may not start before {fmt_instant(can_start_by)} "
+            f"(in {fmt_duration(can_start_by - now)})"
+        )
+    window = blackout_at(task, now)
+    if window is not None:
+        blocked.append(f"now is inside its blackout window {window} ({task.tz})")
+    return blocked
+
+
+def explain(task: Task, task_type: TaskType, now: datetime) -> Explanation:
+    """Everything that decides when ``task`` runs, at ``now``."""
+    now = to_utc(now)
+    times = start_times(task, task_type, now)
+    report = condition(task, task_type, now, times=times)
+    blocked = _blockers(task, now, times.can_start_by)
+    return Explanation(
+        task_id=task.id,
+        task_type=task.type,
+        schedule_kind=str(task.schedule_kind),
+        status=str(task.status),
+        priority=str(task.priority),
+        now=now,
+        can_start_by=times.can_start_by,
+        should_start_by=times.should_start_by,
+        finish_by=times.finish_by,
+        basis=times.basis,
+        reference_start=times.reference_start,
+        dont_run_on_nodes=task.dont_run_on_nodes,
+        adjustments=times.adjustments,
+        condition=report,
+        ready=not blocked,
+        blocked_by=tuple(blocked),
+    )

@@ -1,0 +1,115 @@
+"""Creation-time rules for a task, and the initial scheduling state of a new task.
+
+:func:`validate_task` raises :class:`InvalidInput` naming the offending field;
+it checks what the model cannot check alone because it needs the task type or
+schedule arithmetic:
+
+* ``type`` — the task must belong to the given task type;
+* cron: ``cron_max_duration`` > 0; ``cron`` must fire at all (``0 0 30 2 *`` never does);
+* periodic: ``cooldown`` shorter than ``period`` (else the period can never be kept);
+* adaptive: an interval (the task's or the type's ``default_interval``); a type
+  with a ``backoff_factor`` also needs ``min_interval`` and ``max_interval``;
+  the task's interval must lie within them;
+* ``blackout_periods`` must leave some time of the day free;
+* ``max_expected_duration`` not longer than ``max_allowed_duration``
+  (the task's values, falling back on the type's);
+* the retry budget of a recurring task (:func:`.retry.check_retry_budget`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..exceptions import InvalidInput
+from ..model import ScheduleKind, Task, TaskStatus, TaskType
+from .blackout import covers_whole_day
+from .cron import next_cron_time
+from .retry import check_retry_budget, num_retries
+from .schedule import start_times
+from .times import ZERO, max_allowed_duration, max_expected_duration, reference_start
+
+
+def _check_cron(task: Task) -> None:
+    if task.cron_max_duration is None or task.cron_max_duration <= ZERO:
+        raise InvalidInput(
+            "cron_max_duration", "must be longer than zero (time allowed after each firing)"
+        )
+    assert task.cron is not None
+    next_cron_time(task.cron, task.tz, reference_start(task))
+
+
+def _check_periodic(task: Task) -> None:
+    assert task.period is not None
+    if task.cooldown is not None and task.cooldown >= task.period:
+        raise InvalidInput(
+            "cooldown",
+            f"{task.cooldown} is not shorter than the period {task.period}; the task could "
+            "never run once per period",
+        )
+
+
+def _check_adaptive(task: Task, task_type: TaskType) -> None:
+    interval = task.current_interval or task_type.default_interval
+    if interval is None:
+        raise InvalidInput(
+            "current_interval",
+            f"is required: task type {task_type.type!r} has no default_interval",
+        )
+    if task_type.backoff_factor is not None:
+        for name in ("min_interval", "max_interval"):
+            if getattr(task_type, name) is None:
+                raise InvalidInput(
+                    name,
+                    f"task type {task_type.type!r} has a backoff_factor but no {name}; "
+                    "an adaptive interval needs both bounds",
+                )
+    lo, hi = task_type.min_interval, task_type.max_interval
+    if lo is not None and interval < lo:
+        raise InvalidInput("current_interval", f"{interval} is shorter than min_interval {lo}")
+    if hi is not None and interval > hi:
+        raise InvalidInput("current_interval", f"{interval} is longer than max_interval {hi}")
+
+
+def validate_task(task: Task, task_type: TaskType) -> None:
+    """Run every creation-time rule (listed in the module doc); raise InvalidInput."""
+    if task.type != task_type.type:
+        raise InvalidInput("type", f"task is of type {task.type!r}, not {task_type.type!r}")
+    kind = task.schedule_kind
+    if kind is ScheduleKind.CRON:
+        _check_cron(task)
+    elif kind is ScheduleKind.PERIODIC:
+        _check_periodic(task)
+    elif kind is ScheduleKind.ADAPTIVE:
+        _check_adaptive(task, task_type)
+    if task.blackout_periods and covers_whole_day(task.blackout_periods):
+        raise InvalidInput(
+            "blackout_periods", "the windows cover the whole day; the task could never run"
+        )
+    expected = max_expected_duration(task, task_type)
+    allowed = max_allowed_duration(task, task_type)
+    if expected is not None and allowed is not None and expected > allowed:
+        raise InvalidInput(
+            "max_expected_duration", f"{expected} is longer than max_allowed_duration {allowed}"
+        )
+    check_retry_budget(task, task_type)
+
+
+def prepare_new_task(task: Task, task_type: TaskType, now: datetime) -> Task:
+    """A client-built task made ready to store: validated, statistics empty,
+    ``created_at`` defaulting to ``now``, adaptive interval defaulting to the
+    type's, retry budget full, and ``next_run``/``deadline`` from :func:`start_times`.
+    """
+    changes: dict[str, object] = {
+        "status": TaskStatus.WAITING,
+        "failure_count": 0,
+        "retries_left": num_retries(task_type),
+    }
+    if task.created_at is None:
+        changes["created_at"] = now
+    if task.schedule_kind is ScheduleKind.ADAPTIVE and task.current_interval is None:
+        changes["current_interval"] = task_type.default_interval
+    changes = {k: v for k, v in changes.items() if getattr(task, k) != v}
+    fresh = task.updated(**changes) if changes else task
+    validate_task(fresh, task_type)
+    times = start_times(fresh, task_type, now)
+    return fresh.updated(next_run=times.can_start_by, deadline=times.should_start_by)

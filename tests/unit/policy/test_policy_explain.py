@@ -1,0 +1,87 @@
+"""explain(): why a task is (not) running, as data and as text."""
+
+from __future__ import annotations
+
+import json
+
+from policy_helpers import DAY, HOUR, MIN, at, make_task, make_type, window
+
+from swh_like_scheduler.model import ScheduleKind, TaskStatus
+from swh_like_scheduler.policy import Condition, Reason, explain
+
+
+def test_ready_task() -> None:
+    task = make_task(last_good_start_at=at(-30), last_good_end_at=at(-29))
+    answer = explain(task, make_type(), now=at(0))
+    assert answer.ready
+    assert answer.blocked_by == ()
+    assert answer.condition.reason is Reason.STALE
+    assert any(line.startswith("Ready:") for line in answer.lines())
+
+
+def test_retry_and_blackout_are_explained() -> None:
+    task = make_task(
+        id=42,
+        period=DAY,
+        last_good_start_at=at(-20),
+        last_good_end_at=at(-19),
+        last_start_at=at(-1),
+        last_end_at=at(0),
+        failure_count=1,
+        blackout_periods=(window("12:00", "13:00"),),
+    )
+    answer = explain(task, make_type(num_retries=3), now=at(0) + MIN)
+    assert not answer.ready
+    assert answer.can_start_by == at(1)
+    assert [str(a.kind) for a in answer.adjustments] == ["retry_backoff", "blackout"]
+    assert answer.condition.level is Condition.WARNING
+    assert answer.condition.reason is Reason.LAST_RUN_FAILED
+    assert any("may not start before" in reason for reason in answer.blocked_by)
+    assert any("blackout" in reason for reason in answer.blocked_by)
+
+    data = answer.to_dict()
+    assert json.loads(json.dumps(data)) == data
+    assert data["task_id"] == 42
+    assert data["condition"] == {
+        "level": "WARNING",
+        "reason": "last_run_failed",
+        "detail": answer.condition.detail,
+    }
+    assert [a["kind"] for a in data["adjustments"]] == ["retry_backoff", "blackout"]
+    assert data["can_start_by"] == at(1).isoformat()
+
+    text = str(answer)
+    assert "Task 42" in text
+    assert "retry_backoff" in text and "blackout" in text
+    assert "last_run_failed" in text
+    assert "(in 59m)" in text
+
+
+def test_running_disabled_and_cancelled_tasks() -> None:
+    running = make_task(owner_started_at=at(0), owner_node="node-3", status=TaskStatus.SCHEDULED)
+    answer = explain(running, make_type(), now=at(0.5))
+    assert any("already running on node-3" in reason for reason in answer.blocked_by)
+
+    disabled = make_task(status=TaskStatus.DISABLED)
+    assert any("disabled" in reason for reason in explain(disabled, make_type(), at(0)).blocked_by)
+
+    cancelled = make_task(ScheduleKind.ONESHOT, status=TaskStatus.CANCELLED)
+    answer = explain(cancelled, make_type(), at(0))
+    assert answer.condition.reason is Reason.CANCELLED
+    assert not answer.ready
+
+
+def test_cooldown_is_explained_and_node_constraints_shown() -> None:
+    task = make_task(
+        period=DAY,
+        cooldown=2 * HOUR,
+        last_good_start_at=at(-1),
+        last_good_end_at=at(0),
+        dont_run_on_nodes=("bad-node",),
+    )
+    answer = explain(task, make_type(), now=at(1))
+    assert [str(a.kind) for a in answer.adjustments] == ["cooldown"]
+    assert answer.dont_run_on_nodes == ("bad-node",)
+    assert answer.to_dict()["dont_run_on_nodes"] == ["bad-node"]
+    assert "Never runs on nodes: bad-node" in answer.lines()
+    assert answer.to_dict()["ready"] is False

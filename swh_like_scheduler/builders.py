@@ -195,7 +195,13 @@ def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: date
         if _blank(values.get("next_run"))
         else validation.parse_datetime("next_run", values["next_run"], tz)
     )
-    draft = Task(next_run=requested, deadline=requested, **fields)
+    draft = Task(
+        next_run=requested,
+        deadline=requested,
+        created_at=now,
+        retries_left=task_type.num_retries or 0,
+        **fields,
+    )
     prepared = policy.prepare_new_task(draft, task_type, now)
     if prepared.next_run >= requested:
         return prepared

@@ -215,6 +215,21 @@ def arguments_hash(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+_SCHEDULE_REQUIRED: dict[ScheduleKind, tuple[str, ...]] = {
+    ScheduleKind.ONESHOT: (),
+    ScheduleKind.PERIODIC: ("period",),
+    ScheduleKind.CRON: ("cron", "cron_max_duration"),
+    ScheduleKind.ADAPTIVE: ("current_interval",),
+}
+_SCHEDULE_ALLOWED: dict[ScheduleKind, frozenset[str]] = {
+    ScheduleKind.ONESHOT: frozenset({"max_delay"}),
+    ScheduleKind.PERIODIC: frozenset({"period", "cooldown"}),
+    ScheduleKind.CRON: frozenset({"cron", "cron_max_duration"}),
+    ScheduleKind.ADAPTIVE: frozenset({"current_interval"}),
+}
+_SCHEDULE_PARAMETERS = tuple(name for names in _SCHEDULE_ALLOWED.values() for name in names)
+
+
 @dataclass(frozen=True)
 class Task:
     """One unit of recurring or one-shot work.
@@ -265,15 +280,15 @@ class Task:
     steal_start_at: datetime | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    #: digest of the canonical JSON of the arguments (computed, not compared)
+    _arguments_hash: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         validation.identifier("type", self.type)
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, datetime):
-                _check_aware(f.name, value)
-            elif isinstance(value, timedelta):
-                _check_duration(f.name, value)
+        for name in _TASK_INSTANTS:
+            _check_aware(name, getattr(self, name))
+        for name in _TASK_DURATIONS:
+            _check_duration(name, getattr(self, name))
         object.__setattr__(self, "args", tuple(self.args))
         object.__setattr__(self, "kwargs", dict(self.kwargs))
         object.__setattr__(self, "schedule_kind", ScheduleKind(self.schedule_kind))
@@ -281,12 +296,13 @@ class Task:
         object.__setattr__(self, "priority", Priority(self.priority))
         object.__setattr__(self, "blackout_periods", tuple(self.blackout_periods))
         object.__setattr__(self, "dont_run_on_nodes", tuple(self.dont_run_on_nodes))
-        try:
-            canonical_json({"args": list(self.args), "kwargs": self.kwargs})
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput("arguments", f"must be JSON-serialisable: {exc}") from None
         if any(not isinstance(k, str) for k in self.kwargs):
             raise InvalidInput("kwargs", "keyword argument names must be strings")
+        try:
+            text = canonical_json({"args": list(self.args), "kwargs": self.kwargs})
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput("arguments", f"must be JSON-serialisable: {exc}") from None
+        object.__setattr__(self, "_arguments_hash", hashlib.sha256(text.encode()).hexdigest())
         if self.key is not None and not (isinstance(self.key, str) and 0 < len(self.key) <= 500):
             raise InvalidInput("key", "must be a non-empty string of at most 500 characters")
         validation.zone("tz", self.tz)
@@ -296,30 +312,11 @@ class Task:
 
     def _check_schedule(self) -> None:
         kind = self.schedule_kind
-        required: dict[ScheduleKind, tuple[str, ...]] = {
-            ScheduleKind.ONESHOT: (),
-            ScheduleKind.PERIODIC: ("period",),
-            ScheduleKind.CRON: ("cron", "cron_max_duration"),
-            ScheduleKind.ADAPTIVE: ("current_interval",),
-        }
-        allowed: dict[ScheduleKind, set[str]] = {
-            ScheduleKind.ONESHOT: {"max_delay"},
-            ScheduleKind.PERIODIC: {"period", "cooldown"},
-            ScheduleKind.CRON: {"cron", "cron_max_duration"},
-            ScheduleKind.ADAPTIVE: {"current_interval"},
-        }
-        for name in required[kind]:
+        for name in _SCHEDULE_REQUIRED[kind]:
             if getattr(self, name) is None:
                 raise InvalidInput(name, f"is required for a {kind} task")
-        for name in (
-            "current_interval",
-            "period",
-            "cooldown",
-            "cron",
-            "cron_max_duration",
-            "max_delay",
-        ):
-            if name not in allowed[kind] and getattr(self, name) is not None:
+        for name in _SCHEDULE_PARAMETERS:
+            if name not in _SCHEDULE_ALLOWED[kind] and getattr(self, name) is not None:
                 raise InvalidInput(name, f"does not apply to a {kind} task")
         for name in ("period", "current_interval"):
             value = getattr(self, name)
@@ -338,7 +335,7 @@ class Task:
 
     @property
     def arguments_hash(self) -> str:
-        return arguments_hash(self.args, self.kwargs)
+        return self._arguments_hash
 
     @property
     def is_running(self) -> bool:
@@ -364,6 +361,10 @@ class Task:
 
     def updated(self, **changes: Any) -> Self:
         return replace(self, **changes)
+
+
+_TASK_INSTANTS = tuple(f.name for f in fields(Task) if f.type in ("datetime", "datetime | None"))
+_TASK_DURATIONS = tuple(f.name for f in fields(Task) if f.type == "timedelta | None")
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ from typing import IO, Any
 
 import click
 
+from .. import policy
 from ..builders import task_from_input
 from ..exceptions import InvalidInput, NotFound, UnknownTaskType
 from ..importer import FORMATS, guess_format, read_rows, tasks_from_rows
-from ..model import Priority, ScheduleKind, Task, TaskStatus
+from ..model import Priority, ScheduleKind, Task, TaskStatus, TaskType
 from ..store import TaskFilter
 from ..validation import parse_datetime
 from . import render
@@ -352,3 +353,87 @@ def runs(cli: CliContext, task_id: int, limit: int, as_json: bool) -> None:
     click.echo(f"Found {len(found)} runs of task {task_id}")
     if found:
         click.echo("\n".join(render.runs_table(found)))
+
+
+def _task_and_type(cli: CliContext, task_id: int) -> tuple[Task, TaskType]:
+    found = cli.store.get_tasks([task_id])
+    if not found:
+        raise NotFound(f"no task with id {task_id}")
+    task_type = cli.store.get_task_type(found[0].type)
+    if task_type is None:  # pragma: no cover - the foreign key forbids it
+        raise UnknownTaskType(found[0].type)
+    return found[0], task_type
+
+
+@task.command("explain")
+@click.argument("task_id", type=int)
+@click.option("--at", "at", help="Explain as of this instant (ISO 8601, default now).")
+@json_option
+@pass_cli
+def explain(cli: CliContext, task_id: int, at: str | None, as_json: bool) -> None:
+    """Why is task TASK_ID (not) running? Its start times, condition, and what moved them."""
+    item, task_type = _task_and_type(cli, task_id)
+    instant = parse_datetime("at", at) if at else now()
+    answer = policy.explain(item, task_type, instant)
+    if as_json:
+        emit_json(answer.to_dict())
+    else:
+        click.echo(str(answer))
+
+
+@task.command("status")
+@click.option("--task-type", "-t", help="Only tasks of this type.")
+@click.option(
+    "--show",
+    "show_level",
+    type=click.Choice(["ERROR", "WARNING"]),
+    help="Also list the tasks at this level (and worse), with their reason.",
+)
+@click.option(
+    "--limit",
+    "-l",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Most tasks listed by --show.",
+)
+@json_option
+@pass_cli
+def status(
+    cli: CliContext, task_type: str | None, show_level: str | None, limit: int, as_json: bool
+) -> None:
+    """Conditions of the live tasks: how many are OK, WARNING or ERROR, per type."""
+    instant = now()
+    types = {t.type: t for t in cli.store.get_task_types()}
+    if task_type is not None and task_type not in types:
+        raise UnknownTaskType(task_type)
+    counts: dict[str, dict[str, int]] = {}
+    listed: list[tuple[Task, policy.ConditionReport]] = []
+    wanted = {"ERROR"} if show_level == "ERROR" else {"ERROR", "WARNING"}
+    criteria = TaskFilter(type=task_type, status=[TaskStatus.WAITING, TaskStatus.SCHEDULED])
+    after = 0
+    while page := cli.store.search_tasks(criteria, after_id=after, limit=1000):
+        after = page[-1].id or 0
+        for item in page:
+            report = policy.condition(item, types[item.type], instant)
+            per_type = counts.setdefault(item.type, {"OK": 0, "WARNING": 0, "ERROR": 0})
+            per_type[report.level.value] += 1
+            if show_level and report.level.value in wanted and len(listed) < limit:
+                listed.append((item, report))
+    if as_json:
+        emit_json(
+            {
+                "counts": counts,
+                "tasks": [{"id": t.id, "type": t.type, **r.to_dict()} for t, r in listed],
+            }
+        )
+        return
+    click.echo(f"{'TYPE':<24} {'OK':>9} {'WARNING':>9} {'ERROR':>9}")
+    for name, per_type in sorted(counts.items()):
+        click.echo(
+            f"{name:<24} {per_type['OK']:>9} {per_type['WARNING']:>9} {per_type['ERROR']:>9}"
+        )
+    for item, report in listed:
+        click.echo(
+            f"Task {item.id} ({item.type}): {report.level} {report.reason} - {report.detail}"
+        )

@@ -61,6 +61,10 @@ class Capabilities:
     skip_locked: bool
     #: Several processes may write at once (SQLite: one writer at a time).
     concurrent_writers: bool
+    #: Ids come from a sequence that concurrent transactions share safely;
+    #: without one, ids are taken above the current maximum, which is safe
+    #: only because the single writer holds the database lock.
+    id_sequences: bool
 
 
 @runtime_checkable

@@ -99,6 +99,32 @@ class SQLAlchemyStore:
             return query.with_for_update()
         return query
 
+    def _insert(
+        self, conn: sa.Connection, table: sa.Table, values: list[dict[str, Any]]
+    ) -> list[int]:
+        """Insert rows with ids allocated up front; returns the ids in order.
+
+        Allocating first lets the driver's own batched ``executemany`` do the
+        insert (psycopg pipelines it), instead of one huge multi-row
+        statement with ``RETURNING``.
+        """
+        if self._capabilities.id_sequences:
+            sequence = sa.func.pg_get_serial_sequence(table.name, "id")
+            ids = list(
+                conn.scalars(
+                    sa.select(sa.func.nextval(sequence)).select_from(
+                        sa.func.generate_series(1, len(values))
+                    )
+                )
+            )
+        else:
+            top = conn.scalar(sa.select(sa.func.coalesce(sa.func.max(table.c.id), 0))) or 0
+            ids = list(range(top + 1, top + 1 + len(values)))
+        for row, new_id in zip(values, ids, strict=True):
+            row["id"] = new_id
+        conn.execute(sa.insert(table), values)
+        return ids
+
     # -- task types ---------------------------------------------------------
 
     def create_task_type(self, task_type: TaskType) -> TaskType:
@@ -157,7 +183,7 @@ class SQLAlchemyStore:
         with self._write("import tasks") as conn:
             iterator = iter(tasks)
             while batch := list(islice(iterator, batch_size)):
-                fresh = self._create_batch(conn, batch, now)[1]
+                fresh = self._create_batch(conn, batch, now, build=False)[1]
                 created += fresh
                 existing += len(batch) - fresh
                 if progress is not None:
@@ -165,9 +191,12 @@ class SQLAlchemyStore:
         return ImportSummary(created=created, existing=existing)
 
     def _create_batch(
-        self, conn: sa.Connection, batch: list[Task], now: datetime
+        self, conn: sa.Connection, batch: list[Task], now: datetime, *, build: bool = True
     ) -> tuple[list[Task], int]:
-        """Create ``batch`` in the caller's transaction: (tasks in order, number new)."""
+        """Create ``batch`` in the caller's transaction: (tasks in order, number new).
+
+        With ``build=False`` the new tasks are returned as given (no id), which
+        spares a copy of each when only the count matters."""
         for item in batch:
             if item.id is not None:
                 raise InvalidInput("id", f"a new task cannot have an id (got {item.id})")
@@ -178,13 +207,16 @@ class SQLAlchemyStore:
         self._match_identical(conn, batch, found, copy_of)
         fresh = [i for i in range(len(batch)) if found[i] is None and i not in copy_of]
         if fresh:
-            stamped = [replace(batch[i], created_at=now, updated_at=now) for i in fresh]
-            inserted = conn.execute(
-                sa.insert(task_t).returning(task_t.c.id, sort_by_parameter_order=True),
-                [rows.task_to_row(t) for t in stamped],
-            ).all()
-            for i, new, row in zip(fresh, stamped, inserted, strict=True):
-                found[i] = replace(new, id=row.id)
+            values = [rows.task_to_row(batch[i]) for i in fresh]
+            for row in values:
+                row["created_at"] = row["updated_at"] = now
+            ids = self._insert(conn, task_t, values)
+            for i, new_id in zip(fresh, ids, strict=True):
+                found[i] = (
+                    replace(batch[i], id=new_id, created_at=now, updated_at=now)
+                    if build
+                    else batch[i]
+                )
         for i, first in copy_of.items():
             found[i] = found[first]
         return [t for t in found if t is not None], len(fresh)
@@ -490,16 +522,13 @@ class SQLAlchemyStore:
             )
             for t in ready
         ]
-        inserted = conn.execute(
-            sa.insert(run_t).returning(run_t.c.id, sort_by_parameter_order=True),
-            [rows.run_to_row(r) for r in runs],
-        ).all()
+        ids = self._insert(conn, run_t, [rows.run_to_row(r) for r in runs])
         return [
             Claimed(
                 task=replace(t, status=TaskStatus.SCHEDULED, updated_at=now),
-                run=replace(r, id=row.id),
+                run=replace(r, id=run_id),
             )
-            for t, r, row in zip(ready, runs, inserted, strict=True)
+            for t, r, run_id in zip(ready, runs, ids, strict=True)
         ]
 
     # -- runs ---------------------------------------------------------------

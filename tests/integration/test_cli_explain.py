@@ -1,0 +1,124 @@
+"""``task explain`` and ``task status`` on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from click.testing import CliRunner
+
+from swh_like_scheduler.cli import swh
+from swh_like_scheduler.model import BlackoutPeriod, ScheduleKind, Task, TaskType
+from swh_like_scheduler.store import SQLAlchemyStore
+
+H = timedelta(hours=1)
+NOW = datetime(2026, 6, 15, 12, 0, tzinfo=UTC)
+
+
+def scenario(store: SQLAlchemyStore) -> tuple[int, int, int]:
+    store.create_task_type(TaskType(type="crawl", backend_name="crawl"))
+    periodic = Task(
+        type="crawl",
+        args=("periodic",),
+        schedule_kind=ScheduleKind.PERIODIC,
+        period=24 * H,
+        next_run=NOW - 20 * H,
+        deadline=NOW + 2 * H,
+        last_good_start_at=NOW - 23 * H,
+        last_good_end_at=NOW - 21 * H,
+        last_start_at=NOW - 23 * H,
+        last_end_at=NOW - 21 * H,
+        average_good_duration=2 * H,
+    )
+    cron = Task(
+        type="crawl",
+        args=("cron",),
+        schedule_kind=ScheduleKind.CRON,
+        cron="0 3 * * *",
+        cron_max_duration=4 * H,
+        tz="Europe/Paris",
+        next_run=NOW - 33 * H,
+        deadline=NOW - 29 * H,
+        last_good_start_at=NOW - 57 * H,
+        last_good_end_at=NOW - 56 * H,
+    )
+    blacked_out = Task(
+        type="crawl",
+        args=("blackout",),
+        schedule_kind=ScheduleKind.ADAPTIVE,
+        current_interval=H,
+        next_run=NOW - H,
+        deadline=NOW,
+        blackout_periods=(BlackoutPeriod.parse({"start": "13:00", "end": "15:30"}),),
+        tz="Europe/Paris",
+    )
+    a, b, c = store.create_tasks([periodic, cron, blacked_out], now=NOW - 60 * H)
+    return a.id or 0, b.id or 0, c.id or 0
+
+
+def test_explain_warning_error_and_blackout(db_url: str) -> None:
+    store = SQLAlchemyStore.from_url(db_url)
+    periodic, cron, blacked_out = scenario(store)
+    store.close()
+    runner = CliRunner()
+
+    def explain(task_id: int) -> dict:  # type: ignore[type-arg]
+        result = runner.invoke(
+            swh,
+            [
+                "scheduler",
+                "--db-url",
+                db_url,
+                "task",
+                "explain",
+                str(task_id),
+                "--at",
+                NOW.isoformat(),
+                "--json",
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)  # type: ignore[no-any-return]
+
+    warning = explain(periodic)
+    assert warning["condition"]["level"] == "WARNING"
+    assert warning["condition"]["reason"] == "likely_late"
+    error = explain(cron)
+    assert error["condition"]["level"] == "ERROR"
+    assert error["condition"]["reason"] == "late"
+    inside = explain(blacked_out)
+    assert [a["kind"] for a in inside["adjustments"]] == ["blackout"]
+    # 12:00 UTC is 14:00 in Paris (summer time): the window ends at 15:30 local
+    assert inside["can_start_by"] == "2026-06-15T13:30:00+00:00"
+    assert inside["should_start_by"] == NOW.isoformat()
+    assert not inside["ready"]
+    text = runner.invoke(
+        swh,
+        [
+            "scheduler",
+            "--db-url",
+            db_url,
+            "task",
+            "explain",
+            str(blacked_out),
+            "--at",
+            NOW.isoformat(),
+        ],
+    )
+    assert "blackout" in text.output and text.exit_code == 0
+    missing = runner.invoke(swh, ["scheduler", "--db-url", db_url, "task", "explain", "999"])
+    assert missing.exit_code == 2 and "no task with id 999" in missing.stderr
+
+
+def test_status_counts_conditions(db_url: str) -> None:
+    store = SQLAlchemyStore.from_url(db_url)
+    scenario(store)
+    store.close()
+    result = CliRunner().invoke(
+        swh, ["scheduler", "--db-url", db_url, "task", "status", "--show", "WARNING", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    counts = data["counts"]["crawl"]
+    assert sum(counts.values()) == 3
+    assert counts["ERROR"] >= 1 and counts["WARNING"] + counts["ERROR"] == len(data["tasks"])

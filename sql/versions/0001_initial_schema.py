@@ -128,7 +128,7 @@ def upgrade() -> None:
     _partial_index(
         "ux_task_identical",
         "task",
-        ["type", "arguments_hash", "schedule_kind", "priority"],
+        ["arguments_hash", "type", "schedule_kind", "priority"],
         LIVE_WITHOUT_KEY,
         unique=True,
     )

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from importlib.metadata import entry_points
 from typing import Any
 
 import click
 
 from ..builders import task_type_from_input
+from ..celery_factory import worker_registrations
 from ..exceptions import InvalidInput
 from ..model import TaskType
 from .base import CliContext, emit_json, pass_cli, scheduler
-
-WORKERS_GROUP = "swh.workers"
 
 
 @scheduler.group("task-type")
@@ -111,12 +109,11 @@ def add_type(cli: CliContext, type_name: str, **options: Any) -> None:
 
 def worker_declarations() -> list[tuple[str, dict[str, Any]]]:
     """Task type declarations of every installed worker package."""
-    declared: list[tuple[str, dict[str, Any]]] = []
-    for ep in entry_points(group=WORKERS_GROUP):
-        registration = ep.load()()
-        for spec in registration.get("task_types", ()):
-            declared.append((ep.name, dict(spec)))
-    return declared
+    return [
+        (name, dict(spec))
+        for name, registration in worker_registrations()
+        for spec in registration.get("task_types", ())
+    ]
 
 
 @task_type.command("register")

@@ -41,6 +41,10 @@ class TaskFilter:
     next_run_before: datetime | None = None
 
 
+#: PostgreSQL notification channel on which writers announce task types that
+#: may have new ready tasks (payload: the type name).
+READY_CHANNEL = "swh_scheduler_ready"
+
 #: The filter that matches every task.
 ALL_TASKS = TaskFilter()
 
@@ -65,6 +69,8 @@ class Capabilities:
     #: without one, ids are taken above the current maximum, which is safe
     #: only because the single writer holds the database lock.
     id_sequences: bool
+    #: Writers announce new ready tasks on :data:`READY_CHANNEL` (LISTEN/NOTIFY).
+    notifications: bool
 
 
 @runtime_checkable
@@ -163,6 +169,13 @@ class SchedulerStore(Protocol):
 
     def count_tasks(self, criteria: TaskFilter = ALL_TASKS) -> int:
         """How many tasks match ``criteria``."""
+        ...
+
+    def next_ready_time(
+        self, task_type: str, *, priorities: Sequence[Priority] | None = None
+    ) -> datetime | None:
+        """The earliest ``next_run`` of the waiting tasks of ``task_type``
+        (``None`` if there is none): when the runner has work again."""
         ...
 
     def list_pending(

@@ -15,6 +15,7 @@ from itertools import islice
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 from ..exceptions import (
     Conflict,
@@ -42,7 +43,14 @@ from ..model import (
 from . import rows
 from .engine import WRITE_OPTION, capabilities_of, make_engine
 from .errors import translated
-from .interface import ALL_TASKS, ApplyOutcome, Capabilities, ImportSummary, TaskFilter
+from .interface import (
+    ALL_TASKS,
+    READY_CHANNEL,
+    ApplyOutcome,
+    Capabilities,
+    ImportSummary,
+    TaskFilter,
+)
 from .tables import TASK_LIVE_STATUSES
 from .tables import task as task_t
 from .tables import task_run as run_t
@@ -100,13 +108,20 @@ class SQLAlchemyStore:
         return query
 
     def _insert(
-        self, conn: sa.Connection, table: sa.Table, values: list[dict[str, Any]]
+        self,
+        conn: sa.Connection,
+        table: sa.Table,
+        values: list[dict[str, Any]],
+        *,
+        skip_duplicates: bool = False,
     ) -> list[int]:
         """Insert rows with ids allocated up front; returns the ids in order.
 
         Allocating first lets the driver's own batched ``executemany`` do the
         insert (psycopg pipelines it), instead of one huge multi-row
-        statement with ``RETURNING``.
+        statement with ``RETURNING``. With ``skip_duplicates``, a row that
+        would break a unique index is silently not inserted (``ON CONFLICT DO
+        NOTHING``): the caller counts which ids exist afterwards.
         """
         if self._capabilities.id_sequences:
             sequence = sa.func.pg_get_serial_sequence(table.name, "id")
@@ -122,8 +137,20 @@ class SQLAlchemyStore:
             ids = list(range(top + 1, top + 1 + len(values)))
         for row, new_id in zip(values, ids, strict=True):
             row["id"] = new_id
-        conn.execute(sa.insert(table), values)
+        if skip_duplicates:
+            dialect_insert = (
+                postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+            )
+            conn.execute(dialect_insert(table).on_conflict_do_nothing(), values)
+        else:
+            conn.execute(sa.insert(table), values)
         return ids
+
+    def _announce(self, conn: sa.Connection, type_names: Iterable[str]) -> None:
+        """Wake runners (on commit) for types that may have new ready tasks."""
+        if self._capabilities.notifications:
+            for name in sorted(set(type_names)):
+                conn.execute(sa.select(sa.func.pg_notify(READY_CHANNEL, name)))
 
     # -- task types ---------------------------------------------------------
 
@@ -195,8 +222,11 @@ class SQLAlchemyStore:
     ) -> tuple[list[Task], int]:
         """Create ``batch`` in the caller's transaction: (tasks in order, number new).
 
-        With ``build=False`` the new tasks are returned as given (no id), which
-        spares a copy of each when only the count matters."""
+        With ``build=False`` only the count is wanted: identical tasks without
+        a key are then left to the unique index (``ON CONFLICT DO NOTHING``)
+        instead of being looked up first, which keeps a bulk import linear
+        whatever the planner believes of a table that is filling up inside
+        one transaction; the tasks returned are the ones given."""
         for item in batch:
             if item.id is not None:
                 raise InvalidInput("id", f"a new task cannot have an id (got {item.id})")
@@ -204,13 +234,17 @@ class SQLAlchemyStore:
         found: list[Task | None] = [None] * len(batch)
         copy_of: dict[int, int] = {}
         self._match_keyed(conn, batch, found, copy_of)
-        self._match_identical(conn, batch, found, copy_of)
+        if build:
+            self._match_identical(conn, batch, found, copy_of)
         fresh = [i for i in range(len(batch)) if found[i] is None and i not in copy_of]
+        created = 0
         if fresh:
             values = [rows.task_to_row(batch[i]) for i in fresh]
             for row in values:
                 row["created_at"] = row["updated_at"] = now
-            ids = self._insert(conn, task_t, values)
+            ids = self._insert(conn, task_t, values, skip_duplicates=not build)
+            created = len(ids) if build else self._count_existing(conn, ids)
+            self._announce(conn, (batch[i].type for i in fresh))
             for i, new_id in zip(fresh, ids, strict=True):
                 found[i] = (
                     replace(batch[i], id=new_id, created_at=now, updated_at=now)
@@ -219,7 +253,13 @@ class SQLAlchemyStore:
                 )
         for i, first in copy_of.items():
             found[i] = found[first]
-        return [t for t in found if t is not None], len(fresh)
+        return [t for t in found if t is not None], created
+
+    def _count_existing(self, conn: sa.Connection, ids: list[int]) -> int:
+        return sum(
+            int(conn.scalar(sa.select(sa.func.count()).where(task_t.c.id.in_(chunk))) or 0)
+            for chunk in _chunks(ids)
+        )
 
     def _check_types_exist(self, conn: sa.Connection, names: set[str]) -> None:
         known = set(conn.scalars(sa.select(type_t.c.type).where(type_t.c.type.in_(names))))
@@ -375,6 +415,17 @@ class SQLAlchemyStore:
             chosen.extend(rows.task_from_row(r._mapping) for r in conn.execute(query))
         return chosen
 
+    def next_ready_time(
+        self, task_type: str, *, priorities: Sequence[Priority] | None = None
+    ) -> datetime | None:
+        query = sa.select(sa.func.min(task_t.c.next_run)).where(
+            task_t.c.type == task_type, task_t.c.status == TaskStatus.WAITING.value
+        )
+        if priorities:
+            query = query.where(task_t.c.priority.in_([Priority(p).value for p in priorities]))
+        with self._read("next ready time") as conn:
+            return conn.scalar(query)  # min() keeps the column's type: aware UTC
+
     def list_pending(
         self,
         task_type: str,
@@ -416,12 +467,14 @@ class SQLAlchemyStore:
 
     def enable_tasks(self, ids: Sequence[int], *, now: datetime) -> list[Task]:
         with self._write("enable tasks") as conn:
-            return self._update_tasks(
+            enabled = self._update_tasks(
                 conn,
                 ids,
                 task_t.c.status == TaskStatus.DISABLED.value,
                 {"status": TaskStatus.WAITING.value, "updated_at": now},
             )
+            self._announce(conn, (t.type for t in enabled))
+        return enabled
 
     def cancel_tasks(self, ids: Sequence[int], *, now: datetime) -> list[Task]:
         cancellable = [
@@ -451,7 +504,7 @@ class SQLAlchemyStore:
             .scalar_subquery()
         )
         with self._write("respawn tasks") as conn:
-            return self._update_tasks(
+            respawned = self._update_tasks(
                 conn,
                 ids,
                 task_t.c.status != TaskStatus.SCHEDULED.value,
@@ -464,6 +517,8 @@ class SQLAlchemyStore:
                     "updated_at": now,
                 },
             )
+            self._announce(conn, (t.type for t in respawned))
+        return respawned
 
     def delete_tasks(self, ids: Sequence[int]) -> int:
         deleted = 0

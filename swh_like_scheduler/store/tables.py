@@ -164,10 +164,11 @@ task = sa.Table(
     ),
     # at most one live task per identical definition (swh-scheduler's dedup);
     # tasks with a client key are identified by their key instead
+    # (the digest leads: it is what lookups are selective on)
     sa.Index(
         "ux_task_identical",
-        "type",
         "arguments_hash",
+        "type",
         "schedule_kind",
         "priority",
         unique=True,

@@ -500,3 +500,15 @@ def test_delete_tasks_removes_their_runs(
     [claimed] = store.claim_ready_tasks("sleep", now=now, limit=1)
     assert store.delete_tasks([a.id or 0, 10**9]) == 1
     assert store.get_task_run(claimed.run.backend_id) is None
+
+
+def test_next_ready_time(store: SQLAlchemyStore, sleep_type: TaskType, now: datetime) -> None:
+    assert store.next_ready_time("sleep") is None
+    store.create_tasks(
+        [make_task(now, 1, offset=3 * H), make_task(now, 2, offset=2 * H, priority=Priority.LOW)],
+        now=now,
+    )
+    assert store.next_ready_time("sleep") == now + 2 * H
+    assert store.next_ready_time("sleep", priorities=[Priority.NORMAL]) == now + 3 * H
+    store.claim_ready_tasks("sleep", now=now + 5 * H, limit=1, priorities=[Priority.LOW])
+    assert store.next_ready_time("sleep") == now + 3 * H

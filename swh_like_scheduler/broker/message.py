@@ -1,0 +1,57 @@
+"""What the runner hands to the broker layer: one Celery task message per run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from swh_like_scheduler.exceptions import InvalidInput
+
+#: AMQP carries the priority in one octet; kombu's Redis transport maps the
+#: value onto its ``priority_steps`` (0, 3, 6, 9 by default).
+MAX_PRIORITY = 255
+
+
+@dataclass(frozen=True)
+class Message:
+    """One Celery task to enqueue.
+
+    ``task_id`` becomes the Celery task id (``headers["id"]`` and the
+    ``correlation_id`` property) and is the run's ``backend_id``.
+    ``task_name`` is the Celery task name the worker looks up, ``queue`` the
+    broker queue (the task type's queue), ``args``/``kwargs`` the call
+    arguments (JSON-serialisable with the app's task serializer).
+
+    ``priority`` is passed to the broker unchanged; ``None`` sends none (the
+    broker's default, 0), as ``send_task`` does.  Its meaning is the broker's: on RabbitMQ a
+    higher number is served first (the queue needs ``x-max-priority``); on
+    Redis kombu serves the lowest step first (0 before 3 before 6 before 9).
+    """
+
+    task_id: str
+    task_name: str
+    queue: str
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    priority: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("task_id", "task_name", "queue"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise InvalidInput(name, f"must be a non-empty string, not {value!r}")
+        if isinstance(self.args, list):
+            object.__setattr__(self, "args", tuple(self.args))
+        if not isinstance(self.args, tuple):
+            raise InvalidInput("args", f"must be a tuple, not {type(self.args).__name__}")
+        if not isinstance(self.kwargs, Mapping):
+            raise InvalidInput("kwargs", f"must be a mapping, not {type(self.kwargs).__name__}")
+        if self.priority is not None and (
+            isinstance(self.priority, bool)
+            or not isinstance(self.priority, int)
+            or not 0 <= self.priority <= MAX_PRIORITY
+        ):
+            raise InvalidInput(
+                "priority", f"must be an integer from 0 to {MAX_PRIORITY}, not {self.priority!r}"
+            )

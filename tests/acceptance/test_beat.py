@@ -1,0 +1,70 @@
+"""``celery -A swh_like_scheduler.celery_app beat -S swh`` runs the runner's passes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import services
+
+from swh_like_scheduler.broker import queue_depth
+from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.model import ScheduleKind, Task, TaskType
+from swh_like_scheduler.store import SQLAlchemyStore
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.redis]
+
+
+def test_celery_beat_with_our_scheduler_dispatches_ready_tasks(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    broker = services.redis_url()
+    queue = f"swh-test-beat-{uuid.uuid4().hex[:8]}"
+    store = SQLAlchemyStore.from_url(sqlite_url)
+    store.create_task_type(TaskType(type="beat-test", backend_name="x.y", queue=queue))
+    now = datetime.now(tz=UTC)
+    store.create_tasks(
+        [
+            Task(
+                type="beat-test",
+                args=(n,),
+                schedule_kind=ScheduleKind.ADAPTIVE,
+                current_interval=timedelta(hours=1),
+                next_run=now,
+                deadline=now,
+            )
+            for n in range(25)
+        ],
+        now=now,
+    )
+    store.close()
+    env = {**os.environ, "SWH_SCHEDULER_DB_URL": sqlite_url, "SWH_SCHEDULER_BROKER_URL": broker}
+    celery = str(Path(sys.executable).with_name("celery"))
+    process = subprocess.Popen(
+        [celery, "-A", "swh_like_scheduler.celery_app", "beat", "-S", "swh", "-l", "INFO"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    app = make_app(config_module=None, broker_url=broker, load_workers=False)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and queue_depth(app, queue) < 25:
+            assert process.poll() is None, process.communicate()[0]
+            time.sleep(0.1)
+        assert queue_depth(app, queue) == 25
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=30)[0]
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(queue)
+    assert "swh_like_scheduler runner" in output

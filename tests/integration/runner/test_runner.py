@@ -1,0 +1,322 @@
+"""The runner against real PostgreSQL, Redis and RabbitMQ, and real Celery workers."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+import services
+from celery import Celery
+from celery.contrib.testing.worker import start_worker
+from click.testing import CliRunner
+
+from swh_like_scheduler.broker import queue_depth
+from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.cli import swh
+from swh_like_scheduler.model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.runner import loop, tick
+from swh_like_scheduler.runner.wakeup import waker_for
+from swh_like_scheduler.store import SQLAlchemyStore
+
+H = timedelta(hours=1)
+# every test app registers the same recording task (same behaviour, keyed by queue)
+pytestmark = pytest.mark.filterwarnings("ignore::celery.exceptions.DuplicateTaskNameWarning")
+RECORD_TASK = "tests.runner.record"
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("rabbitmq", marks=pytest.mark.rabbitmq),
+    ]
+)
+def broker_url(request: pytest.FixtureRequest) -> str:
+    return services.redis_url() if request.param == "redis" else services.amqp_url()
+
+
+@pytest.fixture
+def recorder() -> redis.Redis:
+    """Where the recording task notes the Celery ids it executed."""
+    return redis.Redis.from_url(services.require("redis", services.redis_url))
+
+
+def executed_key(queue: str) -> str:
+    return f"swh-test-executed:{queue}"
+
+
+def make_test_app(broker_url: str) -> Celery:
+    app = make_app(
+        config_module=None,
+        broker_url=broker_url,
+        load_workers=False,
+        broker_connection_timeout=3,
+        broker_heartbeat=2,
+        worker_hijack_root_logger=False,
+    )
+    recorder_url = services.redis_url()
+
+    @app.task(name=RECORD_TASK, bind=True)
+    def record(self, *args: object, **kwargs: object) -> dict[str, str]:  # type: ignore[no-untyped-def]
+        queue = self.request.delivery_info.get("routing_key") or "unknown"
+        redis.Redis.from_url(recorder_url).rpush(executed_key(queue), self.request.id)
+        return {"status": "eventful"}
+
+    return app
+
+
+@pytest.fixture
+def pg_store(postgres_url: str) -> Iterator[SQLAlchemyStore]:
+    store = SQLAlchemyStore.from_url(postgres_url)
+    yield store
+    store.close()
+
+
+def new_type(store: SQLAlchemyStore, max_queue_length: int | None) -> TaskType:
+    name = f"t{uuid.uuid4().hex[:8]}"
+    return store.create_task_type(
+        TaskType(
+            type=name,
+            backend_name=RECORD_TASK,
+            queue=f"swh-test-{name}",
+            max_queue_length=max_queue_length,
+        )
+    )
+
+
+def ready_tasks(task_type: TaskType, count: int, now: datetime) -> Iterator[Task]:
+    for n in range(count):
+        yield Task(
+            type=task_type.type,
+            args=(n,),
+            schedule_kind=ScheduleKind.ADAPTIVE,
+            current_interval=H,
+            next_run=now - H,
+            deadline=now + timedelta(seconds=(n * 7919) % count),
+        )
+
+
+def purge(app: Celery, *queues: str) -> None:
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        for queue in queues:
+            try:
+                channel.queue_purge(queue)
+                channel.queue_delete(queue)
+            except Exception:
+                channel = conn.channel()
+
+
+def test_one_pass_honours_capacity_and_deadline_order(
+    pg_store: SQLAlchemyStore, postgres_url: str, broker_url: str, recorder: redis.Redis
+) -> None:
+    app = make_test_app(broker_url)
+    now = datetime.now(tz=UTC)
+    bounded, unbounded = new_type(pg_store, 3000), new_type(pg_store, None)
+    key = executed_key(bounded.effective_queue)
+    pg_store.import_tasks(ready_tasks(bounded, 6000, now), now=now)
+    pg_store.import_tasks(ready_tasks(unbounded, 4000, now), now=now)
+    try:
+        result = CliRunner().invoke(
+            swh,
+            [
+                "scheduler",
+                "--db-url",
+                postgres_url,
+                "start-runner",
+                "--once",
+                "--broker-url",
+                broker_url,
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        assert queue_depth(app, bounded.effective_queue) == 3000
+        assert queue_depth(app, unbounded.effective_queue) == 4000
+        # the bounded type got its 3000 most urgent tasks
+        pending = pg_store.list_pending(bounded.type, now=now, limit=10_000)
+        assert len(pending) == 3000
+        claimed = [
+            t
+            for t in pg_store.search_tasks(limit=20_000)
+            if t.type == bounded.type and t.status is TaskStatus.SCHEDULED
+        ]
+        assert max(t.deadline for t in claimed) <= min(t.deadline for t in pending)
+        # a second pass finds the queue full and claims nothing more
+        again = tick(pg_store, app, now)
+        assert {t.task_type: t.claimed for t in again.types}[bounded.type] == 0
+        # a real worker executes every message of the bounded queue, each once
+        expected = {pg_store.get_task_runs(t.id or 0)[0].backend_id for t in claimed}
+        with start_worker(
+            app,
+            pool="threads",
+            concurrency=8,
+            perform_ping_check=False,
+            queues=[bounded.effective_queue],
+            shutdown_timeout=30,
+        ):
+            wait_until(lambda: recorder.llen(key) >= 3000, 120, "3000 executions")
+        executed = [v.decode() for v in recorder.lrange(key, 0, -1)]
+        assert len(executed) == 3000 and set(executed) == expected
+    finally:
+        recorder.delete(key)
+        purge(app, bounded.effective_queue, unbounded.effective_queue)
+
+
+@pytest.mark.redis
+def test_three_runners_dispatch_each_task_once(
+    pg_store: SQLAlchemyStore, postgres_url: str
+) -> None:
+    app = make_test_app(services.redis_url())
+    now = datetime.now(tz=UTC)
+    task_type = new_type(pg_store, None)
+    pg_store.import_tasks(ready_tasks(task_type, 50_000, now), now=now, batch_size=5000)
+    published: list[int] = [0, 0, 0]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(3)
+
+    def runner(slot: int) -> None:
+        store = SQLAlchemyStore.from_url(postgres_url)
+        try:
+            barrier.wait()
+            while (report := tick(store, app, now)).claimed:
+                published[slot] += report.published
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=runner, args=(n,)) for n in range(3)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+        assert not errors
+        assert sum(published) == 50_000
+        assert queue_depth(app, task_type.effective_queue) == 50_000
+        with pg_store.engine.connect() as conn:
+            runs, distinct = conn.exec_driver_sql(
+                "SELECT count(*), count(DISTINCT task_id) FROM task_run"
+            ).one()
+        assert runs == distinct == 50_000
+    finally:
+        purge(app, task_type.effective_queue)
+
+
+@pytest.mark.redis
+def test_broker_down_claims_nothing_and_keeps_running(
+    pg_store: SQLAlchemyStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = make_test_app("redis://127.0.0.1:1/0")
+    now = datetime.now(tz=UTC)
+    task_type = new_type(pg_store, 100)
+    pg_store.import_tasks(ready_tasks(task_type, 10, now), now=now)
+    with caplog.at_level(logging.ERROR):
+        report = tick(pg_store, app, now)
+    assert report.errors and report.claimed == 0
+    assert "cannot read queue depths" in caplog.text
+    assert len(pg_store.list_pending(task_type.type, now=now)) == 10
+
+
+@pytest.mark.redis
+def test_publish_failure_after_claim_leaves_runs_scheduled(
+    pg_store: SQLAlchemyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker dies between the claim and the publish (a real server is stopped)."""
+    server = services.start_embedded_redis()
+    app = make_test_app(server.url)
+    now = datetime.now(tz=UTC)
+    task_type = new_type(pg_store, 100)
+    [created] = pg_store.create_tasks(list(ready_tasks(task_type, 1, now)), now=now)
+    from swh_like_scheduler.runner import dispatch
+
+    real_publish = dispatch.publish_batch
+
+    def publish_after_outage(*args, **kwargs):  # type: ignore[no-untyped-def]
+        server.stop()
+        return real_publish(*args, **kwargs)
+
+    monkeypatch.setattr(dispatch, "publish_batch", publish_after_outage)
+    report = tick(pg_store, app, now)
+    assert report.claimed == 1 and report.published == 0
+    assert report.errors and "stay scheduled" in report.errors[0]
+    [run] = pg_store.get_task_runs(created.id or 0)
+    assert run.status is RunStatus.SCHEDULED and run.started is None
+    assert pg_store.get_tasks([created.id or 0])[0].status is TaskStatus.SCHEDULED
+
+
+@pytest.mark.redis
+def test_database_down_the_loop_keeps_running() -> None:
+    app = make_test_app(services.redis_url())
+    store = SQLAlchemyStore.from_url("postgresql://x@127.0.0.1:1/x?connect_timeout=1")
+    stop = threading.Event()
+    reports = []
+
+    def on_pass(report: object) -> None:
+        reports.append(report)
+        if len(reports) >= 3:
+            stop.set()
+
+    waker = waker_for(store.engine, stop)
+    thread = threading.Thread(
+        target=loop.run,
+        args=(store, app, waker),
+        kwargs={"period": 0.1, "stop": stop, "on_pass": on_pass},
+    )
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert len(reports) == 3 and all(r.errors for r in reports)
+    store.close()
+
+
+@pytest.mark.redis
+def test_new_ready_task_wakes_the_runner(pg_store: SQLAlchemyStore) -> None:
+    app = make_test_app(services.redis_url())
+    task_type = new_type(pg_store, 100)
+    stop = threading.Event()
+    passes: list[object] = []
+    waker = waker_for(pg_store.engine, stop)
+    thread = threading.Thread(
+        target=loop.run,
+        args=(pg_store, app, waker),
+        kwargs={"period": 60, "stop": stop, "on_pass": passes.append},
+    )
+    try:
+        thread.start()
+        wait_until(lambda: len(passes) >= 1, 10, "the first (idle) pass")
+        now = datetime.now(tz=UTC)
+        started = time.monotonic()
+        [created] = pg_store.create_tasks(
+            [
+                Task(
+                    type=task_type.type,
+                    args=(1,),
+                    next_run=now,
+                    deadline=now,
+                    priority=Priority.HIGH,
+                )
+            ],
+            now=now,
+        )
+        wait_until(lambda: bool(pg_store.get_task_runs(created.id or 0)), 10, "the dispatch")
+        assert time.monotonic() - started < 5, "woken by the notification, not the 60 s poll"
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        waker.close()
+        purge(app, task_type.effective_queue)

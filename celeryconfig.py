@@ -22,4 +22,7 @@ task_send_sent_event = False
 worker_prefetch_multiplier = 1
 task_acks_late = True
 task_reject_on_worker_lost = True
+# each worker also consumes "<hostname>.dq2": the runner sends a task that must
+# not run on some nodes straight to an allowed worker
+worker_direct = True
 broker_connection_retry_on_startup = True

@@ -394,12 +394,21 @@ class TaskRun:
             raise InvalidInput("progress", f"{self.progress} is not between 0 and 1")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Claimed:
-    """A task claimed for dispatch, with the run created for it."""
+    """A task claimed for dispatch: what its Celery message needs.
 
-    task: Task
-    run: TaskRun
+    Its run exists in the store (status ``scheduled``) under ``backend_id``.
+    Deliberately light (no validation): the runner builds thousands a second.
+    """
+
+    task_id: int
+    slot: datetime
+    deadline: datetime
+    backend_id: str
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+    dont_run_on_nodes: tuple[str, ...] = ()
 
 
 _RUN_NAMESPACE = uuid.UUID("6f1f7d2e-8a55-4c1e-9a43-2f3f0c9b6d11")

@@ -10,7 +10,7 @@ import random
 import time
 from typing import Any
 
-from celery import shared_task
+from celery import Task, shared_task
 
 TASK_NAME = "swh_like_workers.sleep.sleep"
 
@@ -19,8 +19,9 @@ class SimulatedFailure(RuntimeError):
     """Raised on purpose, at the rate asked for."""
 
 
-@shared_task(name=TASK_NAME)
+@shared_task(name=TASK_NAME, bind=True)
 def sleep(
+    self: Task,
     duration: float = 0.0,
     failure_rate: float = 0.0,
     eventful_rate: float = 1.0,
@@ -40,7 +41,7 @@ def sleep(
     if rng.random() < failure_rate:
         raise SimulatedFailure(f"simulated failure (rate {failure_rate})")
     status = "eventful" if rng.random() < eventful_rate else "uneventful"
-    return {"status": status, "duration": duration}
+    return {"status": status, "duration": duration, "worker": self.request.hostname}
 
 
 def register() -> dict[str, Any]:

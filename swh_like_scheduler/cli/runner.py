@@ -62,6 +62,7 @@ def start_runner(
     """Claim ready tasks by deadline and publish them to their Celery queues."""
     from ..celery_factory import make_app
     from ..runner import loop, tick
+    from ..runner.routing import LiveWorkers
     from ..runner.wakeup import waker_for
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -71,7 +72,9 @@ def start_runner(
         period = HIGH_PRIORITY_PERIOD if chosen == [Priority.HIGH] else 60.0
     type_list = list(types) or None
     if once:
-        report = tick(cli.store, app, now(), types=type_list, priorities=chosen)
+        report = tick(
+            cli.store, app, now(), types=type_list, priorities=chosen, workers=LiveWorkers(app)
+        )
         if as_json:
             emit_json(_report_json(report))
         else:
@@ -94,7 +97,14 @@ def start_runner(
     waker = waker_for(cli.store.engine, stop)
     try:
         loop.run(
-            cli.store, app, waker, period=period, stop=stop, types=type_list, priorities=chosen
+            cli.store,
+            app,
+            waker,
+            period=period,
+            stop=stop,
+            types=type_list,
+            priorities=chosen,
+            workers=LiveWorkers(app),
         )
     finally:
         waker.close()

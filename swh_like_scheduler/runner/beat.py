@@ -17,6 +17,7 @@ from ..config import load_settings
 from ..store import SQLAlchemyStore
 from .dispatch import tick
 from .loop import utcnow
+from .routing import LiveWorkers
 
 
 class RunnerScheduler(Scheduler):
@@ -28,13 +29,14 @@ class RunnerScheduler(Scheduler):
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
         url = app.conf.get("swh_scheduler_db_url") or os.environ.get("SWH_SCHEDULER_DB_URL")
         self._store = SQLAlchemyStore.from_url(load_settings(db_url=url).db_url)
+        self._workers = LiveWorkers(app)
         super().__init__(app, *args, **kwargs)
 
     def setup_schedule(self) -> None:
         """No static entries: the schedule lives in the database."""
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
-        report = tick(self._store, self.app, utcnow())
+        report = tick(self._store, self.app, utcnow(), workers=self._workers)
         return report.sleep_seconds(float(self.max_interval))
 
     def close(self) -> None:

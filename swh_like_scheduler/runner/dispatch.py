@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -25,6 +26,7 @@ from ..exceptions import SchedulerError
 from ..model import Claimed, Priority, TaskType
 from ..store import SchedulerStore
 from . import metrics
+from .routing import LiveWorkers
 
 logger = logging.getLogger(__name__)
 
@@ -79,13 +81,23 @@ class PassReport:
         return max(0.0, min(period, (self.next_ready - self.now).total_seconds()))
 
 
-def message_for(claimed: Claimed, task_type: TaskType) -> Message:
+def message_for(
+    claimed: Claimed, task_type: TaskType, workers: LiveWorkers | None = None
+) -> Message:
+    """The Celery message of a claimed task: to its type's queue, or, for a
+    task with banned nodes, to the own queue of an allowed live worker."""
+    queue = task_type.effective_queue
+    if claimed.dont_run_on_nodes:
+        hostname = workers.pick(queue, claimed.dont_run_on_nodes) if workers else None
+        if hostname is None:  # the claim only takes such tasks when one is alive
+            raise RuntimeError(f"no allowed worker for task {claimed.task_id}")
+        queue = workers.direct_queue(hostname) if workers else queue
     return Message(
-        task_id=claimed.run.backend_id,
+        task_id=claimed.backend_id,
         task_name=task_type.backend_name,
-        queue=task_type.effective_queue,
-        args=tuple(claimed.task.args),
-        kwargs=dict(claimed.task.kwargs),
+        queue=queue,
+        args=claimed.args,
+        kwargs=claimed.kwargs,
     )
 
 
@@ -103,11 +115,13 @@ def tick(
     types: Sequence[str] | None = None,
     priorities: Sequence[Priority] | None = None,
     connection: Any = None,
+    workers: LiveWorkers | None = None,
 ) -> PassReport:
     """One pass over the task types named in ``types`` (default: all).
 
     Types with no ready task are skipped without touching the broker, so an
-    idle pass costs one indexed query per type."""
+    idle pass costs one indexed query per type. Without ``workers`` (the live
+    workers, for routing), tasks with ``dont_run_on_nodes`` are left waiting."""
     task_types = [t for t in store.get_task_types() if types is None or t.type in types]
     if types is not None:
         for name in sorted(set(types) - {t.type for t in task_types}):
@@ -124,10 +138,10 @@ def tick(
         metrics.PASS_ERRORS.labels(stage="depth").inc()
         failed = tuple(TypePass(t.type, t.effective_queue, None, 0, error=str(error)) for t in due)
         return PassReport(now=now, types=failed, errors=(str(error),), saturated=True)
-    reports = [
-        _serve_type(store, app, t, depths[t.effective_queue], now, priorities, connection)
-        for t in due
-    ]
+    if workers is not None:
+        workers.refresh()
+    context = _Pass(store, app, now, priorities, connection, workers)
+    reports = [_serve_type(context, t, depths[t.effective_queue]) for t in due]
     errors = tuple(r.error for r in reports if r.error)
     saturated = any(r.error or r.claimed >= r.capacity for r in reports)
     remaining = [
@@ -144,41 +158,60 @@ def tick(
     )
 
 
-def _serve_type(
-    store: SchedulerStore,
-    app: Celery,
-    task_type: TaskType,
-    depth: int,
-    now: datetime,
-    priorities: Sequence[Priority] | None,
-    connection: Any,
-) -> TypePass:
+@dataclass(frozen=True)
+class _Pass:
+    store: SchedulerStore
+    app: Celery
+    now: datetime
+    priorities: Sequence[Priority] | None
+    connection: Any
+    workers: LiveWorkers | None
+
+
+def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
+    store, app, now = context.store, context.app, context.now
+    nodes = context.workers.nodes(task_type.effective_queue) if context.workers else None
     started = time.perf_counter()
     capacity = capacity_of(task_type, depth)
     claimed = published = 0
     error: str | None = None
-    while claimed < capacity:
-        want = min(CLAIM_CHUNK, capacity - claimed)
-        try:
-            batch = store.claim_ready_tasks(
-                task_type.type, now=now, limit=want, priorities=priorities
-            )
-        except SchedulerError as exc:
-            error = f"claim failed: {exc}"
-            metrics.PASS_ERRORS.labels(stage="claim").inc()
-            break
-        claimed += len(batch)
-        if batch:
+    # Claiming (mostly database time) and publishing (mostly Python and broker
+    # time) overlap: chunk k is published by one thread while chunk k+1 is
+    # claimed. A failure stops the pass; at most two chunks of runs then stay
+    # scheduled without a message, for the monitor to re-publish.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="publish") as publisher:
+        in_flight: Future[int] | None = None
+        in_flight_size = 0
+        while claimed < capacity and error is None:
+            want = min(CLAIM_CHUNK, capacity - claimed)
             try:
-                published += publish_batch(
-                    app, [message_for(c, task_type) for c in batch], connection=connection
+                batch = store.claim_ready_tasks(
+                    task_type.type,
+                    now=now,
+                    limit=want,
+                    priorities=context.priorities,
+                    nodes=nodes,
                 )
-            except PublishError as exc:
-                error = f"publish failed; {len(batch)} runs stay scheduled: {exc}"
-                metrics.PASS_ERRORS.labels(stage="publish").inc()
+            except SchedulerError as exc:
+                error = f"claim failed: {exc}"
+                metrics.PASS_ERRORS.labels(stage="claim").inc()
+                batch = []
+            claimed += len(batch)
+            if in_flight is not None:
+                done, error = _collect(in_flight, in_flight_size, error)
+                published += done
+                in_flight = None
+            if batch and error is None:
+                messages = [message_for(c, task_type, context.workers) for c in batch]
+                in_flight = publisher.submit(
+                    publish_batch, app, messages, connection=context.connection
+                )
+                in_flight_size = len(batch)
+            if len(batch) < want:
                 break
-        if len(batch) < want:
-            break
+        if in_flight is not None:
+            done, error = _collect(in_flight, in_flight_size, error)
+            published += done
     seconds = time.perf_counter() - started
     metrics.record_type_pass(task_type.type, depth, claimed, published, seconds)
     log = logger.error if error else logger.info
@@ -203,3 +236,12 @@ def _serve_type(
         seconds,
         error,
     )
+
+
+def _collect(future: Future[int], size: int, error: str | None) -> tuple[int, str | None]:
+    """Wait for a publishing chunk: (messages published, first error)."""
+    try:
+        return future.result(), error
+    except PublishError as exc:
+        metrics.PASS_ERRORS.labels(stage="publish").inc()
+        return exc.published, error or f"publish failed; runs stay scheduled: {exc}"

@@ -14,6 +14,7 @@ from ..model import Priority
 from ..store import SchedulerStore
 from . import metrics
 from .dispatch import PassReport, tick
+from .routing import LiveWorkers
 from .wakeup import Waker
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ def run(
     priorities: Sequence[Priority] | None = None,
     clock: Callable[[], datetime] = utcnow,
     on_pass: Callable[[PassReport], None] | None = None,
+    workers: LiveWorkers | None = None,
 ) -> None:
     """Pass after pass until ``stop`` is set; between passes, sleep until the
     next task is ready (at most ``period``) or a new task wakes the runner."""
@@ -45,7 +47,7 @@ def run(
     )
     while not stop.is_set():
         try:
-            report = tick(store, app, clock(), types=types, priorities=priorities)
+            report = tick(store, app, clock(), types=types, priorities=priorities, workers=workers)
         except SchedulerError as error:
             # the database is down or refused: keep running, try again later
             logger.error("runner pass failed: %s", error)

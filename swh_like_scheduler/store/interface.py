@@ -242,8 +242,13 @@ class SchedulerStore(Protocol):
         now: datetime,
         limit: int,
         priorities: Sequence[Priority] | None = None,
+        nodes: Sequence[str] | None = None,
     ) -> list[Claimed]:
         """Claim up to ``limit`` ready tasks of ``task_type`` for dispatch.
+
+        ``nodes`` are the nodes of the live workers of the type's queue: a task
+        with ``dont_run_on_nodes`` is claimed only if one of them is allowed,
+        and never when ``nodes`` is ``None`` (unknown).
 
         Ready: status ``waiting`` and ``next_run <= now``. Order: priority
         class then ``deadline`` (as :meth:`list_pending`). In one transaction,

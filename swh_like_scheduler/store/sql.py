@@ -7,6 +7,7 @@ logic.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -399,8 +400,6 @@ class SQLAlchemyStore:
         now: datetime,
         limit: int,
         priorities: Sequence[Priority] | None,
-        *,
-        lock: bool,
     ) -> list[Task]:
         chosen: list[Task] = []
         wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
@@ -410,8 +409,6 @@ class SQLAlchemyStore:
             if priority not in wanted:
                 continue
             query = self._ready_query(task_type, priority, now, limit - len(chosen))
-            if lock and self._capabilities.skip_locked:
-                query = query.with_for_update(skip_locked=True)
             chosen.extend(rows.task_from_row(r._mapping) for r in conn.execute(query))
         return chosen
 
@@ -435,7 +432,7 @@ class SQLAlchemyStore:
         priorities: Sequence[Priority] | None = None,
     ) -> list[Task]:
         with self._read("list pending tasks") as conn:
-            return self._ready(conn, task_type, now, limit, priorities, lock=False)
+            return self._ready(conn, task_type, now, limit, priorities)
 
     def _update_tasks(
         self,
@@ -551,40 +548,121 @@ class SQLAlchemyStore:
         now: datetime,
         limit: int,
         priorities: Sequence[Priority] | None = None,
+        nodes: Sequence[str] | None = None,
     ) -> list[Claimed]:
         if limit <= 0:
             return []
+        wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
+        claimed: list[Claimed] = []
         with self._write("claim ready tasks") as conn:
-            ready = self._ready(conn, task_type, now, limit, priorities, lock=True)
-            return self._dispatch(conn, ready, now)
+            for priority in PRIORITY_ORDER:
+                if priority in wanted and len(claimed) < limit:
+                    claimed.extend(
+                        self._claim_class(
+                            conn, task_type, priority, now, limit - len(claimed), nodes
+                        )
+                    )
+            self._insert_runs(conn, claimed, now)
+        return claimed
 
-    def _dispatch(self, conn: sa.Connection, ready: list[Task], now: datetime) -> list[Claimed]:
-        """Mark ``ready`` tasks scheduled and create their runs (caller's transaction)."""
-        if not ready:
-            return []
-        for chunk in _chunks([t.id for t in ready]):
-            conn.execute(
-                sa.update(task_t)
-                .where(task_t.c.id.in_(chunk))
-                .values(status=TaskStatus.SCHEDULED.value, updated_at=now)
+    def _claim_class(
+        self,
+        conn: sa.Connection,
+        task_type: str,
+        priority: Priority,
+        now: datetime,
+        limit: int,
+        nodes: Sequence[str] | None,
+    ) -> list[Claimed]:
+        """Mark up to ``limit`` ready tasks of one class scheduled, in one
+        statement (``UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED)``)."""
+        picked = (
+            self._ready_query(task_type, priority, now, limit)
+            .with_only_columns(task_t.c.id)
+            .where(self._runnable_on(nodes))
+        )
+        if self._capabilities.skip_locked:
+            picked = picked.with_for_update(skip_locked=True)
+        statement = (
+            sa.update(task_t)
+            .where(task_t.c.id.in_(picked.scalar_subquery()))
+            .values(status=TaskStatus.SCHEDULED.value, updated_at=now)
+            .returning(
+                task_t.c.id,
+                task_t.c.next_run,
+                task_t.c.deadline,
+                task_t.c.arguments,
+                task_t.c.dont_run_on_nodes,
             )
-        runs = [
-            TaskRun(
-                task_id=t.id or 0,
-                backend_id=run_backend_id(t.id or 0, t.next_run),
-                slot=t.next_run,
-                scheduled=now,
-            )
-            for t in ready
-        ]
-        ids = self._insert(conn, run_t, [rows.run_to_row(r) for r in runs])
+        )
+        found = sorted(conn.execute(statement).all(), key=lambda r: (r[2], r[0]))
         return [
             Claimed(
-                task=replace(t, status=TaskStatus.SCHEDULED, updated_at=now),
-                run=replace(r, id=run_id),
+                task_id=task_id,
+                slot=slot,
+                deadline=deadline,
+                backend_id=run_backend_id(task_id, slot),
+                args=tuple(arguments.get("args", ())),
+                kwargs=arguments.get("kwargs", {}),
+                dont_run_on_nodes=tuple(banned or ()),
             )
-            for t, r, run_id in zip(ready, runs, ids, strict=True)
+            for task_id, slot, deadline, arguments, banned in found
         ]
+
+    def _runnable_on(self, nodes: Sequence[str] | None) -> sa.ColumnElement[bool]:
+        """Tasks that may go to one of ``nodes`` (the live workers' nodes).
+
+        Unconstrained tasks always qualify; a task with ``dont_run_on_nodes``
+        qualifies only if some live node is not banned — and never when the
+        live nodes are unknown (``nodes is None``)."""
+        banned = task_t.c.dont_run_on_nodes
+        if self.engine.dialect.name == "postgresql":
+            unconstrained = banned == sa.cast(sa.literal("[]"), postgresql.JSONB)
+            if not nodes:
+                return unconstrained
+            everyone = sa.cast(sa.literal(json.dumps(sorted(nodes))), postgresql.JSONB)
+            return sa.or_(unconstrained, sa.not_(banned.op("@>", is_comparison=True)(everyone)))
+        unconstrained = sa.func.json_array_length(banned) == 0
+        if not nodes:
+            return unconstrained
+        each = sa.func.json_each(banned).table_valued("value")
+        allowed = [~sa.exists().select_from(each).where(each.c.value == node) for node in nodes]
+        return sa.or_(unconstrained, *allowed)
+
+    def _insert_runs(self, conn: sa.Connection, claimed: list[Claimed], now: datetime) -> None:
+        """Create the ``scheduled`` runs of claimed tasks (caller's transaction):
+        PostgreSQL's ``COPY`` when available, else a batched insert."""
+        if not claimed:
+            return
+        if self.engine.dialect.name == "postgresql":
+            driver = conn.connection.driver_connection
+            assert driver is not None
+            with (
+                driver.cursor() as cursor,
+                cursor.copy(
+                    "COPY task_run (task_id, backend_id, slot, scheduled, status, history) "
+                    "FROM STDIN"
+                ) as copy,
+            ):
+                for c in claimed:
+                    copy.write_row(
+                        (c.task_id, c.backend_id, c.slot, now, RunStatus.SCHEDULED.value, "[]")
+                    )
+            return
+        conn.execute(
+            sa.insert(run_t),
+            [
+                {
+                    "task_id": c.task_id,
+                    "backend_id": c.backend_id,
+                    "slot": c.slot,
+                    "scheduled": now,
+                    "status": RunStatus.SCHEDULED.value,
+                    "history": [],
+                }
+                for c in claimed
+            ],
+        )
 
     # -- runs ---------------------------------------------------------------
 
@@ -600,15 +678,19 @@ class SQLAlchemyStore:
                 raise InvalidTransition(
                     f"task {task_id} is {current.status}; only a waiting task can be scheduled"
                 )
-            claimed = self._dispatch(conn, [current], now)[0]
-            if backend_id is not None and backend_id != claimed.run.backend_id:
-                conn.execute(
-                    sa.update(run_t)
-                    .where(run_t.c.id == claimed.run.id)
-                    .values(backend_id=backend_id)
-                )
-                return replace(claimed.run, backend_id=backend_id)
-            return claimed.run
+            conn.execute(
+                sa.update(task_t)
+                .where(task_t.c.id == task_id)
+                .values(status=TaskStatus.SCHEDULED.value, updated_at=now)
+            )
+            run = TaskRun(
+                task_id=task_id,
+                backend_id=backend_id or run_backend_id(task_id, current.next_run),
+                slot=current.next_run,
+                scheduled=now,
+            )
+            [run_id] = self._insert(conn, run_t, [rows.run_to_row(run)])
+            return replace(run, id=run_id)
 
     def _run_for_update(self, conn: sa.Connection, backend_id: str) -> TaskRun | None:
         query = self._lock(sa.select(run_t).where(run_t.c.backend_id == backend_id))

@@ -197,9 +197,9 @@ def test_runs_are_listed(run, registered, db_url: str) -> None:  # type: ignore[
         "ENDED",
         "WORKER",
     ]
-    assert claimed.run.backend_id in out[2] and "scheduled" in out[2]
+    assert claimed.backend_id in out[2] and "scheduled" in out[2]
     [data] = json.loads(ok(run("task", "runs", "1", "--json")))
-    assert data["backend_id"] == claimed.run.backend_id
+    assert data["backend_id"] == claimed.backend_id
 
 
 def test_schedule_csv_and_json_lines(  # type: ignore[no-untyped-def]

@@ -282,17 +282,26 @@ def test_claim_creates_runs_and_never_claims_twice(
         now=now,
     )
     first = store.claim_ready_tasks("sleep", now=now, limit=4)
-    assert [c.task.args[0] for c in first] == [9, 8, 7, 6]
+    assert [c.args[0] for c in first] == [9, 8, 7, 6]
+    by_id = {t.id: t for t in created}
     for claimed in first:
-        assert claimed.task.status is TaskStatus.SCHEDULED
-        assert claimed.run.status is RunStatus.SCHEDULED
-        assert claimed.run.slot == claimed.task.next_run
-        assert claimed.run.scheduled == now
-        assert claimed.run.backend_id == run_backend_id(claimed.task.id or 0, claimed.task.next_run)
-        assert store.get_task_run(claimed.run.backend_id) == claimed.run
+        task = store.get_tasks([claimed.task_id])[0]
+        assert task.status is TaskStatus.SCHEDULED and task.updated_at == now
+        assert claimed.slot == by_id[claimed.task_id].next_run
+        assert claimed.deadline == by_id[claimed.task_id].deadline
+        assert claimed.backend_id == run_backend_id(claimed.task_id, claimed.slot)
+        run = store.get_task_run(claimed.backend_id)
+        assert run is not None
+        assert (run.task_id, run.status, run.slot, run.scheduled, run.started) == (
+            claimed.task_id,
+            RunStatus.SCHEDULED,
+            claimed.slot,
+            now,
+            None,
+        )
     second = store.claim_ready_tasks("sleep", now=now, limit=100)
     assert len(second) == 6
-    assert not {c.task.id for c in first} & {c.task.id for c in second}
+    assert not {c.task_id for c in first} & {c.task_id for c in second}
     assert store.claim_ready_tasks("sleep", now=now, limit=100) == []
     statuses = {t.status for t in store.get_tasks([t.id or 0 for t in created])}
     assert statuses == {TaskStatus.SCHEDULED}
@@ -309,11 +318,11 @@ def test_claim_by_priority_class(
         now=now,
     )
     assert [
-        c.task.args[0]
+        c.args[0]
         for c in store.claim_ready_tasks("sleep", now=now, limit=5, priorities=[Priority.HIGH])
     ] == ["h"]
     assert store.claim_ready_tasks("sleep", now=now, limit=0) == []
-    assert [c.task.args[0] for c in store.claim_ready_tasks("sleep", now=now, limit=5)] == ["n"]
+    assert [c.args[0] for c in store.claim_ready_tasks("sleep", now=now, limit=5)] == ["n"]
 
 
 def test_backend_id_is_derived_from_task_and_slot(now: datetime) -> None:
@@ -331,13 +340,13 @@ def test_disable_enable_cancel_respawn(
     store.update_task_type("sleep", num_retries=3)
     a, b, c = store.create_tasks([make_task(now, n, offset=-H) for n in range(3)], now=now)
     [claimed] = store.claim_ready_tasks("sleep", now=now, limit=1)
-    assert claimed.task.id == a.id
+    assert claimed.task_id == a.id
     assert [t.id for t in store.disable_tasks([a.id or 0, b.id or 0], now=now)] == [a.id, b.id]
     assert store.disable_tasks([b.id or 0], now=now) == []
     assert [t.status for t in store.enable_tasks([b.id or 0], now=now)] == [TaskStatus.WAITING]
     cancelled = store.cancel_tasks([a.id or 0, c.id or 0, 10**9], now=now)
     assert [t.status for t in cancelled] == [TaskStatus.CANCELLED] * 2
-    run = store.get_task_run(claimed.run.backend_id)
+    run = store.get_task_run(claimed.backend_id)
     assert run is not None and run.status is RunStatus.CANCELLED and run.ended == now
     later = now + 2 * H
     respawned = store.respawn_tasks([c.id or 0], next_run=later, now=now)
@@ -433,10 +442,8 @@ def test_failed_apply_leaves_the_run_open(
         raise RuntimeError("policy bug")
 
     with pytest.raises(RuntimeError):
-        store.end_task_run(
-            claimed.run.backend_id, status=RunStatus.EVENTFUL, ended=now, apply=broken
-        )
-    run = store.get_task_run(claimed.run.backend_id)
+        store.end_task_run(claimed.backend_id, status=RunStatus.EVENTFUL, ended=now, apply=broken)
+    run = store.get_task_run(claimed.backend_id)
     assert run is not None and run.status is RunStatus.SCHEDULED
 
 
@@ -475,7 +482,7 @@ def test_retention_deletes_only_old_finished_things(
         ],
         now=now,
     )
-    claims = {c.task.id: c.run for c in store.claim_ready_tasks("sleep", now=now, limit=10)}
+    claims = {c.task_id: c for c in store.claim_ready_tasks("sleep", now=now, limit=10)}
     store.end_task_run(claims[old.id].backend_id, status=RunStatus.EVENTFUL, ended=now - H)
     store.end_task_run(claims[recent.id].backend_id, status=RunStatus.EVENTFUL, ended=now + H)
     store.end_task_run(
@@ -499,7 +506,7 @@ def test_delete_tasks_removes_their_runs(
     [a] = store.create_tasks([make_task(now, 1, offset=-H)], now=now)
     [claimed] = store.claim_ready_tasks("sleep", now=now, limit=1)
     assert store.delete_tasks([a.id or 0, 10**9]) == 1
-    assert store.get_task_run(claimed.run.backend_id) is None
+    assert store.get_task_run(claimed.backend_id) is None
 
 
 def test_next_ready_time(store: SQLAlchemyStore, sleep_type: TaskType, now: datetime) -> None:
@@ -512,3 +519,24 @@ def test_next_ready_time(store: SQLAlchemyStore, sleep_type: TaskType, now: date
     assert store.next_ready_time("sleep", priorities=[Priority.NORMAL]) == now + 3 * H
     store.claim_ready_tasks("sleep", now=now + 5 * H, limit=1, priorities=[Priority.LOW])
     assert store.next_ready_time("sleep") == now + 3 * H
+
+
+def test_claims_respect_banned_nodes(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    store.create_tasks(
+        [
+            make_task(now, "free", offset=-H, deadline=H),
+            make_task(now, "not-a", offset=-H, deadline=2 * H, dont_run_on_nodes=("a",)),
+            make_task(now, "not-a-b", offset=-H, deadline=3 * H, dont_run_on_nodes=("a", "b")),
+        ],
+        now=now,
+    )
+    # live nodes unknown: only the unconstrained task may be sent
+    assert [c.args[0] for c in store.claim_ready_tasks("sleep", now=now, limit=9)] == ["free"]
+    # only node "a" alive: nothing else may go anywhere
+    assert store.claim_ready_tasks("sleep", now=now, limit=9, nodes=["a"]) == []
+    claimed = store.claim_ready_tasks("sleep", now=now, limit=9, nodes=["a", "b"])
+    assert [(c.args[0], c.dont_run_on_nodes) for c in claimed] == [("not-a", ("a",))]
+    claimed = store.claim_ready_tasks("sleep", now=now, limit=9, nodes=["a", "b", "c"])
+    assert [c.args[0] for c in claimed] == ["not-a-b"]

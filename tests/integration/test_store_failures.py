@@ -51,7 +51,7 @@ def test_concurrent_claims_on_postgresql_are_disjoint(postgres_url: str, now: da
         try:
             barrier.wait()
             while batch := store.claim_ready_tasks("sleep", now=now, limit=50):
-                claimed[slot].extend(c.task.id or 0 for c in batch)
+                claimed[slot].extend(c.task_id for c in batch)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
         finally:

@@ -1,0 +1,84 @@
+"""Routing tasks with ``dont_run_on_nodes`` to allowed workers only.
+
+Workers run with ``worker_direct = True`` (set in ``celeryconfig``), so each
+consumes a queue of its own, ``<hostname>.dq2``. The runner learns which
+workers are alive and which queues they consume with one broadcast
+(``inspect active_queues``), refreshed every ``ttl`` seconds, and sends a
+constrained task to the direct queue of a live worker of its type's queue
+whose node is not banned. A node is the part of a worker's hostname after
+``@`` (``celery@crawler-3`` runs on node ``crawler-3``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from celery import Celery
+from celery.utils.nodenames import worker_direct
+
+logger = logging.getLogger(__name__)
+
+
+def node_of(hostname: str) -> str:
+    return hostname.rpartition("@")[2]
+
+
+@dataclass
+class LiveWorkers:
+    """The live workers of each queue, from a broadcast, cached for ``ttl`` s."""
+
+    app: Celery
+    ttl: float = 30.0
+    timeout: float = 1.0
+    _by_queue: dict[str, list[str]] = field(default_factory=dict)
+    _fetched_at: float | None = None
+    _turns: dict[str, Iterator[str]] = field(default_factory=dict)
+
+    def refresh(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and self._fetched_at is not None and now - self._fetched_at < self.ttl:
+            return
+        replies: dict[str, Any] = {}
+        try:
+            replies = self.app.control.inspect(timeout=self.timeout).active_queues() or {}
+        except Exception as error:
+            logger.warning("cannot list live workers (%s); constrained tasks wait", error)
+        by_queue: dict[str, list[str]] = {}
+        for hostname, queues in replies.items():
+            for queue in queues or ():
+                by_queue.setdefault(queue["name"], []).append(hostname)
+        self._by_queue = {q: sorted(hosts) for q, hosts in by_queue.items()}
+        self._turns = {}
+        self._fetched_at = now
+
+    def hostnames(self, queue: str) -> list[str]:
+        return self._by_queue.get(queue, [])
+
+    def nodes(self, queue: str) -> list[str]:
+        """Nodes of the live workers consuming ``queue``."""
+        return sorted({node_of(h) for h in self.hostnames(queue)})
+
+    def pick(self, queue: str, banned: Iterable[str]) -> str | None:
+        """A live worker of ``queue`` on an allowed node (round robin), or None."""
+        excluded = set(banned)
+        allowed = [h for h in self.hostnames(queue) if node_of(h) not in excluded]
+        if not allowed:
+            return None
+        turn = self._turns.setdefault(queue, itertools.cycle(self.hostnames(queue)))
+        for _ in range(len(self.hostnames(queue))):
+            candidate = next(turn)
+            if candidate in allowed:
+                return candidate
+        return allowed[0]  # pragma: no cover - the cycle always finds one
+
+    def direct_queue(self, hostname: str) -> str:
+        """The worker's own queue, declared on the app as the worker declares it."""
+        queue = worker_direct(hostname)
+        if queue.name not in self.app.amqp.queues:
+            self.app.amqp.queues.add(queue)
+        return str(queue.name)

@@ -1,0 +1,133 @@
+"""Plumbing shared by the SQLAlchemy store's parts: engine, transactions,
+bulk inserts with ids allocated up front, wake-up notifications."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, Self
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..model import (
+    Priority,
+    TaskStatus,
+)
+from .engine import WRITE_OPTION, capabilities_of, make_engine
+from .errors import translated
+from .interface import (
+    READY_CHANNEL,
+    Capabilities,
+)
+from .tables import task as task_t
+
+_CHUNK = 500  # ids or hashes per IN (...) list
+
+
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class SQLBase:
+    """Engine, capabilities and transaction helpers of :class:`SQLAlchemyStore`."""
+
+    def __init__(self, engine: sa.Engine, *, owns_engine: bool = False) -> None:
+        self.engine = engine
+        self._owns_engine = owns_engine
+        self._capabilities = capabilities_of(engine)
+
+    @classmethod
+    def from_url(cls, url: str | sa.URL, **engine_kwargs: Any) -> Self:
+        return cls(make_engine(url, **engine_kwargs), owns_engine=True)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
+
+    def close(self) -> None:
+        if self._owns_engine:
+            self.engine.dispose()
+
+    # -- plumbing -----------------------------------------------------------
+
+    @contextmanager
+    def _write(self, where: str) -> Iterator[sa.Connection]:
+        with translated(where), self.engine.connect() as conn:
+            conn.execution_options(**{WRITE_OPTION: True})
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _read(self, where: str) -> Iterator[sa.Connection]:
+        with translated(where), self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    def _lock(self, query: sa.Select[Any]) -> sa.Select[Any]:
+        """Lock selected rows until commit where the engine can (PostgreSQL);
+        SQLite's write transaction already excludes every other writer."""
+        if self._capabilities.skip_locked:
+            return query.with_for_update()
+        return query
+
+    def _insert(
+        self,
+        conn: sa.Connection,
+        table: sa.Table,
+        values: list[dict[str, Any]],
+        *,
+        skip_duplicates: bool = False,
+    ) -> list[int]:
+        """Insert rows with ids allocated up front; returns the ids in order.
+
+        Allocating first lets the driver's own batched ``executemany`` do the
+        insert (psycopg pipelines it), instead of one huge multi-row
+        statement with ``RETURNING``. With ``skip_duplicates``, a row that
+        would break a unique index is silently not inserted (``ON CONFLICT DO
+        NOTHING``): the caller counts which ids exist afterwards.
+        """
+        if self._capabilities.id_sequences:
+            sequence = sa.func.pg_get_serial_sequence(table.name, "id")
+            ids = list(
+                conn.scalars(
+                    sa.select(sa.func.nextval(sequence)).select_from(
+                        sa.func.generate_series(1, len(values))
+                    )
+                )
+            )
+        else:
+            top = conn.scalar(sa.select(sa.func.coalesce(sa.func.max(table.c.id), 0))) or 0
+            ids = list(range(top + 1, top + 1 + len(values)))
+        for row, new_id in zip(values, ids, strict=True):
+            row["id"] = new_id
+        if skip_duplicates:
+            dialect_insert = (
+                postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+            )
+            conn.execute(dialect_insert(table).on_conflict_do_nothing(), values)
+        else:
+            conn.execute(sa.insert(table), values)
+        return ids
+
+    def _announce(self, conn: sa.Connection, type_names: Iterable[str]) -> None:
+        """Wake runners (on commit) for types that may have new ready tasks."""
+        if self._capabilities.notifications:
+            for name in sorted(set(type_names)):
+                conn.execute(sa.select(sa.func.pg_notify(READY_CHANNEL, name)))
+
+    def _ready_query(
+        self, task_type: str, priority: Priority, now: datetime, limit: int
+    ) -> sa.Select[Any]:
+        return (
+            sa.select(task_t)
+            .where(
+                task_t.c.type == task_type,
+                task_t.c.status == TaskStatus.WAITING.value,
+                task_t.c.priority == priority.value,
+                task_t.c.next_run <= now,
+            )
+            .order_by(task_t.c.deadline, task_t.c.id)
+            .limit(limit)
+        )

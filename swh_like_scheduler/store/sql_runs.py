@@ -1,0 +1,294 @@
+"""Claims, runs and retention: the dispatching half of the SQLAlchemy store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from ..exceptions import (
+    InvalidInput,
+    InvalidTransition,
+    NotFound,
+)
+from ..model import (
+    END_RUN_STATUSES,
+    OPEN_RUN_STATUSES,
+    PRIORITY_ORDER,
+    Claimed,
+    Priority,
+    RunStatus,
+    ScheduleKind,
+    TaskRun,
+    TaskStatus,
+    run_backend_id,
+)
+from . import rows
+from .interface import (
+    ApplyOutcome,
+)
+from .sql_base import SQLBase
+from .tables import task as task_t
+from .tables import task_run as run_t
+
+_OPEN = [s.value for s in OPEN_RUN_STATUSES]
+_FINISHED_TASK = [
+    s.value for s in (TaskStatus.COMPLETED, TaskStatus.DISABLED, TaskStatus.CANCELLED)
+]
+
+
+class RunMethods(SQLBase):
+    """Claiming ready tasks with their runs, run life cycle, retention."""
+
+    # -- dispatch -----------------------------------------------------------
+
+    def claim_ready_tasks(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        limit: int,
+        priorities: Sequence[Priority] | None = None,
+        nodes: Sequence[str] | None = None,
+    ) -> list[Claimed]:
+        if limit <= 0:
+            return []
+        wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
+        claimed: list[Claimed] = []
+        with self._write("claim ready tasks") as conn:
+            for priority in PRIORITY_ORDER:
+                if priority in wanted and len(claimed) < limit:
+                    claimed.extend(
+                        self._claim_class(
+                            conn, task_type, priority, now, limit - len(claimed), nodes
+                        )
+                    )
+            self._insert_runs(conn, claimed, now)
+        return claimed
+
+    def _claim_class(
+        self,
+        conn: sa.Connection,
+        task_type: str,
+        priority: Priority,
+        now: datetime,
+        limit: int,
+        nodes: Sequence[str] | None,
+    ) -> list[Claimed]:
+        """Mark up to ``limit`` ready tasks of one class scheduled, in one
+        statement (``UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED)``)."""
+        picked = (
+            self._ready_query(task_type, priority, now, limit)
+            .with_only_columns(task_t.c.id)
+            .where(self._runnable_on(nodes))
+        )
+        if self._capabilities.skip_locked:
+            picked = picked.with_for_update(skip_locked=True)
+        statement = (
+            sa.update(task_t)
+            .where(task_t.c.id.in_(picked.scalar_subquery()))
+            .values(status=TaskStatus.SCHEDULED.value, updated_at=now)
+            .returning(
+                task_t.c.id,
+                task_t.c.next_run,
+                task_t.c.deadline,
+                task_t.c.arguments,
+                task_t.c.dont_run_on_nodes,
+            )
+        )
+        found = sorted(conn.execute(statement).all(), key=lambda r: (r[2], r[0]))
+        return [
+            Claimed(
+                task_id=task_id,
+                slot=slot,
+                deadline=deadline,
+                backend_id=run_backend_id(task_id, slot),
+                args=tuple(arguments.get("args", ())),
+                kwargs=arguments.get("kwargs", {}),
+                dont_run_on_nodes=tuple(banned or ()),
+            )
+            for task_id, slot, deadline, arguments, banned in found
+        ]
+
+    def _runnable_on(self, nodes: Sequence[str] | None) -> sa.ColumnElement[bool]:
+        """Tasks that may go to one of ``nodes`` (the live workers' nodes).
+
+        Unconstrained tasks always qualify; a task with ``dont_run_on_nodes``
+        qualifies only if some live node is not banned — and never when the
+        live nodes are unknown (``nodes is None``)."""
+        banned = task_t.c.dont_run_on_nodes
+        if self.engine.dialect.name == "postgresql":
+            unconstrained = banned == sa.cast(sa.literal("[]"), postgresql.JSONB)
+            if not nodes:
+                return unconstrained
+            everyone = sa.cast(sa.literal(json.dumps(sorted(nodes))), postgresql.JSONB)
+            return sa.or_(unconstrained, sa.not_(banned.op("@>", is_comparison=True)(everyone)))
+        unconstrained = sa.func.json_array_length(banned) == 0
+        if not nodes:
+            return unconstrained
+        each = sa.func.json_each(banned).table_valued("value")
+        allowed = [~sa.exists().select_from(each).where(each.c.value == node) for node in nodes]
+        return sa.or_(unconstrained, *allowed)
+
+    def _insert_runs(self, conn: sa.Connection, claimed: list[Claimed], now: datetime) -> None:
+        """Create the ``scheduled`` runs of claimed tasks (caller's transaction):
+        PostgreSQL's ``COPY`` when available, else a batched insert."""
+        if not claimed:
+            return
+        if self.engine.dialect.name == "postgresql":
+            driver = conn.connection.driver_connection
+            assert driver is not None
+            with (
+                driver.cursor() as cursor,
+                cursor.copy(
+                    "COPY task_run (task_id, backend_id, slot, scheduled, status, history) "
+                    "FROM STDIN"
+                ) as copy,
+            ):
+                for c in claimed:
+                    copy.write_row(
+                        (c.task_id, c.backend_id, c.slot, now, RunStatus.SCHEDULED.value, "[]")
+                    )
+            return
+        conn.execute(
+            sa.insert(run_t),
+            [
+                {
+                    "task_id": c.task_id,
+                    "backend_id": c.backend_id,
+                    "slot": c.slot,
+                    "scheduled": now,
+                    "status": RunStatus.SCHEDULED.value,
+                    "history": [],
+                }
+                for c in claimed
+            ],
+        )
+
+    # -- runs ---------------------------------------------------------------
+
+    def schedule_task_run(
+        self, task_id: int, *, now: datetime, backend_id: str | None = None
+    ) -> TaskRun:
+        with self._write("schedule task run") as conn:
+            row = conn.execute(self._lock(sa.select(task_t).where(task_t.c.id == task_id))).first()
+            if row is None:
+                raise NotFound(f"no task {task_id}")
+            current = rows.task_from_row(row._mapping)
+            if current.status is not TaskStatus.WAITING:
+                raise InvalidTransition(
+                    f"task {task_id} is {current.status}; only a waiting task can be scheduled"
+                )
+            conn.execute(
+                sa.update(task_t)
+                .where(task_t.c.id == task_id)
+                .values(status=TaskStatus.SCHEDULED.value, updated_at=now)
+            )
+            run = TaskRun(
+                task_id=task_id,
+                backend_id=backend_id or run_backend_id(task_id, current.next_run),
+                slot=current.next_run,
+                scheduled=now,
+            )
+            [run_id] = self._insert(conn, run_t, [rows.run_to_row(run)])
+            return replace(run, id=run_id)
+
+    def _run_for_update(self, conn: sa.Connection, backend_id: str) -> TaskRun | None:
+        query = self._lock(sa.select(run_t).where(run_t.c.backend_id == backend_id))
+        row = conn.execute(query).first()
+        return rows.run_from_row(row._mapping) if row else None
+
+    def start_task_run(
+        self, backend_id: str, *, started: datetime, worker: str | None = None
+    ) -> TaskRun | None:
+        with self._write("start task run") as conn:
+            run = self._run_for_update(conn, backend_id)
+            if run is None or run.status is not RunStatus.SCHEDULED:
+                return run
+            run = replace(run, status=RunStatus.STARTED, started=started, worker=worker)
+            conn.execute(
+                sa.update(run_t)
+                .where(run_t.c.id == run.id)
+                .values(status=run.status.value, started=started, worker=worker)
+            )
+        return run
+
+    def end_task_run(
+        self,
+        backend_id: str,
+        *,
+        status: RunStatus,
+        ended: datetime,
+        result: Any = None,
+        error: str | None = None,
+        apply: ApplyOutcome | None = None,
+    ) -> TaskRun | None:
+        status = RunStatus(status)
+        if status not in END_RUN_STATUSES:
+            raise InvalidInput("status", f"{status} is not a final run status")
+        with self._write("end task run") as conn:
+            run = self._run_for_update(conn, backend_id)
+            if run is None or not run.status.is_open:
+                return run
+            run = replace(run, status=status, ended=ended, result=result, error=error)
+            conn.execute(
+                sa.update(run_t)
+                .where(run_t.c.id == run.id)
+                .values(status=status.value, ended=ended, result=result, error=error)
+            )
+            if apply is not None:
+                query = self._lock(sa.select(task_t).where(task_t.c.id == run.task_id))
+                row = conn.execute(query).first()
+                if row is not None:
+                    new_task = apply(rows.task_from_row(row._mapping), run)
+                    values = rows.task_to_row(replace(new_task, updated_at=ended))
+                    conn.execute(sa.update(task_t).where(task_t.c.id == run.task_id).values(values))
+        return run
+
+    def get_task_run(self, backend_id: str) -> TaskRun | None:
+        with self._read("get task run") as conn:
+            row = conn.execute(sa.select(run_t).where(run_t.c.backend_id == backend_id)).first()
+        return rows.run_from_row(row._mapping) if row else None
+
+    def get_task_runs(self, task_id: int, *, limit: int = 20) -> list[TaskRun]:
+        query = (
+            sa.select(run_t)
+            .where(run_t.c.task_id == task_id)
+            .order_by(run_t.c.scheduled.desc(), run_t.c.id.desc())
+            .limit(limit)
+        )
+        with self._read("list task runs") as conn:
+            return [rows.run_from_row(r._mapping) for r in conn.execute(query)]
+
+    # -- retention ----------------------------------------------------------
+
+    def delete_old_runs(self, *, ended_before: datetime, limit: int = 10_000) -> int:
+        victims = (
+            sa.select(run_t.c.id)
+            .where(run_t.c.ended < ended_before, run_t.c.status.not_in(_OPEN))
+            .limit(limit)
+            .scalar_subquery()
+        )
+        with self._write("delete old runs") as conn:
+            return conn.execute(sa.delete(run_t).where(run_t.c.id.in_(victims))).rowcount
+
+    def delete_finished_oneshot_tasks(
+        self, *, updated_before: datetime, limit: int = 10_000
+    ) -> int:
+        victims = (
+            sa.select(task_t.c.id)
+            .where(
+                task_t.c.schedule_kind == ScheduleKind.ONESHOT.value,
+                task_t.c.status.in_(_FINISHED_TASK),
+                task_t.c.updated_at < updated_before,
+            )
+            .limit(limit)
+            .scalar_subquery()
+        )
+        with self._write("delete finished one-shot tasks") as conn:
+            return conn.execute(sa.delete(task_t).where(task_t.c.id.in_(victims))).rowcount

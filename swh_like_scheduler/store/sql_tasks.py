@@ -1,0 +1,420 @@
+"""Task types and tasks: the client-facing half of the SQLAlchemy store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from datetime import datetime
+from itertools import islice
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..exceptions import (
+    Conflict,
+    DuplicateTaskType,
+    InvalidInput,
+    KeyConflict,
+    NotFound,
+    UnknownTaskType,
+)
+from ..model import (
+    PRIORITY_ORDER,
+    Priority,
+    RunStatus,
+    ScheduleKind,
+    Task,
+    TaskStatus,
+    TaskType,
+)
+from . import rows
+from .interface import (
+    ALL_TASKS,
+    ImportSummary,
+    TaskFilter,
+)
+from .sql_base import SQLBase, _chunks
+from .tables import TASK_LIVE_STATUSES
+from .tables import task as task_t
+from .tables import task_run as run_t
+from .tables import task_type as type_t
+
+
+class TaskMethods(SQLBase):
+    """Task types, task creation (idempotent), queries and status changes."""
+
+    # -- task types ---------------------------------------------------------
+
+    def create_task_type(self, task_type: TaskType) -> TaskType:
+        with self._write("create task type") as conn:
+            exists = conn.execute(
+                sa.select(type_t.c.type).where(type_t.c.type == task_type.type)
+            ).first()
+            if exists:
+                raise DuplicateTaskType(task_type.type)
+            conn.execute(sa.insert(type_t), rows.task_type_to_row(task_type))
+        return task_type
+
+    def get_task_type(self, name: str) -> TaskType | None:
+        with self._read("get task type") as conn:
+            row = conn.execute(sa.select(type_t).where(type_t.c.type == name)).first()
+        return rows.task_type_from_row(row._mapping) if row else None
+
+    def get_task_types(self) -> list[TaskType]:
+        with self._read("list task types") as conn:
+            result = conn.execute(sa.select(type_t).order_by(type_t.c.type))
+            return [rows.task_type_from_row(r._mapping) for r in result]
+
+    def update_task_type(self, name: str, **changes: Any) -> TaskType:
+        if "type" in changes:
+            raise InvalidInput("type", "a task type cannot be renamed")
+        with self._write("update task type") as conn:
+            row = conn.execute(self._lock(sa.select(type_t).where(type_t.c.type == name))).first()
+            if row is None:
+                raise NotFound(f"no task type {name!r}")
+            updated = rows.task_type_from_row(row._mapping).updated(**changes)
+            conn.execute(
+                sa.update(type_t)
+                .where(type_t.c.type == name)
+                .values(rows.task_type_to_row(updated))
+            )
+        return updated
+
+    # -- tasks --------------------------------------------------------------
+
+    def create_tasks(self, tasks: Iterable[Task], *, now: datetime) -> list[Task]:
+        batch = list(tasks)
+        if not batch:
+            return []
+        with self._write("create tasks") as conn:
+            return self._create_batch(conn, batch, now)[0]
+
+    def import_tasks(
+        self,
+        tasks: Iterable[Task],
+        *,
+        now: datetime,
+        batch_size: int = 1000,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ImportSummary:
+        created = existing = 0
+        with self._write("import tasks") as conn:
+            iterator = iter(tasks)
+            while batch := list(islice(iterator, batch_size)):
+                fresh = self._create_batch(conn, batch, now, build=False)[1]
+                created += fresh
+                existing += len(batch) - fresh
+                if progress is not None:
+                    progress(created, existing)
+        return ImportSummary(created=created, existing=existing)
+
+    def _create_batch(
+        self, conn: sa.Connection, batch: list[Task], now: datetime, *, build: bool = True
+    ) -> tuple[list[Task], int]:
+        """Create ``batch`` in the caller's transaction: (tasks in order, number new).
+
+        With ``build=False`` only the count is wanted: identical tasks without
+        a key are then left to the unique index (``ON CONFLICT DO NOTHING``)
+        instead of being looked up first, which keeps a bulk import linear
+        whatever the planner believes of a table that is filling up inside
+        one transaction; the tasks returned are the ones given."""
+        for item in batch:
+            if item.id is not None:
+                raise InvalidInput("id", f"a new task cannot have an id (got {item.id})")
+        self._check_types_exist(conn, {t.type for t in batch})
+        found: list[Task | None] = [None] * len(batch)
+        copy_of: dict[int, int] = {}
+        self._match_keyed(conn, batch, found, copy_of)
+        if build:
+            self._match_identical(conn, batch, found, copy_of)
+        fresh = [i for i in range(len(batch)) if found[i] is None and i not in copy_of]
+        created = 0
+        if fresh:
+            values = [rows.task_to_row(batch[i]) for i in fresh]
+            for row in values:
+                row["created_at"] = row["updated_at"] = now
+            ids = self._insert(conn, task_t, values, skip_duplicates=not build)
+            created = len(ids) if build else self._count_existing(conn, ids)
+            self._announce(conn, (batch[i].type for i in fresh))
+            for i, new_id in zip(fresh, ids, strict=True):
+                found[i] = (
+                    replace(batch[i], id=new_id, created_at=now, updated_at=now)
+                    if build
+                    else batch[i]
+                )
+        for i, first in copy_of.items():
+            found[i] = found[first]
+        return [t for t in found if t is not None], created
+
+    def _count_existing(self, conn: sa.Connection, ids: list[int]) -> int:
+        return sum(
+            int(conn.scalar(sa.select(sa.func.count()).where(task_t.c.id.in_(chunk))) or 0)
+            for chunk in _chunks(ids)
+        )
+
+    def _check_types_exist(self, conn: sa.Connection, names: set[str]) -> None:
+        known = set(conn.scalars(sa.select(type_t.c.type).where(type_t.c.type.in_(names))))
+        for name in sorted(names - known):
+            raise UnknownTaskType(name)
+
+    def _match_keyed(
+        self,
+        conn: sa.Connection,
+        batch: list[Task],
+        found: list[Task | None],
+        copy_of: dict[int, int],
+    ) -> None:
+        """Tasks whose key is taken resolve to the task holding it."""
+        keys = sorted({t.key for t in batch if t.key is not None})
+        existing: dict[str, Task] = {}
+        for chunk in _chunks(keys):
+            for row in conn.execute(sa.select(task_t).where(task_t.c.key.in_(chunk))):
+                known = rows.task_from_row(row._mapping)
+                existing[str(known.key)] = known
+        first_index: dict[str, int] = {}
+        for i, item in enumerate(batch):
+            if item.key is None:
+                continue
+            if item.key in existing:
+                known = existing[item.key]
+            elif item.key in first_index:
+                known = batch[first_index[item.key]]
+                copy_of[i] = first_index[item.key]
+            else:
+                first_index[item.key] = i
+                continue
+            if known.definition() != item.definition():
+                raise KeyConflict(item.key, known.id or 0)
+            if item.key in existing:
+                found[i] = known
+
+    def _match_identical(
+        self,
+        conn: sa.Connection,
+        batch: list[Task],
+        found: list[Task | None],
+        copy_of: dict[int, int],
+    ) -> None:
+        """Tasks without a key resolve to an identical live task, if any."""
+        wanted: dict[tuple[str, str, str, str], list[int]] = {}
+        for i, item in enumerate(batch):
+            if item.key is None:
+                wanted.setdefault(_identity(item), []).append(i)
+        digests_by_type: dict[str, set[str]] = {}
+        for type_name, digest, _, _ in wanted:
+            digests_by_type.setdefault(type_name, set()).add(digest)
+        for type_name, digests in digests_by_type.items():
+            for chunk in _chunks(sorted(digests)):
+                query = sa.select(task_t).where(
+                    task_t.c.type == type_name,
+                    task_t.c.arguments_hash.in_(chunk),
+                    task_t.c.key.is_(None),
+                    task_t.c.status.in_(TASK_LIVE_STATUSES),
+                )
+                for row in conn.execute(query):
+                    known = rows.task_from_row(row._mapping)
+                    for i in wanted.pop(_identity(known), ()):
+                        found[i] = known
+        for indexes in wanted.values():
+            for i in indexes[1:]:
+                copy_of[i] = indexes[0]
+
+    def get_tasks(self, ids: Sequence[int]) -> list[Task]:
+        by_id: dict[int, Task] = {}
+        with self._read("get tasks") as conn:
+            for chunk in _chunks(list(dict.fromkeys(ids))):
+                for row in conn.execute(sa.select(task_t).where(task_t.c.id.in_(chunk))):
+                    item = rows.task_from_row(row._mapping)
+                    by_id[row.id] = item
+        return [by_id[i] for i in ids if i in by_id]
+
+    def get_task_by_key(self, key: str) -> Task | None:
+        with self._read("get task by key") as conn:
+            row = conn.execute(sa.select(task_t).where(task_t.c.key == key)).first()
+        return rows.task_from_row(row._mapping) if row else None
+
+    def _where(self, criteria: TaskFilter) -> list[sa.ColumnElement[bool]]:
+        clauses: list[sa.ColumnElement[bool]] = []
+        if criteria.type is not None:
+            clauses.append(task_t.c.type == criteria.type)
+        if criteria.status is not None:
+            clauses.append(task_t.c.status.in_([TaskStatus(s).value for s in criteria.status]))
+        if criteria.priority is not None:
+            clauses.append(task_t.c.priority == Priority(criteria.priority).value)
+        if criteria.schedule_kind is not None:
+            clauses.append(task_t.c.schedule_kind == ScheduleKind(criteria.schedule_kind).value)
+        if criteria.key_prefix is not None:
+            clauses.append(task_t.c.key.startswith(criteria.key_prefix, autoescape=True))
+        if criteria.next_run_before is not None:
+            clauses.append(task_t.c.next_run <= criteria.next_run_before)
+        return clauses
+
+    def search_tasks(
+        self, criteria: TaskFilter = ALL_TASKS, *, after_id: int = 0, limit: int = 100
+    ) -> list[Task]:
+        if limit <= 0:
+            raise InvalidInput("limit", f"{limit} must be a positive number")
+        query = (
+            sa.select(task_t)
+            .where(task_t.c.id > after_id, *self._where(criteria))
+            .order_by(task_t.c.id)
+            .limit(limit)
+        )
+        with self._read("search tasks") as conn:
+            return [rows.task_from_row(r._mapping) for r in conn.execute(query)]
+
+    def count_tasks(self, criteria: TaskFilter = ALL_TASKS) -> int:
+        query = sa.select(sa.func.count()).select_from(task_t).where(*self._where(criteria))
+        with self._read("count tasks") as conn:
+            return int(conn.scalar(query) or 0)
+
+    def _ready(
+        self,
+        conn: sa.Connection,
+        task_type: str,
+        now: datetime,
+        limit: int,
+        priorities: Sequence[Priority] | None,
+    ) -> list[Task]:
+        chosen: list[Task] = []
+        wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
+        for priority in PRIORITY_ORDER:
+            if len(chosen) >= limit:
+                break
+            if priority not in wanted:
+                continue
+            query = self._ready_query(task_type, priority, now, limit - len(chosen))
+            chosen.extend(rows.task_from_row(r._mapping) for r in conn.execute(query))
+        return chosen
+
+    def next_ready_time(
+        self, task_type: str, *, priorities: Sequence[Priority] | None = None
+    ) -> datetime | None:
+        query = sa.select(sa.func.min(task_t.c.next_run)).where(
+            task_t.c.type == task_type, task_t.c.status == TaskStatus.WAITING.value
+        )
+        if priorities:
+            query = query.where(task_t.c.priority.in_([Priority(p).value for p in priorities]))
+        with self._read("next ready time") as conn:
+            return conn.scalar(query)  # min() keeps the column's type: aware UTC
+
+    def list_pending(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        limit: int = 100,
+        priorities: Sequence[Priority] | None = None,
+    ) -> list[Task]:
+        with self._read("list pending tasks") as conn:
+            return self._ready(conn, task_type, now, limit, priorities)
+
+    def _update_tasks(
+        self,
+        conn: sa.Connection,
+        ids: Sequence[int],
+        condition: sa.ColumnElement[bool],
+        values: dict[str, Any],
+    ) -> list[Task]:
+        changed: list[Task] = []
+        for chunk in _chunks(list(dict.fromkeys(ids))):
+            query = (
+                sa.update(task_t)
+                .where(task_t.c.id.in_(chunk), condition)
+                .values(**values)
+                .returning(*task_t.c)
+            )
+            changed.extend(rows.task_from_row(r._mapping) for r in conn.execute(query))
+        order = {task_id: n for n, task_id in enumerate(ids)}
+        return sorted(changed, key=lambda t: order[t.id or 0])
+
+    def disable_tasks(self, ids: Sequence[int], *, now: datetime) -> list[Task]:
+        with self._write("disable tasks") as conn:
+            return self._update_tasks(
+                conn,
+                ids,
+                task_t.c.status.in_(TASK_LIVE_STATUSES),
+                {"status": TaskStatus.DISABLED.value, "updated_at": now},
+            )
+
+    def enable_tasks(self, ids: Sequence[int], *, now: datetime) -> list[Task]:
+        with self._write("enable tasks") as conn:
+            enabled = self._update_tasks(
+                conn,
+                ids,
+                task_t.c.status == TaskStatus.DISABLED.value,
+                {"status": TaskStatus.WAITING.value, "updated_at": now},
+            )
+            self._announce(conn, (t.type for t in enabled))
+        return enabled
+
+    def cancel_tasks(self, ids: Sequence[int], *, now: datetime) -> list[Task]:
+        cancellable = [
+            TaskStatus.WAITING.value,
+            TaskStatus.SCHEDULED.value,
+            TaskStatus.DISABLED.value,
+        ]
+        with self._write("cancel tasks") as conn:
+            cancelled = self._update_tasks(
+                conn,
+                ids,
+                task_t.c.status.in_(cancellable),
+                {"status": TaskStatus.CANCELLED.value, "updated_at": now},
+            )
+            for chunk in _chunks([t.id for t in cancelled]):
+                conn.execute(
+                    sa.update(run_t)
+                    .where(run_t.c.task_id.in_(chunk), run_t.c.status == RunStatus.SCHEDULED.value)
+                    .values(status=RunStatus.CANCELLED.value, ended=now)
+                )
+        return cancelled
+
+    def respawn_tasks(self, ids: Sequence[int], *, next_run: datetime, now: datetime) -> list[Task]:
+        retries = (
+            sa.select(sa.func.coalesce(type_t.c.num_retries, 0))
+            .where(type_t.c.type == task_t.c.type)
+            .scalar_subquery()
+        )
+        with self._write("respawn tasks") as conn:
+            respawned = self._update_tasks(
+                conn,
+                ids,
+                task_t.c.status != TaskStatus.SCHEDULED.value,
+                {
+                    "status": TaskStatus.WAITING.value,
+                    "next_run": next_run,
+                    "deadline": next_run,
+                    "failure_count": 0,
+                    "retries_left": retries,
+                    "updated_at": now,
+                },
+            )
+            self._announce(conn, (t.type for t in respawned))
+        return respawned
+
+    def delete_tasks(self, ids: Sequence[int]) -> int:
+        deleted = 0
+        with self._write("delete tasks") as conn:
+            for chunk in _chunks(list(dict.fromkeys(ids))):
+                deleted += conn.execute(sa.delete(task_t).where(task_t.c.id.in_(chunk))).rowcount
+        return deleted
+
+    def update_task(self, task: Task, *, expected_updated_at: datetime | None = None) -> Task:
+        if task.id is None:
+            raise InvalidInput("id", "only a stored task (with an id) can be updated")
+        values = rows.task_to_row(task)
+        with self._write("update task") as conn:
+            query = sa.update(task_t).where(task_t.c.id == task.id).values(values)
+            if expected_updated_at is not None:
+                query = query.where(task_t.c.updated_at == expected_updated_at)
+            if conn.execute(query).rowcount == 1:
+                return task
+            exists = conn.execute(sa.select(task_t.c.id).where(task_t.c.id == task.id)).first()
+        if exists is None:
+            raise NotFound(f"no task {task.id}")
+        raise Conflict(f"task {task.id} was changed by someone else; read it again and retry")
+
+
+def _identity(item: Task) -> tuple[str, str, str, str]:
+    """What makes two tasks without a key the same task."""
+    return (item.type, item.arguments_hash, item.schedule_kind.value, item.priority.value)

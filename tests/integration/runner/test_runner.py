@@ -15,6 +15,7 @@ import services
 from celery import Celery
 from celery.contrib.testing.worker import start_worker
 from click.testing import CliRunner
+from prometheus_client import REGISTRY
 
 from swh_like_scheduler.broker import queue_depth
 from swh_like_scheduler.celery_factory import make_app
@@ -155,6 +156,10 @@ def test_one_pass_honours_capacity_and_deadline_order(
             if t.type == bounded.type and t.status is TaskStatus.SCHEDULED
         ]
         assert max(t.deadline for t in claimed) <= min(t.deadline for t in pending)
+        claimed_metric = REGISTRY.get_sample_value(
+            "swh_scheduler_runner_claimed_tasks_total", {"task_type": bounded.type}
+        )
+        assert claimed_metric == 3000
         # a second pass finds the queue full and claims nothing more
         again = tick(pg_store, app, now)
         assert {t.task_type: t.claimed for t in again.types}[bounded.type] == 0

@@ -14,18 +14,7 @@ from typing import Any
 
 from . import policy, validation
 from .exceptions import InvalidInput
-from .model import BlackoutPeriod, Priority, ScheduleKind, Task, TaskType
-
-TASK_TYPE_DURATIONS = (
-    "default_interval",
-    "min_interval",
-    "max_interval",
-    "retry_delay",
-    "retry_cap",
-    "retry_jitter",
-    "max_expected_duration",
-    "max_allowed_duration",
-)
+from .model import TASK_TYPE_DURATIONS, BlackoutPeriod, Priority, ScheduleKind, Task, TaskType
 
 TASK_FIELDS = (
     "type",

@@ -93,6 +93,19 @@ def _check_duration(name: str, value: timedelta | None) -> None:
         raise InvalidInput(name, f"{value} is negative; a duration must be >= 0")
 
 
+#: The duration fields of a task type.
+TASK_TYPE_DURATIONS = (
+    "default_interval",
+    "min_interval",
+    "max_interval",
+    "retry_delay",
+    "retry_cap",
+    "retry_jitter",
+    "max_expected_duration",
+    "max_allowed_duration",
+)
+
+
 @dataclass(frozen=True)
 class TaskType:
     """One kind of work, served by Celery workers on its own queue."""
@@ -120,16 +133,7 @@ class TaskType:
         validation.identifier("backend_name", self.backend_name)
         if self.queue is not None:
             validation.identifier("queue", self.queue)
-        for name in (
-            "default_interval",
-            "min_interval",
-            "max_interval",
-            "retry_delay",
-            "retry_cap",
-            "retry_jitter",
-            "max_expected_duration",
-            "max_allowed_duration",
-        ):
+        for name in TASK_TYPE_DURATIONS:
             _check_duration(name, getattr(self, name))
         for name in ("default_interval", "min_interval", "max_interval"):
             value = getattr(self, name)

@@ -100,6 +100,17 @@ def db_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue(fixture))
 
 
+@pytest.fixture(
+    params=[
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("rabbitmq", marks=pytest.mark.rabbitmq),
+    ]
+)
+def broker_url(request: pytest.FixtureRequest) -> str:
+    """A real broker of each supported kind."""
+    return services.redis_url() if request.param == "redis" else services.amqp_url()
+
+
 @pytest.fixture
 def store(db_url: str) -> Iterator[SQLAlchemyStore]:
     store = SQLAlchemyStore.from_url(db_url)

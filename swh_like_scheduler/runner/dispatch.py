@@ -51,6 +51,15 @@ class TypePass:
     seconds: float = 0.0
     error: str | None = None
 
+    def describe(self) -> str:
+        """One log line: what the pass did for this type."""
+        line = (
+            f"type={self.task_type} queue={self.queue} depth={self.depth} "
+            f"capacity={self.capacity} claimed={self.claimed} published={self.published} "
+            f"time={self.seconds:.3f}s"
+        )
+        return f"{line} error={self.error}" if self.error else line
+
 
 @dataclass(frozen=True)
 class PassReport:
@@ -213,20 +222,7 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
             done, error = _collect(in_flight, in_flight_size, error)
             published += done
     seconds = time.perf_counter() - started
-    metrics.record_type_pass(task_type.type, depth, claimed, published, seconds)
-    log = logger.error if error else logger.info
-    log(
-        "type=%s queue=%s depth=%d capacity=%d claimed=%d published=%d time=%.3fs%s",
-        task_type.type,
-        task_type.effective_queue,
-        depth,
-        capacity,
-        claimed,
-        published,
-        seconds,
-        f" error={error}" if error else "",
-    )
-    return TypePass(
+    report = TypePass(
         task_type.type,
         task_type.effective_queue,
         depth,
@@ -236,6 +232,9 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
         seconds,
         error,
     )
+    metrics.record_type_pass(task_type.type, depth, claimed, published, seconds)
+    (logger.error if error else logger.info)("%s", report.describe())
+    return report
 
 
 def _collect(future: Future[int], size: int, error: str | None) -> tuple[int, str | None]:

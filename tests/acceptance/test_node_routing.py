@@ -26,16 +26,6 @@ from swh_like_scheduler.store import SQLAlchemyStore
 pytestmark = [pytest.mark.acceptance, pytest.mark.redis]
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("redis", marks=pytest.mark.redis),
-        pytest.param("rabbitmq", marks=pytest.mark.rabbitmq),
-    ]
-)
-def broker_url(request: pytest.FixtureRequest) -> str:
-    return services.redis_url() if request.param == "redis" else services.amqp_url()
-
-
 def result_backend() -> str:
     return services.redis_url().rsplit("/", 1)[0] + "/2"
 

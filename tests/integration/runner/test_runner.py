@@ -40,16 +40,6 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("redis", marks=pytest.mark.redis),
-        pytest.param("rabbitmq", marks=pytest.mark.rabbitmq),
-    ]
-)
-def broker_url(request: pytest.FixtureRequest) -> str:
-    return services.redis_url() if request.param == "redis" else services.amqp_url()
-
-
 @pytest.fixture
 def recorder() -> redis.Redis:
     """Where the recording task notes the Celery ids it executed."""

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from ..model import Priority
+from ..validation import parse_duration
 from .base import CliContext, emit_json, now, pass_cli, scheduler
 
 #: a runner that serves only the high class polls more often
@@ -47,6 +48,13 @@ HIGH_PRIORITY_PERIOD = 5.0
     help="Celery broker (default: from celeryconfig).",
 )
 @click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port.")
+@click.option(
+    "--republish-after",
+    default="5 min",
+    show_default=True,
+    help="Send again the messages of runs dispatched this long ago that never started "
+    "('0' disables).",
+)
 @click.option("--json", "as_json", is_flag=True, help="With --once: print the report as JSON.")
 @pass_cli
 def start_runner(
@@ -57,11 +65,13 @@ def start_runner(
     once: bool,
     broker_url: str | None,
     metrics_port: int | None,
+    republish_after: str,
     as_json: bool,
 ) -> None:
     """Claim ready tasks by deadline and publish them to their Celery queues."""
     from ..celery_factory import make_app
     from ..runner import loop, tick
+    from ..runner.republish import republish_unstarted
     from ..runner.routing import LiveWorkers
     from ..runner.wakeup import waker_for
 
@@ -71,10 +81,12 @@ def start_runner(
     if period is None:
         period = HIGH_PRIORITY_PERIOD if chosen == [Priority.HIGH] else 60.0
     type_list = list(types) or None
+    republish = parse_duration("republish-after", republish_after) or None
     if once:
-        report = tick(
-            cli.store, app, now(), types=type_list, priorities=chosen, workers=LiveWorkers(app)
-        )
+        workers = LiveWorkers(app)
+        report = tick(cli.store, app, now(), types=type_list, priorities=chosen, workers=workers)
+        if republish is not None:
+            republish_unstarted(cli.store, app, now(), older_than=republish, workers=workers)
         if as_json:
             emit_json(_report_json(report))
         else:
@@ -105,6 +117,7 @@ def start_runner(
             types=type_list,
             priorities=chosen,
             workers=LiveWorkers(app),
+            republish_after=republish,
         )
     finally:
         waker.close()

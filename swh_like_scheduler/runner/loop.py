@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from celery import Celery
 
@@ -14,6 +14,7 @@ from ..model import Priority
 from ..store import SchedulerStore
 from . import metrics
 from .dispatch import PassReport, tick
+from .republish import republish_unstarted
 from .routing import LiveWorkers
 from .wakeup import Waker
 
@@ -36,9 +37,12 @@ def run(
     clock: Callable[[], datetime] = utcnow,
     on_pass: Callable[[PassReport], None] | None = None,
     workers: LiveWorkers | None = None,
+    republish_after: timedelta | None = None,
 ) -> None:
     """Pass after pass until ``stop`` is set; between passes, sleep until the
-    next task is ready (at most ``period``) or a new task wakes the runner."""
+    next task is ready (at most ``period``) or a new task wakes the runner.
+    With ``republish_after``, each pass also re-publishes runs dispatched
+    that long ago that never started."""
     logger.info(
         "runner started: types=%s priorities=%s period=%ss",
         ",".join(types) if types else "all",
@@ -48,6 +52,10 @@ def run(
     while not stop.is_set():
         try:
             report = tick(store, app, clock(), types=types, priorities=priorities, workers=workers)
+            if republish_after is not None:
+                republish_unstarted(
+                    store, app, clock(), older_than=republish_after, workers=workers
+                )
         except SchedulerError as error:
             # the database is down or refused: keep running, try again later
             logger.error("runner pass failed: %s", error)

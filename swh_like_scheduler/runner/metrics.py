@@ -16,6 +16,9 @@ PASS_SECONDS = Histogram(
 )
 PASS_ERRORS = Counter("swh_scheduler_runner_errors", "Passes cut short by an error", ["stage"])
 PASSES = Counter("swh_scheduler_runner_passes", "Runner passes")
+REPUBLISHED = Counter(
+    "swh_scheduler_runner_republished_messages", "Messages of never-started runs sent again"
+)
 
 
 def record_type_pass(

@@ -303,6 +303,21 @@ class SchedulerStore(Protocol):
         """
         ...
 
+    def reclaim_unstarted_runs(
+        self, *, scheduled_before: datetime, now: datetime, limit: int = 1000
+    ) -> list[tuple[str, Claimed]]:
+        """Take runs dispatched before ``scheduled_before`` that never started
+        (their message may be lost: broker down at publish time, purged queue)
+        so that their message can be published again with the same id.
+
+        Each run taken gets ``scheduled = now`` and a ``republished`` history
+        entry in the same transaction, so it is not taken again before
+        ``scheduled_before`` passes once more; rows are locked ``SKIP
+        LOCKED`` so several runners never take the same run. Runs of tasks
+        that are no longer ``scheduled`` (cancelled, disabled) are left alone.
+        Returns ``(task type, claim)`` pairs, oldest first."""
+        ...
+
     def get_task_run(self, backend_id: str) -> TaskRun | None:
         """The run with this Celery task id, or ``None``."""
         ...

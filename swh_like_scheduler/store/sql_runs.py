@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -103,15 +103,7 @@ class RunMethods(SQLBase):
         )
         found = sorted(conn.execute(statement).all(), key=lambda r: (r[2], r[0]))
         return [
-            Claimed(
-                task_id=task_id,
-                slot=slot,
-                deadline=deadline,
-                backend_id=run_backend_id(task_id, slot),
-                args=tuple(arguments.get("args", ())),
-                kwargs=arguments.get("kwargs", {}),
-                dont_run_on_nodes=tuple(banned or ()),
-            )
+            _claim(task_id, slot, deadline, run_backend_id(task_id, slot), arguments, banned)
             for task_id, slot, deadline, arguments, banned in found
         ]
 
@@ -250,6 +242,52 @@ class RunMethods(SQLBase):
                     conn.execute(sa.update(task_t).where(task_t.c.id == run.task_id).values(values))
         return run
 
+    def reclaim_unstarted_runs(
+        self, *, scheduled_before: datetime, now: datetime, limit: int = 1000
+    ) -> list[tuple[str, Claimed]]:
+        query = (
+            sa.select(
+                run_t.c.id,
+                run_t.c.backend_id,
+                run_t.c.slot,
+                run_t.c.history,
+                task_t.c.id.label("task_id"),
+                task_t.c.type,
+                task_t.c.deadline,
+                task_t.c.arguments,
+                task_t.c.dont_run_on_nodes,
+            )
+            .join(task_t, task_t.c.id == run_t.c.task_id)
+            .where(
+                run_t.c.status == RunStatus.SCHEDULED.value,
+                run_t.c.scheduled < scheduled_before,
+                task_t.c.status == TaskStatus.SCHEDULED.value,
+            )
+            .order_by(run_t.c.scheduled, run_t.c.id)
+            .limit(limit)
+        )
+        if self._capabilities.skip_locked:
+            query = query.with_for_update(of=run_t, skip_locked=True)
+        entry = {"event": "republished", "at": now.isoformat()}
+        with self._write("reclaim unstarted runs") as conn:
+            found = conn.execute(query).all()
+            if found:
+                conn.execute(
+                    sa.update(run_t)
+                    .where(run_t.c.id == sa.bindparam("run_id"))
+                    .values(scheduled=now, history=sa.bindparam("new_history")),
+                    [{"run_id": r.id, "new_history": [*(r.history or []), entry]} for r in found],
+                )
+        return [
+            (
+                r.type,
+                _claim(
+                    r.task_id, r.slot, r.deadline, r.backend_id, r.arguments, r.dont_run_on_nodes
+                ),
+            )
+            for r in found
+        ]
+
     def get_task_run(self, backend_id: str) -> TaskRun | None:
         with self._read("get task run") as conn:
             row = conn.execute(sa.select(run_t).where(run_t.c.backend_id == backend_id)).first()
@@ -292,3 +330,23 @@ class RunMethods(SQLBase):
         )
         with self._write("delete finished one-shot tasks") as conn:
             return conn.execute(sa.delete(task_t).where(task_t.c.id.in_(victims))).rowcount
+
+
+def _claim(
+    task_id: int,
+    slot: datetime,
+    deadline: datetime,
+    backend_id: str,
+    arguments: Mapping[str, Any],
+    banned: Sequence[str] | None,
+) -> Claimed:
+    """A claim from stored columns (``arguments`` is the task's JSON)."""
+    return Claimed(
+        task_id=task_id,
+        slot=slot,
+        deadline=deadline,
+        backend_id=backend_id,
+        args=tuple(arguments.get("args", ())),
+        kwargs=arguments.get("kwargs", {}),
+        dont_run_on_nodes=tuple(banned or ()),
+    )

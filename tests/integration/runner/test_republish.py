@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,7 +24,7 @@ def app(broker_url: str) -> Celery:
 
 def test_lost_messages_are_published_again(db_url: str, app: Celery) -> None:
     store = SQLAlchemyStore.from_url(db_url)
-    queue = f"swh-test-republish-{datetime.now().timestamp():.0f}"
+    queue = f"swh-test-republish-{uuid.uuid4().hex[:8]}"
     store.create_task_type(TaskType(type="t", backend_name="x.y", queue=queue))
     claimed_at = datetime.now(tz=UTC) - timedelta(minutes=10)
     created = store.create_tasks(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+import sqlalchemy as sa
 
 from .. import migrations
 from ..store import make_engine
@@ -14,7 +15,7 @@ def db() -> None:
     """Create and upgrade the scheduler's database schema."""
 
 
-def _engine_for(cli: CliContext):  # type: ignore[no-untyped-def]
+def _engine_for(cli: CliContext) -> sa.Engine:
     return make_engine(cli.settings.db_url)
 
 

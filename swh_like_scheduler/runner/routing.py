@@ -70,11 +70,7 @@ class LiveWorkers:
         if not allowed:
             return None
         turn = self._turns.setdefault(queue, itertools.cycle(self.hostnames(queue)))
-        for _ in range(len(self.hostnames(queue))):
-            candidate = next(turn)
-            if candidate in allowed:
-                return candidate
-        return allowed[0]  # pragma: no cover - the cycle always finds one
+        return next(candidate for candidate in turn if candidate in allowed)
 
     def direct_queue(self, hostname: str) -> str:
         """The worker's own queue, declared on the app as the worker declares it."""

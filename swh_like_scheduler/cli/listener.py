@@ -1,0 +1,136 @@
+"""``swh scheduler start-listener``: Celery events into run history."""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import threading
+from datetime import timedelta
+from typing import Any
+
+import click
+
+from .base import CliContext, emit_json, now, pass_cli, scheduler
+
+logger = logging.getLogger(__name__)
+
+
+@scheduler.command("start-listener")
+@click.option(
+    "--broker-url",
+    envvar="SWH_SCHEDULER_BROKER_URL",
+    show_envvar=True,
+    help="Celery broker (default: from celeryconfig).",
+)
+@click.option(
+    "--once",
+    is_flag=True,
+    help="Apply the events already queued, print what was done, and exit.",
+)
+@click.option(
+    "--queue-name",
+    default="celeryev.swh-scheduler-listener",
+    show_default=True,
+    help="Event queue to read. Listeners with the same name share the events "
+    "(durable on RabbitMQ: events wait there while no listener runs).",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=500,
+    show_default=True,
+    help="Events written per batch at most.",
+)
+@click.option(
+    "--batch-wait",
+    type=click.FloatRange(min=0.0),
+    default=0.2,
+    show_default=True,
+    help="Longest wait, in seconds, before a partial batch is written.",
+)
+@click.option(
+    "--catch-up-every",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    help="Record runs whose events were missed from the result backend every "
+    "this many seconds (0: never; needs a result backend).",
+)
+@click.option(
+    "--catch-up-delay",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    help="Leave runs dispatched less than this many seconds ago to their events.",
+)
+@click.option("--json", "as_json", is_flag=True, help="With --once: print the counts as JSON.")
+@pass_cli
+def start_listener(
+    cli: CliContext,
+    broker_url: str | None,
+    once: bool,
+    queue_name: str,
+    batch_size: int,
+    batch_wait: float,
+    catch_up_every: float,
+    catch_up_delay: float,
+    as_json: bool,
+) -> None:
+    """Record what the workers report (Celery events) as runs, statistics and
+    the next run times of tasks."""
+    from ..celery_factory import make_app
+    from ..listener import EventHandler, Listener, ListenerOptions, catch_up
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
+    store = cli.store
+    rng = random.Random()
+    handler = EventHandler(store, rng=rng)
+    options = ListenerOptions(queue_name=queue_name, batch_size=batch_size, batch_wait=batch_wait)
+    stop = threading.Event()
+    listener = Listener(app, store, rng=rng, options=options, stop=stop, handler=handler)
+    delay = timedelta(seconds=catch_up_delay)
+    if once:
+        stats = listener.run(once=True)
+        report = catch_up(store, app, older_than=now() - delay, handler=handler)
+        counts: dict[str, Any] = {str(k): v for k, v in sorted(stats.applied.counts.items())}
+        summary = {
+            "received": stats.received,
+            "batches": stats.batches,
+            "applied": counts,
+            "caught_up": report.recorded if report.backend else None,
+        }
+        if as_json:
+            emit_json(summary)
+        else:
+            click.echo(
+                f"received {stats.received} events in {stats.batches} batches: "
+                + (", ".join(f"{k} {v}" for k, v in counts.items()) or "nothing")
+            )
+            if report.backend:
+                click.echo(f"caught up {report.recorded} runs from the result backend")
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    catcher: threading.Thread | None = None
+    if catch_up_every > 0:
+
+        def catch_up_loop() -> None:
+            while not stop.wait(catch_up_every):
+                try:
+                    report = catch_up(store, app, older_than=now() - delay, handler=handler)
+                except Exception:  # keep the daemon alive; the next round retries
+                    logger.exception("catch-up failed")
+                    continue
+                if not report.backend:
+                    logger.info("no result backend: catch-up is off")
+                    return
+                if report.recorded:
+                    logger.info("caught up %d runs from the result backend", report.recorded)
+
+        catcher = threading.Thread(target=catch_up_loop, name="catch-up", daemon=True)
+        catcher.start()
+    listener.run()
+    if catcher is not None:
+        catcher.join(timeout=10)

@@ -1,0 +1,59 @@
+"""The listener: Celery events (and the result backend) into run history.
+
+* :mod:`.events` — raw Celery task events parsed into :class:`RunEvent` (pure);
+* :mod:`.handler` — applying them to the store, each outcome exactly once;
+* :mod:`.consumer` — the broker consumer (durable queue on AMQP), batched writes;
+* :mod:`.catchup` — recording runs whose events were missed (Redis) from the
+  result backend.
+
+Nothing here builds a Celery app or reads the environment: callers pass them.
+"""
+
+from .catchup import CatchUpReport, backend_event, catch_up, open_runs
+from .consumer import (
+    DEFAULT_QUEUE_NAME,
+    Listener,
+    ListenerOptions,
+    ListenerReceiver,
+    ListenerStats,
+    drain,
+    listen,
+)
+from .events import EventKind, RunEvent, event_time, parse_event, parse_result_repr
+from .handler import (
+    Action,
+    BatchSummary,
+    EventHandler,
+    HandleResult,
+    TaskTypeCache,
+    handle_event,
+    handle_events,
+    outcome_applier,
+)
+
+__all__ = [
+    "DEFAULT_QUEUE_NAME",
+    "Action",
+    "BatchSummary",
+    "CatchUpReport",
+    "EventHandler",
+    "EventKind",
+    "HandleResult",
+    "Listener",
+    "ListenerOptions",
+    "ListenerReceiver",
+    "ListenerStats",
+    "RunEvent",
+    "TaskTypeCache",
+    "backend_event",
+    "catch_up",
+    "drain",
+    "event_time",
+    "handle_event",
+    "handle_events",
+    "listen",
+    "open_runs",
+    "outcome_applier",
+    "parse_event",
+    "parse_result_repr",
+]

@@ -1,0 +1,378 @@
+"""The listener's consumer: Celery task events in, batched store writes out.
+
+Events are read with a subclass of Celery's
+:class:`~celery.events.receiver.EventReceiver` on one broker connection and
+buffered; a batch is applied (:class:`~.handler.EventHandler`) when it holds
+``batch_size`` events or its oldest event waited ``batch_wait`` seconds.
+
+Durability depends on the broker:
+
+* **RabbitMQ (AMQP)**: the listener reads from a *durable, named* queue bound
+  to the ``celeryev`` topic exchange, with no message TTL and no expiry
+  (Celery's defaults — 5 s TTL, 60 s expiry, exclusive — would drop events
+  while no listener runs). Messages are acknowledged only after their batch
+  was committed, so events published while the listener is stopped, or
+  delivered but not yet applied when it crashes, are applied after it
+  restarts. Several listeners using the same queue name share the events;
+  different names each receive every event. Events are published transient
+  by Celery: they survive a listener restart, not a broker restart.
+* **Redis**: events are a fanout (PUBLISH/SUBSCRIBE): only a connected
+  listener receives them, and nothing is acknowledged. Events sent while no
+  listener runs are lost; :func:`~.catchup.catch_up` records those runs from
+  the result backend.
+
+The loop is a thin shell around single steps (:meth:`Listener.step`,
+:meth:`Listener.flush`), stopped by a :class:`threading.Event`. A broker
+outage closes the session and a new one is opened after ``retry_delay``; a
+store outage keeps the batch (unacknowledged) and retries it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from celery import Celery
+from celery.events.receiver import EventReceiver
+from kombu import Connection, Consumer, Queue
+from kombu.exceptions import OperationalError
+
+from ..broker.connection import connect
+from ..exceptions import SchedulerError
+from ..policy import RandomSource
+from ..store import SchedulerStore
+from .handler import BatchSummary, EventHandler
+
+logger = logging.getLogger(__name__)
+
+#: Queue the listener reads events from (shared by listeners using the same name).
+DEFAULT_QUEUE_NAME = "celeryev.swh-scheduler-listener"
+
+
+@dataclass(frozen=True)
+class ListenerOptions:
+    """How the listener reads and batches events.
+
+    ``durable`` ``None`` means durable on AMQP brokers and not elsewhere.
+    ``queue_expires`` (seconds) lets the broker delete the durable queue after
+    it went unused that long (``None``: never; set it to bound the growth of
+    the queue of a listener taken out of service). ``lanes`` is the number of
+    threads writing a batch (``None``: 4 when the store has concurrent writers,
+    else 1). ``idle_timeout`` ends :func:`drain` once no event came for that long.
+    """
+
+    queue_name: str = DEFAULT_QUEUE_NAME
+    batch_size: int = 500
+    batch_wait: float = 0.2
+    poll_interval: float = 0.25
+    durable: bool | None = None
+    queue_expires: float | None = None
+    routing_key: str = "#"
+    lanes: int | None = None
+    retry_delay: float = 2.0
+    idle_timeout: float = 1.0
+    wakeup_workers: bool = True
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size {self.batch_size} must be at least 1")
+        if not self.queue_name:
+            raise ValueError("queue_name must not be empty")
+
+
+@dataclass
+class ListenerStats:
+    """What a listener did so far."""
+
+    received: int = 0
+    batches: int = 0
+    applied: BatchSummary = field(default_factory=BatchSummary)
+    store_failures: int = 0
+    broker_failures: int = 0
+    seconds_applying: float = 0.0
+
+    @property
+    def events_per_second(self) -> float:
+        """Events applied per second of store work (not counting waits)."""
+        return self.applied.total / self.seconds_applying if self.seconds_applying else 0.0
+
+
+class ListenerReceiver(EventReceiver):
+    """Celery's event receiver reading a named queue on the given connection.
+
+    Differences from the base class: the queue is built from
+    :class:`ListenerOptions` (durable without TTL/expiry on AMQP); messages are
+    acknowledged by the listener after the batch is written (AMQP only);
+    timestamps are kept as sent (``localize=False``); events go to
+    ``on_events(events, message)`` as whole messages.
+    """
+
+    def __init__(
+        self,
+        connection: Connection,
+        *,
+        app: Celery,
+        options: ListenerOptions,
+        on_events: Any,
+    ) -> None:
+        amqp = connection.transport.driver_type == "amqp"
+        durable = amqp if options.durable is None else options.durable
+        super().__init__(
+            connection,
+            app=app,
+            node_id=options.queue_name,
+            routing_key=options.routing_key,
+            queue_durable=durable,
+            queue_exclusive=not durable,
+        )
+        self.manual_ack = durable and amqp
+        self.prefetch = max(1, options.batch_size) * 2
+        self.on_events = on_events
+        self.queue = Queue(
+            options.queue_name,
+            exchange=self.exchange,
+            routing_key=options.routing_key,
+            durable=durable,
+            auto_delete=not durable,
+            exclusive=not durable,
+            message_ttl=None,
+            expires=options.queue_expires if durable else app.conf.event_queue_expires,
+        )
+
+    def get_consumers(self, consumer_class: Any, channel: Any) -> list[Any]:
+        return [
+            consumer_class(
+                queues=[self.queue],
+                callbacks=[self._on_message],
+                no_ack=not self.manual_ack,
+                accept=self.accept,
+                prefetch_count=self.prefetch if self.manual_ack else None,
+            )
+        ]
+
+    @contextmanager
+    def Consumer(self) -> Iterator[tuple[Any, Any, Any]]:
+        """Consume on the receiver's own connection (no clone, no reconnect:
+        the listener's loop opens a new session after a failure)."""
+        channel = self.channel
+        consumer_class = partial(Consumer, channel, on_decode_error=self.on_decode_error)
+        with self._consume_from(*self.get_consumers(consumer_class, channel)) as consumers:
+            yield self.connection, channel, consumers
+
+    def on_decode_error(self, message: Any, exc: Exception) -> None:
+        logger.error("undecodable event message dropped: %s", exc)
+        if self.manual_ack:
+            message.ack()
+
+    def _on_message(self, body: Any, message: Any) -> None:
+        raw = body if isinstance(body, list) else [body]
+        events = [
+            self.event_from_message(event, localize=False)[1]
+            for event in raw
+            if isinstance(event, dict) and "type" in event
+        ]
+        self.on_events(events, message if self.manual_ack else None)
+
+
+class Listener:
+    """Reads Celery events from ``app``'s broker and applies them to ``store``.
+
+    Use :meth:`run` (until ``stop`` is set), or :func:`listen` / :func:`drain`.
+    """
+
+    def __init__(
+        self,
+        app: Celery,
+        store: SchedulerStore,
+        *,
+        rng: RandomSource,
+        options: ListenerOptions | None = None,
+        stop: threading.Event | None = None,
+        handler: EventHandler | None = None,
+        clock: Any = time.monotonic,
+    ) -> None:
+        self.app = app
+        self.store = store
+        self.options = options or ListenerOptions()
+        self.stop = stop or threading.Event()
+        self.handler = handler or EventHandler(store, rng=rng)
+        self.stats = ListenerStats()
+        #: set while a session is consuming (its queue exists and is bound)
+        self.ready = threading.Event()
+        self._clock = clock
+        self._lanes = self.options.lanes or (4 if store.capabilities.concurrent_writers else 1)
+        self._pending: list[Mapping[str, Any]] = []
+        self._messages: list[Any] = []
+        self._first_at = 0.0
+        self._last_event_at = 0.0
+        self._retry_at = 0.0
+
+    # -- single steps ---------------------------------------------------------
+
+    def receive(self, events: list[Mapping[str, Any]], message: Any = None) -> None:
+        """Buffer the events of one broker message (acknowledged after their batch)."""
+        now = self._clock()
+        if not self._pending:
+            self._first_at = now
+        self._last_event_at = now
+        self._pending.extend(events)
+        self.stats.received += len(events)
+        if message is not None:
+            self._messages.append(message)
+
+    def due(self) -> bool:
+        """Whether the buffered batch should be written now."""
+        if not self._pending and not self._messages:
+            return False
+        now = self._clock()
+        if now < self._retry_at:
+            return False
+        full = len(self._pending) >= self.options.batch_size
+        return full or now - self._first_at >= self.options.batch_wait
+
+    def flush(self, *, ack: bool = True) -> bool:
+        """Write the buffered events, then acknowledge their messages.
+
+        Returns False when the store failed: the batch is kept (and not
+        acknowledged) for a retry after ``retry_delay``.
+        """
+        if not self._pending and not self._messages:
+            return True
+        started = time.perf_counter()
+        try:
+            summary = self.handler.handle_batch(self._pending, lanes=self._lanes)
+        except SchedulerError as error:
+            self.stats.store_failures += 1
+            self._retry_at = self._clock() + self.options.retry_delay
+            logger.error(
+                "could not apply %d events (kept for a retry in %ss): %s",
+                len(self._pending),
+                self.options.retry_delay,
+                error,
+            )
+            return False
+        self.stats.seconds_applying += time.perf_counter() - started
+        self.stats.batches += 1
+        self.stats.applied.merge(summary)
+        if ack and self._messages:
+            try:
+                self._messages[-1].ack(multiple=True)
+            except Exception as error:  # the channel closed: they will be redelivered
+                logger.warning("could not acknowledge applied events: %s", error)
+        logger.debug("applied %d events: %s", len(self._pending), dict(summary.counts))
+        self._pending, self._messages = [], []
+        return True
+
+    def step(self, connection: Connection) -> None:
+        """Write the batch if due, then wait up to ``poll_interval`` for events."""
+        if self.due():
+            self.flush()
+        try:
+            connection.drain_events(timeout=self.options.poll_interval)
+        except TimeoutError:  # socket.timeout: nothing came
+            connection.heartbeat_check()
+
+    # -- the loop -------------------------------------------------------------
+
+    def run(self, *, once: bool = False) -> ListenerStats:
+        """Consume until ``stop`` is set (or, with ``once``, until no event came
+        for ``idle_timeout`` seconds and everything received was written).
+
+        With ``once`` a store or broker failure is raised; otherwise it is
+        logged and retried.
+        """
+        failures: tuple[type[BaseException], ...] = (
+            SchedulerError,
+            OperationalError,
+            OSError,
+            *_broker_errors(self.app),
+        )
+        while not self.stop.is_set():
+            try:
+                self._session(once=once)
+                if once:
+                    break
+            except failures as error:
+                if once:
+                    raise
+                self.stats.broker_failures += 1
+                logger.error("listener session ended: %s; retrying", error)
+                # what was received is applied; its messages cannot be
+                # acknowledged any more and will be delivered again (AMQP)
+                self.flush(ack=False)
+                self._pending, self._messages = [], []
+                self.stop.wait(self.options.retry_delay)
+        return self.stats
+
+    def _session(self, *, once: bool) -> None:
+        with self.app.connection_for_read() as connection:
+            connect(connection)
+            receiver = ListenerReceiver(
+                connection, app=self.app, options=self.options, on_events=self.receive
+            )
+            logger.info(
+                "listening on %s queue %s (durable=%s, acknowledged after write=%s)",
+                connection.as_uri(),
+                receiver.queue.name,
+                receiver.queue.durable,
+                receiver.manual_ack,
+            )
+            self._last_event_at = self._clock()
+            with receiver.consumer_context(wakeup=self.options.wakeup_workers) as (conn, _, _):
+                self.ready.set()
+                try:
+                    self._consume(conn, once=once)
+                finally:
+                    self.ready.clear()
+
+    def _consume(self, connection: Connection, *, once: bool) -> None:
+        while not self.stop.is_set():
+            self.step(connection)
+            idle = self._clock() - self._last_event_at
+            if once and idle >= self.options.idle_timeout:
+                if self.flush():
+                    return
+                raise SchedulerError("the store refused the events; see the log")
+        if not self.flush():
+            logger.error(
+                "stopping with %d events not written; they are not acknowledged",
+                len(self._pending),
+            )
+
+
+def _broker_errors(app: Celery) -> tuple[type[BaseException], ...]:
+    connection = app.connection_for_read()
+    try:
+        return tuple(connection.connection_errors) + tuple(connection.channel_errors)
+    finally:
+        connection.release()
+
+
+def listen(
+    app: Celery,
+    store: SchedulerStore,
+    *,
+    rng: RandomSource,
+    stop: threading.Event,
+    options: ListenerOptions | None = None,
+) -> ListenerStats:
+    """Apply events until ``stop`` is set (the ``start-listener`` daemon)."""
+    return Listener(app, store, rng=rng, options=options, stop=stop).run()
+
+
+def drain(
+    app: Celery,
+    store: SchedulerStore,
+    *,
+    rng: RandomSource,
+    options: ListenerOptions | None = None,
+) -> ListenerStats:
+    """Apply the events already queued (and those arriving meanwhile) and
+    return once none came for ``options.idle_timeout`` seconds."""
+    return Listener(app, store, rng=rng, options=options).run(once=True)

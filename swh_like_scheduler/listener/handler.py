@@ -1,0 +1,353 @@
+"""Applying run events to the store, each outcome exactly once.
+
+Mapping (the run is found by its ``backend_id``, the Celery task id):
+
+==================  =====================================================
+event               store effect
+==================  =====================================================
+``task-started``    ``start_task_run(started=event time, worker=hostname)``
+``task-succeeded``  end with ``classify_result(parsed result)``
+``task-result``     same, with the real return value
+``task-failed``     end ``failed``, error = the exception's text
+``task-revoked``    end ``cancelled`` (``lost`` when the message expired)
+``task-rejected``   end ``lost`` (no requeue); nothing when requeued
+``task-retried``    nothing: the same id runs again, the run stays open
+others              nothing (worker events, ``task-received``, …)
+==================  =====================================================
+
+An end is written with :meth:`SchedulerStore.end_task_run` and an ``apply``
+callback running :func:`policy.apply_outcome` in the same transaction, with
+the task locked: the run's end and the task's new state (next_run, deadline,
+statistics, status back to ``waiting``, or ``completed`` for a one-shot) are
+recorded together or not at all.
+
+Duplicates and disorder: the run row is the guard. ``start_task_run`` leaves a
+started or ended run unchanged; ``end_task_run`` leaves an ended run unchanged
+and then does not call ``apply``, so a second end event changes nothing. An end
+that arrives before its start first records the start it implies (``event
+time - runtime``, when the event carries a runtime) and then the end; the late
+start event finds the run ended and changes nothing. Events for ids that are
+not runs of ours are ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from ..model import RunStatus, Task, TaskRun, TaskStatus, TaskType
+from ..policy import Outcome, RandomSource, already_applied, apply_outcome
+from ..store import SchedulerStore
+from .events import EventKind, RunEvent, parse_event
+
+logger = logging.getLogger(__name__)
+
+
+class Action(StrEnum):
+    """What handling one event did."""
+
+    STARTED = "started"  # the run was marked started
+    ENDED = "ended"  # the run was ended and its outcome applied to its task
+    DUPLICATE = "duplicate"  # the run was already there (or further): nothing changed
+    KEPT_OPEN = "kept_open"  # a retry: the run stays open, nothing written
+    UNKNOWN_RUN = "unknown_run"  # no run has this id: not ours, ignored
+    IGNORED = "ignored"  # not a run event, or nothing to record
+
+
+@dataclass(frozen=True)
+class HandleResult:
+    """The effect of one event: ``action``, the run it named (``None`` when
+    unknown or not looked up) and, for an end, the final status written."""
+
+    action: Action
+    backend_id: str | None = None
+    run: TaskRun | None = None
+    status: RunStatus | None = None
+
+
+@dataclass
+class BatchSummary:
+    """How many events of a batch led to each :class:`Action`."""
+
+    counts: dict[Action, int] = field(default_factory=dict)
+
+    def add(self, result: HandleResult) -> None:
+        self.counts[result.action] = self.counts.get(result.action, 0) + 1
+
+    def merge(self, other: BatchSummary) -> None:
+        for action, count in other.counts.items():
+            self.counts[action] = self.counts.get(action, 0) + count
+
+    def __getitem__(self, action: Action) -> int:
+        return self.counts.get(action, 0)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+class TaskTypeCache:
+    """Task types by name, read from the store on first use and again after
+    ``ttl`` seconds (so a changed backoff factor or retry policy is seen).
+
+    Safe to share between threads. ``clock`` is a monotonic clock (seconds).
+    """
+
+    def __init__(
+        self,
+        store: SchedulerStore,
+        *,
+        ttl: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._types: dict[str, tuple[float, TaskType | None]] = {}
+
+    def get(self, name: str) -> TaskType | None:
+        """The task type ``name`` (``None`` if it does not exist)."""
+        now = self._clock()
+        with self._lock:
+            hit = self._types.get(name)
+        if hit is not None and now - hit[0] < self._ttl:
+            return hit[1]
+        found = self._store.get_task_type(name)
+        with self._lock:
+            self._types[name] = (now, found)
+        return found
+
+    def prime(self) -> None:
+        """Load every task type at once (saves one read per type later)."""
+        now = self._clock()
+        loaded = {t.type: (now, t) for t in self._store.get_task_types()}
+        with self._lock:
+            self._types.update(loaded)
+
+
+class _RecentStarts:
+    """Bounded memory of runs known to be started, to skip a redundant start
+    write before an end. Losing an entry only costs one idempotent write."""
+
+    def __init__(self, size: int = 100_000) -> None:
+        self._size = size
+        self._ids: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, backend_id: str) -> None:
+        with self._lock:
+            self._ids[backend_id] = None
+            self._ids.move_to_end(backend_id)
+            while len(self._ids) > self._size:
+                self._ids.popitem(last=False)
+
+    def pop(self, backend_id: str) -> bool:
+        with self._lock:
+            return self._ids.pop(backend_id, False) is None
+
+
+def outcome_applier(
+    task_types: TaskTypeCache, rng: RandomSource
+) -> Callable[[Task, TaskRun], Task]:
+    """The ``apply`` callback of :meth:`SchedulerStore.end_task_run`: the task
+    after its run ended, by :func:`policy.apply_outcome`.
+
+    The policy sends a live task back to ``waiting`` (or ``completed`` for a
+    good one-shot run) and keeps ``cancelled``/``disabled``; a ``scheduled``
+    status is never left behind, so the runner can dispatch the task again.
+    """
+
+    def apply(task: Task, run: TaskRun) -> Task:
+        assert run.ended is not None
+        task_type = task_types.get(task.type)
+        if task_type is None:  # cannot happen with the store's foreign keys
+            logger.error("run %s: task type %s is unknown", run.backend_id, task.type)
+            if task.status is TaskStatus.SCHEDULED:
+                return task.updated(status=TaskStatus.WAITING)
+            return task
+        started = run.started if run.started is not None and run.started <= run.ended else None
+        outcome = Outcome(
+            status=run.status,
+            ended=run.ended,
+            started=started,
+            slot=run.slot,
+            backend_id=run.backend_id,
+        )
+        if already_applied(task, outcome):
+            # The run row guarantees one application per run and runs of one
+            # task never overlap, so this is clock skew between workers: apply
+            # anyway rather than leave the task scheduled without a run.
+            logger.warning(
+                "run %s of task %s ended at %s, before the task's last end %s "
+                "(worker clock skew?); applied anyway",
+                run.backend_id,
+                task.id,
+                run.ended.isoformat(),
+                task.last_end_at.isoformat() if task.last_end_at else "-",
+            )
+        after = apply_outcome(task, task_type, outcome, rng=rng)
+        if after.status is TaskStatus.SCHEDULED:
+            after = after.updated(status=TaskStatus.WAITING)
+        return after
+
+    return apply
+
+
+class EventHandler:
+    """Applies run events to a store. Safe to use from several threads for
+    events of *different* runs (see :meth:`handle_batch`)."""
+
+    def __init__(
+        self,
+        store: SchedulerStore,
+        task_types: TaskTypeCache | None = None,
+        *,
+        rng: RandomSource,
+    ) -> None:
+        self.store = store
+        self.task_types = task_types or TaskTypeCache(store)
+        self._apply = outcome_applier(self.task_types, rng)
+        self._started = _RecentStarts()
+
+    # -- one event ------------------------------------------------------------
+
+    def handle(self, event: Mapping[str, Any]) -> HandleResult:
+        """Apply one raw Celery event (see the module doc for the mapping)."""
+        run_event = parse_event(event)
+        if run_event is None:
+            return HandleResult(Action.IGNORED, _uuid(event))
+        return self.apply(run_event)
+
+    def apply(self, event: RunEvent) -> HandleResult:
+        """Apply one parsed run event."""
+        if event.kind is EventKind.START:
+            return self._start(event)
+        if event.kind is EventKind.END:
+            return self._end(event)
+        if event.kind is EventKind.AGAIN:
+            return HandleResult(Action.KEPT_OPEN, event.backend_id)
+        return HandleResult(Action.IGNORED, event.backend_id)
+
+    def _start(self, event: RunEvent) -> HandleResult:
+        run = self.store.start_task_run(event.backend_id, started=event.at, worker=event.worker)
+        if run is None:
+            return HandleResult(Action.UNKNOWN_RUN, event.backend_id)
+        if run.status is RunStatus.STARTED and run.started == event.at:
+            self._started.add(event.backend_id)
+            return HandleResult(Action.STARTED, event.backend_id, run)
+        return HandleResult(Action.DUPLICATE, event.backend_id, run)
+
+    def _end(self, event: RunEvent) -> HandleResult:
+        assert event.status is not None
+        known_started = self._started.pop(event.backend_id)
+        if not known_started and event.started is not None:
+            # the start event is late or lost: record the start this end implies
+            started = min(event.started, event.at)
+            run = self.store.start_task_run(event.backend_id, started=started, worker=event.worker)
+            if run is None:
+                return HandleResult(Action.UNKNOWN_RUN, event.backend_id)
+            if not run.status.is_open:
+                return HandleResult(Action.DUPLICATE, event.backend_id, run)
+        applied: list[bool] = []
+
+        def apply(task: Task, run: TaskRun) -> Task:
+            applied.append(True)
+            return self._apply(task, run)
+
+        run = self.store.end_task_run(
+            event.backend_id,
+            status=event.status,
+            ended=event.at,
+            result=event.result,
+            error=event.error,
+            apply=apply,
+        )
+        if run is None:
+            return HandleResult(Action.UNKNOWN_RUN, event.backend_id)
+        if applied:
+            return HandleResult(Action.ENDED, event.backend_id, run, event.status)
+        return HandleResult(Action.DUPLICATE, event.backend_id, run)
+
+    # -- batches --------------------------------------------------------------
+
+    def handle_batch(self, events: Sequence[Mapping[str, Any]], *, lanes: int = 1) -> BatchSummary:
+        """Apply a batch of raw events in order and count what they did.
+
+        Within a batch a run's start is applied before its end even when the
+        end came first (so the start's own time is kept). With ``lanes`` > 1
+        events are spread over that many threads by run id, each lane keeping
+        the batch's order: events of one run stay in order, and runs of one
+        task cannot be in the same batch unordered (a task's next run is
+        dispatched only after its previous end was written). Exceptions (the
+        store is down) propagate after every lane stopped; the batch may then
+        be applied again, which is harmless.
+        """
+        parsed = [parse_event(e) for e in events]
+        summary = BatchSummary()
+        for event, run_event in zip(events, parsed, strict=True):
+            if run_event is None:
+                summary.add(HandleResult(Action.IGNORED, _uuid(event)))
+        run_events = [e for e in parsed if e is not None]
+        if lanes <= 1 or len(run_events) < 2 * lanes:
+            summary.merge(self._apply_ordered(run_events))
+            return summary
+        split: list[list[RunEvent]] = [[] for _ in range(lanes)]
+        for run_event in run_events:
+            split[zlib.crc32(run_event.backend_id.encode()) % lanes].append(run_event)
+        with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="listener-lane") as pool:
+            for part in pool.map(self._apply_ordered, [s for s in split if s]):
+                summary.merge(part)
+        return summary
+
+    def _apply_ordered(self, events: Iterable[RunEvent]) -> BatchSummary:
+        events = list(events)
+        summary = BatchSummary()
+        starts = {e.backend_id: i for i, e in enumerate(events) if e.kind is EventKind.START}
+        done: set[int] = set()
+        for index, event in enumerate(events):
+            if index in done:
+                continue
+            if event.kind is EventKind.END:
+                early = starts.get(event.backend_id)
+                if early is not None and early > index and early not in done:
+                    summary.add(self.apply(events[early]))
+                    done.add(early)
+            summary.add(self.apply(event))
+        return summary
+
+
+def _uuid(event: Mapping[str, Any]) -> str | None:
+    value = event.get("uuid")
+    return value if isinstance(value, str) else None
+
+
+def handle_event(
+    event: Mapping[str, Any],
+    store: SchedulerStore,
+    task_types: TaskTypeCache | None = None,
+    *,
+    rng: RandomSource,
+) -> HandleResult:
+    """Apply one raw Celery event to ``store`` (a one-off :class:`EventHandler`)."""
+    return EventHandler(store, task_types, rng=rng).handle(event)
+
+
+def handle_events(
+    events: Sequence[Mapping[str, Any]],
+    store: SchedulerStore,
+    task_types: TaskTypeCache | None = None,
+    *,
+    rng: RandomSource,
+    lanes: int = 1,
+) -> BatchSummary:
+    """Apply a batch of raw Celery events to ``store`` in order."""
+    return EventHandler(store, task_types, rng=rng).handle_batch(events, lanes=lanes)

@@ -227,18 +227,20 @@ class EventHandler:
             return HandleResult(Action.IGNORED, _uuid(event))
         return self.apply(run_event)
 
-    def apply(self, event: RunEvent) -> HandleResult:
-        """Apply one parsed run event."""
+    def apply(self, event: RunEvent, store: SchedulerStore | None = None) -> HandleResult:
+        """Apply one parsed run event (through ``store``: e.g. a batch's
+        transaction; default the handler's store)."""
+        target = store if store is not None else self.store
         if event.kind is EventKind.START:
-            return self._start(event)
+            return self._start(event, target)
         if event.kind is EventKind.END:
-            return self._end(event)
+            return self._end(event, target)
         if event.kind is EventKind.AGAIN:
             return HandleResult(Action.KEPT_OPEN, event.backend_id)
         return HandleResult(Action.IGNORED, event.backend_id)
 
-    def _start(self, event: RunEvent) -> HandleResult:
-        run = self.store.start_task_run(event.backend_id, started=event.at, worker=event.worker)
+    def _start(self, event: RunEvent, store: SchedulerStore) -> HandleResult:
+        run = store.start_task_run(event.backend_id, started=event.at, worker=event.worker)
         if run is None:
             return HandleResult(Action.UNKNOWN_RUN, event.backend_id)
         if run.status is RunStatus.STARTED and run.started == event.at:
@@ -246,13 +248,13 @@ class EventHandler:
             return HandleResult(Action.STARTED, event.backend_id, run)
         return HandleResult(Action.DUPLICATE, event.backend_id, run)
 
-    def _end(self, event: RunEvent) -> HandleResult:
+    def _end(self, event: RunEvent, store: SchedulerStore) -> HandleResult:
         assert event.status is not None
         known_started = self._started.pop(event.backend_id)
         if not known_started and event.started is not None:
             # the start event is late or lost: record the start this end implies
             started = min(event.started, event.at)
-            run = self.store.start_task_run(event.backend_id, started=started, worker=event.worker)
+            run = store.start_task_run(event.backend_id, started=started, worker=event.worker)
             if run is None:
                 return HandleResult(Action.UNKNOWN_RUN, event.backend_id)
             if not run.status.is_open:
@@ -263,7 +265,7 @@ class EventHandler:
             applied.append(True)
             return self._apply(task, run)
 
-        run = self.store.end_task_run(
+        run = store.end_task_run(
             event.backend_id,
             status=event.status,
             ended=event.at,
@@ -309,19 +311,22 @@ class EventHandler:
         return summary
 
     def _apply_ordered(self, events: Iterable[RunEvent]) -> BatchSummary:
+        """Apply events in order, all in one store transaction (one commit
+        per batch instead of one per event)."""
         events = list(events)
         summary = BatchSummary()
         starts = {e.backend_id: i for i, e in enumerate(events) if e.kind is EventKind.START}
         done: set[int] = set()
-        for index, event in enumerate(events):
-            if index in done:
-                continue
-            if event.kind is EventKind.END:
-                early = starts.get(event.backend_id)
-                if early is not None and early > index and early not in done:
-                    summary.add(self.apply(events[early]))
-                    done.add(early)
-            summary.add(self.apply(event))
+        with self.store.transaction() as store:
+            for index, event in enumerate(events):
+                if index in done:
+                    continue
+                if event.kind is EventKind.END:
+                    early = starts.get(event.backend_id)
+                    if early is not None and early > index and early not in done:
+                        summary.add(self.apply(events[early], store))
+                        done.add(early)
+                summary.add(self.apply(event, store))
         return summary
 
 

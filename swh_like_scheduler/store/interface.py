@@ -9,6 +9,7 @@ Errors are :mod:`swh_like_scheduler.exceptions`, never driver exceptions.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -84,6 +85,12 @@ class SchedulerStore(Protocol):
 
     def close(self) -> None:
         """Release connections this store opened itself (not a caller's engine)."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[SchedulerStore]:
+        """A view of the store whose calls share one transaction, committed
+        when the ``with`` block ends and rolled back if it raises (e.g. the
+        listener records a batch of run events with one commit)."""
         ...
 
     # -- task types ---------------------------------------------------------

@@ -3,6 +3,7 @@ bulk inserts with ids allocated up front, wake-up notifications."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -38,6 +39,8 @@ class SQLBase:
         self.engine = engine
         self._owns_engine = owns_engine
         self._capabilities = capabilities_of(engine)
+        #: the connection of an open :meth:`transaction`, shared by every call
+        self._bound: sa.Connection | None = None
 
     @classmethod
     def from_url(cls, url: str | sa.URL, **engine_kwargs: Any) -> Self:
@@ -48,13 +51,32 @@ class SQLBase:
         return self._capabilities
 
     def close(self) -> None:
-        if self._owns_engine:
+        if self._owns_engine and self._bound is None:
             self.engine.dispose()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Self]:
+        """A view of this store whose calls all run in one transaction,
+        committed when the block ends (rolled back if it raises)."""
+        if self._bound is not None:
+            yield self
+            return
+        with translated("transaction"), self.engine.connect() as conn:
+            conn.execution_options(**{WRITE_OPTION: True})
+            with conn.begin():
+                bound = copy.copy(self)
+                bound._bound = conn
+                bound._owns_engine = False
+                yield bound
 
     # -- plumbing -----------------------------------------------------------
 
     @contextmanager
     def _write(self, where: str) -> Iterator[sa.Connection]:
+        if self._bound is not None:
+            with translated(where):
+                yield self._bound
+            return
         with translated(where), self.engine.connect() as conn:
             conn.execution_options(**{WRITE_OPTION: True})
             with conn.begin():
@@ -62,6 +84,10 @@ class SQLBase:
 
     @contextmanager
     def _read(self, where: str) -> Iterator[sa.Connection]:
+        if self._bound is not None:
+            with translated(where):
+                yield self._bound
+            return
         with translated(where), self.engine.connect() as conn, conn.begin():
             yield conn
 

@@ -191,8 +191,8 @@ class RunMethods(SQLBase):
             return replace(run, id=run_id)
 
     def _run_for_update(self, conn: sa.Connection, backend_id: str) -> TaskRun | None:
-        query = self._lock(sa.select(run_t).where(run_t.c.backend_id == backend_id))
-        row = conn.execute(query).first()
+        query = _RUN_BY_BACKEND_ID_LOCKED if self._capabilities.skip_locked else _RUN_BY_BACKEND_ID
+        row = conn.execute(query, {"backend_id_": backend_id}).first()
         return rows.run_from_row(row._mapping) if row else None
 
     def start_task_run(
@@ -204,9 +204,13 @@ class RunMethods(SQLBase):
                 return run
             run = replace(run, status=RunStatus.STARTED, started=started, worker=worker)
             conn.execute(
-                sa.update(run_t)
-                .where(run_t.c.id == run.id)
-                .values(status=run.status.value, started=started, worker=worker)
+                _START_RUN,
+                {
+                    "run_id_": run.id,
+                    "status": run.status.value,
+                    "started": started,
+                    "worker": worker,
+                },
             )
         return run
 
@@ -229,17 +233,22 @@ class RunMethods(SQLBase):
                 return run
             run = replace(run, status=status, ended=ended, result=result, error=error)
             conn.execute(
-                sa.update(run_t)
-                .where(run_t.c.id == run.id)
-                .values(status=status.value, ended=ended, result=result, error=error)
+                _END_RUN,
+                {
+                    "run_id_": run.id,
+                    "status": status.value,
+                    "ended": ended,
+                    "result": result,
+                    "error": error,
+                },
             )
             if apply is not None:
-                query = self._lock(sa.select(task_t).where(task_t.c.id == run.task_id))
-                row = conn.execute(query).first()
+                query = _TASK_BY_ID_LOCKED if self._capabilities.skip_locked else _TASK_BY_ID
+                row = conn.execute(query, {"task_id_": run.task_id}).first()
                 if row is not None:
                     new_task = apply(rows.task_from_row(row._mapping), run)
                     values = rows.task_to_row(replace(new_task, updated_at=ended))
-                    conn.execute(sa.update(task_t).where(task_t.c.id == run.task_id).values(values))
+                    conn.execute(UPDATE_TASK, {**values, "task_id_": run.task_id})
         return run
 
     def reclaim_unstarted_runs(
@@ -350,3 +359,31 @@ def _claim(
         kwargs=arguments.get("kwargs", {}),
         dont_run_on_nodes=tuple(banned or ()),
     )
+
+
+# Statements built once: SQLAlchemy caches their compiled form, which matters
+# on the listener's path (a few thousand run ends a second).
+def _bind(table: sa.Table, name: str) -> sa.BindParameter[Any]:
+    return sa.bindparam(name, type_=table.c[name].type)
+
+
+_RUN_BY_BACKEND_ID = sa.select(run_t).where(run_t.c.backend_id == sa.bindparam("backend_id_"))
+_RUN_BY_BACKEND_ID_LOCKED = _RUN_BY_BACKEND_ID.with_for_update()
+_TASK_BY_ID = sa.select(task_t).where(task_t.c.id == sa.bindparam("task_id_"))
+_TASK_BY_ID_LOCKED = _TASK_BY_ID.with_for_update()
+_START_RUN = (
+    sa.update(run_t)
+    .where(run_t.c.id == sa.bindparam("run_id_"))
+    .values({name: _bind(run_t, name) for name in ("status", "started", "worker")})
+)
+_END_RUN = (
+    sa.update(run_t)
+    .where(run_t.c.id == sa.bindparam("run_id_"))
+    .values({name: _bind(run_t, name) for name in ("status", "ended", "result", "error")})
+)
+#: every column of a task but its id, from ``rows.task_to_row`` values
+UPDATE_TASK = (
+    sa.update(task_t)
+    .where(task_t.c.id == sa.bindparam("task_id_"))
+    .values({c.name: _bind(task_t, c.name) for c in task_t.c if c.name != "id"})
+)

@@ -15,13 +15,13 @@ import pytest
 import services
 from celery import Celery
 from celery.result import AsyncResult
-from swh_like_workers.sleep import TASK_NAME
 
 from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.model import ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.runner import tick
 from swh_like_scheduler.runner.routing import LiveWorkers
 from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_workers.sleep import TASK_NAME
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.redis]
 

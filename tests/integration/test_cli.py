@@ -53,11 +53,10 @@ def count_tasks(db_url: str) -> int:
 
 
 def test_task_type_listing_follows_swh_layout(run, registered) -> None:  # type: ignore[no-untyped-def]
-    assert ok(run("task-type", "list")).splitlines() == [
-        "Known task types:",
-        "sleep:",
-        "  Sleep or burn CPU for a while, failing at a given rate",
-    ]
+    listing = ok(run("task-type", "list")).splitlines()
+    assert listing[0] == "Known task types:"
+    assert listing[1::2] == ["check-page:", "notify:", "sleep:"]  # by name
+    assert "  Sleep or burn CPU for a while, failing at a given rate" in listing
     verbose = ok(run("task-type", "list", "-v", "-t", "sleep")).splitlines()
     assert verbose[:4] == [
         "Known task types:",
@@ -69,7 +68,7 @@ def test_task_type_listing_follows_swh_layout(run, registered) -> None:  # type:
     assert "  backoff_factor: 2.0" in verbose
     assert "  max_queue_length: 10000" in verbose
     assert "  num_retries: None" in verbose
-    [data] = json.loads(ok(run("task-type", "list", "--json")))
+    [data] = json.loads(ok(run("task-type", "list", "--json", "-t", "sleep")))
     assert data["type"] == "sleep" and data["max_queue_length"] == 10000
     assert "already registered" in ok(run("task-type", "register"))
 
@@ -123,7 +122,8 @@ def test_bad_input_is_refused_with_a_message_naming_the_field(  # type: ignore[n
     bad.write_text("\n".join([*lines, 'sleep,"[7",{}', 'sleep,"[8]",{}']) + "\n")
     refused(run("task", "schedule", "-q", str(bad)), "line 7", "args")
     assert count_tasks(db_url) == 0
-    assert [t.type for t in SQLAlchemyStore.from_url(db_url).get_task_types()] == ["sleep"]
+    types = [t.type for t in SQLAlchemyStore.from_url(db_url).get_task_types()]
+    assert types == ["check-page", "notify", "sleep"]
 
 
 def test_add_list_and_pending_order(run, registered) -> None:  # type: ignore[no-untyped-def]

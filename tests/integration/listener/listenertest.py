@@ -13,9 +13,9 @@ from typing import Any
 
 import services
 import sqlalchemy as sa
-import swh_like_workers.sleep  # noqa: F401 - registers the shared sleep task
 from celery import Celery
 
+import swh_like_workers.sleep  # noqa: F401 - registers the shared sleep task
 from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.listener import Listener, ListenerOptions
 from swh_like_scheduler.model import ScheduleKind, Task, TaskRun, TaskType

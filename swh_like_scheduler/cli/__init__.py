@@ -1,6 +1,17 @@
 """The ``swh scheduler`` command line (click)."""
 
-from . import db, listener, runner, standalone, task, task_type
+from . import db, listener, monitor, runner, standalone, task, task_type
 from .base import main, scheduler, swh
 
-__all__ = ["db", "listener", "main", "runner", "scheduler", "standalone", "swh", "task", "task_type"]
+__all__ = [
+    "db",
+    "listener",
+    "main",
+    "monitor",
+    "runner",
+    "scheduler",
+    "standalone",
+    "swh",
+    "task",
+    "task_type",
+]

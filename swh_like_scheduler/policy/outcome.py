@@ -219,4 +219,10 @@ def apply_outcome(
     if state.retry is not None and task_type.retry_jitter > timedelta(0):
         fraction = draw(rng)
     times = compute_start_times(after, task_type, ended, retry_jitter_fraction=fraction)
-    return after.updated(next_run=times.can_start_by, deadline=times.should_start_by)
+    next_run = times.can_start_by
+    if outcome.slot is not None and next_run <= to_utc(outcome.slot):
+        # a slot is dispatched once (runs are unique per task and slot): after a
+        # neutral end (lost, cancelled) the task may run again at once, but in a
+        # new slot, strictly after the one that just ended
+        next_run = max(ended, to_utc(outcome.slot) + timedelta(microseconds=1))
+    return after.updated(next_run=next_run, deadline=times.should_start_by)

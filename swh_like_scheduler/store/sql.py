@@ -9,9 +9,10 @@ of :mod:`.sql_base`.
 
 from __future__ import annotations
 
+from .sql_lease import LeaseMethods
 from .sql_runs import RunMethods
 from .sql_tasks import TaskMethods
 
 
-class SQLAlchemyStore(TaskMethods, RunMethods):
+class SQLAlchemyStore(TaskMethods, RunMethods, LeaseMethods):
     """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite)."""

@@ -326,3 +326,28 @@ def test_adaptive_interval_stays_within_bounds(start: float, eventful: list[bool
         else:
             assert new >= interval
         interval = new
+
+
+def test_a_neutral_end_never_reuses_the_slot_that_ended() -> None:
+    """Runs are unique per (task, slot): a lost run's task gets a new slot."""
+    from datetime import UTC, datetime, timedelta
+
+    from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskType
+    from swh_like_scheduler.policy import Outcome, apply_outcome
+
+    slot = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+    task = Task(
+        type="t",
+        schedule_kind=ScheduleKind.ADAPTIVE,
+        current_interval=timedelta(hours=1),
+        next_run=slot,
+        deadline=slot,
+        created_at=slot - timedelta(days=1),
+    )
+    task_type = TaskType(type="t", backend_name="t")
+    for status in (RunStatus.LOST, RunStatus.CANCELLED):
+        for ended in (slot, slot + timedelta(minutes=3)):
+            outcome = Outcome(status=status, ended=ended, slot=slot, backend_id="b")
+            after = apply_outcome(task, task_type, outcome, rng=lambda: 0.5)
+            assert after.next_run > slot
+            assert after.next_run <= max(ended, slot + timedelta(microseconds=1))

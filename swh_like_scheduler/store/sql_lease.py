@@ -1,0 +1,425 @@
+"""The lease and steal protocols: the store's half (DESIGN.md §4).
+
+Every instant written here is the **database's** clock, read once at the
+start of each call's transaction (``statement_timestamp()`` on PostgreSQL,
+``strftime('%Y-%m-%d %H:%M:%f', 'now')`` on SQLite): workers' clocks never
+decide who owns a task. Each call is one transaction; the run row and then
+the task row are locked (``FOR UPDATE`` on PostgreSQL; SQLite's write
+transaction excludes every other writer), and ownership changes are written
+as a compare-and-set on ``owner_tag`` so that a lost race changes nothing.
+
+History entries added to the run (``{"event": …, "at": …}`` plus details):
+``assigned`` (lease granted), ``pinged_late`` (a steal began, or the owner
+pinged while one was pending), ``stolen`` (grace over: the run is ``lost``),
+``yielded`` (warm shutdown), ``timed_out`` (``max_allowed_duration`` passed).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..exceptions import InvalidInput
+from ..lease.protocol import (
+    ASSIGNED,
+    PINGED_LATE,
+    STOLEN,
+    TIMED_OUT,
+    YIELDED,
+    LeaseGrant,
+    PingAnswer,
+    PingReply,
+    Refusal,
+    StealReport,
+)
+from ..model import END_RUN_STATUSES, OPEN_RUN_STATUSES, RunStatus, Task, TaskRun, TaskStatus
+from ..policy import blackout_at
+from . import rows
+from .interface import ApplyOutcome
+from .sql_base import SQLBase
+from .tables import task as task_t
+from .tables import task_run as run_t
+
+_TICK = timedelta(microseconds=1)
+_OPEN = [s.value for s in OPEN_RUN_STATUSES]
+_OWNER_CLEARED: dict[str, Any] = {
+    "owner_node": None,
+    "owner_name": None,
+    "owner_tag": None,
+    "owner_started_at": None,
+    "owner_last_ping_at": None,
+    "steal_start_at": None,
+}
+
+
+def _entry(event: str, at: datetime, **details: Any) -> dict[str, Any]:
+    return {"event": event, "at": at.isoformat(), **{k: v for k, v in details.items() if v}}
+
+
+class LeaseMethods(SQLBase):
+    """Acquire, ping, finish and yield a lease; steal expired ones."""
+
+    # -- plumbing -----------------------------------------------------------
+
+    def _db_now(self, conn: sa.Connection) -> datetime:
+        """The database's clock (aware UTC)."""
+        if self.engine.dialect.name == "postgresql":
+            value = conn.scalar(sa.select(sa.func.statement_timestamp()))
+            assert isinstance(value, datetime)
+            return value.astimezone(UTC)
+        text = conn.scalar(sa.select(sa.func.strftime("%Y-%m-%d %H:%M:%f", "now")))
+        return datetime.fromisoformat(str(text)).replace(tzinfo=UTC)
+
+    def _lock_skip(self, query: sa.Select[Any]) -> sa.Select[Any]:
+        """Lock rows, skipping those another transaction holds (PostgreSQL):
+        a task being pinged right now is not stolen, and monitors never wait."""
+        if self._capabilities.skip_locked:
+            return query.with_for_update(skip_locked=True)
+        return query
+
+    def _lease_run(self, conn: sa.Connection, backend_id: str) -> TaskRun | None:
+        query = sa.select(run_t).where(run_t.c.backend_id == backend_id)
+        row = conn.execute(self._lock(query)).first()
+        return rows.run_from_row(row._mapping) if row else None
+
+    def _lease_task(self, conn: sa.Connection, task_id: int) -> Task | None:
+        row = conn.execute(self._lock(sa.select(task_t).where(task_t.c.id == task_id))).first()
+        return rows.task_from_row(row._mapping) if row else None
+
+    def _add_history(self, conn: sa.Connection, run: TaskRun, entry: Mapping[str, Any]) -> TaskRun:
+        history = (*run.history, dict(entry))
+        conn.execute(
+            sa.update(run_t).where(run_t.c.id == run.id).values(history=[dict(h) for h in history])
+        )
+        return replace(run, history=history)
+
+    def _end_owned(
+        self,
+        conn: sa.Connection,
+        run: TaskRun,
+        *,
+        status: RunStatus,
+        now: datetime,
+        result: Any = None,
+        error: str | None = None,
+        entry: Mapping[str, Any] | None = None,
+        apply: ApplyOutcome | None,
+        runnable_now: bool = False,
+    ) -> TaskRun | None:
+        """End ``run`` (an open run whose task the caller has locked) the way
+        :meth:`end_task_run` does, add ``entry`` to its history and release
+        the task's ownership. ``runnable_now``: a task left ``waiting`` may
+        start at once, in a new slot: ``next_run = max(now, slot + 1 µs)``
+        (unless ``now`` is in one of its blackout windows: then the policy's
+        time, past the window)."""
+
+        def after(task: Task, ended_run: TaskRun) -> Task:
+            new = apply(task, ended_run) if apply is not None else task
+            new = new.updated(**_OWNER_CLEARED)
+            if apply is None and new.status is TaskStatus.SCHEDULED:
+                new = new.updated(status=TaskStatus.WAITING)
+            if runnable_now and new.status is TaskStatus.WAITING:
+                # a new slot (the run's own is taken: one run per task and
+                # slot, and the backend id derives from it), at once unless
+                # now is in a blackout window (the policy moved it past it)
+                fresh = max(now, run.slot + _TICK)
+                if blackout_at(new, now) is None or new.next_run <= run.slot:
+                    new = new.updated(
+                        next_run=fresh
+                        if blackout_at(new, now) is None
+                        else max(new.next_run, fresh)
+                    )
+            return new
+
+        bound = replace_bound(self, conn)
+        ended = bound.end_task_run(  # type: ignore[attr-defined]
+            run.backend_id,
+            status=status,
+            ended=now,
+            result=result,
+            error=error,
+            apply=after,
+        )
+        if ended is not None and entry is not None:
+            ended = self._add_history(conn, ended, entry)
+        return ended
+
+    # -- the owner's calls ----------------------------------------------------
+
+    def acquire_lease(
+        self,
+        backend_id: str,
+        *,
+        node: str,
+        name: str,
+        tag: str,
+        apply: ApplyOutcome | None = None,
+    ) -> LeaseGrant:
+        with self._write("acquire lease") as conn:
+            now = self._db_now(conn)
+            run = self._lease_run(conn, backend_id)
+            if run is None:
+                return LeaseGrant(False, Refusal.UNKNOWN_RUN, now)
+            task = self._lease_task(conn, run.task_id)
+            if task is None:  # cannot happen: runs are deleted with their task
+                return LeaseGrant(False, Refusal.UNKNOWN_RUN, now, None, run)
+            if not run.status.is_open:
+                return LeaseGrant(False, Refusal.FINISHED_RUN, now, task, run)
+            if task.owner_tag is not None:
+                if task.owner_tag == tag:  # the same owner asking again
+                    return LeaseGrant(True, Refusal.OK, now, task, run)
+                return LeaseGrant(False, Refusal.ALREADY_RUNNING, now, task, run)
+            refusal = _refusal(task, node, now)
+            if refusal is not None:
+                if apply is not None and refusal in _ENDING_REFUSALS:
+                    status = _ENDING_REFUSALS[refusal]
+                    run = self._end_owned(
+                        conn,
+                        run,
+                        status=status,
+                        now=now,
+                        error=f"refused by the lease: {refusal}",
+                        apply=apply,
+                    )
+                    task = self._lease_task(conn, task.id or 0)
+                return LeaseGrant(False, refusal, now, task, run)
+            claimed = conn.execute(
+                sa.update(task_t)
+                .where(task_t.c.id == task.id, task_t.c.owner_tag.is_(None))
+                .values(
+                    owner_node=node,
+                    owner_name=name,
+                    owner_tag=tag,
+                    owner_started_at=now,
+                    owner_last_ping_at=now,
+                    steal_start_at=None,
+                    status=TaskStatus.SCHEDULED.value,
+                    updated_at=now,
+                )
+            ).rowcount
+            if claimed != 1:  # lost a race (only possible without row locks)
+                return LeaseGrant(False, Refusal.ALREADY_RUNNING, now, task, run)
+            worker = f"{name}@{node}"
+            started = run.started or now
+            conn.execute(
+                sa.update(run_t)
+                .where(run_t.c.id == run.id)
+                .values(status=RunStatus.STARTED.value, started=started, worker=worker)
+            )
+            run = replace(run, status=RunStatus.STARTED, started=started, worker=worker)
+            run = self._add_history(conn, run, _entry(ASSIGNED, now, worker=worker, tag=tag))
+            task = task.updated(
+                owner_node=node,
+                owner_name=name,
+                owner_tag=tag,
+                owner_started_at=now,
+                owner_last_ping_at=now,
+                steal_start_at=None,
+                status=TaskStatus.SCHEDULED,
+                updated_at=now,
+            )
+            return LeaseGrant(True, Refusal.OK, now, task, run)
+
+    def ping_lease(self, backend_id: str, *, tag: str, progress: float | None = None) -> PingReply:
+        if progress is not None and not 0.0 <= progress <= 1.0:
+            raise InvalidInput("progress", f"{progress} is not between 0 and 1")
+        with self._write("ping lease") as conn:
+            now = self._db_now(conn)
+            run = self._lease_run(conn, backend_id)
+            task = self._lease_task(conn, run.task_id) if run is not None else None
+            if run is None or task is None or task.owner_tag != tag:
+                return PingReply(False, PingAnswer.STOLEN, now)
+            if not run.status.is_open:
+                return PingReply(False, PingAnswer.FINISHED, now)
+            if task.status in (TaskStatus.CANCELLED, TaskStatus.DISABLED):
+                return PingReply(False, PingAnswer.CANCELLED, now)
+            if blackout_at(task, now) is not None:
+                return PingReply(False, PingAnswer.BLACKOUT, now)
+            conn.execute(
+                sa.update(task_t)
+                .where(task_t.c.id == task.id, task_t.c.owner_tag == tag)
+                .values(owner_last_ping_at=now, steal_start_at=None)
+            )
+            if progress is not None:
+                conn.execute(sa.update(run_t).where(run_t.c.id == run.id).values(progress=progress))
+            if task.steal_start_at is not None:
+                late = _entry(
+                    PINGED_LATE,
+                    now,
+                    worker=run.worker,
+                    detail="the owner pinged during the grace period",
+                    steal_start_at=task.steal_start_at.isoformat(),
+                )
+                self._add_history(conn, run, late)
+            return PingReply(True, PingAnswer.OK, now)
+
+    def finish_lease(
+        self,
+        backend_id: str,
+        *,
+        tag: str,
+        status: RunStatus,
+        result: Any = None,
+        error: str | None = None,
+        apply: ApplyOutcome | None = None,
+    ) -> TaskRun | None:
+        status = RunStatus(status)
+        if status not in END_RUN_STATUSES:
+            raise InvalidInput("status", f"{status} is not a final run status")
+        with self._write("finish lease") as conn:
+            now = self._db_now(conn)
+            run = self._lease_run(conn, backend_id)
+            if run is None or not run.status.is_open:
+                return run
+            task = self._lease_task(conn, run.task_id)
+            if task is None or task.owner_tag != tag:
+                return run  # stolen or yielded: the new owner decides
+            entry = (
+                _entry(TIMED_OUT, now, worker=run.worker) if status is RunStatus.TIMED_OUT else None
+            )
+            return self._end_owned(
+                conn,
+                run,
+                status=status,
+                now=now,
+                result=result,
+                error=error,
+                entry=entry,
+                apply=apply,
+            )
+
+    def yield_lease(
+        self, backend_id: str, *, tag: str, apply: ApplyOutcome | None = None
+    ) -> TaskRun | None:
+        with self._write("yield lease") as conn:
+            now = self._db_now(conn)
+            run = self._lease_run(conn, backend_id)
+            if run is None or not run.status.is_open:
+                return run
+            task = self._lease_task(conn, run.task_id)
+            if task is None or task.owner_tag != tag:
+                return run
+            return self._end_owned(
+                conn,
+                run,
+                status=RunStatus.LOST,
+                now=now,
+                error="yielded by its worker (warm shutdown)",
+                entry=_entry(YIELDED, now, worker=run.worker, progress=run.progress),
+                apply=apply,
+                runnable_now=True,
+            )
+
+    # -- the monitor's call ---------------------------------------------------
+
+    def steal_expired_leases(
+        self,
+        *,
+        ping_timeout: timedelta,
+        grace: timedelta,
+        apply: ApplyOutcome | None = None,
+        limit: int = 1000,
+    ) -> StealReport:
+        if ping_timeout <= timedelta(0) or grace <= timedelta(0):
+            raise InvalidInput("ping_timeout", "the ping timeout and the grace must be > 0")
+        with self._write("steal expired leases") as conn:
+            now = self._db_now(conn)
+            # 1. owners past the ping timeout are put on notice
+            late = self._lock_skip(
+                sa.select(task_t.c.id)
+                .where(
+                    task_t.c.owner_tag.is_not(None),
+                    task_t.c.steal_start_at.is_(None),
+                    task_t.c.owner_last_ping_at < now - ping_timeout,
+                )
+                .order_by(task_t.c.id)
+                .limit(limit)
+            )
+            warned = [int(i) for i in conn.scalars(late)]
+            if warned:
+                conn.execute(
+                    sa.update(task_t).where(task_t.c.id.in_(warned)).values(steal_start_at=now)
+                )
+                for run in self._open_runs(conn, warned):
+                    entry = _entry(
+                        PINGED_LATE,
+                        now,
+                        worker=run.worker,
+                        detail=f"no ping for {ping_timeout}; steal started",
+                    )
+                    self._add_history(conn, run, entry)
+            # 2. owners whose grace ran out lose their run
+            expired = self._lock_skip(
+                sa.select(task_t.c.id)
+                .where(
+                    task_t.c.owner_tag.is_not(None),
+                    task_t.c.steal_start_at < now - grace,
+                )
+                .order_by(task_t.c.id)
+                .limit(limit)
+            )
+            expired_ids = [int(i) for i in conn.scalars(expired)]
+            stolen: list[TaskRun] = []
+            open_runs = {r.task_id: r for r in self._open_runs(conn, expired_ids)}
+            for task_id in expired_ids:
+                owned = open_runs.get(task_id)
+                if owned is None:  # ownership without an open run: just release it
+                    conn.execute(
+                        sa.update(task_t).where(task_t.c.id == task_id).values(**_OWNER_CLEARED)
+                    )
+                    continue
+                ended = self._end_owned(
+                    conn,
+                    owned,
+                    status=RunStatus.LOST,
+                    now=now,
+                    error=f"lease stolen: no ping for {ping_timeout} plus a grace of {grace}",
+                    entry=_entry(STOLEN, now, worker=owned.worker, progress=owned.progress),
+                    apply=apply,
+                    runnable_now=True,
+                )
+                if ended is not None:
+                    stolen.append(ended)
+        return StealReport(db_now=now, warned=tuple(warned), stolen=tuple(stolen))
+
+    def _open_runs(self, conn: sa.Connection, task_ids: list[int]) -> list[TaskRun]:
+        if not task_ids:
+            return []
+        query = sa.select(run_t).where(run_t.c.task_id.in_(task_ids), run_t.c.status.in_(_OPEN))
+        return [rows.run_from_row(r._mapping) for r in conn.execute(self._lock(query))]
+
+
+#: Refusals after which the run is pointless: with ``apply``, ended so.
+_ENDING_REFUSALS = {
+    Refusal.CANCELLED: RunStatus.CANCELLED,
+    Refusal.DISABLED: RunStatus.CANCELLED,
+    Refusal.BLACKOUT: RunStatus.LOST,
+}
+
+
+def _refusal(task: Task, node: str, now: datetime) -> Refusal | None:
+    if task.status is TaskStatus.CANCELLED:
+        return Refusal.CANCELLED
+    if task.status is TaskStatus.DISABLED:
+        return Refusal.DISABLED
+    if node in task.dont_run_on_nodes:
+        return Refusal.BANNED_NODE
+    if blackout_at(task, now) is not None:
+        return Refusal.BLACKOUT
+    return None
+
+
+def replace_bound(store: SQLBase, conn: sa.Connection) -> SQLBase:
+    """A view of ``store`` whose calls run on ``conn`` (the caller's
+    transaction), as :meth:`SQLBase.transaction` gives."""
+    if store._bound is conn:
+        return store
+    bound = copy.copy(store)
+    bound._bound = conn
+    bound._owns_engine = False
+    return bound

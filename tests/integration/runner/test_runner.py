@@ -135,8 +135,11 @@ def test_one_pass_honours_capacity_and_deadline_order(
             ],
         )
         assert result.exit_code == 0, result.output
-        assert queue_depth(app, bounded.effective_queue) == 3000
-        assert queue_depth(app, unbounded.effective_queue) == 4000
+        depths = (
+            queue_depth(app, bounded.effective_queue),
+            queue_depth(app, unbounded.effective_queue),
+        )
+        assert depths == (3000, 4000), (depths, result.output)
         # the bounded type got its 3000 most urgent tasks
         pending = pg_store.list_pending(bounded.type, now=now, limit=10_000)
         assert len(pending) == 3000
@@ -152,7 +155,8 @@ def test_one_pass_honours_capacity_and_deadline_order(
         assert claimed_metric == 3000
         # a second pass finds the queue full and claims nothing more
         again = tick(pg_store, app, now)
-        assert {t.task_type: t.claimed for t in again.types}[bounded.type] == 0
+        second = {t.task_type: t for t in again.types}[bounded.type]
+        assert second.claimed == 0, second.describe()
         # a real worker executes every message of the bounded queue, each once
         expected = {pg_store.get_task_runs(t.id or 0)[0].backend_id for t in claimed}
         with start_worker(
@@ -165,7 +169,8 @@ def test_one_pass_honours_capacity_and_deadline_order(
         ):
             wait_until(lambda: recorder.llen(key) >= 3000, 120, "3000 executions")
         executed = [v.decode() for v in recorder.lrange(key, 0, -1)]
-        assert len(executed) == 3000 and set(executed) == expected
+        assert len(executed) == 3000, (len(executed), len(set(executed)))
+        assert set(executed) == expected
     finally:
         recorder.delete(key)
         purge(app, bounded.effective_queue, unbounded.effective_queue)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,6 +17,7 @@ import redis
 import services
 from celery import Celery
 from celery.contrib.testing.worker import start_worker
+from waiting import wait_until
 
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
 from swh_like_scheduler.monitor import monitor_tick
@@ -34,15 +35,6 @@ pytestmark = [
 ]
 HERE = Path(__file__).parent
 PING = 1.0
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import services
 import sqlalchemy as sa
 from celery import Celery
+from waiting import wait_until
 
 import swh_like_workers.sleep  # noqa: F401 - registers the shared sleep task
 from swh_like_scheduler.celery_factory import make_app
@@ -30,15 +30,6 @@ KINDS: dict[tuple[float, float], str] = {
     (0.0, 0.0): "uneventful",
     (1.0, 1.0): "failed",
 }
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def make_test_app(broker_url: str, **conf: Any) -> Celery:

@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,6 +16,7 @@ from celery import Celery
 from celery.contrib.testing.worker import start_worker
 from click.testing import CliRunner
 from prometheus_client import REGISTRY
+from waiting import wait_until
 
 from swh_like_scheduler.broker import queue_depth
 from swh_like_scheduler.celery_factory import make_app
@@ -29,15 +30,6 @@ H = timedelta(hours=1)
 # every test app registers the same recording task (same behaviour, keyed by queue)
 pytestmark = pytest.mark.filterwarnings("ignore::celery.exceptions.DuplicateTaskNameWarning")
 RECORD_TASK = "tests.runner.record"
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture

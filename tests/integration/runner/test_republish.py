@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from celery import Celery
+from waiting import wait_until
 
 from swh_like_scheduler.broker import queue_depth
 from swh_like_scheduler.celery_factory import make_app
@@ -47,7 +48,8 @@ def test_lost_messages_are_published_again(db_url: str, app: Celery) -> None:
     now = datetime.now(tz=UTC)
     try:
         assert republish_unstarted(store, app, now, older_than=timedelta(minutes=5)) == 2
-        assert queue_depth(app, queue) == 2
+        # (RabbitMQ counts a queue's messages a moment after accepting them)
+        wait_until(lambda: queue_depth(app, queue) == 2, 15, "2 messages")
         for claim in claims[:2]:
             run = store.get_task_run(claim.backend_id)
             assert run is not None and run.status is RunStatus.SCHEDULED
@@ -57,7 +59,7 @@ def test_lost_messages_are_published_again(db_url: str, app: Celery) -> None:
         assert republish_unstarted(store, app, now, older_than=timedelta(minutes=5)) == 0
         later = now + timedelta(minutes=6)
         assert republish_unstarted(store, app, later, older_than=timedelta(minutes=5)) == 2
-        assert queue_depth(app, queue) == 4
+        wait_until(lambda: queue_depth(app, queue) == 4, 15, "4 messages")
     finally:
         store.close()
         with app.connection_for_write() as conn:

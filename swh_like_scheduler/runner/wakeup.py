@@ -11,7 +11,6 @@ import logging
 import threading
 from typing import Protocol
 
-import psycopg
 import sqlalchemy as sa
 
 from ..store.interface import READY_CHANNEL as CHANNEL
@@ -51,6 +50,8 @@ class PostgresWaker:
     """``LISTEN`` on a dedicated connection; any notification wakes the runner."""
 
     def __init__(self, url: sa.URL, stop: threading.Event | None = None) -> None:
+        import psycopg  # PostgreSQL only (the `postgresql` extra): not at import time
+
         dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._conn = psycopg.connect(dsn, autocommit=True)
         self._conn.execute(f"LISTEN {CHANNEL}")
@@ -79,6 +80,8 @@ class PostgresWaker:
 
 def waker_for(engine: sa.Engine, stop: threading.Event | None = None) -> Waker:
     if engine.dialect.name == "postgresql":
+        import psycopg
+
         try:
             return PostgresWaker(engine.url, stop)
         except psycopg.Error as error:

@@ -83,6 +83,17 @@ OPEN_RUN_STATUSES = (RunStatus.SCHEDULED, RunStatus.STARTED)
 END_RUN_STATUSES = tuple(s for s in RunStatus if not s.is_open)
 
 
+def final_run_status(status: RunStatus | str) -> RunStatus:
+    """``status`` as a final run status; InvalidInput if a run cannot end with it."""
+    try:
+        value = RunStatus(status)
+    except ValueError:
+        raise InvalidInput("status", f"{status!r} is not a run status") from None
+    if value.is_open:
+        raise InvalidInput("status", f"{value} is not a final run status")
+    return value
+
+
 def _check_aware(name: str, value: datetime | None) -> None:
     if value is not None and (value.tzinfo is None or value.utcoffset() is None):
         raise InvalidInput(name, f"{value.isoformat()} has no time zone")

@@ -37,7 +37,7 @@ from ..lease.protocol import (
     Refusal,
     StealReport,
 )
-from ..model import END_RUN_STATUSES, OPEN_RUN_STATUSES, RunStatus, Task, TaskRun, TaskStatus
+from ..model import OPEN_RUN_STATUSES, RunStatus, Task, TaskRun, TaskStatus, final_run_status
 from ..policy import blackout_at
 from . import rows
 from .interface import ApplyOutcome
@@ -86,6 +86,17 @@ class LeaseMethods(SQLBase):
         query = sa.select(run_t).where(run_t.c.backend_id == backend_id)
         row = conn.execute(self._lock(query)).first()
         return rows.run_from_row(row._mapping) if row else None
+
+    def _owned_run(
+        self, conn: sa.Connection, backend_id: str, tag: str
+    ) -> tuple[datetime, TaskRun | None, bool]:
+        """(database now, the run locked, whether it is open and ``tag`` owns its task)."""
+        now = self._db_now(conn)
+        run = self._lease_run(conn, backend_id)
+        if run is None or not run.status.is_open:
+            return now, run, False
+        task = self._lease_task(conn, run.task_id)
+        return now, run, task is not None and task.owner_tag == tag
 
     def _lease_task(self, conn: sa.Connection, task_id: int) -> Task | None:
         row = conn.execute(self._lock(sa.select(task_t).where(task_t.c.id == task_id))).first()
@@ -268,17 +279,11 @@ class LeaseMethods(SQLBase):
         error: str | None = None,
         apply: ApplyOutcome | None = None,
     ) -> TaskRun | None:
-        status = RunStatus(status)
-        if status not in END_RUN_STATUSES:
-            raise InvalidInput("status", f"{status} is not a final run status")
+        status = final_run_status(status)
         with self._write("finish lease") as conn:
-            now = self._db_now(conn)
-            run = self._lease_run(conn, backend_id)
-            if run is None or not run.status.is_open:
-                return run
-            task = self._lease_task(conn, run.task_id)
-            if task is None or task.owner_tag != tag:
-                return run  # stolen or yielded: the new owner decides
+            now, run, owned = self._owned_run(conn, backend_id, tag)
+            if run is None or not owned:
+                return run  # unknown, ended, stolen or yielded: the new owner decides
             entry = (
                 _entry(TIMED_OUT, now, worker=run.worker) if status is RunStatus.TIMED_OUT else None
             )
@@ -297,12 +302,8 @@ class LeaseMethods(SQLBase):
         self, backend_id: str, *, tag: str, apply: ApplyOutcome | None = None
     ) -> TaskRun | None:
         with self._write("yield lease") as conn:
-            now = self._db_now(conn)
-            run = self._lease_run(conn, backend_id)
-            if run is None or not run.status.is_open:
-                return run
-            task = self._lease_task(conn, run.task_id)
-            if task is None or task.owner_tag != tag:
+            now, run, owned = self._owned_run(conn, backend_id, tag)
+            if run is None or not owned:
                 return run
             return self._end_owned(
                 conn,

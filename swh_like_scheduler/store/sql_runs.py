@@ -12,12 +12,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from ..exceptions import (
-    InvalidInput,
     InvalidTransition,
     NotFound,
 )
 from ..model import (
-    END_RUN_STATUSES,
     OPEN_RUN_STATUSES,
     PRIORITY_ORDER,
     Claimed,
@@ -26,6 +24,7 @@ from ..model import (
     ScheduleKind,
     TaskRun,
     TaskStatus,
+    final_run_status,
     run_backend_id,
 )
 from . import rows
@@ -224,9 +223,7 @@ class RunMethods(SQLBase):
         error: str | None = None,
         apply: ApplyOutcome | None = None,
     ) -> TaskRun | None:
-        status = RunStatus(status)
-        if status not in END_RUN_STATUSES:
-            raise InvalidInput("status", f"{status} is not a final run status")
+        status = final_run_status(status)
         with self._write("end task run") as conn:
             run = self._run_for_update(conn, backend_id)
             if run is None or not run.status.is_open:

@@ -159,17 +159,6 @@ def listener_thread(listener: Listener, *, ready_timeout: float = 15) -> Iterato
         assert not thread.is_alive(), "the listener did not stop"
 
 
-def delete_queues(app: Celery, *queues: str) -> None:
-    with app.connection_for_write() as conn:
-        channel = conn.default_channel
-        for queue in queues:
-            try:
-                channel.queue_purge(queue)
-                channel.queue_delete(queue)
-            except Exception:
-                channel = conn.channel()
-
-
 def unique_queue_name() -> str:
     return f"celeryev.swh-test-listener-{uuid.uuid4().hex[:8]}"
 

@@ -13,7 +13,6 @@ from listenertest import (
     H,
     all_runs,
     broker,
-    delete_queues,
     expected_status,
     listener_thread,
     make_test_app,
@@ -24,6 +23,7 @@ from listenertest import (
     unique_queue_name,
     wait_until,
 )
+from waiting import delete_queues
 
 from swh_like_scheduler.listener import Action, Listener, catch_up
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskStatus

@@ -11,7 +11,6 @@ from listenertest import (
     H,
     Recorder,
     all_runs,
-    delete_queues,
     expected_status,
     listener_thread,
     make_test_app,
@@ -23,6 +22,7 @@ from listenertest import (
     unique_queue_name,
     wait_until,
 )
+from waiting import delete_queues
 
 from swh_like_scheduler.listener import Action, Listener, handle_events
 from swh_like_scheduler.model import RunStatus, TaskStatus

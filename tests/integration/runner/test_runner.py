@@ -16,6 +16,7 @@ from celery import Celery
 from celery.contrib.testing.worker import start_worker
 from click.testing import CliRunner
 from prometheus_client import REGISTRY
+from waiting import delete_queues as purge
 from waiting import wait_until
 
 from swh_like_scheduler.broker import queue_depth
@@ -91,17 +92,6 @@ def ready_tasks(task_type: TaskType, count: int, now: datetime) -> Iterator[Task
             next_run=now - H,
             deadline=now + timedelta(seconds=(n * 7919) % count),
         )
-
-
-def purge(app: Celery, *queues: str) -> None:
-    with app.connection_for_write() as conn:
-        channel = conn.default_channel
-        for queue in queues:
-            try:
-                channel.queue_purge(queue)
-                channel.queue_delete(queue)
-            except Exception:
-                channel = conn.channel()
 
 
 def test_one_pass_honours_capacity_and_deadline_order(

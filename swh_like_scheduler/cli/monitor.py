@@ -1,15 +1,133 @@
-"""``swh scheduler start-monitor``: the monitor's duties (the steal protocol)."""
+"""``swh scheduler start-monitor``: the monitor's duties, and their options
+(shared with ``start-runner``, whose runners take turns at them)."""
 
 from __future__ import annotations
 
 import logging
 import signal
 import threading
+from collections.abc import Callable, Mapping
 from datetime import timedelta
+from typing import Any, TypeVar
 
 import click
 
+from ..validation import parse_duration
 from .base import CliContext, emit_json, pass_cli, scheduler
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_SECONDS = click.FloatRange(min=0, min_open=True)
+_DAYS = click.FloatRange(min=0, min_open=True)
+
+#: The options of the monitor's settings, shared by start-monitor and start-runner.
+_MONITOR_OPTIONS = [
+    click.option(
+        "--ping-timeout",
+        type=_SECONDS,
+        default=30.0,
+        show_default=True,
+        help="Seconds without a ping after which a lease's owner is put on notice "
+        "(steal_start_at is set).",
+    ),
+    click.option(
+        "--grace",
+        type=_SECONDS,
+        default=30.0,
+        show_default=True,
+        help="Seconds the owner then has to ping again before its run is lost and "
+        "the task runnable again.",
+    ),
+    click.option(
+        "--worker-timeout",
+        type=_SECONDS,
+        default=None,
+        help="Seconds without a heartbeat after which a plain (non-leased) worker is "
+        "offline and its runs lost. Default: per worker, the longer of 3 heartbeat "
+        "periods and 180 s.",
+    ),
+    click.option(
+        "--oneshot-expiry-grace",
+        type=click.FloatRange(min=0),
+        default=0.0,
+        show_default=True,
+        help="Seconds after its should_start_by (T + max_delay) before a one-shot task "
+        "that never started expires (is disabled).",
+    ),
+    click.option(
+        "--keep-runs",
+        type=_DAYS,
+        default=90.0,
+        show_default=True,
+        help="Days ended runs are kept before the retention clean-up deletes them.",
+    ),
+    click.option(
+        "--keep-finished-oneshots",
+        type=_DAYS,
+        default=30.0,
+        show_default=True,
+        help="Days completed, disabled or cancelled one-shot tasks are kept unchanged "
+        "before they are deleted with their runs.",
+    ),
+    click.option(
+        "--retention-batch",
+        type=click.IntRange(min=1),
+        default=10_000,
+        show_default=True,
+        help="At most this many runs, and this many one-shot tasks, deleted per pass.",
+    ),
+    click.option(
+        "--lock-ttl",
+        type=click.FloatRange(min=1),
+        default=60.0,
+        show_default=True,
+        help="Seconds the monitor's lock outlives its last renewal: after a crash, "
+        "another process takes over the duties this long later.",
+    ),
+]
+
+
+def monitor_options(func: F) -> F:
+    """Add the monitor's settings to a command (see :func:`monitor_settings`)."""
+    for option in reversed(_MONITOR_OPTIONS):
+        func = option(func)
+    return func
+
+
+def monitor_settings(
+    options: Mapping[str, Any],
+    *,
+    period: float,
+    republish_after: timedelta | None,
+    period_option: str = "--period",
+) -> Any:
+    """The :class:`MonitorSettings` of a command's monitor options."""
+    from ..monitor import MonitorSettings
+
+    if period >= options["lock_ttl"]:
+        raise click.BadParameter(
+            f"must be longer than {period_option} ({period:g} s): the monitor renews its lock "
+            "once a pass, and another process would take it over in between",
+            param_hint="--lock-ttl",
+        )
+    worker_timeout = options["worker_timeout"]
+    return MonitorSettings(
+        ping_timeout=timedelta(seconds=options["ping_timeout"]),
+        grace=timedelta(seconds=options["grace"]),
+        period=timedelta(seconds=period),
+        worker_timeout=None if worker_timeout is None else timedelta(seconds=worker_timeout),
+        oneshot_expiry_grace=timedelta(seconds=options["oneshot_expiry_grace"]),
+        keep_runs=timedelta(days=options["keep_runs"]),
+        keep_finished_oneshots=timedelta(days=options["keep_finished_oneshots"]),
+        retention_limit=options["retention_batch"],
+        republish_after=republish_after,
+        lock_ttl=timedelta(seconds=options["lock_ttl"]),
+    )
+
+
+def republish_delay(value: str) -> timedelta | None:
+    """``--republish-after``: a duration, ``0`` disabling re-publishing."""
+    return parse_duration("republish-after", value) or None
 
 
 @scheduler.command("start-monitor")
@@ -21,49 +139,61 @@ from .base import CliContext, emit_json, pass_cli, scheduler
     show_default=True,
     help="Seconds between two passes.",
 )
+@monitor_options
 @click.option(
-    "--ping-timeout",
-    type=click.FloatRange(min=0.01),
-    default=30.0,
+    "--republish-after",
+    default="5 min",
     show_default=True,
-    help="Seconds without a ping after which a lease's owner is put on notice "
-    "(steal_start_at is set).",
+    help="Send again the messages of runs dispatched this long ago that never started "
+    "('0' disables).",
 )
 @click.option(
-    "--grace",
-    type=click.FloatRange(min=0.01),
-    default=30.0,
-    show_default=True,
-    help="Seconds the owner then has to ping again before its run is lost and "
-    "the task runnable again.",
+    "--broker-url",
+    envvar="SWH_SCHEDULER_BROKER_URL",
+    show_envvar=True,
+    help="Celery broker to re-publish to (default: from celeryconfig).",
 )
 @click.option("--json", "as_json", is_flag=True, help="With --once: print the report as JSON.")
 @pass_cli
 def start_monitor(
-    cli: CliContext, once: bool, period: float, ping_timeout: float, grace: float, as_json: bool
+    cli: CliContext,
+    once: bool,
+    period: float,
+    republish_after: str,
+    broker_url: str | None,
+    as_json: bool,
+    **options: Any,
 ) -> None:
-    """Steal the leases of workers that stopped pinging (run exactly one monitor)."""
-    from ..monitor import MonitorSettings, monitor_loop
+    """Do the monitor's duties: steal the leases of workers that stopped
+    pinging, lose the runs of workers that went silent, expire one-shot
+    tasks that can no longer start in time, delete old runs and finished
+    one-shot tasks, re-publish lost messages.
 
-    settings = MonitorSettings(
-        ping_timeout=timedelta(seconds=ping_timeout),
-        grace=timedelta(seconds=grace),
-        period=timedelta(seconds=period),
+    Several monitors (and runners with --monitor) may run: a lock in the
+    database lets exactly one of them do the duties at a time."""
+    from ..monitor import monitor_loop
+
+    settings = monitor_settings(
+        options, period=period, republish_after=republish_delay(republish_after)
     )
+    app = workers = None
+    if settings.republish_after is not None:
+        from ..celery_factory import make_app
+        from ..runner.routing import LiveWorkers
+
+        app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
+        workers = LiveWorkers(app)
     store = cli.store
     if once:
-        report = monitor_loop(store, settings, once=True)
+        report = monitor_loop(store, settings, once=True, app=app, workers=workers)
         assert report is not None
-        stolen = [r.backend_id for r in report.steal.stolen]
         if as_json:
-            emit_json({"warned": list(report.steal.warned), "stolen": stolen})
+            emit_json(report.to_json())
         else:
-            click.echo(
-                f"{len(report.steal.warned)} lease(s) put on notice, {len(stolen)} run(s) lost"
-            )
+            click.echo(report.summary())
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    monitor_loop(store, settings, stop=stop)
+    monitor_loop(store, settings, stop=stop, app=app, workers=workers)

@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from ..model import Priority
-from ..validation import parse_duration
 from .base import CliContext, emit_json, now, pass_cli, scheduler
+from .monitor import monitor_options, monitor_settings, republish_delay
 
 #: a runner that serves only the high class polls more often
 HIGH_PRIORITY_PERIOD = 5.0
@@ -53,8 +53,24 @@ HIGH_PRIORITY_PERIOD = 5.0
     default="5 min",
     show_default=True,
     help="Send again the messages of runs dispatched this long ago that never started "
-    "('0' disables).",
+    "('0' disables). A monitor duty: done by the runner holding the monitor lock "
+    "(with --no-monitor, by `start-monitor`).",
 )
+@click.option(
+    "--monitor/--no-monitor",
+    default=True,
+    show_default=True,
+    help="Take turns at the monitor's duties: each pass tries the monitor lock, and "
+    "exactly one of the runners (or start-monitor processes) does them.",
+)
+@click.option(
+    "--monitor-period",
+    type=click.FloatRange(min=0.01),
+    default=10.0,
+    show_default=True,
+    help="Seconds between two monitor passes (the runner wakes up for them).",
+)
+@monitor_options
 @click.option("--json", "as_json", is_flag=True, help="With --once: print the report as JSON.")
 @pass_cli
 def start_runner(
@@ -66,12 +82,15 @@ def start_runner(
     broker_url: str | None,
     metrics_port: int | None,
     republish_after: str,
+    monitor: bool,
+    monitor_period: float,
     as_json: bool,
+    **monitor_options: Any,
 ) -> None:
     """Claim ready tasks by deadline and publish them to their Celery queues."""
     from ..celery_factory import make_app
+    from ..monitor.duties import monitor_tick, release
     from ..runner import loop, tick
-    from ..runner.republish import republish_unstarted
     from ..runner.routing import LiveWorkers
     from ..runner.wakeup import waker_for
 
@@ -81,14 +100,29 @@ def start_runner(
     if period is None:
         period = HIGH_PRIORITY_PERIOD if chosen == [Priority.HIGH] else 60.0
     type_list = list(types) or None
-    republish = parse_duration("republish-after", republish_after) or None
+    settings = (
+        monitor_settings(
+            monitor_options,
+            period=monitor_period,
+            republish_after=republish_delay(republish_after),
+            period_option="--monitor-period",
+        )
+        if monitor
+        else None
+    )
     if once:
         workers = LiveWorkers(app)
         report = tick(cli.store, app, now(), types=type_list, priorities=chosen, workers=workers)
-        if republish is not None:
-            republish_unstarted(cli.store, app, now(), older_than=republish, workers=workers)
+        duties = None
+        if settings is not None:
+            try:
+                duties = monitor_tick(cli.store, now(), settings=settings, app=app, workers=workers)
+            finally:
+                release(cli.store, settings)
         if as_json:
-            emit_json(_report_json(report))
+            data = _report_json(report)
+            data["monitor"] = duties.to_json() if duties is not None else None
+            emit_json(data)
         else:
             for t in report.types:
                 click.echo(
@@ -96,6 +130,8 @@ def start_runner(
                     f"{t.claimed} published {t.published}"
                     + (f" error: {t.error}" if t.error else "")
                 )
+            if duties is not None:
+                click.echo(f"monitor: {duties.summary()}")
         if report.errors:
             raise click.exceptions.Exit(1)
         return
@@ -117,7 +153,7 @@ def start_runner(
             types=type_list,
             priorities=chosen,
             workers=LiveWorkers(app),
-            republish_after=republish,
+            monitor=settings,
         )
     finally:
         waker.close()

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..exceptions import InvalidInput
 from ..model import RunStatus
+from ..monitor.records import WorkerSighting
 from ..policy import classify_result
 
 
@@ -206,3 +207,32 @@ def parse_event(event: Mapping[str, Any]) -> RunEvent | None:
         started=_runtime_start(event, at),
         **_end(event, event_type),
     )
+
+
+#: Celery worker event types and whether they say the worker is online.
+WORKER_EVENT_ONLINE: Mapping[str, bool] = {
+    "worker-online": True,
+    "worker-heartbeat": True,
+    "worker-offline": False,
+}
+
+
+def parse_worker_event(event: Mapping[str, Any]) -> WorkerSighting | None:
+    """The :class:`WorkerSighting` of a Celery worker event
+    (``worker-heartbeat``, ``worker-online``, ``worker-offline``): its
+    ``hostname`` (``name@node``), its own ``timestamp`` and ``freq`` (the
+    heartbeat period, seconds). ``None`` for any other event, or one without
+    a hostname or a usable timestamp."""
+    event_type = event.get("type")
+    online = WORKER_EVENT_ONLINE.get(event_type) if isinstance(event_type, str) else None
+    hostname = event.get("hostname")
+    if online is None or not isinstance(hostname, str) or not hostname:
+        return None
+    try:
+        at = event_time(event)
+    except InvalidInput:
+        return None
+    freq = event.get("freq")
+    if isinstance(freq, bool) or not isinstance(freq, int | float) or freq <= 0:
+        return WorkerSighting(hostname, at, online)
+    return WorkerSighting(hostname, at, online, float(freq))

@@ -12,8 +12,15 @@ event               store effect
 ``task-revoked``    end ``cancelled`` (``lost`` when the message expired)
 ``task-rejected``   end ``lost`` (no requeue); nothing when requeued
 ``task-retried``    nothing: the same id runs again, the run stays open
-others              nothing (worker events, ``task-received``, …)
+others              nothing (``task-received``, …)
 ==================  =====================================================
+
+Worker events (heartbeat, online, offline) are applied by
+:meth:`EventHandler.handle_batch` (the consumer's path) after the batch's run
+events: each worker's latest event is recorded (its own timestamp), and a
+``worker-offline`` ends its worker's open runs ``lost`` with the same
+``apply`` as any end (:meth:`SchedulerStore.end_worker_runs`). The
+single-event :meth:`EventHandler.handle` is about runs only.
 
 An end is written with :meth:`SchedulerStore.end_task_run` and an ``apply``
 callback running :func:`policy.apply_outcome` in the same transaction, with
@@ -44,9 +51,10 @@ from enum import StrEnum
 from typing import Any
 
 from ..model import RunStatus, Task, TaskRun, TaskStatus, TaskType
+from ..monitor.records import WorkerSighting
 from ..policy import Outcome, RandomSource, already_applied, apply_outcome
 from ..store import SchedulerStore
-from .events import EventKind, RunEvent, parse_event
+from .events import EventKind, RunEvent, parse_event, parse_worker_event
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +68,7 @@ class Action(StrEnum):
     KEPT_OPEN = "kept_open"  # a retry: the run stays open, nothing written
     UNKNOWN_RUN = "unknown_run"  # no run has this id: not ours, ignored
     IGNORED = "ignored"  # not a run event, or nothing to record
+    WORKER = "worker"  # a worker event (heartbeat, online, offline) recorded (batches only)
 
 
 @dataclass(frozen=True)
@@ -289,26 +298,58 @@ class EventHandler:
         events are spread over that many threads by run id, each lane keeping
         the batch's order: events of one run stay in order, and runs of one
         task cannot be in the same batch unordered (a task's next run is
-        dispatched only after its previous end was written). Exceptions (the
+        dispatched only after its previous end was written). Worker events
+        come after the run events, counted as :attr:`Action.WORKER`. Exceptions (the
         store is down) propagate after every lane stopped; the batch may then
         be applied again, which is harmless.
         """
         parsed = [parse_event(e) for e in events]
         summary = BatchSummary()
+        sightings: list[WorkerSighting] = []
         for event, run_event in zip(events, parsed, strict=True):
             if run_event is None:
-                summary.add(HandleResult(Action.IGNORED, _uuid(event)))
+                sighting = parse_worker_event(event)
+                if sighting is not None:
+                    sightings.append(sighting)
+                    summary.add(HandleResult(Action.WORKER))
+                else:
+                    summary.add(HandleResult(Action.IGNORED, _uuid(event)))
         run_events = [e for e in parsed if e is not None]
         if lanes <= 1 or len(run_events) < 2 * lanes:
             summary.merge(self._apply_ordered(run_events))
-            return summary
-        split: list[list[RunEvent]] = [[] for _ in range(lanes)]
-        for run_event in run_events:
-            split[zlib.crc32(run_event.backend_id.encode()) % lanes].append(run_event)
-        with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="listener-lane") as pool:
-            for part in pool.map(self._apply_ordered, [s for s in split if s]):
-                summary.merge(part)
+        else:
+            split: list[list[RunEvent]] = [[] for _ in range(lanes)]
+            for run_event in run_events:
+                split[zlib.crc32(run_event.backend_id.encode()) % lanes].append(run_event)
+            with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="listener-lane") as pool:
+                for part in pool.map(self._apply_ordered, [s for s in split if s]):
+                    summary.merge(part)
+        # after the run events: a run that ended just before its worker went
+        # offline keeps its real outcome
+        self._apply_sightings(sightings)
         return summary
+
+    # -- worker events ----------------------------------------------------------
+
+    def handle_worker_events(self, events: Sequence[Mapping[str, Any]]) -> list[TaskRun]:
+        """Apply the worker events among ``events``; returns the runs lost."""
+        return self._apply_sightings(
+            [s for s in (parse_worker_event(e) for e in events) if s is not None]
+        )
+
+    def _apply_sightings(self, sightings: Sequence[WorkerSighting]) -> list[TaskRun]:
+        if not sightings:
+            return []
+        self.store.record_worker_sightings(sightings)
+        lost: list[TaskRun] = []
+        for sighting in sightings:
+            if sighting.online:
+                continue
+            ended = self.store.end_worker_runs(sighting.hostname, at=sighting.at, apply=self._apply)
+            for run in ended:
+                logger.warning("run %s lost: worker %s went offline", run.backend_id, run.worker)
+            lost.extend(ended)
+        return lost
 
     def _apply_ordered(self, events: Iterable[RunEvent]) -> BatchSummary:
         """Apply events in order, all in one store transaction (one commit

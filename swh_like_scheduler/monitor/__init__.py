@@ -1,11 +1,60 @@
 """Monitor duties (DESIGN.md §4): run by one process at a time.
 
-Today: the steal step of the lease protocol. :func:`monitor_tick` is one
-pass over every duty and :func:`monitor_loop` repeats it; more duties
-(re-publishing lost messages, expiring one-shots, retention) get a field in
-:class:`MonitorReport` and a line in :func:`monitor_tick`.
+* :mod:`.records` — plain values shared with the store and the listener
+  (imported by the store, so this package's ``__init__`` imports nothing
+  that imports the store until a name of :mod:`.duties` is asked for);
+* :mod:`.duties` — :func:`monitor_tick` (one pass: the lock, then steal,
+  silent workers, one-shot expiry, retention, re-publish) and
+  :func:`monitor_loop` (repeat it every ``period``);
+* :mod:`.report` — :class:`MonitorReport`, what one pass did.
 """
 
-from .duties import MonitorReport, MonitorSettings, monitor_loop, monitor_tick
+from __future__ import annotations
 
-__all__ = ["MonitorReport", "MonitorSettings", "monitor_loop", "monitor_tick"]
+from typing import TYPE_CHECKING, Any
+
+from .records import (
+    MONITOR_LOCK,
+    Expiry,
+    LockState,
+    WorkerSighting,
+    WorkerState,
+    WorkerSweep,
+    default_holder,
+    worker_timeout,
+)
+
+if TYPE_CHECKING:
+    from .duties import MonitorSettings, monitor_loop, monitor_tick
+    from .report import MonitorReport
+
+__all__ = [
+    "MONITOR_LOCK",
+    "Expiry",
+    "LockState",
+    "MonitorReport",
+    "MonitorSettings",
+    "WorkerSighting",
+    "WorkerState",
+    "WorkerSweep",
+    "default_holder",
+    "monitor_loop",
+    "monitor_tick",
+    "worker_timeout",
+]
+
+_LAZY = {
+    "MonitorSettings": "duties",
+    "monitor_loop": "duties",
+    "monitor_tick": "duties",
+    "MonitorReport": "report",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(f"{__name__}.{module}"), name)

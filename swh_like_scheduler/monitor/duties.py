@@ -1,68 +1,218 @@
-"""One pass of the monitor's duties, and the loop that repeats it."""
+"""One pass of the monitor's duties, and the loop that repeats it.
+
+A pass first takes (or renews) the monitor's lock in the store; a process
+that does not hold it does nothing (``skipped: not the monitor``), so any
+number of runners and ``start-monitor`` processes may try and exactly one
+does the duties. A holder that stops renewing (crash, ``kill -9``) loses the
+lock ``lock_ttl`` later and another takes over. Then, in order:
+
+1. **steal** expired leases (the lease protocol; database clock);
+2. **silent workers**: workers without a heartbeat for ``worker_timeout``
+   are marked offline and their plain runs end ``lost``;
+3. **one-shot expiry**: waiting one-shot tasks never dispatched whose
+   should_start_by passed more than ``oneshot_expiry_grace`` ago are disabled;
+4. **retention**: runs ended more than ``keep_runs`` ago, and finished one-shot
+   tasks unchanged for ``keep_finished_oneshots``, deleted in bounded batches;
+5. **re-publish** (with a Celery app): runs dispatched ``republish_after`` ago
+   that never started are published again with the same id.
+
+Duties 2-4 and 5 run on the caller's clock (``now``), the lock and the steal
+step on the database's.
+"""
 
 from __future__ import annotations
 
 import logging
 import random
 import threading
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
+from celery import Celery
+
+from ..exceptions import InvalidInput
 from ..lease.protocol import StealReport
 from ..listener.handler import TaskTypeCache, outcome_applier
+from ..runner.republish import republish_unstarted
+from ..runner.routing import LiveWorkers
 from ..store import SchedulerStore
 from ..store.interface import ApplyOutcome
+from .records import MONITOR_LOCK, default_holder
+from .report import NOT_THE_MONITOR, MonitorReport
 
 logger = logging.getLogger(__name__)
+
+_ZERO = timedelta(0)
 
 
 @dataclass(frozen=True)
 class MonitorSettings:
-    """The durations of the steal protocol (DESIGN.md §4; tests use seconds).
+    """The monitor's durations and bounds (DESIGN.md §4; tests use seconds).
 
-    ``ping_timeout``: silence after which an owner is put on notice;
-    ``grace``: how long it then has to ping before its run is lost;
-    ``period``: the pause between two passes of the loop."""
+    Steal protocol: ``ping_timeout`` (silence after which an owner is put on
+    notice) and ``grace`` (then the time it has to ping before its run is
+    lost). ``worker_timeout``: a plain worker silent that long is offline
+    (``None``: per worker, the longer of 3 x its heartbeat period and 180 s).
+    ``oneshot_expiry_grace``: extra time after a one-shot task's
+    should_start_by before it expires. ``keep_runs`` / ``keep_finished_oneshots``:
+    retention, at most ``retention_limit`` rows of each kind per pass.
+    ``republish_after``: ``None`` disables re-publishing. ``batch_size``: at
+    most that many tasks/runs per duty and pass. ``lock_ttl``: how long the
+    lock outlives its last renewal; ``holder``: this monitor's identity
+    (``None``: ``hostname:pid:random``, one per process). ``period``: the
+    pause between two passes of the loop (keep it well under ``lock_ttl``).
+    """
 
     ping_timeout: timedelta = timedelta(seconds=30)
     grace: timedelta = timedelta(seconds=30)
     period: timedelta = timedelta(seconds=10)
+    worker_timeout: timedelta | None = None
+    oneshot_expiry_grace: timedelta = _ZERO
+    keep_runs: timedelta = timedelta(days=90)
+    keep_finished_oneshots: timedelta = timedelta(days=30)
+    retention_limit: int = 10_000
+    republish_after: timedelta | None = timedelta(minutes=5)
+    batch_size: int = 1000
+    lock_ttl: timedelta = timedelta(seconds=60)
+    holder: str | None = None
 
+    def __post_init__(self) -> None:
+        positive = ("ping_timeout", "grace", "period", "keep_runs", "keep_finished_oneshots")
+        for name in (*positive, "lock_ttl"):
+            if getattr(self, name) <= _ZERO:
+                raise InvalidInput(name, f"{getattr(self, name)} must be longer than zero")
+        for name in ("worker_timeout", "republish_after"):
+            value = getattr(self, name)
+            if value is not None and value <= _ZERO:
+                raise InvalidInput(name, f"{value} must be longer than zero (or unset)")
+        if self.oneshot_expiry_grace < _ZERO:
+            raise InvalidInput("oneshot_expiry_grace", f"{self.oneshot_expiry_grace} is negative")
+        if self.lock_ttl <= self.period:
+            raise InvalidInput(
+                "lock_ttl", f"{self.lock_ttl} must be longer than the period {self.period}"
+            )
+        for name in ("retention_limit", "batch_size"):
+            if getattr(self, name) < 1:
+                raise InvalidInput(name, f"{getattr(self, name)} must be at least 1")
 
-@dataclass(frozen=True)
-class MonitorReport:
-    """What one pass did, duty by duty."""
-
-    steal: StealReport
+    @property
+    def identity(self) -> str:
+        return self.holder or default_holder()
 
 
 def monitor_tick(
     store: SchedulerStore,
     now: datetime | None = None,
     *,
-    ping_timeout: timedelta,
-    grace: timedelta,
+    settings: MonitorSettings | None = None,
+    app: Celery | None = None,
+    workers: LiveWorkers | None = None,
     apply: ApplyOutcome | None = None,
+    ping_timeout: timedelta | None = None,
+    grace: timedelta | None = None,
 ) -> MonitorReport:
-    """One pass over the monitor's duties.
+    """One pass over the monitor's duties (see the module doc), if this
+    process holds (or can take) the monitor's lock.
 
-    ``now`` is for duties that run on the caller's clock; the steal step
-    reads the database's. ``apply`` is the policy's outcome (the listener's
-    :func:`outcome_applier` when ``None``), so a stolen run updates its
-    task exactly as a ``lost`` event would."""
-    del now  # no duty on the caller's clock yet
+    ``now`` is the caller's clock (default: the system's). ``apply`` is the
+    policy's outcome (the listener's :func:`outcome_applier` when ``None``),
+    so a run lost here updates its task exactly as a ``lost`` event would.
+    Without ``app`` nothing is re-published. ``ping_timeout`` / ``grace``
+    override those of ``settings`` (a shorthand for the steal step alone)."""
+    settings = settings or MonitorSettings()
+    if ping_timeout is not None or grace is not None:
+        settings = replace(
+            settings,
+            ping_timeout=ping_timeout or settings.ping_timeout,
+            grace=grace or settings.grace,
+        )
+    now = now or datetime.now(tz=UTC)
+    holder = settings.identity
+    lock = store.acquire_lock(MONITOR_LOCK, holder=holder, ttl=settings.lock_ttl)
+    if not lock.held:
+        logger.debug("not the monitor: the lock is held by %s", lock.holder)
+        return MonitorReport(
+            now=now, lock=lock, steal=_no_steal(lock.db_now), skipped=NOT_THE_MONITOR
+        )
     if apply is None:
         apply = outcome_applier(TaskTypeCache(store), random.Random())
-    steal = store.steal_expired_leases(ping_timeout=ping_timeout, grace=grace, apply=apply)
+    batch = settings.batch_size
+    steal = store.steal_expired_leases(
+        ping_timeout=settings.ping_timeout, grace=settings.grace, apply=apply, limit=batch
+    )
     if steal.warned:
         logger.warning(
-            "%d lease(s) without a ping for %s: steal started", len(steal.warned), ping_timeout
+            "%d lease(s) without a ping for %s: steal started",
+            len(steal.warned),
+            settings.ping_timeout,
         )
     for run in steal.stolen:
         logger.warning(
             "run %s of task %s lost: lease stolen from %s", run.backend_id, run.task_id, run.worker
         )
-    return MonitorReport(steal=steal)
+    offline = store.sweep_silent_workers(
+        now=now, timeout=settings.worker_timeout, apply=apply, limit=batch
+    )
+    for hostname in offline.marked_offline:
+        logger.warning("worker %s sent no heartbeat in time: marked offline", hostname)
+    for run in offline.lost:
+        logger.warning(
+            "run %s of task %s lost: its worker %s is offline",
+            run.backend_id,
+            run.task_id,
+            run.worker,
+        )
+    expired = store.expire_oneshot_tasks(now=now, grace=settings.oneshot_expiry_grace, limit=batch)
+    for expiry in expired:
+        logger.warning(
+            "one-shot task %s expired (had to start by %s): disabled",
+            expiry.task.id,
+            expiry.should_start_by.isoformat(),
+        )
+    runs_deleted = store.delete_old_runs(
+        ended_before=now - settings.keep_runs, limit=settings.retention_limit
+    )
+    oneshots_deleted = store.delete_finished_oneshot_tasks(
+        updated_before=now - settings.keep_finished_oneshots, limit=settings.retention_limit
+    )
+    if runs_deleted or oneshots_deleted:
+        logger.info(
+            "retention: deleted %d run(s) ended before %s and %d finished one-shot task(s)",
+            runs_deleted,
+            (now - settings.keep_runs).isoformat(),
+            oneshots_deleted,
+        )
+    republished = 0
+    if app is not None and settings.republish_after is not None:
+        republished = republish_unstarted(
+            store, app, now, older_than=settings.republish_after, workers=workers, limit=batch
+        )
+    report = MonitorReport(
+        now=now,
+        lock=lock,
+        steal=steal,
+        offline=offline,
+        expired=tuple(expired),
+        runs_deleted=runs_deleted,
+        oneshots_deleted=oneshots_deleted,
+        republished=republished,
+    )
+    logger.info("monitor pass: %s", report.summary())
+    return report
+
+
+def _no_steal(db_now: datetime) -> StealReport:
+    return StealReport(db_now=db_now)
+
+
+def release(store: SchedulerStore, settings: MonitorSettings) -> None:
+    """Give the monitor's lock up now (another process takes over at its
+    next pass instead of after ``lock_ttl``). Errors are logged only."""
+    try:
+        if store.release_lock(MONITOR_LOCK, holder=settings.identity):
+            logger.info("monitor lock released")
+    except Exception as error:  # the database may be down: the TTL frees it
+        logger.warning("could not release the monitor lock: %s", error)
 
 
 def monitor_loop(
@@ -71,21 +221,25 @@ def monitor_loop(
     *,
     stop: threading.Event | None = None,
     once: bool = False,
+    app: Celery | None = None,
+    workers: LiveWorkers | None = None,
 ) -> MonitorReport | None:
     """Run :func:`monitor_tick` every ``settings.period`` until ``stop`` is
-    set (or once). Store errors are logged and the next pass tries again.
-    Returns the last pass's report."""
+    set (or once), then release the lock. Store errors are logged and the
+    next pass tries again (with ``once`` they are raised). Returns the last
+    pass's report."""
     stop = stop or threading.Event()
     apply = outcome_applier(TaskTypeCache(store), random.Random())
     last: MonitorReport | None = None
-    while True:
-        try:
-            last = monitor_tick(
-                store, ping_timeout=settings.ping_timeout, grace=settings.grace, apply=apply
-            )
-        except Exception:  # the database may be down for a while: keep going
-            if once:
-                raise
-            logger.exception("monitor pass failed; trying again in %s", settings.period)
-        if once or stop.wait(settings.period.total_seconds()):
-            return last
+    try:
+        while True:
+            try:
+                last = monitor_tick(store, settings=settings, app=app, workers=workers, apply=apply)
+            except Exception:  # the database may be down for a while: keep going
+                if once:
+                    raise
+                logger.exception("monitor pass failed; trying again in %s", settings.period)
+            if once or stop.wait(settings.period.total_seconds()):
+                return last
+    finally:
+        release(store, settings)

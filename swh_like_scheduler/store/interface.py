@@ -27,6 +27,7 @@ from ..model import (
 
 if TYPE_CHECKING:
     from ..lease.protocol import LeaseGrant, PingReply, StealReport
+    from ..monitor.records import Expiry, LockState, WorkerSighting, WorkerState, WorkerSweep
 
 #: Given the task (as locked in the store) and its just-ended run, the task's
 #: new state. Pure; called inside the store's transaction.
@@ -437,4 +438,79 @@ class SchedulerStore(Protocol):
         :meth:`yield_lease`. A late ping from the old owner then answers
         ``stolen``. Rows another transaction holds are skipped (PostgreSQL),
         at most ``limit`` tasks per step."""
+        ...
+
+    # -- monitor duties (DESIGN.md §4) ---------------------------------------------
+    # Runs whose task is owned through the lease (``owner_tag`` set) are never
+    # ended by these calls: the steal protocol decides about them.
+
+    def record_worker_sightings(self, sightings: Sequence[WorkerSighting]) -> None:
+        """Record worker events (heartbeat, online, offline) in the ``worker``
+        table: per hostname, the latest event of the batch sets
+        ``last_heartbeat_at`` (the event's own timestamp), ``online`` and
+        ``freq`` (kept when the event has none) -- unless the stored
+        heartbeat is newer (events out of order change nothing). Ending the
+        runs of a worker that went offline is :meth:`end_worker_runs`."""
+        ...
+
+    def get_workers(self) -> list[WorkerState]:
+        """Every worker the listener has seen, ordered by hostname."""
+        ...
+
+    def end_worker_runs(
+        self,
+        worker: str,
+        *,
+        at: datetime,
+        apply: ApplyOutcome | None = None,
+        limit: int = 1000,
+    ) -> list[TaskRun]:
+        """A ``worker-offline`` event: end as ``lost`` at ``at`` the open runs
+        (started or dispatched) whose ``worker`` is ``worker`` and that did
+        not start after ``at`` (a worker restarted under the same name keeps
+        its new runs), exactly as a stolen lease: ``apply`` in the same
+        transaction, history entry ``worker_offline``, the task runnable at
+        once in a new slot. Returns the runs ended (at most ``limit``)."""
+        ...
+
+    def sweep_silent_workers(
+        self,
+        *,
+        now: datetime,
+        timeout: timedelta | None = None,
+        apply: ApplyOutcome | None = None,
+        limit: int = 1000,
+    ) -> WorkerSweep:
+        """The monitor's catch-up for missed offline events (lossy Redis
+        events, ``kill -9``). Online workers whose ``last_heartbeat_at`` is
+        older than ``now - timeout`` are marked offline (``timeout`` ``None``:
+        per worker, the longer of 3 x its heartbeat ``freq`` and 180 s).
+        Then the open runs of every offline worker that started no later
+        than its last heartbeat, or longer ago than its timeout, end ``lost``
+        at ``now`` as in :meth:`end_worker_runs`. Raises InvalidInput for a
+        timeout <= 0."""
+        ...
+
+    def expire_oneshot_tasks(
+        self, *, now: datetime, grace: timedelta = timedelta(0), limit: int = 1000
+    ) -> list[Expiry]:
+        """One-shot tasks that are ``waiting``, were never dispatched (no run,
+        no recorded start or end) and whose should_start_by (the policy's
+        :func:`start_times` at ``now``: T + ``max_delay``) passed more than
+        ``grace`` ago become ``disabled``; each gets a ``cancelled`` run (its
+        slot, ended at ``now``, ``error`` saying why, history ``expired``) and
+        ``next_run`` moves 1 µs past that slot. At most ``limit`` per call,
+        earliest deadline first; rows being claimed are skipped (PostgreSQL)."""
+        ...
+
+    def acquire_lock(self, name: str, *, holder: str, ttl: timedelta) -> LockState:
+        """Take or renew the lock ``name`` for ``holder`` until the database's
+        now + ``ttl``, with one conditional UPSERT: it succeeds when nobody
+        holds the lock, ``holder`` already does, or the holder's time ran out
+        (a crashed holder loses the lock after ``ttl``). The answer says who
+        holds it and until when."""
+        ...
+
+    def release_lock(self, name: str, *, holder: str) -> bool:
+        """Give up the lock ``name`` if ``holder`` holds it (True then)."""
         ...

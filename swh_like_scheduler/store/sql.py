@@ -10,9 +10,10 @@ of :mod:`.sql_base`.
 from __future__ import annotations
 
 from .sql_lease import LeaseMethods
+from .sql_monitor import MonitorMethods
 from .sql_runs import RunMethods
 from .sql_tasks import TaskMethods
 
 
-class SQLAlchemyStore(TaskMethods, RunMethods, LeaseMethods):
+class SQLAlchemyStore(TaskMethods, RunMethods, MonitorMethods, LeaseMethods):
     """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite)."""

@@ -209,3 +209,27 @@ task_run = sa.Table(
         sqlite_where=sa.text("status IN ('scheduled', 'started')"),
     ),
 )
+
+# -- monitor (sql/versions/0002_monitor.py) ------------------------------------
+
+#: Celery workers seen by the listener (worker-heartbeat/-online/-offline
+#: events): the last sign of life on the worker's own clock, and whether its
+#: latest event said it was online.
+worker = sa.Table(
+    "worker",
+    metadata,
+    sa.Column("hostname", sa.Text, primary_key=True),
+    sa.Column("last_heartbeat_at", UTCDateTime, nullable=False),
+    sa.Column("online", sa.Boolean, nullable=False),
+    sa.Column("freq", sa.Float),
+)
+
+#: Named locks with an expiry on the database clock (the monitor's: one
+#: process at a time does the monitor duties).
+scheduler_lock = sa.Table(
+    "scheduler_lock",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("holder", sa.Text, nullable=False),
+    sa.Column("expires_at", UTCDateTime, nullable=False),
+)

@@ -1,0 +1,77 @@
+"""What one pass of the monitor did, duty by duty."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..lease.protocol import StealReport
+from .records import Expiry, LockState, WorkerSweep
+
+#: Why a pass did no duty.
+NOT_THE_MONITOR = "not the monitor"
+
+
+@dataclass(frozen=True)
+class MonitorReport:
+    """One pass: whether this process held the monitor's lock (``skipped``
+    says why not), then what each duty did. ``lock`` is the lock as the pass
+    found it (holder and expiry on the database clock)."""
+
+    now: datetime
+    lock: LockState
+    steal: StealReport
+    skipped: str | None = None
+    offline: WorkerSweep = field(default_factory=WorkerSweep)
+    expired: tuple[Expiry, ...] = ()
+    runs_deleted: int = 0
+    oneshots_deleted: int = 0
+    republished: int = 0
+
+    @property
+    def is_monitor(self) -> bool:
+        return self.skipped is None
+
+    def summary(self) -> str:
+        """One line saying what the pass did (or why it did nothing)."""
+        if self.skipped is not None:
+            return f"skipped: {self.skipped} ({self._holder_text()})"
+        steal = self.steal
+        return (
+            f"{len(steal.warned)} lease(s) put on notice, {len(steal.stolen)} run(s) lost; "
+            f"{len(self.offline.marked_offline)} silent worker(s) marked offline, "
+            f"{len(self.offline.lost)} of their run(s) lost; "
+            f"{len(self.expired)} one-shot task(s) expired; "
+            f"{self.runs_deleted} old run(s) and {self.oneshots_deleted} finished one-shot "
+            f"task(s) deleted; {self.republished} run(s) re-published"
+        )
+
+    def _holder_text(self) -> str:
+        if self.lock.holder is None:
+            return "nobody holds the lock"
+        until = self.lock.expires_at.isoformat() if self.lock.expires_at else "?"
+        return f"held by {self.lock.holder} until {until}"
+
+    def to_json(self) -> dict[str, Any]:
+        """A flat JSON view (ids of what each duty touched)."""
+        steal = self.steal
+        return {
+            "monitor": self.is_monitor,
+            "skipped": self.skipped,
+            "now": self.now.isoformat(),
+            "lock": {
+                "name": self.lock.name,
+                "holder": self.lock.holder,
+                "expires_at": self.lock.expires_at.isoformat() if self.lock.expires_at else None,
+                "held": self.lock.held,
+            },
+            "warned": list(steal.warned),
+            "stolen": [r.backend_id for r in steal.stolen],
+            "workers_offline": list(self.offline.marked_offline),
+            "offline_runs_lost": [r.backend_id for r in self.offline.lost],
+            "expired": [e.task.id for e in self.expired],
+            "runs_deleted": self.runs_deleted,
+            "oneshots_deleted": self.oneshots_deleted,
+            "republished": self.republished,
+        }

@@ -1,0 +1,339 @@
+"""The monitor duties: the store's half (DESIGN.md §4).
+
+* workers seen by the listener (``worker`` table) and the runs of workers
+  that went away, ended ``lost`` through the same path as a stolen lease
+  (:meth:`LeaseMethods._end_owned`: ``apply`` in the same transaction, the
+  task runnable at once in a new slot);
+* one-shot tasks that can no longer start in time, disabled with a run that
+  says why;
+* a named lock with an expiry on the database clock (``scheduler_lock``),
+  taken and renewed with one conditional UPSERT.
+
+Runs whose task is owned through the lease (``owner_tag`` set) are never
+ended here: the steal protocol decides about them.
+
+Lock order is the listener's and the lease's (run row, then task row), and
+run rows another transaction holds are skipped (PostgreSQL): a run being
+ended by the listener right now is left to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..exceptions import InvalidInput
+from ..model import (
+    OPEN_RUN_STATUSES,
+    RunStatus,
+    ScheduleKind,
+    TaskRun,
+    TaskStatus,
+    run_backend_id,
+)
+from ..monitor.records import (
+    EXPIRED,
+    MIN_WORKER_TIMEOUT,
+    WORKER_OFFLINE,
+    Expiry,
+    LockState,
+    WorkerSighting,
+    WorkerState,
+    WorkerSweep,
+    worker_timeout,
+)
+from ..policy import start_times
+from ..policy.times import fmt_duration, fmt_instant
+from . import rows
+from .interface import ApplyOutcome
+from .sql_lease import _TICK, LeaseMethods, _entry
+from .tables import scheduler_lock as lock_t
+from .tables import task as task_t
+from .tables import task_run as run_t
+from .tables import task_type as task_type_t
+from .tables import worker as worker_t
+
+_OPEN = [s.value for s in OPEN_RUN_STATUSES]
+
+
+class MonitorMethods(LeaseMethods):
+    """Workers and their lost runs, one-shot expiry, the monitor's lock."""
+
+    def _upsert(self, table: sa.Table) -> Any:
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        return dialect.insert(table)
+
+    # -- workers --------------------------------------------------------------
+
+    def record_worker_sightings(self, sightings: Sequence[WorkerSighting]) -> None:
+        latest: dict[str, WorkerSighting] = {}
+        for sighting in sightings:  # a later event of the same instant wins
+            known = latest.get(sighting.hostname)
+            if known is None or sighting.at >= known.at:
+                latest[sighting.hostname] = sighting
+        if not latest:
+            return
+        insert = self._upsert(worker_t)
+        stmt = insert.on_conflict_do_update(
+            index_elements=[worker_t.c.hostname],
+            set_={
+                "last_heartbeat_at": insert.excluded.last_heartbeat_at,
+                "online": insert.excluded.online,
+                "freq": sa.func.coalesce(insert.excluded.freq, worker_t.c.freq),
+            },
+            where=worker_t.c.last_heartbeat_at <= insert.excluded.last_heartbeat_at,
+        )
+        values = [
+            {"hostname": s.hostname, "last_heartbeat_at": s.at, "online": s.online, "freq": s.freq}
+            for _, s in sorted(latest.items())  # one order for every writer: no deadlock
+        ]
+        with self._write("record worker events") as conn:
+            conn.execute(stmt, values)
+
+    def get_workers(self) -> list[WorkerState]:
+        with self._read("list workers") as conn:
+            found = conn.execute(sa.select(worker_t).order_by(worker_t.c.hostname)).all()
+        return [_worker(r._mapping) for r in found]
+
+    def end_worker_runs(
+        self,
+        worker: str,
+        *,
+        at: datetime,
+        apply: ApplyOutcome | None = None,
+        limit: int = 1000,
+    ) -> list[TaskRun]:
+        query = (
+            self._worker_runs_query(limit)
+            .where(run_t.c.worker == worker)
+            .where(sa.or_(run_t.c.started.is_(None), run_t.c.started <= at))
+        )
+        with self._write("end the runs of an offline worker") as conn:
+            found = [rows.run_from_row(r._mapping) for r in conn.execute(query)]
+            return self._lose_runs(
+                conn,
+                found,
+                ended=at,
+                apply=apply,
+                error=f"its worker {worker} went offline (worker-offline event)",
+                detail="worker-offline event",
+            )
+
+    def sweep_silent_workers(
+        self,
+        *,
+        now: datetime,
+        timeout: timedelta | None = None,
+        apply: ApplyOutcome | None = None,
+        limit: int = 1000,
+    ) -> WorkerSweep:
+        if timeout is not None and timeout <= timedelta(0):
+            raise InvalidInput("worker_timeout", f"{timeout} must be longer than zero")
+        with self._write("sweep silent workers") as conn:
+            online = conn.execute(
+                self._lock(sa.select(worker_t).where(worker_t.c.online.is_(True)))
+            ).all()
+            silent = sorted(
+                w.hostname
+                for w in online
+                if w.last_heartbeat_at < now - worker_timeout(w.freq, timeout)
+            )
+            if silent:
+                conn.execute(
+                    sa.update(worker_t).where(worker_t.c.hostname.in_(silent)).values(online=False)
+                )
+            # runs of offline workers (just marked, or before: an offline
+            # event whose runs were locked at the time) that started before
+            # the worker's last sign of life, or longer ago than its timeout
+            # (a worker restarted under the same name keeps its new runs)
+            bound = timeout if timeout is not None else MIN_WORKER_TIMEOUT
+            query = (
+                self._worker_runs_query(
+                    limit, extra=(worker_t.c.last_heartbeat_at, worker_t.c.freq)
+                )
+                .join(worker_t, worker_t.c.hostname == run_t.c.worker)
+                .where(worker_t.c.online.is_(False))
+                .where(
+                    sa.or_(
+                        run_t.c.started.is_(None),
+                        run_t.c.started <= worker_t.c.last_heartbeat_at,
+                        run_t.c.started <= now - bound,
+                    )
+                )
+            )
+            found = []
+            for row in conn.execute(query):
+                run = rows.run_from_row(row._mapping)
+                cutoff = now - worker_timeout(row.freq, timeout)
+                if run.started is None or run.started <= max(row.last_heartbeat_at, cutoff):
+                    found.append(run)
+            lost = self._lose_runs(
+                conn,
+                found,
+                ended=now,
+                apply=apply,
+                error="its worker stopped sending heartbeats (no heartbeat within the "
+                "worker timeout)",
+                detail="no heartbeat",
+            )
+        return WorkerSweep(marked_offline=tuple(silent), lost=tuple(lost))
+
+    def _worker_runs_query(
+        self, limit: int, extra: tuple[sa.ColumnElement[Any], ...] = ()
+    ) -> sa.Select[Any]:
+        """Open runs whose task is not owned through the lease, oldest first,
+        locked (run rows only; rows another transaction holds are skipped)."""
+        query = (
+            sa.select(run_t, *extra)
+            .join(task_t, task_t.c.id == run_t.c.task_id)
+            .where(run_t.c.status.in_(_OPEN), task_t.c.owner_tag.is_(None))
+            .order_by(run_t.c.id)
+            .limit(limit)
+        )
+        if self._capabilities.skip_locked:
+            query = query.with_for_update(of=run_t, skip_locked=True)
+        return query
+
+    def _lose_runs(
+        self,
+        conn: sa.Connection,
+        runs: list[TaskRun],
+        *,
+        ended: datetime,
+        apply: ApplyOutcome | None,
+        error: str,
+        detail: str,
+    ) -> list[TaskRun]:
+        lost: list[TaskRun] = []
+        for run in runs:
+            task = self._lease_task(conn, run.task_id)  # locked, after its run
+            if task is None or task.owner_tag is not None:
+                continue  # the lease took it meanwhile: the steal protocol decides
+            end = max(ended, run.started) if run.started is not None else ended
+            done = self._end_owned(
+                conn,
+                run,
+                status=RunStatus.LOST,
+                now=end,
+                error=error,
+                entry=_entry(WORKER_OFFLINE, end, worker=run.worker, detail=detail),
+                apply=apply,
+                runnable_now=True,
+            )
+            if done is not None and done.status is RunStatus.LOST:
+                lost.append(done)
+        return lost
+
+    # -- one-shot expiry --------------------------------------------------------
+
+    def expire_oneshot_tasks(
+        self, *, now: datetime, grace: timedelta = timedelta(0), limit: int = 1000
+    ) -> list[Expiry]:
+        if grace < timedelta(0):
+            raise InvalidInput("oneshot_expiry_grace", f"{grace} is negative")
+        never_dispatched = ~sa.exists().where(run_t.c.task_id == task_t.c.id)
+        query = (
+            sa.select(task_t)
+            .where(
+                task_t.c.schedule_kind == ScheduleKind.ONESHOT.value,
+                task_t.c.status == TaskStatus.WAITING.value,
+                task_t.c.last_start_at.is_(None),
+                task_t.c.last_end_at.is_(None),
+                # T <= should_start_by: a necessary condition, cheap to test
+                task_t.c.next_run < now - grace,
+                never_dispatched,
+            )
+            .order_by(task_t.c.deadline, task_t.c.id)
+            .limit(limit)
+        )
+        expired: list[Expiry] = []
+        with self._write("expire one-shot tasks") as conn:
+            found = [rows.task_from_row(r._mapping) for r in conn.execute(self._lock_skip(query))]
+            if not found:
+                return []
+            types = {
+                t.type: t
+                for t in (
+                    rows.task_type_from_row(r._mapping)
+                    for r in conn.execute(sa.select(task_type_t))
+                )
+            }
+            for task in found:
+                assert task.id is not None
+                should = start_times(task, types[task.type], now).should_start_by
+                if not should + grace < now:
+                    continue
+                why = (
+                    f"expired: a one-shot task that had to start by {fmt_instant(should)}"
+                    + (f" (+ a grace of {fmt_duration(grace)})" if grace else "")
+                    + f" had not started at {fmt_instant(now)}; disabled"
+                )
+                run = TaskRun(
+                    task_id=task.id,
+                    backend_id=run_backend_id(task.id, task.next_run),
+                    slot=task.next_run,
+                    scheduled=now,
+                    status=RunStatus.CANCELLED,
+                    ended=now,
+                    error=why,
+                    history=(_entry(EXPIRED, now, should_start_by=should.isoformat()),),
+                )
+                [run_id] = self._insert(conn, run_t, [rows.run_to_row(run)])
+                # the slot is taken by that run: were the task enabled again,
+                # its next run needs another one
+                after = task.updated(
+                    status=TaskStatus.DISABLED, next_run=task.next_run + _TICK, updated_at=now
+                )
+                conn.execute(
+                    sa.update(task_t)
+                    .where(task_t.c.id == task.id)
+                    .values(status=after.status.value, next_run=after.next_run, updated_at=now)
+                )
+                expired.append(Expiry(after, replace(run, id=run_id), should))
+        return expired
+
+    # -- named locks ------------------------------------------------------------
+
+    def acquire_lock(self, name: str, *, holder: str, ttl: timedelta) -> LockState:
+        if ttl <= timedelta(0):
+            raise InvalidInput("lock_ttl", f"{ttl} must be longer than zero")
+        if not holder:
+            raise InvalidInput("holder", "a lock holder must be named")
+        with self._write("acquire lock") as conn:
+            now = self._db_now(conn)
+            insert = self._upsert(lock_t).values(name=name, holder=holder, expires_at=now + ttl)
+            stmt = insert.on_conflict_do_update(
+                index_elements=[lock_t.c.name],
+                set_={"holder": insert.excluded.holder, "expires_at": insert.excluded.expires_at},
+                where=sa.or_(lock_t.c.holder == insert.excluded.holder, lock_t.c.expires_at <= now),
+            ).returning(lock_t.c.expires_at)
+            won = conn.execute(stmt).first()
+            if won is not None:
+                return LockState(name, True, holder, won.expires_at, now)
+            current = conn.execute(
+                sa.select(lock_t.c.holder, lock_t.c.expires_at).where(lock_t.c.name == name)
+            ).first()
+        if current is None:  # cannot happen: the conflicting row is there
+            return LockState(name, False, None, None, now)
+        return LockState(name, False, current.holder, current.expires_at, now)
+
+    def release_lock(self, name: str, *, holder: str) -> bool:
+        with self._write("release lock") as conn:
+            deleted = conn.execute(
+                sa.delete(lock_t).where(lock_t.c.name == name, lock_t.c.holder == holder)
+            )
+            return bool(deleted.rowcount)
+
+
+def _worker(row: Any) -> WorkerState:
+    return WorkerState(
+        hostname=row["hostname"],
+        last_heartbeat_at=row["last_heartbeat_at"],
+        online=bool(row["online"]),
+        freq=row["freq"],
+    )

@@ -1,0 +1,216 @@
+"""The monitor's store calls (contract style: SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from monitortest import H, S, adaptive_task, applier, oneshot, plain_type, run_of, run_on, task_of
+from waiting import wait_until
+
+from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.model import RunStatus, TaskStatus
+from swh_like_scheduler.monitor import WorkerSighting, WorkerState
+from swh_like_scheduler.store import SQLAlchemyStore
+
+W1, W2, W3 = "w1@node-a", "w2@node-b", "w3@node-c"
+
+
+# -- workers -------------------------------------------------------------------
+
+
+def test_worker_events_keep_the_latest_per_worker(store: SQLAlchemyStore, now: datetime) -> None:
+    store.record_worker_sightings(
+        [
+            WorkerSighting(W1, now, True, 2.0),
+            WorkerSighting(W1, now + 2 * S, True, 2.0),
+            WorkerSighting(W2, now, True),
+        ]
+    )
+    assert store.get_workers() == [
+        WorkerState(W1, now + 2 * S, True, 2.0),
+        WorkerState(W2, now, True, None),
+    ]
+    # out of order: an older event changes nothing
+    store.record_worker_sightings([WorkerSighting(W1, now + S, False)])
+    assert store.get_workers()[0] == WorkerState(W1, now + 2 * S, True, 2.0)
+    # offline, without a freq: the known freq is kept
+    store.record_worker_sightings([WorkerSighting(W1, now + 3 * S, False)])
+    assert store.get_workers()[0] == WorkerState(W1, now + 3 * S, False, 2.0)
+    # back online (restarted under the same name)
+    store.record_worker_sightings([WorkerSighting(W1, now + 9 * S, True, 5.0)])
+    assert store.get_workers()[0] == WorkerState(W1, now + 9 * S, True, 5.0)
+    store.record_worker_sightings([])
+
+
+def test_offline_worker_loses_its_plain_runs(store: SQLAlchemyStore) -> None:
+    plain_type(store)
+    plain_type(store, "leased", uses_lease=True)
+    t0 = datetime.now(UTC).replace(microsecond=0)
+    apply = applier(store)
+    lost_task, lost = run_on(store, t0, 1, W1, started=t0 - 10 * S)
+    _, other_worker = run_on(store, t0, 2, W2, started=t0 - 10 * S)
+    _, later = run_on(store, t0, 3, W1, started=t0 + 90 * S)  # a restarted W1's run
+    _, unstarted = run_on(store, t0, 4, None)
+    owned_task, owned = run_on(store, t0, 5, None, type="leased")
+    assert store.acquire_lease(owned.backend_id, node="node-a", name="w1", tag="t1").granted
+    assert run_of(store, owned).worker == W1
+
+    at = t0 + 60 * S
+    ended = store.end_worker_runs(W1, at=at, apply=apply)
+    assert [r.backend_id for r in ended] == [lost.backend_id]
+    run = run_of(store, lost)
+    assert run.status is RunStatus.LOST and run.ended == at
+    assert run.error and W1 in run.error and "offline" in run.error
+    assert [h["event"] for h in run.history] == ["worker_offline"]
+    task = task_of(store, lost_task)
+    # the policy's neutral outcome: runnable again at once, nothing counted
+    assert task.status is TaskStatus.WAITING and task.next_run <= at
+    assert task.failure_count == 0 and task.last_end_at == at
+    assert store.claim_ready_tasks("plain", now=at, limit=10)[0].task_id == lost_task.id
+    for untouched in (other_worker, later, unstarted, owned):
+        assert run_of(store, untouched).status.is_open
+    assert task_of(store, owned_task).owner_tag == "t1"
+    assert store.end_worker_runs(W1, at=at, apply=apply) == []  # idempotent
+
+
+def test_silent_workers_are_marked_offline(store: SQLAlchemyStore, now: datetime) -> None:
+    plain_type(store)
+    apply = applier(store)
+    store.record_worker_sightings(
+        [
+            WorkerSighting(W1, now, True, 2.0),
+            WorkerSighting(W2, now + 100 * S, True, 2.0),
+            WorkerSighting(W3, now, True, 100.0),  # a slow heartbeat: 300 s allowed
+        ]
+    )
+    _, on_w1 = run_on(store, now, 1, W1, started=now - S)
+    _, on_w2 = run_on(store, now, 2, W2, started=now)
+    # the default timeout is the longer of 3 heartbeats and 180 s
+    assert store.sweep_silent_workers(now=now + 170 * S, apply=apply).marked_offline == ()
+    sweep = store.sweep_silent_workers(now=now + 181 * S, apply=apply)
+    assert sweep.marked_offline == (W1,)
+    assert [r.backend_id for r in sweep.lost] == [on_w1.backend_id]
+    assert run_of(store, on_w1).ended == now + 181 * S
+    assert run_of(store, on_w1).history[-1]["detail"] == "no heartbeat"
+    assert run_of(store, on_w2).status is RunStatus.STARTED
+    assert store.sweep_silent_workers(now=now + 301 * S, apply=apply).marked_offline == (W2, W3)
+    # a given timeout applies to every worker
+    store.record_worker_sightings([WorkerSighting(W1, now + 400 * S, True, 2.0)])
+    assert store.sweep_silent_workers(now=now + 404 * S, timeout=5 * S).marked_offline == ()
+    assert store.sweep_silent_workers(now=now + 406 * S, timeout=5 * S).marked_offline == (W1,)
+    with pytest.raises(InvalidInput, match="worker_timeout"):
+        store.sweep_silent_workers(now=now, timeout=timedelta(0))
+
+
+def test_sweep_ends_the_runs_left_open_by_an_offline_event(
+    store: SQLAlchemyStore, now: datetime
+) -> None:
+    plain_type(store)
+    apply = applier(store)
+    store.record_worker_sightings([WorkerSighting(W1, now, False, 2.0)])  # went offline at now
+    _, left_open = run_on(store, now, 1, W1, started=now - 5 * S)
+    _, restarted = run_on(store, now, 2, W1, started=now + 30 * S)  # online event lost
+    sweep = store.sweep_silent_workers(now=now + 60 * S, timeout=60 * S, apply=apply)
+    assert sweep.marked_offline == ()
+    assert [r.backend_id for r in sweep.lost] == [left_open.backend_id]
+    assert run_of(store, restarted).status is RunStatus.STARTED
+    # ... until it has been silent as long as the timeout allows
+    later = store.sweep_silent_workers(now=now + 91 * S, timeout=60 * S, apply=apply)
+    assert [r.backend_id for r in later.lost] == [restarted.backend_id]
+
+
+def test_sweep_leaves_leased_runs_to_the_steal_protocol(store: SQLAlchemyStore) -> None:
+    plain_type(store, "leased", uses_lease=True)
+    t0 = datetime.now(UTC)
+    task, run = run_on(store, t0, 1, None, type="leased")
+    assert store.acquire_lease(run.backend_id, node="node-a", name="w1", tag="t1").granted
+    store.record_worker_sightings([WorkerSighting(W1, t0 - H, True, 2.0)])
+    sweep = store.sweep_silent_workers(now=t0 + H, apply=applier(store))
+    assert sweep.marked_offline == (W1,) and sweep.lost == ()
+    assert run_of(store, run).status is RunStatus.STARTED
+    assert task_of(store, task).owner_tag == "t1"
+
+
+# -- one-shot expiry ---------------------------------------------------------------
+
+
+def test_oneshot_tasks_past_their_max_delay_expire(store: SQLAlchemyStore, now: datetime) -> None:
+    task_type = plain_type(store)
+    late = oneshot(store, task_type, now - 10 * S, 1, max_delay=5 * S)
+    in_delay = oneshot(store, task_type, now - 10 * S, 2, max_delay=60 * S)
+    exact = oneshot(store, task_type, now - 10 * S, 3)  # max_delay 0: should start by T
+    future = oneshot(store, task_type, now + H, 4)
+    dispatched = oneshot(store, task_type, now - 10 * S, 5)
+    store.schedule_task_run(dispatched.id or 0, now=now - 10 * S)
+    recurring = adaptive_task(store, now - 2 * H, 6)  # overdue, but recurring
+    assert store.expire_oneshot_tasks(now=now, grace=11 * S) == []
+    expired = store.expire_oneshot_tasks(now=now, grace=6 * S)  # late is only 5 s over
+    assert [e.task.id for e in expired] == [exact.id]
+    assert expired[0].should_start_by == now - 10 * S
+    expired = store.expire_oneshot_tasks(now=now)
+    assert [e.task.id for e in expired] == [late.id]
+    assert expired[0].should_start_by == now - 5 * S
+    assert store.expire_oneshot_tasks(now=now) == []
+    for gone in (late, exact):
+        task = task_of(store, gone)
+        assert task.status is TaskStatus.DISABLED
+        [run] = store.get_task_runs(gone.id or 0)
+        assert run.status is RunStatus.CANCELLED and run.started is None
+        assert run.error and run.error.startswith("expired: ")
+        assert [h["event"] for h in run.history] == ["expired"]
+    for kept in (in_delay, future, recurring):
+        assert task_of(store, kept).status is TaskStatus.WAITING
+    assert task_of(store, dispatched).status is TaskStatus.SCHEDULED
+    # an operator may give it another chance: its slot is not the expired one
+    store.enable_tasks([exact.id or 0], now=now)
+    claimed = store.claim_ready_tasks(task_type.type, now=now, limit=10)
+    assert exact.id in [c.task_id for c in claimed]
+    with pytest.raises(InvalidInput, match="oneshot_expiry_grace"):
+        store.expire_oneshot_tasks(now=now, grace=-S)
+
+
+def test_a_failed_oneshot_awaiting_its_retry_does_not_expire(
+    store: SQLAlchemyStore, now: datetime
+) -> None:
+    task_type = plain_type(store, num_retries=2)
+    task = oneshot(store, task_type, now - H, 1)
+    run = store.schedule_task_run(task.id or 0, now=now - H)
+    store.start_task_run(run.backend_id, started=now - H, worker=W1)
+    store.end_task_run(
+        run.backend_id, status=RunStatus.FAILED, ended=now - H + S, apply=applier(store)
+    )
+    assert task_of(store, task).status is TaskStatus.WAITING
+    assert store.expire_oneshot_tasks(now=now + H) == []
+
+
+# -- the lock ------------------------------------------------------------------------
+
+
+def test_lock_is_held_by_one_holder_until_it_expires(store: SQLAlchemyStore, db_url: str) -> None:
+    other = SQLAlchemyStore.from_url(db_url)  # another process's connections
+    try:
+        first = store.acquire_lock("monitor", holder="a", ttl=S)
+        assert first.held and first.holder == "a"
+        assert first.expires_at is not None and first.expires_at > first.db_now
+        refused = other.acquire_lock("monitor", holder="b", ttl=S)
+        assert not refused.held and refused.holder == "a"
+        assert refused.expires_at == first.expires_at
+        renewed = store.acquire_lock("monitor", holder="a", ttl=S)
+        assert renewed.held and renewed.expires_at is not None
+        assert renewed.expires_at > first.expires_at
+        assert other.acquire_lock("other-lock", holder="b", ttl=S).held  # locks are named
+        # "a" stops renewing: "b" takes over once its time ran out, not before
+        wait_until(
+            lambda: other.acquire_lock("monitor", holder="b", ttl=S).held, 5, "b to take over"
+        )
+        taken = other.acquire_lock("monitor", holder="b", ttl=S)
+        assert taken.db_now >= renewed.expires_at
+        assert not store.acquire_lock("monitor", holder="a", ttl=S).held
+        assert not store.release_lock("monitor", holder="a")
+        assert other.release_lock("monitor", holder="b")
+        assert store.acquire_lock("monitor", holder="a", ttl=S).held  # at once
+        with pytest.raises(InvalidInput, match="lock_ttl"):
+            store.acquire_lock("monitor", holder="a", ttl=timedelta(0))
+    finally:
+        other.close()

@@ -31,6 +31,8 @@ from typing import Any
 from celery import Task, shared_task
 from kombu import Exchange, Producer, Queue
 
+from swh_like_scheduler.worker_base import ResultEventTask
+
 TASK_NAME = "swh_like_workers.notify.notify"
 
 #: message headers set on every notification
@@ -75,7 +77,7 @@ def target_queue(name: str) -> Queue:
     return Queue(name, exchange=Exchange(""), routing_key=name, durable=True)
 
 
-@shared_task(name=TASK_NAME, bind=True)
+@shared_task(name=TASK_NAME, bind=True, base=ResultEventTask)
 def notify(
     self: Task,
     queue: str,

@@ -12,6 +12,8 @@ from typing import Any
 
 from celery import Task, shared_task
 
+from swh_like_scheduler.worker_base import ResultEventTask
+
 TASK_NAME = "swh_like_workers.sleep.sleep"
 
 
@@ -19,7 +21,7 @@ class SimulatedFailure(RuntimeError):
     """Raised on purpose, at the rate asked for."""
 
 
-@shared_task(name=TASK_NAME, bind=True)
+@shared_task(name=TASK_NAME, bind=True, base=ResultEventTask)
 def sleep(
     self: Task,
     duration: float = 0.0,

@@ -33,6 +33,9 @@ Around the body, each delivery:
    (cancellation, blackout), ``timed_out`` (duration exceeded) or nothing
    (stolen: the monitor already ended it ``lost``), then re-raises
    :class:`LeaseStopped` so Celery records a failure.
+4. after a good return, sends the ``task-result`` event with the real return
+   value (:class:`~swh_like_scheduler.worker_base.ResultEventTask`): the
+   listener then finds the run already ended, unless the final write failed.
 
 On a warm shutdown (``worker_shutting_down``) the leases held by this
 process are yielded (:meth:`yield_lease`: run ``lost``, history ``yielded``,
@@ -60,7 +63,6 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, ClassVar
 
-from celery import Task
 from celery.exceptions import Ignore
 from celery.signals import worker_shutting_down
 
@@ -71,6 +73,7 @@ from ..model import RunStatus
 from ..policy import classify_result, max_allowed_duration, max_expected_duration
 from ..store import SQLAlchemyStore, open_store
 from ..store.interface import ApplyOutcome
+from ..worker_base import ResultEventTask
 from .protocol import LeaseGrant, PingAnswer
 
 logger = logging.getLogger(__name__)
@@ -189,7 +192,7 @@ def _yield_on_warm_shutdown(**_: Any) -> None:
             logger.exception("run %s: could not yield its lease", lease.backend_id)
 
 
-class LeasedTask(Task):
+class LeasedTask(ResultEventTask):
     """Celery base class of task types that use the lease (module doc)."""
 
     #: raise :class:`LeaseStopped` in the body's thread when it must stop
@@ -241,14 +244,17 @@ class LeasedTask(Task):
             daemon=True,
         )
         pinger.start()
+        started = time.monotonic()
         try:
-            return self._run_body(store, apply, lease, args, kwargs)
+            result = self._run_body(store, apply, lease, args, kwargs)
         finally:
             done.set()
             with _held_lock:
                 _held.pop(backend_id, None)
             self._local.lease = None
             pinger.join(timeout=5)
+        self.send_result_event(result, runtime=time.monotonic() - started)
+        return result
 
     def _run_body(
         self,

@@ -3,6 +3,11 @@
 Configured from the environment when imported by ``celery -A leaseapp``:
 ``LEASE_TEST_BROKER``, ``SWH_SCHEDULER_DB_URL``, ``LEASE_TEST_REDIS`` (where
 the tasks count what they did), ``LEASE_TEST_PING`` (seconds).
+
+Tasks: ``tests.lease.leased`` (a :class:`LeasedTask` that counts its
+executions, refusals and steps) and ``tests.lease.long_result`` (a plain
+:class:`ResultEventTask` whose return value is longer than the repr Celery
+puts in ``task-succeeded``, with its status at the end).
 """
 
 from __future__ import annotations
@@ -17,8 +22,12 @@ from celery import Celery
 from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.lease.protocol import LeaseGrant
 from swh_like_scheduler.lease.task import LeasedTask
+from swh_like_scheduler.worker_base import ResultEventTask
 
 TASK_NAME = "tests.lease.leased"
+LONG_RESULT_TASK = "tests.lease.long_result"
+#: longer than Celery's resultrepr_maxsize (1024): the status item is cut off
+LONG_PAD = 3000
 
 
 def executions_key(backend_id: str) -> str:
@@ -31,6 +40,14 @@ def refusals_key(backend_id: str) -> str:
 
 def steps_key(backend_id: str) -> str:
     return f"swh-test-lease:steps:{backend_id}"
+
+
+def attempts_key(token: str) -> str:
+    return f"swh-test-lease:attempts:{token}"
+
+
+def long_result(status: str) -> dict[str, Any]:
+    return {"pad": "x" * LONG_PAD, "status": status}
 
 
 def build(broker_url: str, db_url: str, redis_url: str, ping: float) -> Celery:
@@ -55,17 +72,30 @@ def build(broker_url: str, db_url: str, redis_url: str, ping: float) -> Celery:
 
     @app.task(name=TASK_NAME, base=CountingLeasedTask, bind=True)
     def leased(
-        self: LeasedTask, *args: Any, duration: float = 1.0, step: float = 0.05
+        self: LeasedTask,
+        *args: Any,
+        duration: float = 1.0,
+        step: float = 0.05,
+        token: str | None = None,
+        then: float | None = None,
     ) -> dict[str, Any]:
         """Count the execution, then work ``duration`` seconds in small steps,
-        counting them; never looks at ``should_stop`` (the hard stop must act)."""
+        counting them; never looks at ``should_stop`` (the hard stop must act).
+        With ``token`` and ``then``, runs after the first of that token work
+        ``then`` seconds instead."""
         backend_id = self.request.id
         counter.incr(executions_key(backend_id))
+        if token is not None and then is not None and counter.incr(attempts_key(token)) > 1:
+            duration = then
         end = time.monotonic() + duration
         while time.monotonic() < end:
             time.sleep(step)
             counter.incr(steps_key(backend_id))
         return {"status": "eventful"}
+
+    @app.task(name=LONG_RESULT_TASK, base=ResultEventTask, bind=True)
+    def long_result_task(self: ResultEventTask, status: str = "uneventful") -> dict[str, Any]:
+        return long_result(status)
 
     return app
 

@@ -1,0 +1,163 @@
+"""The Celery base class of our task types: it reports the real return value.
+
+Celery's ``task-succeeded`` event carries ``saferepr(return value)`` cut at
+``resultrepr_maxsize`` (1024 characters): the listener reads the outcome back
+from that text, which fails when the value is long (a ``status`` item past the
+cut is lost; what is left is a non-empty text, hence *eventful*). After the
+body returns, :class:`ResultEventTask` therefore sends a ``task-result`` event
+with the value itself, before Celery's own ``task-succeeded``; the listener records whichever end
+event comes first and ignores the other (:mod:`.listener.handler`)::
+
+    @shared_task(base=ResultEventTask, bind=True, name="...")
+    def check(self, url): ...
+
+Fields: ``uuid`` (the Celery task id, our run's ``backend_id``), ``result``,
+``runtime`` (seconds in the body), plus the usual ``hostname``/``timestamp``.
+A value whose JSON form is longer than :attr:`ResultEventTask.result_event_maxsize`
+is replaced by ``{"status": <its status>, "truncated": true}``, and a value that
+is not JSON by ``{"status": <its status>, "repr": "..."}`` (see
+:func:`event_result`): the event stays small and the outcome right.
+
+The event is sent only when the worker sends task events (``-E``, the
+``worker_send_task_events`` setting, or ``enable_events`` sent by remote
+control: seen in the worker's main process only, so a ``prefork`` child
+follows ``-E``) and the task's ``send_events`` is true; never when the body
+raised, and never for a delivery that did not run the body (a refused lease).
+A failure to send is logged, not raised: the ``task-succeeded`` event remains.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import weakref
+from typing import Any
+
+from celery import Task
+from celery.signals import worker_init
+from celery.utils.saferepr import saferepr
+
+from .exceptions import InvalidInput
+from .listener.events import jsonable
+from .policy import classify_result
+
+logger = logging.getLogger(__name__)
+
+#: The event type the listener reads the real return value from.
+RESULT_EVENT = "task-result"
+
+#: Worker controllers of this process by hostname, with the pid that made them
+#: (a prefork child holds a copy whose consumer it does not run).
+_workers: dict[str, tuple[int, weakref.ref[Any]]] = {}
+_workers_lock = threading.Lock()
+
+
+@worker_init.connect
+def _remember_worker(sender: Any = None, **_: Any) -> None:
+    hostname = getattr(sender, "hostname", None)
+    if isinstance(hostname, str):
+        with _workers_lock:
+            _workers[hostname] = (os.getpid(), weakref.ref(sender))
+
+
+def _worker_of(task: Task) -> tuple[Any, bool]:
+    """The worker controller executing ``task`` (``None`` if unknown) and
+    whether this process is the one running its consumer."""
+    hostname = task.request.hostname
+    with _workers_lock:
+        found = _workers.get(hostname) if isinstance(hostname, str) else None
+    if found is None:
+        return None, False
+    return found[1](), found[0] == os.getpid()
+
+
+def _live_dispatcher(worker: Any) -> Any:
+    consumer = getattr(worker, "consumer", None)
+    return getattr(consumer, "event_dispatcher", None)
+
+
+def _dispatcher_sends_task_events(dispatcher: Any) -> bool:
+    groups = dispatcher.groups
+    return bool(dispatcher.enabled) and (not groups or "task" in groups)
+
+
+def task_events_enabled(task: Task) -> bool:
+    """Whether the worker executing ``task`` now sends task events."""
+    if not getattr(task, "send_events", True):
+        return False
+    worker, main_process = _worker_of(task)
+    if worker is None:
+        return bool(task.app.conf.worker_send_task_events)
+    dispatcher = _live_dispatcher(worker)
+    if main_process and dispatcher is not None:
+        # the live state: follows enable_events / disable_events
+        return _dispatcher_sends_task_events(dispatcher)
+    return bool(getattr(worker, "task_events", False))
+
+
+def event_result(value: Any, maxsize: int) -> Any:
+    """What a ``task-result`` event carries for the return value ``value``:
+    the value itself when it is JSON of at most ``maxsize`` characters, else
+    a mapping with the status the value stands for and ``truncated: true``
+    (too long) or its ``repr`` (not JSON: sets, bytes, dates, ...)."""
+    try:
+        size = len(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError):
+        size = None
+    if size is not None and size <= maxsize:
+        return value
+    try:
+        status: Any = classify_result(value).value
+    except InvalidInput:  # a mapping with an unknown status: the listener says so
+        status = jsonable(value["status"])
+    if size is None:
+        return {"status": status, "repr": saferepr(value, maxlen=min(maxsize, 2000))}
+    return {"status": status, "truncated": True}
+
+
+class ResultEventTask(Task):
+    """Celery base class that sends ``task-result`` (module doc)."""
+
+    #: longest JSON text of a return value sent as it is
+    result_event_maxsize: int = 64 * 1024
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.request.id is None or self.request.called_directly:
+            return super().__call__(*args, **kwargs)
+        started = time.monotonic()
+        result = self.run(*args, **kwargs)
+        self.send_result_event(result, runtime=time.monotonic() - started)
+        return result
+
+    def send_result_event(self, result: Any, *, runtime: float | None = None) -> None:
+        """Send ``task-result`` for the current request (when events are on).
+
+        In the worker's main process (``solo`` and ``threads`` pools) the
+        event goes through the worker's own event dispatcher, the channel
+        Celery's ``task-succeeded`` takes next: the broker keeps them in
+        order. A ``prefork`` child publishes it on a connection of its own
+        before handing the return value to its parent, which then sends
+        ``task-succeeded``.
+        """
+        if self.request.id is None or not task_events_enabled(self):
+            return
+        fields: dict[str, Any] = {"result": event_result(result, self.result_event_maxsize)}
+        if runtime is not None:
+            fields["runtime"] = runtime
+        worker, main_process = _worker_of(self)
+        dispatcher = _live_dispatcher(worker) if main_process else None
+        try:
+            if dispatcher is not None:
+                dispatcher.send(RESULT_EVENT, uuid=self.request.id, **fields)
+            else:
+                self.send_event(RESULT_EVENT, **fields)
+        except Exception:  # the task-succeeded event remains
+            logger.warning(
+                "run %s: could not send its result event", self.request.id, exc_info=True
+            )
+
+
+__all__ = ["RESULT_EVENT", "ResultEventTask", "event_result", "task_events_enabled"]

@@ -426,7 +426,10 @@ class Claimed:
     dont_run_on_nodes: tuple[str, ...] = ()
 
 
-_RUN_NAMESPACE = uuid.UUID("6f1f7d2e-8a55-4c1e-9a43-2f3f0c9b6d11")
+#: Namespace of :func:`run_backend_id` (the store computes the same id in SQL).
+RUN_NAMESPACE = uuid.UUID("6f1f7d2e-8a55-4c1e-9a43-2f3f0c9b6d11")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def run_backend_id(task_id: int, slot: datetime) -> str:
@@ -434,6 +437,10 @@ def run_backend_id(task_id: int, slot: datetime) -> str:
 
     Derived from the task id and the slot only, so re-publishing the run's
     message reuses the same id and a duplicate delivery can be recognised.
+    It is the name-based (MD5, version 3) UUID of ``"<task id>@<slot in
+    microseconds since the epoch>"`` in :data:`RUN_NAMESPACE`: integers
+    only, so that the PostgreSQL store can compute the very same id inside
+    its claim statement.
     """
-    instant = slot.astimezone(UTC).isoformat(timespec="microseconds")
-    return str(uuid.uuid5(_RUN_NAMESPACE, f"{task_id}@{instant}"))
+    micros = (slot - _EPOCH) // _MICROSECOND
+    return str(uuid.uuid3(RUN_NAMESPACE, f"{task_id}@{micros}"))

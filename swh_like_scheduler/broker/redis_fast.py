@@ -7,8 +7,8 @@ its priority step, ``<queue>\\x06\\x16<step>``); a worker pops from the other
 end, so the order of a batch is kept.  Going through ``Producer.publish``
 costs about 40 µs per message in Python layers (double routing, one
 ``LPUSH`` per message); here every envelope is built with the channel's own
-helpers (body codec, priority steps, delivery tags) and kombu's JSON
-encoder, and up to :data:`VALUES_PER_COMMAND` envelopes travel in one
+helpers (body codec, priority steps) and kombu's JSON encoder (delivery
+tags: see :func:`delivery_tags`), and up to :data:`VALUES_PER_COMMAND` envelopes travel in one
 ``LPUSH``, so the bytes a worker reads are the ones kombu would have
 written.
 
@@ -21,13 +21,15 @@ twice).  :func:`usable` checks these.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import itertools
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from celery import signals
 from kombu import serialization
 from kombu.transport.redis import Channel as RedisChannel
-from kombu.utils.json import dumps as json_dumps
+from kombu.utils.json import JSONEncoder
 
 from swh_like_scheduler.broker.message import Message
 from swh_like_scheduler.broker.routing import Route
@@ -43,7 +45,6 @@ _CHANNEL_HELPERS = (
     "body_encoding",
     "_q_for_pri",
     "_get_message_priority",
-    "_next_delivery_tag",
     "_expires",
     "conn_or_acquire",
     "supports_batch_publish",
@@ -64,6 +65,22 @@ def usable(channel: Any, routes: Iterable[Route], compression: str | None) -> bo
     return all(route.exchange == "" and route.name not in expires for route in routes)
 
 
+#: kombu's JSON encoding (``kombu.utils.json.dumps`` builds this encoder
+#: anew for every call; the encoder keeps no state between calls)
+_encode_json = JSONEncoder().encode
+
+
+def delivery_tags() -> Iterator[str]:
+    """Unique delivery tags shaped like kombu's (a UUID string).
+
+    kombu draws a fresh ``uuid4`` per message, a system call each; here one
+    random UUID per batch keeps its first 80 bits and a counter fills the
+    last 48, so tags stay unique among the messages in flight (the only use
+    the Redis transport makes of them, as keys of its unacked index)."""
+    head = str(uuid.uuid4())[:24]
+    return (f"{head}{n:012x}" for n in itertools.count())
+
+
 class _Envelopes:
     """Builds envelopes and groups them per Redis key, keeping their order."""
 
@@ -79,6 +96,7 @@ class _Envelopes:
         self.routes = routes
         self.serializer = serializer
         self._keys: dict[tuple[str, int | None], str] = {}
+        self.tags = delivery_tags()
 
     def key(self, queue: str, priority: int | None) -> str:
         """The Redis list a message of ``queue`` with ``priority`` goes to."""
@@ -96,11 +114,12 @@ class _Envelopes:
         channel = self.channel
         encode_body = channel.encode_body
         body_encoding = channel.body_encoding
-        next_tag = channel._next_delivery_tag
+        next_tag = self.tags.__next__
         build = self.builder.build
         dumps = serialization.dumps
         serializer = self.serializer
         routes = self.routes
+        encode_json = _encode_json
         groups: list[tuple[str, list[str]]] = []
         current_key = ""
         current: list[str] = []
@@ -126,7 +145,7 @@ class _Envelopes:
             if key != current_key or len(current) >= VALUES_PER_COMMAND:
                 current_key, current = key, []
                 groups.append((key, current))
-            current.append(json_dumps(envelope))
+            current.append(encode_json(envelope))
         return groups
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from celery import Celery
 
 from ..broker import BrokerError, Message, PublishError, publish_batch, queue_depths
+from ..broker.connection import open_connection
 from ..exceptions import SchedulerError
 from ..model import Claimed, Priority, TaskType
 from ..store import SchedulerStore
@@ -140,6 +141,25 @@ def tick(
     later = [ready for ready in upcoming.values() if ready is not None and ready > now]
     if not due:
         return PassReport(now=now, next_ready=min(later, default=None))
+    # one broker connection for the whole pass (depths, then every chunk)
+    owned = open_connection(app) if connection is None else None
+    try:
+        return _serve(store, app, now, due, later, priorities, connection or owned, workers)
+    finally:
+        if owned is not None:
+            owned.release()
+
+
+def _serve(
+    store: SchedulerStore,
+    app: Celery,
+    now: datetime,
+    due: list[TaskType],
+    later: list[datetime],
+    priorities: Sequence[Priority] | None,
+    connection: Any,
+    workers: LiveWorkers | None,
+) -> PassReport:
     try:
         depths = queue_depths(app, sorted({t.effective_queue for t in due}), connection=connection)
     except BrokerError as error:

@@ -46,7 +46,11 @@ def normalise_url(url: str | sa.URL) -> sa.URL:
 def capabilities_of(engine: sa.Engine) -> Capabilities:
     if engine.dialect.name == "postgresql":
         return Capabilities(
-            skip_locked=True, concurrent_writers=True, id_sequences=True, notifications=True
+            skip_locked=True,
+            concurrent_writers=True,
+            id_sequences=True,
+            notifications=True,
+            writable_ctes=True,
         )
     return Capabilities(
         skip_locked=False, concurrent_writers=False, id_sequences=False, notifications=False

@@ -76,6 +76,9 @@ class Capabilities:
     id_sequences: bool
     #: Writers announce new ready tasks on :data:`READY_CHANNEL` (LISTEN/NOTIFY).
     notifications: bool
+    #: Data-modifying statements inside ``WITH``: a claim marks its tasks and
+    #: inserts their runs in one statement (one round trip).
+    writable_ctes: bool = False
 
 
 @runtime_checkable

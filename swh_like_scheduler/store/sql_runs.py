@@ -32,6 +32,7 @@ from .interface import (
     ApplyOutcome,
 )
 from .sql_base import SQLBase
+from .sql_claim import SPARSE_FACTOR, claim_statement, probe_statement
 from .tables import task as task_t
 from .tables import task_run as run_t
 
@@ -60,6 +61,20 @@ class RunMethods(SQLBase):
         wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
         claimed: list[Claimed] = []
         with self._write("claim ready tasks") as conn:
+            if self._capabilities.writable_ctes:
+                classes = [p for p in PRIORITY_ORDER if p in wanted]
+                bound = limit * SPARSE_FACTOR
+                counts = conn.execute(probe_statement(task_type, classes, now, bound)).one()
+                sparse = {p for p, n in zip(classes, counts, strict=True) if n < bound}
+                statement = claim_statement(
+                    task_type, classes, now, limit, self._runnable_on(nodes), sparse
+                )
+                return [
+                    _claim(task_id, slot, deadline, backend_id, arguments, banned)
+                    for task_id, slot, deadline, arguments, banned, backend_id in conn.execute(
+                        statement
+                    )
+                ]
             for priority in PRIORITY_ORDER:
                 if priority in wanted and len(claimed) < limit:
                     claimed.extend(
@@ -127,24 +142,9 @@ class RunMethods(SQLBase):
         return sa.or_(unconstrained, *allowed)
 
     def _insert_runs(self, conn: sa.Connection, claimed: list[Claimed], now: datetime) -> None:
-        """Create the ``scheduled`` runs of claimed tasks (caller's transaction):
-        PostgreSQL's ``COPY`` when available, else a batched insert."""
+        """Create the ``scheduled`` runs of claimed tasks (caller's transaction)
+        where the claim statement could not (no writable CTEs)."""
         if not claimed:
-            return
-        if self.engine.dialect.name == "postgresql":
-            driver = conn.connection.driver_connection
-            assert driver is not None
-            with (
-                driver.cursor() as cursor,
-                cursor.copy(
-                    "COPY task_run (task_id, backend_id, slot, scheduled, status, history) "
-                    "FROM STDIN"
-                ) as copy,
-            ):
-                for c in claimed:
-                    copy.write_row(
-                        (c.task_id, c.backend_id, c.slot, now, RunStatus.SCHEDULED.value, "[]")
-                    )
             return
         conn.execute(
             sa.insert(run_t),

@@ -290,13 +290,22 @@ class TaskMethods(SQLBase):
     def next_ready_time(
         self, task_type: str, *, priorities: Sequence[Priority] | None = None
     ) -> datetime | None:
-        query = sa.select(sa.func.min(task_t.c.next_run)).where(
-            task_t.c.type == task_type, task_t.c.status == TaskStatus.WAITING.value
-        )
-        if priorities:
-            query = query.where(task_t.c.priority.in_([Priority(p).value for p in priorities]))
+        # one index probe per class (ix_task_ready is per type and class)
+        wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
+        earliest = [
+            sa.select(sa.func.min(task_t.c.next_run))
+            .where(
+                task_t.c.type == task_type,
+                task_t.c.status == TaskStatus.WAITING.value,
+                task_t.c.priority == priority.value,
+            )
+            .scalar_subquery()
+            for priority in PRIORITY_ORDER
+            if priority in wanted
+        ]
         with self._read("next ready time") as conn:
-            return conn.scalar(query)  # min() keeps the column's type: aware UTC
+            found = conn.execute(sa.select(*earliest)).one()
+        return min((t for t in found if t is not None), default=None)
 
     def list_pending(
         self,

@@ -95,6 +95,8 @@ task_type = sa.Table(
 
 TASK_LIVE_STATUSES = [TaskStatus.WAITING.value, TaskStatus.SCHEDULED.value]
 
+_ONESHOT_FINISHED = "schedule_kind = 'oneshot' AND status IN ('completed', 'disabled', 'cancelled')"
+
 task = sa.Table(
     "task",
     metadata,
@@ -145,20 +147,24 @@ task = sa.Table(
     sa.CheckConstraint(_in("priority", _enum_values(Priority)), name="priority"),
     sa.CheckConstraint("retries_left >= 0", name="retries_left"),
     sa.CheckConstraint("failure_count >= 0", name="failure_count"),
-    # waiting tasks of a type by can_start_by: which tasks are ready now
+    # waiting tasks of a type and class by can_start_by: which are ready now
+    # (one index range, however many tasks are not due yet)
     sa.Index(
         "ix_task_ready",
         "type",
+        "priority",
         "next_run",
         postgresql_where=sa.text("status = 'waiting'"),
         sqlite_where=sa.text("status = 'waiting'"),
     ),
-    # waiting tasks of a type and class by should_start_by: the dispatch order
+    # waiting tasks of a type and class by should_start_by, then id: the
+    # dispatch order, read in order (a claim never sorts the ready tasks)
     sa.Index(
         "ix_task_dispatch_order",
         "type",
         "priority",
         "deadline",
+        "id",
         postgresql_where=sa.text("status = 'waiting'"),
         sqlite_where=sa.text("status = 'waiting'"),
     ),
@@ -174,6 +180,26 @@ task = sa.Table(
         unique=True,
         postgresql_where=sa.text("key IS NULL AND status IN ('waiting', 'scheduled')"),
         sqlite_where=sa.text("key IS NULL AND status IN ('waiting', 'scheduled')"),
+    ),
+    # leases the steal step watches (owned tasks only)
+    sa.Index(
+        "ix_task_owned",
+        "owner_last_ping_at",
+        postgresql_where=sa.text("owner_tag IS NOT NULL"),
+        sqlite_where=sa.text("owner_tag IS NOT NULL"),
+    ),
+    # one-shot tasks the expiry and the retention duties look at
+    sa.Index(
+        "ix_task_oneshot_waiting",
+        "next_run",
+        postgresql_where=sa.text("schedule_kind = 'oneshot' AND status = 'waiting'"),
+        sqlite_where=sa.text("schedule_kind = 'oneshot' AND status = 'waiting'"),
+    ),
+    sa.Index(
+        "ix_task_oneshot_finished",
+        "updated_at",
+        postgresql_where=sa.text(_ONESHOT_FINISHED),
+        sqlite_where=sa.text(_ONESHOT_FINISHED),
     ),
 )
 

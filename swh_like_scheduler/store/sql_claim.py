@@ -1,0 +1,200 @@
+"""The PostgreSQL claim: pick, mark and create runs in one statement.
+
+Shape of the statement (one round trip whatever the number of classes)::
+
+    WITH picked_high AS (SELECT id, 0 AS rank FROM task WHERE <ready, high>
+                         ORDER BY deadline, id LIMIT n FOR UPDATE SKIP LOCKED),
+         picked_normal AS (... LIMIT n - (SELECT count(*) FROM picked_high) ...),
+         picked_low AS (... LIMIT n - <both counts> ...),
+         picked AS (SELECT * FROM picked_high UNION ALL ... ),
+         updated AS (UPDATE task SET status = 'scheduled', updated_at = :now
+                     FROM picked WHERE task.id = picked.id
+                     RETURNING task.id, picked.rank, ..., <md5 of the run's name>),
+         claimed AS (SELECT ..., <backend id from the md5> FROM updated),
+         runs AS (INSERT INTO task_run (...) SELECT ... FROM claimed)
+    SELECT ... FROM claimed ORDER BY rank, deadline, id
+
+Each class keeps its own index scan (``ix_task_dispatch_order``) and stops
+at the rows it needs, so the cost does not grow with the number of ready
+tasks. The run's ``backend_id`` is computed by :func:`backend_id_sql`, the
+SQL twin of :func:`~swh_like_scheduler.model.run_backend_id`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from ..model import RUN_NAMESPACE, Priority, RunStatus, TaskStatus
+from .tables import UTCDateTime
+from .tables import task as task_t
+from .tables import task_run as run_t
+
+
+def backend_id_sql(task_id: sa.ColumnElement[Any], slot: sa.ColumnElement[Any]) -> Any:
+    """``run_backend_id(task_id, slot)`` in PostgreSQL: the version-3 UUID
+    (MD5 of the namespace's bytes and ``"<id>@<slot µs since epoch>"``)."""
+    return uuid3_text(name_digest(task_id, slot))
+
+
+def name_digest(task_id: sa.ColumnElement[Any], slot: sa.ColumnElement[Any]) -> Any:
+    """The MD5 (hex) of a run's UUID name, before the version bits are set."""
+    micros = sa.cast(sa.extract("epoch", slot) * 1_000_000, sa.BigInteger)
+    name = sa.cast(task_id, sa.Text) + "@" + sa.cast(micros, sa.Text)
+    namespace = sa.func.decode(RUN_NAMESPACE.hex, "hex")
+    return sa.func.md5(namespace.op("||")(sa.func.convert_to(name, "UTF8")))
+
+
+def uuid3_text(digest: Any) -> Any:
+    """The UUID text of an MD5 hex digest with the version-3 bits set:
+    hex digit 13 is the version (3), digit 17 carries the variant (10xx)."""
+    variant_digit = sa.func.substr(
+        "89ab",
+        sa.cast(sa.literal("x") + sa.func.substr(digest, 17, 1), postgresql.BIT(4))
+        .cast(sa.Integer)
+        .op("&")(3)
+        + 1,
+        1,
+    )
+    hex_text = (
+        sa.func.substr(digest, 1, 12)
+        + "3"
+        + sa.func.substr(digest, 14, 3)
+        + variant_digit
+        + sa.func.substr(digest, 18)
+    )
+    return sa.cast(sa.cast(hex_text, postgresql.UUID), sa.Text)
+
+
+#: A class with fewer ready tasks than this many times a claim's limit is
+#: claimed from its ready set (one range of ``ix_task_ready``, then a sort);
+#: a class with more, by walking ``ix_task_dispatch_order`` until the limit
+#: is reached. Either way a claim reads a bounded number of index entries:
+#: walking the dispatch order when few tasks are due would read every task
+#: not due yet (seconds on a table of millions).
+SPARSE_FACTOR = 10
+
+
+def _ready(task_type: str, priority: Priority, now: datetime) -> list[sa.ColumnElement[bool]]:
+    return [
+        task_t.c.type == task_type,
+        task_t.c.status == TaskStatus.WAITING.value,
+        task_t.c.priority == priority.value,
+        task_t.c.next_run <= now,
+    ]
+
+
+def probe_statement(
+    task_type: str, classes: Sequence[Priority], now: datetime, bound: int
+) -> sa.Select[Any]:
+    """One row: per class, the number of ready tasks, counted up to ``bound``."""
+    return sa.select(
+        *(
+            sa.select(sa.func.count())
+            .select_from(
+                sa.select(task_t.c.id).where(*_ready(task_type, p, now)).limit(bound).subquery()
+            )
+            .scalar_subquery()
+            for p in classes
+        )
+    )
+
+
+def claim_statement(
+    task_type: str,
+    classes: Sequence[Priority],
+    now: datetime,
+    limit: int,
+    runnable: sa.ColumnElement[bool],
+    sparse: Collection[Priority] = (),
+) -> sa.Select[Any]:
+    """The statement above: its rows are ``(id, next_run, deadline,
+    arguments, dont_run_on_nodes, backend_id)`` in dispatch order. The
+    classes in ``sparse`` (few ready tasks, see :data:`SPARSE_FACTOR`) are
+    picked from their materialised ready set."""
+    picks: list[sa.CTE] = []
+    for rank, priority in enumerate(classes):
+        taken = [sa.select(sa.func.count()).select_from(p).scalar_subquery() for p in picks]
+        remaining: Any = sa.literal(limit) - sum(taken) if taken else limit
+        ready = [*_ready(task_type, priority, now), runnable]
+        pick = sa.select(task_t.c.id, sa.literal(rank, sa.Integer).label("rank"))
+        if priority in sparse:
+            # all of the class's ready tasks (fewer than the bound, the probe
+            # said): ordered and limited so that the plan is a bounded range
+            # scan of ix_task_ready even when the statistics are stale
+            due = (
+                sa.select(task_t.c.id, task_t.c.deadline)
+                .where(*ready)
+                .order_by(task_t.c.next_run)
+                .limit(limit * SPARSE_FACTOR)
+                .cte(f"due_{priority.value}")
+                .prefix_with("MATERIALIZED")
+            )
+            # the order comes from the materialised rows, so no plan can walk
+            # the dispatch order; the conditions are checked again on the
+            # locked row (another runner may have claimed it meanwhile)
+            pick = (
+                pick.join(due, due.c.id == task_t.c.id)
+                .where(*ready)
+                .order_by(due.c.deadline, due.c.id)
+                .with_for_update(of=task_t, skip_locked=True)
+            )
+        else:
+            pick = (
+                pick.where(*ready)
+                .order_by(task_t.c.deadline, task_t.c.id)
+                .with_for_update(skip_locked=True)
+            )
+        picks.append(pick.limit(remaining).cte(f"picked_{priority.value}"))
+    picked = sa.union_all(*(sa.select(p.c.id, p.c.rank) for p in picks)).cte("picked")
+    updated = (
+        sa.update(task_t)
+        .where(task_t.c.id == picked.c.id)
+        .values(status=TaskStatus.SCHEDULED.value, updated_at=now)
+        .returning(
+            task_t.c.id,
+            picked.c.rank,
+            task_t.c.next_run,
+            task_t.c.deadline,
+            task_t.c.arguments,
+            task_t.c.dont_run_on_nodes,
+            name_digest(task_t.c.id, task_t.c.next_run).label("digest"),
+        )
+        .cte("updated")
+    )
+    # the digest is computed once per row, its UUID text from the column
+    claimed = sa.select(
+        *(c for c in updated.c if c.name != "digest"),
+        uuid3_text(updated.c.digest).label("backend_id"),
+    ).cte("claimed")
+    runs = (
+        sa.insert(run_t)
+        .from_select(
+            ["task_id", "backend_id", "slot", "scheduled", "status", "history"],
+            sa.select(
+                claimed.c.id,
+                claimed.c.backend_id,
+                claimed.c.next_run,
+                sa.literal(now, UTCDateTime),
+                sa.literal(RunStatus.SCHEDULED.value),
+                sa.cast(sa.literal("[]"), postgresql.JSONB),
+            ),
+        )
+        .cte("runs")
+    )
+    return (
+        sa.select(
+            claimed.c.id,
+            claimed.c.next_run,
+            claimed.c.deadline,
+            claimed.c.arguments,
+            claimed.c.dont_run_on_nodes,
+            claimed.c.backend_id,
+        )
+        .add_cte(runs)
+        .order_by(claimed.c.rank, claimed.c.deadline, claimed.c.id)
+    )

@@ -104,6 +104,13 @@ def probe_statement(
     )
 
 
+def blackouts_or_null(column: sa.ColumnElement[Any]) -> Any:
+    """A task's blackout periods, NULL when it has none (most tasks: nothing
+    to decode for them)."""
+    empty = sa.cast(sa.literal("[]"), postgresql.JSONB)
+    return sa.case((column == empty, sa.null()), else_=column)
+
+
 def claim_statement(
     task_type: str,
     classes: Sequence[Priority],
@@ -113,7 +120,8 @@ def claim_statement(
     sparse: Collection[Priority] = (),
 ) -> sa.Select[Any]:
     """The statement above: its rows are ``(id, next_run, deadline,
-    arguments, dont_run_on_nodes, backend_id)`` in dispatch order. The
+    arguments, dont_run_on_nodes, backend_id, tz, blackouts)`` in dispatch
+    order (``blackouts``: the task's blackout periods, NULL when it has none). The
     classes in ``sparse`` (few ready tasks, see :data:`SPARSE_FACTOR`) are
     picked from their materialised ready set."""
     picks: list[sa.CTE] = []
@@ -163,6 +171,8 @@ def claim_statement(
             task_t.c.arguments,
             task_t.c.dont_run_on_nodes,
             name_digest(task_t.c.id, task_t.c.next_run).label("digest"),
+            task_t.c.tz,
+            blackouts_or_null(task_t.c.blackout_periods).label("blackouts"),
         )
         .cte("updated")
     )
@@ -194,6 +204,8 @@ def claim_statement(
             claimed.c.arguments,
             claimed.c.dont_run_on_nodes,
             claimed.c.backend_id,
+            claimed.c.tz,
+            claimed.c.blackouts,
         )
         .add_cte(runs)
         .order_by(claimed.c.rank, claimed.c.deadline, claimed.c.id)

@@ -18,6 +18,7 @@ from ..exceptions import (
 from ..model import (
     OPEN_RUN_STATUSES,
     PRIORITY_ORDER,
+    BlackoutPeriod,
     Claimed,
     Priority,
     RunStatus,
@@ -27,6 +28,7 @@ from ..model import (
     final_run_status,
     run_backend_id,
 )
+from ..policy import leave_blackouts, window_at
 from . import rows
 from .interface import (
     ApplyOutcome,
@@ -69,10 +71,11 @@ class RunMethods(SQLBase):
                 statement = claim_statement(
                     task_type, classes, now, limit, self._runnable_on(nodes), sparse
                 )
+                found = conn.execute(statement).all()
                 return [
                     _claim(task_id, slot, deadline, backend_id, arguments, banned)
-                    for task_id, slot, deadline, arguments, banned, backend_id in conn.execute(
-                        statement
+                    for task_id, slot, deadline, arguments, banned, backend_id, *_ in (
+                        self._outside_blackouts(conn, found, now)
                     )
                 ]
             for priority in PRIORITY_ORDER:
@@ -84,6 +87,36 @@ class RunMethods(SQLBase):
                     )
             self._insert_runs(conn, claimed, now)
         return claimed
+
+    def _outside_blackouts(
+        self, conn: sa.Connection, found: Sequence[Sequence[Any]], now: datetime
+    ) -> list[Sequence[Any]]:
+        """The claimed rows whose task is free to run at ``now``.
+
+        A task inside one of its blackout windows (added after its next_run
+        was computed, or begun while it waited for capacity) is put back:
+        waiting, next_run at the window's end, and the run just created for
+        it is deleted. Rows end with ``(backend_id, tz, blackouts)``."""
+        if not any(row[-1] for row in found):  # the common case: no blackouts at all
+            return list(found)
+        kept: list[Sequence[Any]] = []
+        for row in found:
+            backend_id, tz, blackouts = row[-3:]
+            periods = [BlackoutPeriod.parse(b) for b in blackouts or ()]
+            if not periods or window_at(periods, tz, now) is None:
+                kept.append(row)
+                continue
+            conn.execute(sa.delete(run_t).where(run_t.c.backend_id == backend_id))
+            conn.execute(
+                sa.update(task_t)
+                .where(task_t.c.id == row[0])
+                .values(
+                    status=TaskStatus.WAITING.value,
+                    next_run=leave_blackouts(periods, tz, now),
+                    updated_at=now,
+                )
+            )
+        return kept
 
     def _claim_class(
         self,
@@ -113,12 +146,19 @@ class RunMethods(SQLBase):
                 task_t.c.deadline,
                 task_t.c.arguments,
                 task_t.c.dont_run_on_nodes,
+                task_t.c.tz,
+                task_t.c.blackout_periods,
             )
         )
         found = sorted(conn.execute(statement).all(), key=lambda r: (r[2], r[0]))
+        # the rows as the one-statement claim returns them (the runs are
+        # inserted afterwards, for the tasks kept)
+        shaped = [(*r[:5], run_backend_id(r[0], r[1]), *r[5:]) for r in found]
         return [
-            _claim(task_id, slot, deadline, run_backend_id(task_id, slot), arguments, banned)
-            for task_id, slot, deadline, arguments, banned in found
+            _claim(task_id, slot, deadline, backend_id, arguments, banned)
+            for task_id, slot, deadline, arguments, banned, backend_id, *_ in (
+                self._outside_blackouts(conn, shaped, now)
+            )
         ]
 
     def _runnable_on(self, nodes: Sequence[str] | None) -> sa.ColumnElement[bool]:

@@ -39,6 +39,9 @@ from .tables import task as task_t
 from .tables import task_run as run_t
 from .tables import task_type as type_t
 
+#: Imports creating at least this many tasks refresh the planner's statistics.
+ANALYZE_AFTER = 10_000
+
 
 class TaskMethods(SQLBase):
     """Task types, task creation (idempotent), queries and status changes."""
@@ -106,6 +109,11 @@ class TaskMethods(SQLBase):
                 existing += len(batch) - fresh
                 if progress is not None:
                     progress(created, existing)
+        if created >= ANALYZE_AFTER and self._bound is None:
+            # fresh statistics at once (autovacuum may take a while): the
+            # claim's plan depends on how many tasks the planner thinks are ready
+            with self._write("analyze tasks") as conn:
+                conn.execute(sa.text("ANALYZE task"))
         return ImportSummary(created=created, existing=existing)
 
     def _create_batch(

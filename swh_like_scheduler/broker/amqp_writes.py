@@ -11,10 +11,13 @@ end.  Transports other than py-amqp get a plain no-op context.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
+from amqp import spec
+from amqp.channel import Channel as AmqpChannel
 from kombu import Connection
 
 
@@ -59,3 +62,47 @@ def coalesced_writes(connection: Connection) -> Iterator[None]:
         raw.frame_writer = original
     if buffer.chunks:
         raw.transport.write(b"".join(buffer.chunks))
+
+
+@contextmanager
+def lean_publishes(channel: Any) -> Iterator[None]:
+    """Within the block, ``basic.publish`` on a py-amqp ``channel`` skips
+    the checks py-amqp makes before every message, made once here instead.
+
+    Before each publish py-amqp polls the socket for a ``connection.blocked``
+    notice (a non-blocking read) and sets the socket's timeout around the
+    write: about a third of the time of a publish, for writes that
+    :func:`coalesced_writes` buffers anyway.  Here the poll happens once at
+    the start of the block and each message goes straight to py-amqp's
+    ``send_method`` with the arguments ``basic_publish`` would use, so the
+    frames are the same.  Channels in confirm mode (whose publish waits for
+    the broker's acknowledgement) and other transports are left alone.
+    """
+    publish = getattr(channel, "basic_publish", None)
+    if getattr(publish, "__func__", None) is not AmqpChannel._basic_publish:
+        yield
+        return
+    connection = channel.connection
+    if connection.client_properties.get("capabilities", {}).get("connection.blocked", False):
+        with suppress(socket.timeout):
+            connection.drain_events(timeout=0)
+    send_method = channel.send_method
+    method = spec.Basic.Publish
+
+    def lean_publish(
+        msg: Any,
+        exchange: str = "",
+        routing_key: str = "",
+        mandatory: bool = False,
+        immediate: bool = False,
+        timeout: float | None = None,
+        confirm_timeout: float | None = None,  # not in confirm mode: unused
+        argsig: str = "Bssbb",
+    ) -> Any:
+        return send_method(method, argsig, (0, exchange, routing_key, mandatory, immediate), msg)
+
+    channel.basic_publish = lean_publish
+    try:
+        yield
+    finally:
+        del channel.basic_publish  # the class's method again

@@ -30,7 +30,7 @@ from celery import Celery, signals
 from kombu import Connection, Producer
 
 from swh_like_scheduler.broker import redis_fast
-from swh_like_scheduler.broker.amqp_writes import coalesced_writes
+from swh_like_scheduler.broker.amqp_writes import coalesced_writes, lean_publishes
 from swh_like_scheduler.broker.connection import connection_scope, describe, error_text
 from swh_like_scheduler.broker.errors import PublishError
 from swh_like_scheduler.broker.message import Message
@@ -125,7 +125,7 @@ def _publish_with_producer(
     for start in range(0, len(messages), MESSAGES_PER_CHECK):
         chunk = messages[start : start + MESSAGES_PER_CHECK]
         scope = producer.batch(max_size=MESSAGES_PER_CHECK * 2) if batching else nullcontext()
-        with coalesced_writes(connection), scope:
+        with coalesced_writes(connection), lean_publishes(channel), scope:
             _send_chunk(producer, builder, chunk, routes, serializer, compression, before, after)
         if check:
             # AMQP methods of a channel are processed in order: once this

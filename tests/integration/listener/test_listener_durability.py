@@ -36,6 +36,10 @@ pytestmark = [
 ]
 
 
+#: runs that end while the first listener runs or after it stopped
+RUNS = 500
+
+
 def slow(tasks: list[Task], duration: float) -> list[Task]:
     return [t.updated(kwargs={**t.kwargs, "duration": duration}) for t in tasks]
 
@@ -49,25 +53,26 @@ def test_runs_ending_while_the_listener_is_stopped_are_recorded_once(
     app = make_test_app(broker("rabbitmq"), result_backend=broker("redis"))
     now = datetime.now(tz=UTC)
     task_type = new_sleep_type(pg_store)
-    created = pg_store.create_tasks(slow(sleep_tasks(task_type, 10, now), 0.15), now=now)
+    # 500 runs (a third each eventful, uneventful, failing)
+    created = pg_store.create_tasks(slow(sleep_tasks(task_type, 167, now)[:RUNS], 0.02), now=now)
     queue_name = unique_queue_name()
     first = Listener(app, pg_store, rng=random.Random(1), options=options(queue_name))
     try:
         with start_worker(
             app,
             pool="threads",
-            concurrency=2,
+            concurrency=8,
             perform_ping_check=False,
             queues=[task_type.effective_queue],
             shutdown_timeout=10,
         ):
             with listener_thread(first):
                 claimed = tick(pg_store, app, now)
-                assert claimed.published == 30
-                wait_until(lambda: open_run_count(pg_store) <= 25, 20, "a few runs recorded")
+                assert claimed.published == RUNS
+                wait_until(lambda: open_run_count(pg_store) <= RUNS - 10, 30, "a few runs recorded")
             # the first listener is stopped; the worker goes on
             ids = [r.backend_id for r in all_runs(pg_store)]
-            wait_until(lambda: all(app.AsyncResult(i).ready() for i in ids), 30, "every run")
+            wait_until(lambda: all(app.AsyncResult(i).ready() for i in ids), 60, "every run")
         assert open_run_count(pg_store) > 0, "some runs ended while no listener ran"
         second = Listener(app, pg_store, rng=random.Random(2), options=options(queue_name))
         second.run(once=True)
@@ -75,7 +80,7 @@ def test_runs_ending_while_the_listener_is_stopped_are_recorded_once(
         delete_queues(app, task_type.effective_queue, queue_name)
 
     assert open_run_count(pg_store) == 0
-    assert first.stats.applied[Action.ENDED] + second.stats.applied[Action.ENDED] == 30
+    assert first.stats.applied[Action.ENDED] + second.stats.applied[Action.ENDED] == RUNS
     assert second.stats.applied[Action.ENDED] > 0
     tasks = {t.id: t for t in pg_store.get_tasks([t.id or 0 for t in created])}
     runs = all_runs(pg_store)

@@ -104,9 +104,9 @@ def probe_statement(
     )
 
 
-def blackouts_or_null(column: sa.ColumnElement[Any]) -> Any:
-    """A task's blackout periods, NULL when it has none (most tasks: nothing
-    to decode for them)."""
+def null_if_empty(column: sa.ColumnElement[Any]) -> Any:
+    """A JSON array column, NULL when it is empty (most tasks have no banned
+    nodes and no blackouts: nothing to decode for them)."""
     empty = sa.cast(sa.literal("[]"), postgresql.JSONB)
     return sa.case((column == empty, sa.null()), else_=column)
 
@@ -169,10 +169,10 @@ def claim_statement(
             task_t.c.next_run,
             task_t.c.deadline,
             task_t.c.arguments,
-            task_t.c.dont_run_on_nodes,
+            null_if_empty(task_t.c.dont_run_on_nodes).label("dont_run_on_nodes"),
             name_digest(task_t.c.id, task_t.c.next_run).label("digest"),
             task_t.c.tz,
-            blackouts_or_null(task_t.c.blackout_periods).label("blackouts"),
+            null_if_empty(task_t.c.blackout_periods).label("blackouts"),
         )
         .cte("updated")
     )

@@ -415,15 +415,32 @@ class Claimed:
 
     Its run exists in the store (status ``scheduled``) under ``backend_id``.
     Deliberately light (no validation): the runner builds thousands a second.
+    ``arguments`` is the task's ``{"args": [...], "kwargs": {...}}``, or its
+    JSON text as the store read it: decoding is then left to whoever builds
+    the message (the runner's publishing thread, while the next claim runs).
     """
 
     task_id: int
     slot: datetime
     deadline: datetime
     backend_id: str
-    args: tuple[Any, ...]
-    kwargs: Mapping[str, Any]
+    arguments: Mapping[str, Any] | str
     dont_run_on_nodes: tuple[str, ...] = ()
+
+    def call_arguments(self) -> tuple[tuple[Any, ...], Mapping[str, Any]]:
+        """``(args, kwargs)`` of the task's call (decoded once per call)."""
+        arguments = self.arguments
+        if isinstance(arguments, str):
+            arguments = json.loads(arguments)
+        return tuple(arguments.get("args", ())), arguments.get("kwargs", {})
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        return self.call_arguments()[0]
+
+    @property
+    def kwargs(self) -> Mapping[str, Any]:
+        return self.call_arguments()[1]
 
 
 #: Namespace of :func:`run_backend_id` (the store computes the same id in SQL).

@@ -102,12 +102,13 @@ def message_for(
         if hostname is None:  # the claim only takes such tasks when one is alive
             raise RuntimeError(f"no allowed worker for task {claimed.task_id}")
         queue = workers.direct_queue(hostname) if workers else queue
+    args, kwargs = claimed.call_arguments()
     return Message(
         task_id=claimed.backend_id,
         task_name=task_type.backend_name,
         queue=queue,
-        args=claimed.args,
-        kwargs=claimed.kwargs,
+        args=args,
+        kwargs=kwargs,
     )
 
 
@@ -198,7 +199,7 @@ class _Pass:
 
 
 def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
-    store, app, now = context.store, context.app, context.now
+    store, now = context.store, context.now
     nodes = context.workers.nodes(task_type.effective_queue) if context.workers else None
     started = time.perf_counter()
     capacity = capacity_of(task_type, depth)
@@ -231,10 +232,9 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
                 published += done
                 in_flight = None
             if batch and error is None:
-                messages = [message_for(c, task_type, context.workers) for c in batch]
-                in_flight = publisher.submit(
-                    publish_batch, app, messages, connection=context.connection
-                )
+                # messages are built in the publishing thread too (arguments
+                # decoded there), overlapping with the next claim
+                in_flight = publisher.submit(_publish, context, task_type, batch)
                 in_flight_size = len(batch)
             if len(batch) < want:
                 break
@@ -255,6 +255,11 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
     metrics.record_type_pass(task_type.type, depth, claimed, published, seconds)
     (logger.error if error else logger.info)("%s", report.describe())
     return report
+
+
+def _publish(context: _Pass, task_type: TaskType, batch: list[Claimed]) -> int:
+    messages = [message_for(c, task_type, context.workers) for c in batch]
+    return publish_batch(context.app, messages, connection=context.connection)
 
 
 def _collect(future: Future[int], size: int, error: str | None) -> tuple[int, str | None]:

@@ -120,7 +120,7 @@ def claim_statement(
     sparse: Collection[Priority] = (),
 ) -> sa.Select[Any]:
     """The statement above: its rows are ``(id, next_run, deadline,
-    arguments, dont_run_on_nodes, backend_id, tz, blackouts)`` in dispatch
+    arguments (JSON text), dont_run_on_nodes, backend_id, tz, blackouts)`` in dispatch
     order (``blackouts``: the task's blackout periods, NULL when it has none). The
     classes in ``sparse`` (few ready tasks, see :data:`SPARSE_FACTOR`) are
     picked from their materialised ready set."""
@@ -168,7 +168,8 @@ def claim_statement(
             picked.c.rank,
             task_t.c.next_run,
             task_t.c.deadline,
-            task_t.c.arguments,
+            # as text: the runner decodes it where it builds the message
+            sa.cast(task_t.c.arguments, sa.Text).label("arguments"),
             null_if_empty(task_t.c.dont_run_on_nodes).label("dont_run_on_nodes"),
             name_digest(task_t.c.id, task_t.c.next_run).label("digest"),
             task_t.c.tz,

@@ -383,19 +383,12 @@ def _claim(
     slot: datetime,
     deadline: datetime,
     backend_id: str,
-    arguments: Mapping[str, Any],
+    arguments: Mapping[str, Any] | str,
     banned: Sequence[str] | None,
 ) -> Claimed:
-    """A claim from stored columns (``arguments`` is the task's JSON)."""
-    return Claimed(
-        task_id=task_id,
-        slot=slot,
-        deadline=deadline,
-        backend_id=backend_id,
-        args=tuple(arguments.get("args", ())),
-        kwargs=arguments.get("kwargs", {}),
-        dont_run_on_nodes=tuple(banned or ()),
-    )
+    """A claim from stored columns (``arguments``: the task's JSON, decoded
+    or as text)."""
+    return Claimed(task_id, slot, deadline, backend_id, arguments, tuple(banned or ()))
 
 
 # Statements built once: SQLAlchemy caches their compiled form, which matters

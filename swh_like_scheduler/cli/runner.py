@@ -91,6 +91,7 @@ def start_runner(
     from ..celery_factory import make_app
     from ..monitor.duties import monitor_tick, release
     from ..runner import loop, tick
+    from ..runner.interpreter import tune_interpreter
     from ..runner.routing import LiveWorkers
     from ..runner.wakeup import waker_for
 
@@ -100,6 +101,7 @@ def start_runner(
     if period is None:
         period = HIGH_PRIORITY_PERIOD if chosen == [Priority.HIGH] else 60.0
     type_list = list(types) or None
+    tune_interpreter()
     settings = (
         monitor_settings(
             monitor_options,

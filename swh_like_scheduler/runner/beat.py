@@ -16,6 +16,7 @@ from celery.beat import Scheduler
 from ..config import load_settings
 from ..store import SQLAlchemyStore
 from .dispatch import tick
+from .interpreter import tune_interpreter
 from .loop import utcnow
 from .routing import LiveWorkers
 
@@ -30,6 +31,7 @@ class RunnerScheduler(Scheduler):
         url = app.conf.get("swh_scheduler_db_url") or os.environ.get("SWH_SCHEDULER_DB_URL")
         self._store = SQLAlchemyStore.from_url(load_settings(db_url=url).db_url)
         self._workers = LiveWorkers(app)
+        tune_interpreter()  # beat owns its process
         super().__init__(app, *args, **kwargs)
 
     def setup_schedule(self) -> None:

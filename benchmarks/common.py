@@ -468,6 +468,8 @@ def purge(app: Any, *queues: str, delete: bool = True) -> None:
         for queue in queues:
             try:
                 channel.queue_purge(queue)
+                if conn.transport.driver_type == "amqp":
+                    _drained(channel, queue)
                 if delete:
                     channel.queue_delete(queue)
             except Exception as exc:  # a queue never declared
@@ -476,6 +478,21 @@ def purge(app: Any, *queues: str, delete: bool = True) -> None:
             if delete and conn.transport.driver_type == "redis":
                 client = channel.client  # kombu keeps the exchange bindings in keys of its own
                 client.delete(f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
+
+
+def _drained(channel: Any, queue: str, seconds: float = 10.0) -> None:
+    """Purge ``queue`` until RabbitMQ counts nothing in it: messages another
+    connection published without confirms may still be arriving (a run's
+    leftovers would eat the next run's ``max_queue_length``)."""
+    deadline = time.monotonic() + seconds
+    quiet = 0
+    while quiet < 3 and time.monotonic() < deadline:
+        if channel.queue_declare(queue=queue, passive=True).message_count:
+            channel.queue_purge(queue)
+            quiet = 0
+        else:
+            quiet += 1
+        time.sleep(0.1)
 
 
 def broker_kind(url: str) -> str:

@@ -118,12 +118,14 @@ def claim_statement(
     limit: int,
     runnable: sa.ColumnElement[bool],
     sparse: Collection[Priority] = (),
+    bound: int = 0,
 ) -> sa.Select[Any]:
     """The statement above: its rows are ``(id, next_run, deadline,
     arguments (JSON text), dont_run_on_nodes, backend_id, tz, blackouts)`` in dispatch
     order (``blackouts``: the task's blackout periods, NULL when it has none). The
-    classes in ``sparse`` (few ready tasks, see :data:`SPARSE_FACTOR`) are
-    picked from their materialised ready set."""
+    classes in ``sparse`` (fewer than ``bound`` ready tasks, as counted by
+    :func:`probe_statement` with the same bound) are picked from their
+    materialised ready set."""
     picks: list[sa.CTE] = []
     for rank, priority in enumerate(classes):
         taken = [sa.select(sa.func.count()).select_from(p).scalar_subquery() for p in picks]
@@ -138,7 +140,7 @@ def claim_statement(
                 sa.select(task_t.c.id, task_t.c.deadline)
                 .where(*ready)
                 .order_by(task_t.c.next_run)
-                .limit(limit * SPARSE_FACTOR)
+                .limit(bound)
                 .cte(f"due_{priority.value}")
                 .prefix_with("MATERIALIZED")
             )

@@ -69,7 +69,7 @@ class RunMethods(SQLBase):
                 counts = conn.execute(probe_statement(task_type, classes, now, bound)).one()
                 sparse = {p for p, n in zip(classes, counts, strict=True) if n < bound}
                 statement = claim_statement(
-                    task_type, classes, now, limit, self._runnable_on(nodes), sparse
+                    task_type, classes, now, limit, self._runnable_on(nodes), sparse, bound
                 )
                 found = conn.execute(statement).all()
                 return [

@@ -97,6 +97,15 @@ TASK_LIVE_STATUSES = [TaskStatus.WAITING.value, TaskStatus.SCHEDULED.value]
 
 _ONESHOT_FINISHED = "schedule_kind = 'oneshot' AND status IN ('completed', 'disabled', 'cancelled')"
 
+
+def _partial_index(name: str, *columns: str, where: str, unique: bool = False) -> sa.Index:
+    """An index over the rows matching ``where``, on PostgreSQL and SQLite alike."""
+    predicate = sa.text(where)
+    return sa.Index(
+        name, *columns, unique=unique, postgresql_where=predicate, sqlite_where=predicate
+    )
+
+
 task = sa.Table(
     "task",
     metadata,
@@ -149,58 +158,33 @@ task = sa.Table(
     sa.CheckConstraint("failure_count >= 0", name="failure_count"),
     # waiting tasks of a type and class by can_start_by: which are ready now
     # (one index range, however many tasks are not due yet)
-    sa.Index(
-        "ix_task_ready",
-        "type",
-        "priority",
-        "next_run",
-        postgresql_where=sa.text("status = 'waiting'"),
-        sqlite_where=sa.text("status = 'waiting'"),
-    ),
+    _partial_index("ix_task_ready", "type", "priority", "next_run", where="status = 'waiting'"),
     # waiting tasks of a type and class by should_start_by, then id: the
     # dispatch order, read in order (a claim never sorts the ready tasks)
-    sa.Index(
-        "ix_task_dispatch_order",
-        "type",
-        "priority",
-        "deadline",
-        "id",
-        postgresql_where=sa.text("status = 'waiting'"),
-        sqlite_where=sa.text("status = 'waiting'"),
+    _partial_index(
+        "ix_task_dispatch_order", "type", "priority", "deadline", "id", where="status = 'waiting'"
     ),
     # at most one live task per identical definition (swh-scheduler's dedup);
     # tasks with a client key are identified by their key instead
     # (the digest leads: it is what lookups are selective on)
-    sa.Index(
+    _partial_index(
         "ux_task_identical",
         "arguments_hash",
         "type",
         "schedule_kind",
         "priority",
+        where="key IS NULL AND status IN ('waiting', 'scheduled')",
         unique=True,
-        postgresql_where=sa.text("key IS NULL AND status IN ('waiting', 'scheduled')"),
-        sqlite_where=sa.text("key IS NULL AND status IN ('waiting', 'scheduled')"),
     ),
     # leases the steal step watches (owned tasks only)
-    sa.Index(
-        "ix_task_owned",
-        "owner_last_ping_at",
-        postgresql_where=sa.text("owner_tag IS NOT NULL"),
-        sqlite_where=sa.text("owner_tag IS NOT NULL"),
-    ),
+    _partial_index("ix_task_owned", "owner_last_ping_at", where="owner_tag IS NOT NULL"),
     # one-shot tasks the expiry and the retention duties look at
-    sa.Index(
+    _partial_index(
         "ix_task_oneshot_waiting",
         "next_run",
-        postgresql_where=sa.text("schedule_kind = 'oneshot' AND status = 'waiting'"),
-        sqlite_where=sa.text("schedule_kind = 'oneshot' AND status = 'waiting'"),
+        where="schedule_kind = 'oneshot' AND status = 'waiting'",
     ),
-    sa.Index(
-        "ix_task_oneshot_finished",
-        "updated_at",
-        postgresql_where=sa.text(_ONESHOT_FINISHED),
-        sqlite_where=sa.text(_ONESHOT_FINISHED),
-    ),
+    _partial_index("ix_task_oneshot_finished", "updated_at", where=_ONESHOT_FINISHED),
 )
 
 task_run = sa.Table(
@@ -228,12 +212,7 @@ task_run = sa.Table(
     sa.CheckConstraint(_in("status", _enum_values(RunStatus)), name="status"),
     sa.CheckConstraint("progress >= 0 AND progress <= 1", name="progress"),
     sa.Index("ix_task_run_ended", "ended"),
-    sa.Index(
-        "ix_task_run_open",
-        "scheduled",
-        postgresql_where=sa.text("status IN ('scheduled', 'started')"),
-        sqlite_where=sa.text("status IN ('scheduled', 'started')"),
-    ),
+    _partial_index("ix_task_run_open", "scheduled", where="status IN ('scheduled', 'started')"),
 )
 
 # -- monitor (sql/versions/0002_monitor.py) ------------------------------------

@@ -32,6 +32,7 @@ from kombu.transport.redis import Channel as RedisChannel
 from kombu.utils.json import JSONEncoder
 
 from swh_like_scheduler.broker.message import Message
+from swh_like_scheduler.broker.redis_template import HOLES, EnvelopeTemplate, one_shot_encoder
 from swh_like_scheduler.broker.routing import Route
 from swh_like_scheduler.broker.taskmsg import TaskMessageBuilder
 
@@ -67,7 +68,7 @@ def usable(channel: Any, routes: Iterable[Route], compression: str | None) -> bo
 
 #: kombu's JSON encoding (``kombu.utils.json.dumps`` builds this encoder
 #: anew for every call; the encoder keeps no state between calls)
-_encode_json = JSONEncoder().encode
+_encode_json = one_shot_encoder(JSONEncoder())
 
 
 def delivery_tags() -> Iterator[str]:
@@ -82,7 +83,11 @@ def delivery_tags() -> Iterator[str]:
 
 
 class _Envelopes:
-    """Builds envelopes and groups them per Redis key, keeping their order."""
+    """Builds envelopes and groups them per Redis key, keeping their order.
+
+    Messages of a task name and key whose envelope has a template (see
+    :mod:`.redis_template`) are filled in; others are built field by field
+    as kombu builds them."""
 
     def __init__(
         self,
@@ -96,6 +101,7 @@ class _Envelopes:
         self.routes = routes
         self.serializer = serializer
         self._keys: dict[tuple[str, int | None], str] = {}
+        self._templates: dict[tuple[str, str, int | None], EnvelopeTemplate | None] = {}
         self.tags = delivery_tags()
 
     def key(self, queue: str, priority: int | None) -> str:
@@ -109,43 +115,73 @@ class _Envelopes:
             cached = self._keys[(queue, priority)] = channel._q_for_pri(queue, step)
         return cached
 
+    def _encode_body(self, body: Any) -> tuple[str, str, str, str]:
+        """``(payload, body encoding, content type, content encoding)``."""
+        content_type, content_encoding, payload = serialization.dumps(
+            body, serializer=self.serializer
+        )
+        payload, used_encoding = self.channel.encode_body(payload, self.channel.body_encoding)
+        return payload, used_encoding, content_type, content_encoding
+
+    def envelope(self, message: Message, body: str | None, tag: str) -> dict[str, Any]:
+        """The envelope of ``message`` (with ``body`` in place of its encoded
+        body when given: a template's marker)."""
+        route = self.routes[message.queue]
+        headers, properties, built_body = self.builder.build(message)
+        payload, used_encoding, content_type, content_encoding = self._encode_body(built_body)
+        # the properties kombu's Producer.publish and Redis channel add
+        properties["delivery_mode"] = route.delivery_mode
+        properties["delivery_info"] = {"exchange": "", "routing_key": route.routing_key}
+        properties["priority"] = message.priority or 0
+        properties["body_encoding"] = used_encoding
+        properties["delivery_tag"] = tag
+        return {
+            "body": payload if body is None else body,
+            "content-encoding": content_encoding,
+            "content-type": content_type,
+            "headers": headers,
+            "properties": properties,
+        }
+
+    def template(self, message: Message) -> EnvelopeTemplate | None:
+        """The template of the messages like ``message`` (``None``: none)."""
+        which = (message.task_name, message.queue, message.priority)
+        if which in self._templates:
+            return self._templates[which]
+        template = None
+        if self.serializer == "json":
+            holes = Message(HOLES["id"], message.task_name, message.queue, (), {}, message.priority)
+            envelope = self.envelope(holes, HOLES["body"], HOLES["tag"])
+            envelope["headers"]["argsrepr"] = HOLES["argsrepr"]
+            envelope["headers"]["kwargsrepr"] = HOLES["kwargsrepr"]
+            template = EnvelopeTemplate.create(
+                envelope, _encode_json, lambda body: self._encode_body(body)[0]
+            )
+        self._templates[which] = template
+        return template
+
     def grouped(self, chunk: Sequence[Message]) -> list[tuple[str, list[str]]]:
         """``[(key, [envelope JSON, ...]), ...]`` for ``chunk``, in its order."""
-        channel = self.channel
-        encode_body = channel.encode_body
-        body_encoding = channel.body_encoding
         next_tag = self.tags.__next__
-        build = self.builder.build
-        dumps = serialization.dumps
-        serializer = self.serializer
+        reprs = self.builder.reprs
         routes = self.routes
-        encode_json = _encode_json
         groups: list[tuple[str, list[str]]] = []
         current_key = ""
         current: list[str] = []
         for message in chunk:
-            route = routes[message.queue]
-            headers, properties, body = build(message)
-            content_type, content_encoding, payload = dumps(body, serializer=serializer)
-            payload, used_encoding = encode_body(payload, body_encoding)
-            # the properties kombu's Producer.publish and Redis channel add
-            properties["delivery_mode"] = route.delivery_mode
-            properties["delivery_info"] = {"exchange": "", "routing_key": route.routing_key}
-            properties["priority"] = message.priority or 0
-            properties["body_encoding"] = used_encoding
-            properties["delivery_tag"] = next_tag()
-            envelope = {
-                "body": payload,
-                "content-encoding": content_encoding,
-                "content-type": content_type,
-                "headers": headers,
-                "properties": properties,
-            }
-            key = self.key(route.routing_key, message.priority)
+            template = self.template(message)
+            if template is None:
+                text = _encode_json(self.envelope(message, None, next_tag()))
+            else:
+                args, kwargs = message.args, message.kwargs
+                if type(kwargs) is not dict:
+                    kwargs = dict(kwargs)
+                text = template.fill(message.task_id, args, kwargs, reprs(args, kwargs), next_tag())
+            key = self.key(routes[message.queue].routing_key, message.priority)
             if key != current_key or len(current) >= VALUES_PER_COMMAND:
                 current_key, current = key, []
                 groups.append((key, current))
-            current.append(encode_json(envelope))
+            current.append(text)
         return groups
 
 

@@ -56,6 +56,13 @@ class TaskMessageBuilder:
             template = self._templates[task_name] = headers
         return template
 
+    def reprs(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, str]:
+        """The ``argsrepr`` and ``kwargsrepr`` headers of a call."""
+        return (
+            safe_repr(args, self._args_max, self._maxlevels),
+            safe_repr(kwargs, self._kwargs_max, self._maxlevels),
+        )
+
     def build(self, message: Message) -> TaskMessage:
         """The headers, properties and body of ``message``."""
         task_id = message.task_id
@@ -66,8 +73,7 @@ class TaskMessageBuilder:
         headers = self._template(message.task_name).copy()
         headers["id"] = task_id
         headers["root_id"] = task_id
-        headers["argsrepr"] = safe_repr(args, self._args_max, self._maxlevels)
-        headers["kwargsrepr"] = safe_repr(kwargs, self._kwargs_max, self._maxlevels)
+        headers["argsrepr"], headers["kwargsrepr"] = self.reprs(args, kwargs)
         # fresh mutable values: a publish-signal receiver may change them
         headers["timelimit"] = [None, None]
         headers["stamps"] = {}

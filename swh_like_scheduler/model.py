@@ -431,7 +431,7 @@ class Claimed:
         """``(args, kwargs)`` of the task's call (decoded once per call)."""
         arguments = self.arguments
         if isinstance(arguments, str):
-            arguments = json.loads(arguments)
+            arguments = decode_json(arguments)
         return tuple(arguments.get("args", ())), arguments.get("kwargs", {})
 
     @property
@@ -441,6 +441,21 @@ class Claimed:
     @property
     def kwargs(self) -> Mapping[str, Any]:
         return self.call_arguments()[1]
+
+
+_scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def decode_json(text: str) -> Any:
+    """``json.loads(text)`` for a text without surrounding blanks (as
+    PostgreSQL writes JSON), at a quarter of the cost: ``json.loads`` spends
+    most of its time on small texts looking for blanks with regular
+    expressions. Anything else goes through ``json.loads`` (and its errors)."""
+    try:
+        value, end = _scan_json(text, 0)
+    except StopIteration:
+        end = -1
+    return value if end == len(text) else json.loads(text)
 
 
 #: Namespace of :func:`run_backend_id` (the store computes the same id in SQL).

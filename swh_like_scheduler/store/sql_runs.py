@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 
 from ..exceptions import (
     InvalidTransition,
@@ -34,7 +32,7 @@ from .interface import (
     ApplyOutcome,
 )
 from .sql_base import SQLBase
-from .sql_claim import SPARSE_FACTOR, claim_statement, probe_statement
+from .sql_claim import SPARSE_FACTOR, prepared_claim, prepared_probe, runnable_on
 from .tables import task as task_t
 from .tables import task_run as run_t
 
@@ -64,16 +62,26 @@ class RunMethods(SQLBase):
         claimed: list[Claimed] = []
         with self._write("claim ready tasks") as conn:
             if self._capabilities.writable_ctes:
-                classes = [p for p in PRIORITY_ORDER if p in wanted]
-                bound = limit * SPARSE_FACTOR
-                counts = conn.execute(probe_statement(task_type, classes, now, bound)).one()
-                sparse = {p for p, n in zip(classes, counts, strict=True) if n < bound}
-                statement = claim_statement(
-                    task_type, classes, now, limit, self._runnable_on(nodes), sparse, bound
+                dialect = self.engine.dialect
+                classes = tuple(p for p in PRIORITY_ORDER if p in wanted)
+                values = {
+                    "claim_now": now,
+                    "claim_limit": limit,
+                    "claim_bound": limit * SPARSE_FACTOR,
+                }
+                (counts,) = prepared_probe(dialect, task_type, classes).rows(conn, **values)
+                bound = values["claim_bound"]
+                sparse = frozenset(p for p, n in zip(classes, counts, strict=True) if n < bound)
+                statement = prepared_claim(
+                    dialect,
+                    task_type,
+                    classes,
+                    None if nodes is None else tuple(sorted(nodes)),
+                    sparse,
                 )
-                found = conn.execute(statement).all()
+                found = statement.rows(conn, **values)
                 return [
-                    _claim(task_id, slot, deadline, backend_id, arguments, banned)
+                    Claimed(task_id, slot, deadline, backend_id, arguments, tuple(banned or ()))
                     for task_id, slot, deadline, arguments, banned, backend_id, *_ in (
                         self._outside_blackouts(conn, found, now)
                     )
@@ -162,24 +170,7 @@ class RunMethods(SQLBase):
         ]
 
     def _runnable_on(self, nodes: Sequence[str] | None) -> sa.ColumnElement[bool]:
-        """Tasks that may go to one of ``nodes`` (the live workers' nodes).
-
-        Unconstrained tasks always qualify; a task with ``dont_run_on_nodes``
-        qualifies only if some live node is not banned — and never when the
-        live nodes are unknown (``nodes is None``)."""
-        banned = task_t.c.dont_run_on_nodes
-        if self.engine.dialect.name == "postgresql":
-            unconstrained = banned == sa.cast(sa.literal("[]"), postgresql.JSONB)
-            if not nodes:
-                return unconstrained
-            everyone = sa.cast(sa.literal(json.dumps(sorted(nodes))), postgresql.JSONB)
-            return sa.or_(unconstrained, sa.not_(banned.op("@>", is_comparison=True)(everyone)))
-        unconstrained = sa.func.json_array_length(banned) == 0
-        if not nodes:
-            return unconstrained
-        each = sa.func.json_each(banned).table_valued("value")
-        allowed = [~sa.exists().select_from(each).where(each.c.value == node) for node in nodes]
-        return sa.or_(unconstrained, *allowed)
+        return runnable_on(self.engine.dialect.name, nodes)
 
     def _insert_runs(self, conn: sa.Connection, claimed: list[Claimed], now: datetime) -> None:
         """Create the ``scheduled`` runs of claimed tasks (caller's transaction)

@@ -3,13 +3,17 @@
 ``publish_batch`` sends ordinary Celery protocol-2 messages: a stock
 ``celery worker`` consuming the queue executes them, with the task id the
 runner chose.  Each queue is declared once per batch (not once per message
-as ``send_task`` does).  Two ways of sending, chosen per batch:
+as ``send_task`` does).  Three ways of sending, chosen per batch:
 
 - kombu's Redis transport: envelopes built once with the channel's helpers
   and pushed in one pipeline (see :mod:`.redis_fast`); measured at 3-4 times
   the rate of ``Producer.publish`` inside ``Producer.batch()``, which alone
   stays well below the runner's target;
-- any other transport (RabbitMQ...): ``kombu.Producer.publish`` per message
+- py-amqp (RabbitMQ): the frames of each ``basic.publish`` written directly
+  (see :mod:`.amqp_fast`), :data:`MESSAGES_PER_CHECK` messages per socket
+  write, each chunk confirmed by a round trip as below;
+- any other transport, or when a signal receiver or compression asks for
+  kombu's own path: ``kombu.Producer.publish`` per message
   (inside ``Producer.batch()`` where the transport supports it).  On AMQP
   the frames of :data:`MESSAGES_PER_CHECK` messages leave in one socket
   write (see :mod:`.amqp_writes`), then a passive declare of the last queue
@@ -29,7 +33,7 @@ from typing import Any
 from celery import Celery, signals
 from kombu import Connection, Producer
 
-from swh_like_scheduler.broker import redis_fast
+from swh_like_scheduler.broker import amqp_fast, redis_fast
 from swh_like_scheduler.broker.amqp_writes import coalesced_writes, lean_publishes
 from swh_like_scheduler.broker.connection import connection_scope, describe, error_text
 from swh_like_scheduler.broker.errors import PublishError
@@ -77,6 +81,10 @@ def publish_batch(
             if redis_fast.usable(channel, routes.values(), conf.task_compression):
                 redis_fast.publish(
                     channel, builder, messages, routes, conf.task_serializer, progress
+                )
+            elif amqp_fast.usable(conn, channel, conf.task_serializer, conf.task_compression):
+                amqp_fast.publish(
+                    conn, channel, builder, messages, routes, progress, MESSAGES_PER_CHECK
                 )
             else:
                 _publish_with_producer(app, conn, channel, builder, messages, routes, progress)

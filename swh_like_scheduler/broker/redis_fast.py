@@ -29,12 +29,12 @@ from typing import Any
 from celery import signals
 from kombu import serialization
 from kombu.transport.redis import Channel as RedisChannel
-from kombu.utils.json import JSONEncoder
 
+from swh_like_scheduler.broker.fastjson import encode_json as _encode_json
 from swh_like_scheduler.broker.message import Message
-from swh_like_scheduler.broker.redis_template import HOLES, EnvelopeTemplate, one_shot_encoder
+from swh_like_scheduler.broker.redis_template import EnvelopeTemplate
 from swh_like_scheduler.broker.routing import Route
-from swh_like_scheduler.broker.taskmsg import TaskMessageBuilder
+from swh_like_scheduler.broker.taskmsg import HOLES, TaskMessageBuilder
 
 #: Envelopes sent with one ``LPUSH`` command.
 VALUES_PER_COMMAND = 1000
@@ -64,11 +64,6 @@ def usable(channel: Any, routes: Iterable[Route], compression: str | None) -> bo
         return False
     expires = channel._expires or {}
     return all(route.exchange == "" and route.name not in expires for route in routes)
-
-
-#: kombu's JSON encoding (``kombu.utils.json.dumps`` builds this encoder
-#: anew for every call; the encoder keeps no state between calls)
-_encode_json = one_shot_encoder(JSONEncoder())
 
 
 def delivery_tags() -> Iterator[str]:

@@ -18,66 +18,13 @@ base64, or headers in which a marker does not survive encoding.
 from __future__ import annotations
 
 import binascii
-import json.encoder
 import re
 from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
-#: What the per-message fields hold while the template is encoded (NUL
-#: characters, which JSON writes as ``\\u0000``, cannot come from Celery).
-HOLES = {
-    "body": "\x00body\x00",
-    "id": "\x00id\x00",
-    "argsrepr": "\x00argsrepr\x00",
-    "kwargsrepr": "\x00kwargsrepr\x00",
-    "tag": "\x00tag\x00",
-}
-
-#: The third element of a protocol-2 body, as ``TaskMessageBuilder`` makes it.
-EMBED: Mapping[str, None] = dict.fromkeys(("callbacks", "errbacks", "chain", "chord"))
-
-#: A call whose encoding exercises what the JSON encoder may do differently
-#: (non-ASCII text, floats, nesting, key order): the self-check of
-#: :meth:`EnvelopeTemplate.create`.
-_PROBE: tuple[tuple[Any, ...], dict[str, Any]] = (
-    (1, 'h\u00e9 \u2603 "q" \\ \n', 1.5, -0.0, 10**20, [None, True, False]),
-    {"z": {"b": [], "a": {}}, "\u00e9": "x"},
-)
-
-
-def one_shot_encoder(encoder: json.JSONEncoder) -> Callable[[Any], str]:
-    """``encoder.encode`` without its per-call set-up.
-
-    ``JSONEncoder.encode`` builds a new C encoder for every call, which is
-    half of the cost of encoding a small value; this builds it once. It
-    does not look for circular references (no JSON-decoded value has one;
-    a circular value ends in ``RecursionError``). Falls back to
-    ``encoder.encode`` when the C encoder is missing or encodes the probe
-    differently."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None or encoder.indent is not None or encoder.ensure_ascii is not True:
-        return encoder.encode
-    try:
-        encode = make(
-            None,
-            encoder.default,
-            encode_basestring_ascii,
-            None,
-            encoder.key_separator,
-            encoder.item_separator,
-            encoder.sort_keys,
-            encoder.skipkeys,
-            encoder.allow_nan,
-        )
-    except TypeError:  # another signature: not this interpreter's encoder
-        return encoder.encode
-
-    def encode_value(value: Any) -> str:
-        return "".join(encode(value, 0))
-
-    probe = (*_PROBE, EMBED)
-    return encode_value if encode_value(probe) == encoder.encode(probe) else encoder.encode
+from swh_like_scheduler.broker.fastjson import PROBE
+from swh_like_scheduler.broker.taskmsg import EMBED, HOLES
 
 
 def base64_text(data: str) -> str:
@@ -112,7 +59,7 @@ class EnvelopeTemplate:
         text ``encode_json`` gives. ``encode_body`` is the generic path's
         body encoding (serializer, then body codec) of a ``(args, kwargs,
         embed)`` body."""
-        args, kwargs = _PROBE
+        args, kwargs = PROBE[0], PROBE[1]
         if encode_body((args, kwargs, dict(EMBED))) != base64_text(
             encode_json((args, kwargs, EMBED))
         ):

@@ -26,6 +26,21 @@ TaskMessage = tuple[dict[str, Any], dict[str, Any], tuple[Any, ...]]
 
 _EMBED_KEYS = ("callbacks", "errbacks", "chain", "chord")
 
+#: The third element of a protocol-2 body as :meth:`TaskMessageBuilder.build`
+#: makes it (no callbacks, errbacks, chain or chord); not to be changed.
+EMBED: Mapping[str, None] = dict.fromkeys(_EMBED_KEYS)
+
+#: What the fields that differ from message to message hold while a
+#: template of a kind of message is encoded (NUL characters, which Celery
+#: never puts in these fields; JSON writes them ``\u0000``).
+HOLES = {
+    "body": "\x00body\x00",
+    "id": "\x00id\x00",
+    "argsrepr": "\x00argsrepr\x00",
+    "kwargsrepr": "\x00kwargsrepr\x00",
+    "tag": "\x00tag\x00",
+}
+
 
 class TaskMessageBuilder:
     """Builds protocol-2 messages for one Celery app; not thread-safe.

@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swh_like_scheduler.broker import Message
+from swh_like_scheduler.broker.fastjson import one_shot_encoder
 from swh_like_scheduler.broker.redis_fast import _encode_json, _Envelopes
-from swh_like_scheduler.broker.redis_template import EnvelopeTemplate, one_shot_encoder
+from swh_like_scheduler.broker.redis_template import EnvelopeTemplate
 from swh_like_scheduler.broker.routing import resolve_route
 from swh_like_scheduler.broker.taskmsg import TaskMessageBuilder
 

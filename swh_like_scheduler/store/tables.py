@@ -55,6 +55,13 @@ def _json() -> sa.types.TypeEngine[Any]:
     return sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 
 
+def _bytewise(text: sa.String) -> sa.types.TypeEngine[str]:
+    """A text column of digests or UUIDs, compared byte by byte ("C"
+    collation) on PostgreSQL, whatever the database's collation: the same
+    equality, without ``strcoll`` in every index comparison."""
+    return text.with_variant(type(text)(text.length, collation="C"), "postgresql")
+
+
 def _bigint_pk() -> sa.types.TypeEngine[int]:
     # SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY
     return sa.BigInteger().with_variant(sa.Integer(), "sqlite")
@@ -117,8 +124,8 @@ task = sa.Table(
         nullable=False,
     ),
     sa.Column("arguments", _json(), nullable=False),
-    sa.Column("arguments_hash", sa.String(64), nullable=False),
-    sa.Column("key", sa.Text, unique=True),
+    sa.Column("arguments_hash", _bytewise(sa.String(64)), nullable=False),
+    sa.Column("key", sa.Text),
     sa.Column("schedule_kind", sa.Text, nullable=False),
     sa.Column("status", sa.Text, nullable=False),
     sa.Column("priority", sa.Text, nullable=False),
@@ -176,6 +183,8 @@ task = sa.Table(
         where="key IS NULL AND status IN ('waiting', 'scheduled')",
         unique=True,
     ),
+    # a client key names one task (tasks without a key have no entry)
+    _partial_index("uq_task_key", "key", where="key IS NOT NULL", unique=True),
     # leases the steal step watches (owned tasks only)
     _partial_index("ix_task_owned", "owner_last_ping_at", where="owner_tag IS NOT NULL"),
     # one-shot tasks the expiry and the retention duties look at
@@ -197,7 +206,7 @@ task_run = sa.Table(
         sa.ForeignKey("task.id", ondelete="CASCADE"),
         nullable=False,
     ),
-    sa.Column("backend_id", sa.Text, nullable=False, unique=True),
+    sa.Column("backend_id", _bytewise(sa.Text()), nullable=False, unique=True),
     sa.Column("slot", UTCDateTime, nullable=False),
     sa.Column("scheduled", UTCDateTime, nullable=False),
     sa.Column("started", UTCDateTime),
@@ -211,7 +220,8 @@ task_run = sa.Table(
     sa.UniqueConstraint("task_id", "slot"),
     sa.CheckConstraint(_in("status", _enum_values(RunStatus)), name="status"),
     sa.CheckConstraint("progress >= 0 AND progress <= 1", name="progress"),
-    sa.Index("ix_task_run_ended", "ended"),
+    # ended runs by end time, for retention (open runs have no entry)
+    _partial_index("ix_task_run_ended", "ended", where="ended IS NOT NULL"),
     _partial_index("ix_task_run_open", "scheduled", where="status IN ('scheduled', 'started')"),
 )
 

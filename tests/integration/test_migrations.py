@@ -77,3 +77,25 @@ def test_downgrade_then_upgrade(empty_db_url: str) -> None:
         assert migrations.is_current(engine)
     finally:
         engine.dispose()
+
+
+@pytest.mark.postgresql
+def test_digests_compare_bytewise_on_postgresql(postgres_server: str) -> None:
+    """Alembic does not compare collations: check the one 0004 sets."""
+    name = f"swh_collation_{next(_names)}"
+    url = services.create_empty_database(postgres_server, name)
+    engine = make_engine(url)
+    try:
+        migrations.upgrade(engine)
+        with engine.connect() as conn:
+            found = dict(
+                conn.exec_driver_sql(
+                    "SELECT table_name || '.' || column_name, collation_name"
+                    " FROM information_schema.columns"
+                    " WHERE column_name IN ('arguments_hash', 'backend_id', 'key')"
+                ).all()
+            )
+        assert found == {"task.arguments_hash": "C", "task_run.backend_id": "C", "task.key": None}
+    finally:
+        engine.dispose()
+        services.drop_database(postgres_server, name)

@@ -257,12 +257,18 @@ class SchedulerStore(Protocol):
         limit: int,
         priorities: Sequence[Priority] | None = None,
         nodes: Sequence[str] | None = None,
+        among: Sequence[int] | None = None,
     ) -> list[Claimed]:
         """Claim up to ``limit`` ready tasks of ``task_type`` for dispatch.
 
         ``nodes`` are the nodes of the live workers of the type's queue: a task
         with ``dont_run_on_nodes`` is claimed only if one of them is allowed,
         and never when ``nodes`` is ``None`` (unknown).
+
+        With ``among`` (task ids, as :meth:`ready_task_ids` returns them),
+        only those tasks are considered, in that order; those no longer
+        ready, or being claimed by someone else, are skipped. Several claims
+        can so share out the next tasks in dispatch order and run at once.
 
         Ready: status ``waiting`` and ``next_run <= now``. Order: priority
         class then ``deadline`` (as :meth:`list_pending`). In one transaction,
@@ -275,6 +281,20 @@ class SchedulerStore(Protocol):
         SQLite serialises writers, so claims are still exclusive, but only one
         runner should be used (``capabilities.skip_locked`` is False).
         """
+        ...
+
+    def ready_task_ids(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        limit: int,
+        priorities: Sequence[Priority] | None = None,
+        nodes: Sequence[str] | None = None,
+    ) -> list[int]:
+        """The ids of the tasks :meth:`claim_ready_tasks` with the same
+        arguments would claim now (up to ``limit``), in dispatch order.
+        Reads only and locks nothing: another claim may take them first."""
         ...
 
     # -- runs ---------------------------------------------------------------

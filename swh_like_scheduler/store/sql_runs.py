@@ -32,7 +32,13 @@ from .interface import (
     ApplyOutcome,
 )
 from .sql_base import SQLBase
-from .sql_claim import SPARSE_FACTOR, prepared_claim, prepared_probe, runnable_on
+from .sql_claim import (
+    SPARSE_FACTOR,
+    prepared_candidates,
+    prepared_claim,
+    prepared_probe,
+    runnable_on,
+)
 from .tables import task as task_t
 from .tables import task_run as run_t
 
@@ -55,29 +61,26 @@ class RunMethods(SQLBase):
         limit: int,
         priorities: Sequence[Priority] | None = None,
         nodes: Sequence[str] | None = None,
+        among: Sequence[int] | None = None,
     ) -> list[Claimed]:
-        if limit <= 0:
+        if limit <= 0 or (among is not None and not among):
             return []
-        wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
+        classes = _classes(priorities)
         claimed: list[Claimed] = []
         with self._write("claim ready tasks") as conn:
             if self._capabilities.writable_ctes:
-                dialect = self.engine.dialect
-                classes = tuple(p for p in PRIORITY_ORDER if p in wanted)
-                values = {
-                    "claim_now": now,
-                    "claim_limit": limit,
-                    "claim_bound": limit * SPARSE_FACTOR,
-                }
-                (counts,) = prepared_probe(dialect, task_type, classes).rows(conn, **values)
-                bound = values["claim_bound"]
-                sparse = frozenset(p for p, n in zip(classes, counts, strict=True) if n < bound)
+                if among is None:
+                    values, sparse = self._probe(conn, task_type, classes, now, limit)
+                else:
+                    values = {"claim_now": now, "claim_limit": limit, "claim_ids": list(among)}
+                    sparse = frozenset()
                 statement = prepared_claim(
-                    dialect,
+                    self.engine.dialect,
                     task_type,
                     classes,
-                    None if nodes is None else tuple(sorted(nodes)),
+                    _node_key(nodes),
                     sparse,
+                    among is not None,
                 )
                 found = statement.rows(conn, **values)
                 return [
@@ -86,15 +89,60 @@ class RunMethods(SQLBase):
                         self._outside_blackouts(conn, found, now)
                     )
                 ]
-            for priority in PRIORITY_ORDER:
-                if priority in wanted and len(claimed) < limit:
+            for priority in classes:
+                if len(claimed) < limit:
                     claimed.extend(
                         self._claim_class(
-                            conn, task_type, priority, now, limit - len(claimed), nodes
+                            conn, task_type, priority, now, limit - len(claimed), nodes, among
                         )
                     )
             self._insert_runs(conn, claimed, now)
         return claimed
+
+    def ready_task_ids(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        limit: int,
+        priorities: Sequence[Priority] | None = None,
+        nodes: Sequence[str] | None = None,
+    ) -> list[int]:
+        if limit <= 0:
+            return []
+        classes = _classes(priorities)
+        with self._read("read ready tasks") as conn:
+            if self._capabilities.writable_ctes:
+                values, sparse = self._probe(conn, task_type, classes, now, limit)
+                statement = prepared_candidates(
+                    self.engine.dialect, task_type, classes, _node_key(nodes), sparse
+                )
+                return [row[0] for row in statement.rows(conn, **values)]
+            ids: list[int] = []
+            for priority in classes:
+                if len(ids) < limit:
+                    query = (
+                        self._ready_query(task_type, priority, now, limit - len(ids))
+                        .with_only_columns(task_t.c.id)
+                        .where(self._runnable_on(nodes))
+                    )
+                    ids.extend(conn.scalars(query))
+            return ids
+
+    def _probe(
+        self,
+        conn: sa.Connection,
+        task_type: str,
+        classes: tuple[Priority, ...],
+        now: datetime,
+        limit: int,
+    ) -> tuple[dict[str, Any], frozenset[Priority]]:
+        """The parameters of a claim (or candidates read) of ``limit`` tasks,
+        and the classes with few enough ready tasks to be read sparsely."""
+        bound = limit * SPARSE_FACTOR
+        values = {"claim_now": now, "claim_limit": limit, "claim_bound": bound}
+        (counts,) = prepared_probe(self.engine.dialect, task_type, classes).rows(conn, **values)
+        return values, frozenset(p for p, n in zip(classes, counts, strict=True) if n < bound)
 
     def _outside_blackouts(
         self, conn: sa.Connection, found: Sequence[Sequence[Any]], now: datetime
@@ -134,6 +182,7 @@ class RunMethods(SQLBase):
         now: datetime,
         limit: int,
         nodes: Sequence[str] | None,
+        among: Sequence[int] | None,
     ) -> list[Claimed]:
         """Mark up to ``limit`` ready tasks of one class scheduled, in one
         statement (``UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED)``)."""
@@ -142,6 +191,8 @@ class RunMethods(SQLBase):
             .with_only_columns(task_t.c.id)
             .where(self._runnable_on(nodes))
         )
+        if among is not None:
+            picked = picked.where(task_t.c.id.in_(among))
         if self._capabilities.skip_locked:
             picked = picked.with_for_update(skip_locked=True)
         statement = (
@@ -367,6 +418,16 @@ class RunMethods(SQLBase):
         )
         with self._write("delete finished one-shot tasks") as conn:
             return conn.execute(sa.delete(task_t).where(task_t.c.id.in_(victims))).rowcount
+
+
+def _classes(priorities: Sequence[Priority] | None) -> tuple[Priority, ...]:
+    """The classes to serve, in dispatch order."""
+    wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
+    return tuple(p for p in PRIORITY_ORDER if p in wanted)
+
+
+def _node_key(nodes: Sequence[str] | None) -> tuple[str, ...] | None:
+    return None if nodes is None else tuple(sorted(nodes))
 
 
 def _claim(

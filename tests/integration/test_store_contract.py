@@ -325,6 +325,47 @@ def test_claim_by_priority_class(
     assert [c.args[0] for c in store.claim_ready_tasks("sleep", now=now, limit=5)] == ["n"]
 
 
+def test_ready_ids_then_claims_among_them_share_out_the_dispatch_order(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    created = store.create_tasks(
+        [make_task(now, n, offset=-H, deadline=timedelta(minutes=10 - n)) for n in range(8)]
+        + [
+            make_task(now, "later", offset=H),
+            make_task(now, "high", offset=-H, priority=Priority.HIGH),
+        ],
+        now=now,
+    )
+    args = {t.id: t.args[0] for t in created}
+    ids = store.ready_task_ids("sleep", now=now, limit=6)
+    # the order a claim would take: high class first, then by deadline
+    assert [args[i] for i in ids] == ["high", 7, 6, 5, 4, 3]
+    assert store.ready_task_ids("sleep", now=now, limit=6, priorities=[Priority.HIGH]) == ids[:1]
+    assert store.ready_task_ids("sleep", now=now, limit=0) == []
+    # a read claims nothing
+    assert store.ready_task_ids("sleep", now=now, limit=6) == ids
+    # two claims share the ids out; one taken meanwhile is skipped
+    [taken] = store.claim_ready_tasks("sleep", now=now, limit=1, among=[ids[4]])
+    first = store.claim_ready_tasks("sleep", now=now, limit=3, among=ids[:3])
+    second = store.claim_ready_tasks("sleep", now=now, limit=3, among=ids[3:])
+    assert [c.task_id for c in first] == ids[:3]
+    assert [c.task_id for c in second] == [ids[3], ids[5]]
+    assert taken.task_id == ids[4]
+    for claimed in (*first, *second):
+        assert store.get_task_run(claimed.backend_id) is not None
+    # never more than the limit, never a task not ready, never an empty list
+    rest = store.ready_task_ids("sleep", now=now, limit=10)
+    assert [args[i] for i in rest] == [2, 1, 0]
+    later = next(t.id for t in created if t.args[0] == "later")
+    assert [
+        c.args[0]
+        for c in store.claim_ready_tasks("sleep", now=now, limit=2, among=[*rest, later or 0])
+    ] == [2, 1]
+    assert store.claim_ready_tasks("sleep", now=now, limit=5, among=[later or 0]) == []
+    assert store.claim_ready_tasks("sleep", now=now, limit=5, among=[]) == []
+    assert store.ready_task_ids("sleep", now=now, limit=10) == [rest[2]]
+
+
 def test_backend_id_is_derived_from_task_and_slot(now: datetime) -> None:
     assert run_backend_id(1, now) == run_backend_id(1, now)
     assert run_backend_id(1, now) != run_backend_id(2, now)

@@ -42,6 +42,12 @@ HIGH_PRIORITY_PERIOD = 5.0
 )
 @click.option("--once", is_flag=True, help="Run one pass, print what it did, and exit.")
 @click.option(
+    "--claimers",
+    type=click.IntRange(min=1, max=16),
+    help="Claims run at once, each in its own transaction and connection "
+    "(PostgreSQL; SQLite claims one chunk at a time). Default: 2.",
+)
+@click.option(
     "--broker-url",
     envvar="SWH_SCHEDULER_BROKER_URL",
     show_envvar=True,
@@ -79,6 +85,7 @@ def start_runner(
     priorities: tuple[str, ...],
     period: float | None,
     once: bool,
+    claimers: int | None,
     broker_url: str | None,
     metrics_port: int | None,
     republish_after: str,
@@ -91,6 +98,7 @@ def start_runner(
     from ..celery_factory import make_app
     from ..monitor.duties import monitor_tick, release
     from ..runner import loop, tick
+    from ..runner.dispatch import CLAIMERS
     from ..runner.interpreter import tune_interpreter
     from ..runner.routing import LiveWorkers
     from ..runner.wakeup import waker_for
@@ -101,6 +109,7 @@ def start_runner(
     if period is None:
         period = HIGH_PRIORITY_PERIOD if chosen == [Priority.HIGH] else 60.0
     type_list = list(types) or None
+    claimers = claimers or CLAIMERS
     tune_interpreter()
     settings = (
         monitor_settings(
@@ -114,7 +123,15 @@ def start_runner(
     )
     if once:
         workers = LiveWorkers(app)
-        report = tick(cli.store, app, now(), types=type_list, priorities=chosen, workers=workers)
+        report = tick(
+            cli.store,
+            app,
+            now(),
+            types=type_list,
+            priorities=chosen,
+            workers=workers,
+            claimers=claimers,
+        )
         duties = None
         if settings is not None:
             try:
@@ -156,6 +173,7 @@ def start_runner(
             priorities=chosen,
             workers=LiveWorkers(app),
             monitor=settings,
+            claimers=claimers,
         )
     finally:
         waker.close()

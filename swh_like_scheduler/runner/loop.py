@@ -18,7 +18,7 @@ from ..model import Priority
 from ..monitor.duties import MonitorSettings, monitor_tick, release
 from ..store import SchedulerStore
 from . import metrics
-from .dispatch import PassReport, tick
+from .dispatch import CLAIMERS, PassReport, tick
 from .republish import republish_unstarted
 from .routing import LiveWorkers
 from .wakeup import Waker
@@ -44,6 +44,7 @@ def run(
     workers: LiveWorkers | None = None,
     republish_after: timedelta | None = None,
     monitor: MonitorSettings | None = None,
+    claimers: int = CLAIMERS,
 ) -> None:
     """Pass after pass until ``stop`` is set; between passes, sleep until the
     next task is ready (at most ``period``) or a new task wakes the runner.
@@ -53,7 +54,8 @@ def run(
     when it holds it, does the monitor's duties, re-publishing included
     (``monitor.republish_after``); the lock is released when the loop
     stops. Without ``monitor``, ``republish_after`` makes each pass
-    re-publish runs dispatched that long ago that never started."""
+    re-publish runs dispatched that long ago that never started.
+    ``claimers``: see :func:`~.dispatch.tick`."""
     logger.info(
         "runner started: types=%s priorities=%s period=%ss monitor=%s",
         ",".join(types) if types else "all",
@@ -67,7 +69,13 @@ def run(
         while not stop.is_set():
             try:
                 report = tick(
-                    store, app, clock(), types=types, priorities=priorities, workers=workers
+                    store,
+                    app,
+                    clock(),
+                    types=types,
+                    priorities=priorities,
+                    workers=workers,
+                    claimers=claimers,
                 )
                 if republish_after is not None and monitor is None:
                     republish_unstarted(

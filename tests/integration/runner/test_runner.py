@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -306,3 +307,49 @@ def test_new_ready_task_wakes_the_runner(pg_store: SQLAlchemyStore) -> None:
         thread.join(timeout=10)
         waker.close()
         purge(app, task_type.effective_queue)
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("claimers", [1, 3])
+def test_concurrent_claims_keep_the_dispatch_order_in_the_queue(
+    pg_store: SQLAlchemyStore, postgres_url: str, claimers: int
+) -> None:
+    """12,000 tasks: one claim at a time, or three chunks claimed at once;
+    either way the queue holds them in deadline order, each once."""
+    broker_url = services.redis_url()
+    task_type = new_type(pg_store, 12_000)  # a pass without a bound stops at 10,000
+    now = datetime.now(tz=UTC)
+    pg_store.import_tasks(ready_tasks(task_type, 12_000, now), now=now)
+    queue = task_type.effective_queue
+    try:
+        command = ["scheduler", "--db-url", postgres_url, "start-runner", "--once"]
+        options = ["--claimers", str(claimers), "--broker-url", broker_url, "--no-monitor"]
+        result = CliRunner().invoke(swh, [*command, *options])
+        assert result.exit_code == 0, result.output
+        with pg_store.engine.connect() as conn:
+            deadlines = dict(
+                conn.exec_driver_sql(
+                    "SELECT r.backend_id, t.deadline FROM task_run r JOIN task t"
+                    " ON t.id = r.task_id WHERE t.type = %(type)s",
+                    {"type": task_type.type},
+                ).all()
+            )
+        client = redis.Redis.from_url(broker_url)
+        # kombu pushes on the left and workers pop on the right
+        envelopes = [json.loads(e) for e in reversed(client.lrange(queue, 0, -1))]
+        ids = [e["headers"]["id"] for e in envelopes]
+        assert len(ids) == len(set(ids)) == len(deadlines) == 12_000
+        order = [deadlines[i] for i in ids]
+        assert order == sorted(order)
+    finally:
+        purge(make_test_app(broker_url), queue)
+
+
+def test_claimers_option_is_checked_and_its_default_documented(postgres_url: str) -> None:
+    from swh_like_scheduler.runner.dispatch import CLAIMERS
+
+    command = ["scheduler", "--db-url", postgres_url, "start-runner"]
+    refused = CliRunner().invoke(swh, [*command, "--once", "--claimers", "0"])
+    assert refused.exit_code == 2 and "--claimers" in refused.output
+    help_text = CliRunner().invoke(swh, [*command, "--help"]).output
+    assert f"Default: {CLAIMERS}." in " ".join(help_text.split())

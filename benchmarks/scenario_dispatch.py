@@ -35,6 +35,9 @@ SIZES = (10_000, 100_000, 1_000_000)
 QUICK_SIZES = (10_000,)
 #: LPUSH commands per pipeline of the raw ceiling
 PIPELINE = 1000
+#: What the broker takes with no client cost: pipelined LPUSH of one stored
+#: envelope (Redis), frames of one message encoded once (RabbitMQ)
+RAW_CEILINGS = ("raw_lpush", "raw_amqp")
 
 
 def runner_pass(store: SQLAlchemyStore, app: Any, count: int) -> float:
@@ -83,6 +86,34 @@ def raw_push(url: str, payload: bytes, count: int, key: str) -> float:
         client.close()
 
 
+def raw_frames(app: Any, count: int, queue: str) -> float:
+    """Seconds for RabbitMQ to take ``count`` copies of one task message
+    whose frames are encoded beforehand: the broker's intake ceiling (no
+    encoding cost at all on the client), written and confirmed in chunks
+    as the runner writes them."""
+    from swh_like_scheduler.broker import Message
+    from swh_like_scheduler.broker.amqp_fast import Frames
+    from swh_like_scheduler.broker.publish import MESSAGES_PER_CHECK
+    from swh_like_scheduler.broker.routing import resolve_route
+    from swh_like_scheduler.broker.taskmsg import TaskMessageBuilder
+
+    args, kwargs = task_arguments(0)
+    message = Message(str(uuid.uuid4()), NOOP_TASK, queue, args, kwargs)
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        route = resolve_route(app, queue)
+        route.queue.declare(channel=channel)
+        frames = Frames(connection, channel, TaskMessageBuilder(app), {queue: route})
+        chunk = frames.encode(message) * MESSAGES_PER_CHECK
+        write = connection.connection.transport.write
+        started = time.perf_counter()
+        for low in range(0, count, MESSAGES_PER_CHECK):
+            size = min(MESSAGES_PER_CHECK, count - low)
+            write(chunk if size == MESSAGES_PER_CHECK else frames.encode(message) * size)
+            channel.queue_declare(queue=queue, passive=True)
+        return time.perf_counter() - started
+
+
 def sample_message(url: str, queue: str) -> bytes:
     client = redis.Redis.from_url(url)
     try:
@@ -99,7 +130,12 @@ def measure(ctx: Context, broker: str, count: int) -> dict[str, list[float]]:
     kind = broker_kind(broker)
     app = celery_app(broker)
     queue = unique_queue("dispatch")
-    rates: dict[str, list[float]] = {"runner": [], "apply_async": [], "raw_lpush": []}
+    rates: dict[str, list[float]] = {
+        "runner": [],
+        "apply_async": [],
+        "raw_lpush": [],
+        "raw_amqp": [],
+    }
     with scratch_store(ctx.postgres, f"swh_bench_dispatch_{kind}") as store:
         bench_type(store, queue, max_queue_length=count)
         now = utcnow()
@@ -120,6 +156,11 @@ def measure(ctx: Context, broker: str, count: int) -> dict[str, list[float]]:
             if kind == "redis":
                 key = f"{queue}-raw"
                 rates["raw_lpush"].append(count / raw_push(broker, payload, count, key))
+            else:
+                try:
+                    rates["raw_amqp"].append(count / raw_frames(app, count, queue))
+                finally:
+                    purge(app, queue, delete=attempt == ctx.repeat - 1)
             log(
                 f"dispatch {kind} {count:,} #{attempt}: "
                 + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rates.items() if v)
@@ -138,15 +179,17 @@ def run(ctx: Context) -> None:
             runner, apply_async = rates["runner"], rates["apply_async"]
             med, base = statistics.median(runner), statistics.median(apply_async)
             ratios = {"runner/apply_async": ratio(med, base)}
-            if "raw_lpush" in rates:
-                raw_rates = rates["raw_lpush"]
-                ratios["runner/raw_lpush"] = ratio(med, statistics.median(raw_rates))
+            for ceiling in RAW_CEILINGS:
+                if ceiling in rates:
+                    raw_rates = rates[ceiling]
+                    ratios[f"runner/{ceiling}"] = ratio(med, statistics.median(raw_rates))
             common = {"broker": kind, "tasks": count}
             ctx.measurement(
                 "dispatch", "runner", "tasks/s", runner, ratios=ratios, digits=0, **common
             )
             ctx.measurement("dispatch", "apply_async", "tasks/s", apply_async, digits=0, **common)
-            if "raw_lpush" in rates:
-                ctx.measurement(
-                    "dispatch", "raw_lpush", "messages/s", rates["raw_lpush"], digits=0, **common
-                )
+            for ceiling in RAW_CEILINGS:
+                if ceiling in rates:
+                    ctx.measurement(
+                        "dispatch", ceiling, "messages/s", rates[ceiling], digits=0, **common
+                    )

@@ -33,7 +33,7 @@ from amqp.serialization import dumps as amqp_dumps
 from celery import signals
 from kombu import Connection
 
-from swh_like_scheduler.broker.amqp_writes import _Buffer
+from swh_like_scheduler.broker.amqp_writes import FrameBuffer
 from swh_like_scheduler.broker.fastjson import encode_json as _encode_json
 from swh_like_scheduler.broker.message import Message
 from swh_like_scheduler.broker.routing import Route
@@ -213,7 +213,7 @@ class Frames:
         return b"".join(parts)
 
     def _through_py_amqp(self, message: Message, route: Route, body: bytes) -> bytes:
-        buffer = _Buffer()
+        buffer = FrameBuffer()
         writer = self.raw.frame_writer_cls(self.raw, buffer)
         args = amqp_dumps("Bssbb", (0, route.exchange, route.routing_key, False, False))
         writer(1, self.channel_id, spec.Basic.Publish, args, self._properties(message, route, body))

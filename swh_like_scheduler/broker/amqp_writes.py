@@ -21,7 +21,7 @@ from amqp.channel import Channel as AmqpChannel
 from kombu import Connection
 
 
-class _Buffer:
+class FrameBuffer:
     """Stands for the socket transport while frames are being encoded."""
 
     def __init__(self) -> None:
@@ -53,7 +53,7 @@ def coalesced_writes(connection: Connection) -> Iterator[None]:
     if raw is None:
         yield
         return
-    buffer = _Buffer()
+    buffer = FrameBuffer()
     original = raw.frame_writer
     raw.frame_writer = raw.frame_writer_cls(raw, buffer)
     try:

@@ -64,12 +64,28 @@ def make_engine(url: str | sa.URL, **kwargs: Any) -> sa.Engine:
     journal lets readers work while one process writes, and write
     transactions start with ``BEGIN IMMEDIATE`` so concurrent writers wait
     (up to the busy timeout) instead of failing mid-transaction.
+
+    PostgreSQL: sessions use the UTC time zone, so that timestamps read
+    through the driver directly (the claim's rows) are UTC whatever the
+    server's ``TimeZone``, like those read through the store's types.
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, **kwargs)
     kwargs.setdefault("pool_pre_ping", True)
-    return sa.create_engine(parsed, **kwargs)
+    engine = sa.create_engine(parsed, **kwargs)
+    if parsed.get_backend_name() == "postgresql":
+        event.listen(engine, "connect", _utc_session)
+    return engine
+
+
+def _utc_session(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("SET TIME ZONE 'UTC'")
+    finally:
+        cursor.close()
+    dbapi_connection.commit()
 
 
 def _sqlite_engine(url: sa.URL, **kwargs: Any) -> sa.Engine:

@@ -142,3 +142,25 @@ def test_many_ready_tasks_walk_the_dispatch_order(pg_store: SQLAlchemyStore) -> 
     assert [c.deadline for c in claimed] == sorted(c.deadline for c in claimed)
     claim = [s for s in seen if "picked_normal" in s]
     assert len(claim) == 1 and "due_normal" not in claim[0]
+
+
+def test_claimed_times_are_utc_whatever_the_server_time_zone(postgres_url: str) -> None:
+    """The claim's rows are read through the driver: the session's time zone
+    is set to UTC, so a server in another zone changes nothing."""
+    url = sa.make_url(postgres_url)
+    admin = sa.create_engine(url.set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"ALTER DATABASE \"{url.database}\" SET TimeZone = 'Asia/Tokyo'")
+    admin.dispose()
+    store = SQLAlchemyStore.from_url(postgres_url)
+    try:
+        store.create_task_type(TaskType(type="crawl", backend_name="tests.crawl"))
+        now = datetime.now(tz=UTC)
+        store.create_tasks(
+            [oneshot(1, now - timedelta(minutes=5), timedelta(hours=1), Priority.NORMAL)], now=now
+        )
+        [claimed] = store.claim_ready_tasks("crawl", now=now, limit=1)
+        assert claimed.slot.utcoffset() == timedelta(0) == claimed.deadline.utcoffset()
+        assert claimed.slot == now - timedelta(minutes=5)
+    finally:
+        store.close()

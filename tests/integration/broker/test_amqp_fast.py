@@ -19,7 +19,7 @@ from waiting import wait_until
 
 from swh_like_scheduler.broker import Message, publish_batch, queue_depth
 from swh_like_scheduler.broker.amqp_fast import Frames, PropertiesTemplate, usable
-from swh_like_scheduler.broker.amqp_writes import _Buffer, lean_publishes
+from swh_like_scheduler.broker.amqp_writes import FrameBuffer, lean_publishes
 from swh_like_scheduler.broker.publish import _send_chunk
 from swh_like_scheduler.broker.routing import resolve_route
 from swh_like_scheduler.broker.taskmsg import TaskMessageBuilder
@@ -54,7 +54,7 @@ def amqp() -> Iterator[tuple[Celery, Any, Any]]:
 def _kombu_frames(app: Celery, connection: Any, channel: Any, message: Message) -> bytes:
     """What py-amqp writes on the socket for kombu's publish of ``message``."""
     raw = connection.connection
-    buffer = _Buffer()
+    buffer = FrameBuffer()
     original = raw.frame_writer
     raw.frame_writer = raw.frame_writer_cls(raw, buffer)
     try:

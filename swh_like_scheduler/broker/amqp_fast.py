@@ -31,14 +31,17 @@ from amqp import spec
 from amqp.channel import Channel as AmqpChannel
 from amqp.serialization import dumps as amqp_dumps
 from celery import signals
-from kombu import Connection
+from kombu import Connection, serialization
 
 from swh_like_scheduler.broker.amqp_writes import FrameBuffer
+from swh_like_scheduler.broker.fastjson import PROBE
 from swh_like_scheduler.broker.fastjson import encode_json as _encode_json
 from swh_like_scheduler.broker.message import Message
 from swh_like_scheduler.broker.routing import Route
 from swh_like_scheduler.broker.taskmsg import EMBED, HOLES, TaskMessageBuilder
 
+#: What kombu's ``json`` serializer says its output is.
+CONTENT_TYPE, ENCODING = "application/json", "utf-8"
 #: AMQP's frame end octet.
 FRAME_END = b"\xce"
 #: Room kept in a frame for py-amqp's overhead (its ``FRAME_OVERHEAD``).
@@ -54,6 +57,12 @@ def usable(connection: Connection, channel: Any, serializer: str, compression: s
     """Whether messages may be written as frames on ``channel``."""
     if connection.transport.driver_type != "amqp" or compression or serializer != "json":
         return False
+    if serialization.dumps(PROBE, serializer="json") != (
+        CONTENT_TYPE,
+        ENCODING,
+        _encode_json(PROBE),
+    ):
+        return False  # another encoder is registered as "json"
     if signals.before_task_publish.receivers or signals.after_task_publish.receivers:
         return False
     raw = connection.connection
@@ -150,8 +159,8 @@ class Frames:
         return self.channel.prepare_message(
             body,
             message.priority or 0,
-            "application/json",
-            "utf-8",
+            CONTENT_TYPE,
+            ENCODING,
             headers,
             {**properties, "delivery_mode": route.delivery_mode},
         )

@@ -139,3 +139,18 @@ def test_published_frames_reach_the_queue(amqp: tuple[Celery, Any, Any]) -> None
     finally:
         with app.connection_for_write() as connection:
             connection.default_channel.queue_delete(queue)
+
+
+def test_another_json_encoder_is_left_to_kombu(amqp: tuple[Celery, Any, Any]) -> None:
+    import json
+
+    from kombu import serialization
+    from kombu.utils.json import dumps, loads
+
+    _app, connection, channel = amqp
+    serialization.register("json", lambda v: json.dumps(v, indent=1), loads, "application/json")
+    try:
+        assert not usable(connection, channel, "json", None)
+    finally:
+        serialization.register("json", dumps, loads, "application/json", "utf-8")
+    assert usable(connection, channel, "json", None)

@@ -254,22 +254,25 @@ class _Serving:
         self.in_flight: list[Future[int]] = []
         self.published = 0
         self.error: str | None = None
+        self.publish_failed = False
 
     def run(self, capacity: int, claimers: int) -> tuple[int, int, str | None]:
         """``(claimed, published, first error)``."""
         claimed = 0
-        while claimed < capacity and self.error is None:
+        while claimed < capacity:
             want = min(CLAIM_CHUNK * claimers, capacity - claimed)
             batches, complete = self._claim_round(want, claimers)
             claimed += sum(len(batch) for batch in batches)
             self._collect()
-            if self.error is None:
-                for batch in batches:
+            # the chunks claimed are published even if another claim of the
+            # round failed; not once the broker has failed
+            if not self.publish_failed:
+                for batch in filter(None, batches):
                     # messages are built in the publishing thread too
                     # (arguments decoded there), overlapping the next round
                     future = self.publisher.submit(_publish, self.context, self.task_type, batch)
                     self.in_flight.append(future)
-            if not complete:
+            if not complete or self.error is not None:
                 break
         self._collect()
         return claimed, self.published, self.error
@@ -322,6 +325,7 @@ class _Serving:
                 self.published += future.result()
             except PublishError as exc:
                 self.published += exc.published
+                self.publish_failed = True
                 self._fail("publish", f"publish failed; runs stay scheduled: {exc}")
         self.in_flight = []
 

@@ -247,6 +247,38 @@ def test_publish_failure_after_claim_leaves_runs_scheduled(
 
 
 @pytest.mark.redis
+def test_a_failed_claim_of_a_round_still_publishes_the_others(
+    pg_store: SQLAlchemyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two claims at once; the second one's transaction fails (the database
+    refuses it): the first chunk is published, the second stays waiting."""
+    from swh_like_scheduler.exceptions import StoreUnavailable
+
+    app = make_test_app(services.redis_url())
+    now = datetime.now(tz=UTC)
+    task_type = new_type(pg_store, 10_000)
+    pg_store.import_tasks(ready_tasks(task_type, 7000, now), now=now)
+    first_ids = pg_store.ready_task_ids(task_type.type, now=now, limit=5000)
+    real_claim = pg_store.claim_ready_tasks
+
+    def claim(*args, among=None, **kwargs):  # type: ignore[no-untyped-def]
+        if among is not None and among[0] not in first_ids:
+            raise StoreUnavailable("claim ready tasks: the server closed the connection")
+        return real_claim(*args, among=among, **kwargs)
+
+    monkeypatch.setattr(pg_store, "claim_ready_tasks", claim)
+    try:
+        report = tick(pg_store, app, now)
+        [done] = report.types
+        assert (done.claimed, done.published) == (5000, 5000), done.describe()
+        assert done.error and "claim failed" in done.error
+        assert queue_depth(app, task_type.effective_queue) == 5000
+        assert len(pg_store.list_pending(task_type.type, now=now, limit=10_000)) == 2000
+    finally:
+        purge(app, task_type.effective_queue)
+
+
+@pytest.mark.redis
 def test_database_down_the_loop_keeps_running() -> None:
     app = make_test_app(services.redis_url())
     store = SQLAlchemyStore.from_url("postgresql://x@127.0.0.1:1/x?connect_timeout=1")

@@ -341,14 +341,21 @@ def test_new_ready_task_wakes_the_runner(pg_store: SQLAlchemyStore) -> None:
         purge(app, task_type.effective_queue)
 
 
-@pytest.mark.redis
-@pytest.mark.parametrize("claimers", [1, 3])
+@pytest.mark.parametrize(
+    ("kind", "claimers"),
+    [
+        pytest.param("redis", 1, marks=pytest.mark.redis),
+        pytest.param("redis", 3, marks=pytest.mark.redis),
+        pytest.param("rabbitmq", 2, marks=pytest.mark.rabbitmq),
+    ],
+)
 def test_concurrent_claims_keep_the_dispatch_order_in_the_queue(
-    pg_store: SQLAlchemyStore, postgres_url: str, claimers: int
+    pg_store: SQLAlchemyStore, postgres_url: str, kind: str, claimers: int
 ) -> None:
-    """12,000 tasks: one claim at a time, or three chunks claimed at once;
-    either way the queue holds them in deadline order, each once."""
-    broker_url = services.redis_url()
+    """12,000 tasks: one claim at a time, or chunks claimed at once; either
+    way the queue holds them in deadline order, each once."""
+    broker_url = services.redis_url() if kind == "redis" else services.amqp_url()
+    app = make_test_app(broker_url)
     task_type = new_type(pg_store, 12_000)  # a pass without a bound stops at 10,000
     now = datetime.now(tz=UTC)
     pg_store.import_tasks(ready_tasks(task_type, 12_000, now), now=now)
@@ -366,15 +373,27 @@ def test_concurrent_claims_keep_the_dispatch_order_in_the_queue(
                     {"type": task_type.type},
                 ).all()
             )
-        client = redis.Redis.from_url(broker_url)
-        # kombu pushes on the left and workers pop on the right
-        envelopes = [json.loads(e) for e in reversed(client.lrange(queue, 0, -1))]
-        ids = [e["headers"]["id"] for e in envelopes]
+        ids = _queued_ids(app, queue, broker_url, 12_000)
         assert len(ids) == len(set(ids)) == len(deadlines) == 12_000
         order = [deadlines[i] for i in ids]
         assert order == sorted(order)
     finally:
-        purge(make_test_app(broker_url), queue)
+        purge(app, queue)
+
+
+def _queued_ids(app: Celery, queue: str, broker_url: str, count: int) -> list[str]:
+    """The task ids in ``queue``, in the order a worker receives them."""
+    if broker_url.startswith("redis"):
+        client = redis.Redis.from_url(broker_url)
+        # kombu pushes on the left and workers pop on the right
+        return [json.loads(e)["headers"]["id"] for e in reversed(client.lrange(queue, 0, -1))]
+    wait_until(lambda: queue_depth(app, queue) == count, 15, f"{count} messages counted")
+    ids = []
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        while (message := channel.basic_get(queue, no_ack=True)) is not None:
+            ids.append(message.headers["id"])
+    return ids
 
 
 def test_claimers_option_is_checked_and_its_default_documented(postgres_url: str) -> None:

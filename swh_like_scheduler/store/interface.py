@@ -371,7 +371,8 @@ class SchedulerStore(Protocol):
         self, *, updated_before: datetime, limit: int = 10_000
     ) -> int:
         """Delete up to ``limit`` one-shot tasks that are completed, disabled
-        or cancelled and unchanged since ``updated_before``, with their runs."""
+        or cancelled and unchanged since ``updated_before``, with their runs.
+        A task with an open run (disabled while its run goes on) is kept."""
         ...
 
     # -- lease and steal protocols (DESIGN.md §4) -------------------------------

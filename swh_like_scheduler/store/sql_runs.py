@@ -412,6 +412,8 @@ class RunMethods(SQLBase):
                 task_t.c.schedule_kind == ScheduleKind.ONESHOT.value,
                 task_t.c.status.in_(_FINISHED_TASK),
                 task_t.c.updated_at < updated_before,
+                # a disabled or cancelled task may still have a run going on
+                ~sa.exists().where(run_t.c.task_id == task_t.c.id, run_t.c.status.in_(_OPEN)),
             )
             .limit(limit)
             .scalar_subquery()

@@ -541,6 +541,22 @@ def test_retention_deletes_only_old_finished_things(
     assert store.get_task_run(claims[oneshot_done.id].backend_id) is None
 
 
+def test_retention_keeps_a_finished_oneshot_whose_run_goes_on(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    [task] = store.create_tasks(
+        [make_task(now, 1, schedule_kind=ScheduleKind.ONESHOT, offset=-H)], now=now
+    )
+    [claimed] = store.claim_ready_tasks("sleep", now=now, limit=1)
+    store.start_task_run(claimed.backend_id, started=now, worker="w1")
+    store.disable_tasks([task.id or 0], now=now)  # the run is left to finish
+    assert store.delete_finished_oneshot_tasks(updated_before=now + 30 * H) == 0
+    assert store.get_task_run(claimed.backend_id) is not None
+    store.end_task_run(claimed.backend_id, status=RunStatus.EVENTFUL, ended=now + H)
+    assert store.delete_finished_oneshot_tasks(updated_before=now + 30 * H) == 1
+    assert store.get_task_run(claimed.backend_id) is None
+
+
 def test_delete_tasks_removes_their_runs(
     store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
 ) -> None:

@@ -54,6 +54,7 @@ from ..model import RunStatus, Task, TaskRun, TaskStatus, TaskType
 from ..monitor.records import WorkerSighting
 from ..policy import Outcome, RandomSource, already_applied, apply_outcome
 from ..store import SchedulerStore
+from ..store.interface import RunEnd
 from .events import EventKind, RunEvent, parse_event, parse_worker_event
 
 logger = logging.getLogger(__name__)
@@ -250,6 +251,10 @@ class EventHandler:
 
     def _start(self, event: RunEvent, store: SchedulerStore) -> HandleResult:
         run = store.start_task_run(event.backend_id, started=event.at, worker=event.worker)
+        return self._started_result(event, run)
+
+    def _started_result(self, event: RunEvent, run: TaskRun | None) -> HandleResult:
+        """What a start event did, from its run as it is after the start."""
         if run is None:
             return HandleResult(Action.UNKNOWN_RUN, event.backend_id)
         if run.status is RunStatus.STARTED and run.started == event.at:
@@ -353,22 +358,64 @@ class EventHandler:
 
     def _apply_ordered(self, events: Iterable[RunEvent]) -> BatchSummary:
         """Apply events in order, all in one store transaction (one commit
-        per batch instead of one per event)."""
+        per batch instead of one per event), in a few statements: first the
+        batch's starts together (so a run's start comes before its end even
+        when the end came first, keeping the start's own time), then the
+        starts that ends imply (start event late or lost), then the ends in
+        order. As if applied one by one, start-first."""
         events = list(events)
         summary = BatchSummary()
-        starts = {e.backend_id: i for i, e in enumerate(events) if e.kind is EventKind.START}
-        done: set[int] = set()
         with self.store.transaction() as store:
-            for index, event in enumerate(events):
-                if index in done:
-                    continue
+            run_starts = [e for e in events if e.kind is EventKind.START]
+            started = store.start_task_runs([(e.backend_id, e.at, e.worker) for e in run_starts])
+            for event in run_starts:
+                summary.add(self._started_result(event, started.get(event.backend_id)))
+            ends: list[RunEvent] = []
+            for event in events:
                 if event.kind is EventKind.END:
-                    early = starts.get(event.backend_id)
-                    if early is not None and early > index and early not in done:
-                        summary.add(self.apply(events[early], store))
-                        done.add(early)
-                summary.add(self.apply(event, store))
+                    ends.append(event)
+                elif event.kind is not EventKind.START:
+                    summary.add(self.apply(event, store))
+            for result in self._end_all(ends, store):
+                summary.add(result)
         return summary
+
+    def _end_all(self, ends: list[RunEvent], store: SchedulerStore) -> list[HandleResult]:
+        """:meth:`_end` for each of ``ends`` (in order), with one store call
+        for the implied starts and one for the ends."""
+        results: list[HandleResult] = []
+        implied = [e for e in ends if not self._started.pop(e.backend_id) and e.started is not None]
+        runs = store.start_task_runs(
+            [(e.backend_id, min(e.started, e.at), e.worker) for e in implied if e.started]
+        )
+        refused = set()
+        for event in implied:
+            run = runs.get(event.backend_id)
+            if run is None or not run.status.is_open:
+                refused.add(id(event))
+                action = Action.UNKNOWN_RUN if run is None else Action.DUPLICATE
+                results.append(HandleResult(action, event.backend_id, run))
+        ending = [
+            RunEnd(e.backend_id, e.status, e.at, e.result, e.error)
+            for e in ends
+            if id(e) not in refused and e.status is not None
+        ]
+        applied: set[str] = set()
+
+        def apply(task: Task, run: TaskRun) -> Task:
+            applied.add(run.backend_id)
+            return self._apply(task, run)
+
+        ended = store.end_task_runs(ending, apply=apply)
+        for end, run in zip(ending, ended, strict=True):
+            if run is None:
+                results.append(HandleResult(Action.UNKNOWN_RUN, end.backend_id))
+            elif end.backend_id in applied and run.ended == end.ended:
+                applied.discard(end.backend_id)  # a second end of the run is a duplicate
+                results.append(HandleResult(Action.ENDED, end.backend_id, run, end.status))
+            else:
+                results.append(HandleResult(Action.DUPLICATE, end.backend_id, run))
+        return results
 
 
 def _uuid(event: Mapping[str, Any]) -> str | None:

@@ -35,6 +35,18 @@ ApplyOutcome = Callable[[Task, TaskRun], Task]
 
 
 @dataclass(frozen=True)
+class RunEnd:
+    """One run end for :meth:`SchedulerStore.end_task_runs` (the arguments
+    of :meth:`SchedulerStore.end_task_run`)."""
+
+    backend_id: str
+    status: RunStatus
+    ended: datetime
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class TaskFilter:
     """Criteria of :meth:`SchedulerStore.search_tasks`; ``None`` matches all."""
 
@@ -317,6 +329,15 @@ class SchedulerStore(Protocol):
         or ended is returned unchanged. ``None`` for an unknown backend id."""
         ...
 
+    def start_task_runs(
+        self, starts: Sequence[tuple[str, datetime, str | None]]
+    ) -> dict[str, TaskRun]:
+        """:meth:`start_task_run` for many ``(backend_id, started, worker)`` at
+        once, in two statements; the first start of a backend id counts.
+        Returns each known run as it is afterwards, by backend id (unknown
+        ids are left out)."""
+        ...
+
     def end_task_run(
         self,
         backend_id: str,
@@ -335,6 +356,17 @@ class SchedulerStore(Protocol):
         Idempotent: a run that has already ended is returned unchanged and
         ``apply`` is not called. ``None`` for an unknown backend id.
         """
+        ...
+
+    def end_task_runs(
+        self, ends: Sequence[RunEnd], *, apply: ApplyOutcome | None = None
+    ) -> list[TaskRun | None]:
+        """:meth:`end_task_run` for many runs in one transaction, as if called
+        for each of ``ends`` in order (a second end of a run finds it ended; a
+        task whose two runs end is given to ``apply`` as the first end left
+        it), in a few statements. Returns, per end, its run afterwards
+        (``None`` for an unknown backend id). Raises :class:`InvalidInput`,
+        writing nothing, if a status is not final."""
         ...
 
     def reclaim_unstarted_runs(

@@ -21,6 +21,7 @@ from ..model import (
     Priority,
     RunStatus,
     ScheduleKind,
+    Task,
     TaskRun,
     TaskStatus,
     final_run_status,
@@ -28,9 +29,7 @@ from ..model import (
 )
 from ..policy import leave_blackouts, window_at
 from . import rows
-from .interface import (
-    ApplyOutcome,
-)
+from .interface import ApplyOutcome, RunEnd
 from .sql_base import SQLBase
 from .sql_claim import (
     SPARSE_FACTOR,
@@ -295,6 +294,24 @@ class RunMethods(SQLBase):
             )
         return run
 
+    def start_task_runs(
+        self, starts: Sequence[tuple[str, datetime, str | None]]
+    ) -> dict[str, TaskRun]:
+        first: dict[str, tuple[datetime, str | None]] = {}
+        for backend_id, started, worker in starts:
+            first.setdefault(backend_id, (started, worker))
+        if not first:
+            return {}
+        values = [
+            {"backend_id_": b, "status": RunStatus.STARTED.value, "started": s, "worker": w}
+            for b, (s, w) in first.items()
+        ]
+        with self._write("start task runs") as conn:
+            # only a run still scheduled changes: the same guard as one start
+            conn.execute(_START_SCHEDULED_RUN, values)
+            found = conn.execute(sa.select(run_t).where(run_t.c.backend_id.in_(list(first))))
+            return {r.backend_id: rows.run_from_row(r._mapping) for r in found}
+
     def end_task_run(
         self,
         backend_id: str,
@@ -329,6 +346,68 @@ class RunMethods(SQLBase):
                     values = rows.task_to_row(replace(new_task, updated_at=ended))
                     conn.execute(UPDATE_TASK, {**values, "task_id_": run.task_id})
         return run
+
+    def end_task_runs(
+        self, ends: Sequence[RunEnd], *, apply: ApplyOutcome | None = None
+    ) -> list[TaskRun | None]:
+        statuses = [final_run_status(end.status) for end in ends]  # all checked first
+        if not ends:
+            return []
+        wanted = list(dict.fromkeys(end.backend_id for end in ends))
+        with self._write("end task runs") as conn:
+            query = sa.select(run_t).where(run_t.c.backend_id.in_(wanted)).order_by(run_t.c.id)
+            runs = {
+                row.backend_id: rows.run_from_row(row._mapping)
+                for row in conn.execute(self._lock(query))
+            }
+            results: list[TaskRun | None] = []
+            ended: list[TaskRun] = []
+            for end, status in zip(ends, statuses, strict=True):
+                run = runs.get(end.backend_id)
+                if run is not None and run.status.is_open:
+                    run = replace(
+                        run, status=status, ended=end.ended, result=end.result, error=end.error
+                    )
+                    runs[end.backend_id] = run
+                    ended.append(run)
+                results.append(run)
+            if ended:
+                conn.execute(
+                    _END_RUN,
+                    [
+                        {
+                            "run_id_": run.id,
+                            "status": run.status.value,
+                            "ended": run.ended,
+                            "result": run.result,
+                            "error": run.error,
+                        }
+                        for run in ended
+                    ],
+                )
+            if ended and apply is not None:
+                self._apply_ends(conn, ended, apply)
+        return results
+
+    def _apply_ends(self, conn: sa.Connection, ended: list[TaskRun], apply: ApplyOutcome) -> None:
+        """The tasks of ``ended`` runs, locked, through ``apply`` in order."""
+        ids = sorted({run.task_id for run in ended})
+        query = sa.select(task_t).where(task_t.c.id.in_(ids)).order_by(task_t.c.id)
+        tasks = {
+            row.id: rows.task_from_row(row._mapping) for row in conn.execute(self._lock(query))
+        }
+        changed: dict[int, Task] = {}
+        for run in ended:
+            task = tasks.get(run.task_id)
+            if task is not None:
+                assert run.ended is not None
+                task = tasks[run.task_id] = replace(apply(task, run), updated_at=run.ended)
+                changed[run.task_id] = task
+        if changed:
+            conn.execute(
+                UPDATE_TASK,
+                [{**rows.task_to_row(task), "task_id_": tid} for tid, task in changed.items()],
+            )
 
     def reclaim_unstarted_runs(
         self, *, scheduled_before: datetime, now: datetime, limit: int = 1000
@@ -458,6 +537,14 @@ _TASK_BY_ID_LOCKED = _TASK_BY_ID.with_for_update()
 _START_RUN = (
     sa.update(run_t)
     .where(run_t.c.id == sa.bindparam("run_id_"))
+    .values({name: _bind(run_t, name) for name in ("status", "started", "worker")})
+)
+_START_SCHEDULED_RUN = (
+    sa.update(run_t)
+    .where(
+        run_t.c.backend_id == sa.bindparam("backend_id_"),
+        run_t.c.status == RunStatus.SCHEDULED.value,
+    )
     .values({name: _bind(run_t, name) for name in ("status", "started", "worker")})
 )
 _END_RUN = (

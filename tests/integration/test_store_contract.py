@@ -420,6 +420,73 @@ def test_update_task_with_optimistic_check(
 # -- runs -------------------------------------------------------------------
 
 
+def test_many_runs_start_at_once_as_one_by_one(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    store.create_tasks([make_task(now, n, offset=-H) for n in range(3)], now=now)
+    a, b, c = store.claim_ready_tasks("sleep", now=now, limit=3)
+    store.start_task_run(c.backend_id, started=now, worker="w0")
+    runs = store.start_task_runs(
+        [
+            (a.backend_id, now + H, "w1"),
+            (b.backend_id, now + 2 * H, None),
+            (a.backend_id, now + 3 * H, "w3"),  # a second start: the first counts
+            (c.backend_id, now + H, "w1"),  # already started: unchanged
+            ("unknown", now, "w1"),
+        ]
+    )
+    assert set(runs) == {a.backend_id, b.backend_id, c.backend_id}
+    assert (runs[a.backend_id].status, runs[a.backend_id].started) == (RunStatus.STARTED, now + H)
+    assert (runs[a.backend_id].worker, runs[b.backend_id].worker) == ("w1", None)
+    assert (runs[c.backend_id].started, runs[c.backend_id].worker) == (now, "w0")
+    assert runs[b.backend_id] == store.get_task_run(b.backend_id)
+    assert store.start_task_runs([]) == {}
+
+
+def test_many_runs_end_at_once_as_one_by_one(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    from swh_like_scheduler.store.interface import RunEnd
+
+    store.create_tasks([make_task(now, n, offset=-H) for n in range(2)], now=now)
+    a, b = store.claim_ready_tasks("sleep", now=now, limit=2)
+    seen: list[tuple[str, int | None]] = []
+
+    def apply(task: Task, run: TaskRun) -> Task:
+        seen.append((run.backend_id, task.failure_count))
+        return task.updated(
+            status=TaskStatus.WAITING, failure_count=task.failure_count + 1, last_end_at=run.ended
+        )
+
+    with pytest.raises(InvalidInput):  # a status that is not final: nothing written
+        store.end_task_runs(
+            [
+                RunEnd(a.backend_id, RunStatus.EVENTFUL, now),
+                RunEnd(b.backend_id, RunStatus.STARTED, now),
+            ]
+        )
+    assert store.get_task_run(a.backend_id).status is RunStatus.SCHEDULED  # type: ignore[union-attr]
+    ends = [
+        RunEnd(a.backend_id, RunStatus.FAILED, now + H, error="boom"),
+        RunEnd("unknown", RunStatus.EVENTFUL, now + H),
+        RunEnd(a.backend_id, RunStatus.EVENTFUL, now + 2 * H),  # ended already: unchanged
+        RunEnd(b.backend_id, RunStatus.EVENTFUL, now + 3 * H, result={"status": "eventful"}),
+    ]
+    runs = store.end_task_runs(ends, apply=apply)
+    assert runs[1] is None
+    assert runs[0] == runs[2] == store.get_task_run(a.backend_id)
+    assert runs[0] is not None and (runs[0].status, runs[0].error) == (RunStatus.FAILED, "boom")
+    assert runs[3] == store.get_task_run(b.backend_id)
+    assert runs[3] is not None and runs[3].result == {"status": "eventful"}
+    assert seen == [(a.backend_id, 0), (b.backend_id, 0)]
+    by_id = {t.id: t for t in store.get_tasks([a.task_id, b.task_id])}
+    assert (by_id[a.task_id].failure_count, by_id[a.task_id].updated_at) == (1, now + H)
+    assert by_id[b.task_id].last_end_at == now + 3 * H
+    assert store.end_task_runs(ends, apply=apply) == runs  # idempotent
+    assert len(seen) == 2
+    assert store.end_task_runs([]) == []
+
+
 def test_run_lifecycle_is_idempotent(
     store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
 ) -> None:

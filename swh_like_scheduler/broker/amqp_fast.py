@@ -21,19 +21,17 @@ for one body frame goes through py-amqp's own frame writer.
 from __future__ import annotations
 
 import re
-import socket
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any
 
 from amqp import spec
-from amqp.channel import Channel as AmqpChannel
 from amqp.serialization import dumps as amqp_dumps
 from celery import signals
 from kombu import Connection, serialization
 
-from swh_like_scheduler.broker.amqp_writes import FrameBuffer
+from swh_like_scheduler.broker.amqp_writes import FrameBuffer, plain_publish, poll_blocked
 from swh_like_scheduler.broker.fastjson import PROBE
 from swh_like_scheduler.broker.fastjson import encode_json as _encode_json
 from swh_like_scheduler.broker.message import Message
@@ -68,9 +66,12 @@ def usable(connection: Connection, channel: Any, serializer: str, compression: s
     raw = connection.connection
     if not all(hasattr(raw, name) for name in ("frame_writer_cls", "transport", "frame_max")):
         return False
-    # confirm mode replaces basic_publish (each publish then waits for an ack)
-    publish = getattr(channel, "basic_publish", None)
-    return getattr(publish, "__func__", None) is AmqpChannel._basic_publish
+    return plain_publish(channel)
+
+
+def _publish_args(route: Route) -> bytes:
+    """The arguments of ``basic.publish`` to ``route``, as py-amqp encodes them."""
+    return amqp_dumps("Bssbb", (0, route.exchange, route.routing_key, False, False))
 
 
 def _utf8(text: str) -> bytes:
@@ -169,8 +170,7 @@ class Frames:
         """The ``basic.publish`` method frame to ``route``."""
         frame = self._methods.get(route.name)
         if frame is None:
-            args = amqp_dumps("Bssbb", (0, route.exchange, route.routing_key, False, False))
-            payload = struct.pack(">HH", *spec.Basic.Publish) + args
+            payload = struct.pack(">HH", *spec.Basic.Publish) + _publish_args(route)
             frame = _BODY.pack(1, self.channel_id, len(payload)) + payload + FRAME_END
             self._methods[route.name] = frame
         return frame
@@ -224,8 +224,8 @@ class Frames:
     def _through_py_amqp(self, message: Message, route: Route, body: bytes) -> bytes:
         buffer = FrameBuffer()
         writer = self.raw.frame_writer_cls(self.raw, buffer)
-        args = amqp_dumps("Bssbb", (0, route.exchange, route.routing_key, False, False))
-        writer(1, self.channel_id, spec.Basic.Publish, args, self._properties(message, route, body))
+        properties = self._properties(message, route, body)
+        writer(1, self.channel_id, spec.Basic.Publish, _publish_args(route), properties)
         return b"".join(buffer.chunks)
 
 
@@ -247,21 +247,8 @@ def publish(
     raw = connection.connection
     for start in range(0, len(messages), per_check):
         chunk = messages[start : start + per_check]
-        _respect_blocking(raw)
-        raw.transport.write(b"".join(_encoded(frames, chunk)))
+        poll_blocked(raw)
+        raw.transport.write(b"".join(map(frames.encode, chunk)))
         raw.bytes_sent += 1  # py-amqp's heartbeat looks for outgoing traffic
         channel.queue_declare(queue=routes[chunk[-1].queue].queue.name, passive=True)
         progress[0] += len(chunk)
-
-
-def _encoded(frames: Frames, chunk: Iterable[Message]) -> Iterable[bytes]:
-    encode = frames.encode
-    return [encode(message) for message in chunk]
-
-
-def _respect_blocking(raw: Any) -> None:
-    """Read a pending ``connection.blocked`` notice (its callbacks run), as
-    py-amqp does before each publish; once per chunk here."""
-    if raw.client_properties.get("capabilities", {}).get("connection.blocked", False):
-        with suppress(socket.timeout):
-            raw.drain_events(timeout=0)

@@ -64,6 +64,21 @@ def coalesced_writes(connection: Connection) -> Iterator[None]:
         raw.transport.write(b"".join(buffer.chunks))
 
 
+def plain_publish(channel: Any) -> bool:
+    """Whether ``channel`` is a py-amqp channel whose publish just sends (not
+    in confirm mode, where each publish waits for the broker's ack)."""
+    publish = getattr(channel, "basic_publish", None)
+    return getattr(publish, "__func__", None) is AmqpChannel._basic_publish
+
+
+def poll_blocked(connection: Any) -> None:
+    """Read a pending ``connection.blocked`` notice (its callbacks run), as
+    py-amqp does before each publish; its callers do it once per chunk."""
+    if connection.client_properties.get("capabilities", {}).get("connection.blocked", False):
+        with suppress(socket.timeout):
+            connection.drain_events(timeout=0)
+
+
 @contextmanager
 def lean_publishes(channel: Any) -> Iterator[None]:
     """Within the block, ``basic.publish`` on a py-amqp ``channel`` skips
@@ -78,14 +93,10 @@ def lean_publishes(channel: Any) -> Iterator[None]:
     frames are the same.  Channels in confirm mode (whose publish waits for
     the broker's acknowledgement) and other transports are left alone.
     """
-    publish = getattr(channel, "basic_publish", None)
-    if getattr(publish, "__func__", None) is not AmqpChannel._basic_publish:
+    if not plain_publish(channel):
         yield
         return
-    connection = channel.connection
-    if connection.client_properties.get("capabilities", {}).get("connection.blocked", False):
-        with suppress(socket.timeout):
-            connection.drain_events(timeout=0)
+    poll_blocked(channel.connection)
     send_method = channel.send_method
     method = spec.Basic.Publish
 

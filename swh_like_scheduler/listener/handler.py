@@ -5,7 +5,7 @@ Mapping (the run is found by its ``backend_id``, the Celery task id):
 ==================  =====================================================
 event               store effect
 ==================  =====================================================
-``task-started``    ``start_task_run(started=event time, worker=hostname)``
+``task-started``    ``start_task_runs`` (started=event time, worker=hostname)
 ``task-succeeded``  end with ``classify_result(parsed result)``
 ``task-result``     same, with the real return value
 ``task-failed``     end ``failed``, error = the exception's text
@@ -22,14 +22,15 @@ events: each worker's latest event is recorded (its own timestamp), and a
 ``apply`` as any end (:meth:`SchedulerStore.end_worker_runs`). The
 single-event :meth:`EventHandler.handle` is about runs only.
 
-An end is written with :meth:`SchedulerStore.end_task_run` and an ``apply``
+An end is written with :meth:`SchedulerStore.end_task_runs` (a batch's ends
+together, as if one by one) and an ``apply``
 callback running :func:`policy.apply_outcome` in the same transaction, with
 the task locked: the run's end and the task's new state (next_run, deadline,
 statistics, status back to ``waiting``, or ``completed`` for a one-shot) are
 recorded together or not at all.
 
-Duplicates and disorder: the run row is the guard. ``start_task_run`` leaves a
-started or ended run unchanged; ``end_task_run`` leaves an ended run unchanged
+Duplicates and disorder: the run row is the guard. ``start_task_runs`` leaves a
+started or ended run unchanged; ``end_task_runs`` leaves an ended run unchanged
 and then does not call ``apply``, so a second end event changes nothing. An end
 that arrives before its start first records the start it implies (``event
 time - runtime``, when the event carries a runtime) and then the end; the late
@@ -263,35 +264,7 @@ class EventHandler:
         return HandleResult(Action.DUPLICATE, event.backend_id, run)
 
     def _end(self, event: RunEvent, store: SchedulerStore) -> HandleResult:
-        assert event.status is not None
-        known_started = self._started.pop(event.backend_id)
-        if not known_started and event.started is not None:
-            # the start event is late or lost: record the start this end implies
-            started = min(event.started, event.at)
-            run = store.start_task_run(event.backend_id, started=started, worker=event.worker)
-            if run is None:
-                return HandleResult(Action.UNKNOWN_RUN, event.backend_id)
-            if not run.status.is_open:
-                return HandleResult(Action.DUPLICATE, event.backend_id, run)
-        applied: list[bool] = []
-
-        def apply(task: Task, run: TaskRun) -> Task:
-            applied.append(True)
-            return self._apply(task, run)
-
-        run = store.end_task_run(
-            event.backend_id,
-            status=event.status,
-            ended=event.at,
-            result=event.result,
-            error=event.error,
-            apply=apply,
-        )
-        if run is None:
-            return HandleResult(Action.UNKNOWN_RUN, event.backend_id)
-        if applied:
-            return HandleResult(Action.ENDED, event.backend_id, run, event.status)
-        return HandleResult(Action.DUPLICATE, event.backend_id, run)
+        return self._end_all([event], store)[0]
 
     # -- batches --------------------------------------------------------------
 
@@ -381,13 +354,14 @@ class EventHandler:
         return summary
 
     def _end_all(self, ends: list[RunEvent], store: SchedulerStore) -> list[HandleResult]:
-        """:meth:`_end` for each of ``ends`` (in order), with one store call
-        for the implied starts and one for the ends."""
+        """What each of ``ends`` did, applied in order, with one store call
+        for the starts they imply (start event late or lost) and one for the
+        ends; ``apply`` is called once per run that really ends."""
         results: list[HandleResult] = []
         implied = [e for e in ends if not self._started.pop(e.backend_id) and e.started is not None]
         runs = store.start_task_runs(
             [(e.backend_id, min(e.started, e.at), e.worker) for e in implied if e.started]
-        )
+        )  # (every implied end has ``started``: the condition narrows its type)
         refused = set()
         for event in implied:
             run = runs.get(event.backend_id)

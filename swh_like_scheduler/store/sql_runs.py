@@ -83,7 +83,7 @@ class RunMethods(SQLBase):
                 )
                 found = statement.rows(conn, **values)
                 return [
-                    Claimed(task_id, slot, deadline, backend_id, arguments, tuple(banned or ()))
+                    _claim(task_id, slot, deadline, backend_id, arguments, banned)
                     for task_id, slot, deadline, arguments, banned, backend_id, *_ in (
                         self._outside_blackouts(conn, found, now)
                     )
@@ -270,29 +270,10 @@ class RunMethods(SQLBase):
             [run_id] = self._insert(conn, run_t, [rows.run_to_row(run)])
             return replace(run, id=run_id)
 
-    def _run_for_update(self, conn: sa.Connection, backend_id: str) -> TaskRun | None:
-        query = _RUN_BY_BACKEND_ID_LOCKED if self._capabilities.skip_locked else _RUN_BY_BACKEND_ID
-        row = conn.execute(query, {"backend_id_": backend_id}).first()
-        return rows.run_from_row(row._mapping) if row else None
-
     def start_task_run(
         self, backend_id: str, *, started: datetime, worker: str | None = None
     ) -> TaskRun | None:
-        with self._write("start task run") as conn:
-            run = self._run_for_update(conn, backend_id)
-            if run is None or run.status is not RunStatus.SCHEDULED:
-                return run
-            run = replace(run, status=RunStatus.STARTED, started=started, worker=worker)
-            conn.execute(
-                _START_RUN,
-                {
-                    "run_id_": run.id,
-                    "status": run.status.value,
-                    "started": started,
-                    "worker": worker,
-                },
-            )
-        return run
+        return self.start_task_runs([(backend_id, started, worker)]).get(backend_id)
 
     def start_task_runs(
         self, starts: Sequence[tuple[str, datetime, str | None]]
@@ -322,30 +303,8 @@ class RunMethods(SQLBase):
         error: str | None = None,
         apply: ApplyOutcome | None = None,
     ) -> TaskRun | None:
-        status = final_run_status(status)
-        with self._write("end task run") as conn:
-            run = self._run_for_update(conn, backend_id)
-            if run is None or not run.status.is_open:
-                return run
-            run = replace(run, status=status, ended=ended, result=result, error=error)
-            conn.execute(
-                _END_RUN,
-                {
-                    "run_id_": run.id,
-                    "status": status.value,
-                    "ended": ended,
-                    "result": result,
-                    "error": error,
-                },
-            )
-            if apply is not None:
-                query = _TASK_BY_ID_LOCKED if self._capabilities.skip_locked else _TASK_BY_ID
-                row = conn.execute(query, {"task_id_": run.task_id}).first()
-                if row is not None:
-                    new_task = apply(rows.task_from_row(row._mapping), run)
-                    values = rows.task_to_row(replace(new_task, updated_at=ended))
-                    conn.execute(UPDATE_TASK, {**values, "task_id_": run.task_id})
-        return run
+        end = RunEnd(backend_id, status, ended, result, error)
+        return self.end_task_runs([end], apply=apply)[0]
 
     def end_task_runs(
         self, ends: Sequence[RunEnd], *, apply: ApplyOutcome | None = None
@@ -530,15 +489,6 @@ def _bind(table: sa.Table, name: str) -> sa.BindParameter[Any]:
     return sa.bindparam(name, type_=table.c[name].type)
 
 
-_RUN_BY_BACKEND_ID = sa.select(run_t).where(run_t.c.backend_id == sa.bindparam("backend_id_"))
-_RUN_BY_BACKEND_ID_LOCKED = _RUN_BY_BACKEND_ID.with_for_update()
-_TASK_BY_ID = sa.select(task_t).where(task_t.c.id == sa.bindparam("task_id_"))
-_TASK_BY_ID_LOCKED = _TASK_BY_ID.with_for_update()
-_START_RUN = (
-    sa.update(run_t)
-    .where(run_t.c.id == sa.bindparam("run_id_"))
-    .values({name: _bind(run_t, name) for name in ("status", "started", "worker")})
-)
 _START_SCHEDULED_RUN = (
     sa.update(run_t)
     .where(

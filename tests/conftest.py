@@ -119,6 +119,14 @@ def store(db_url: str) -> Iterator[SQLAlchemyStore]:
 
 
 @pytest.fixture
+def pg_store(postgres_url: str) -> Iterator[SQLAlchemyStore]:
+    """A store on a fresh PostgreSQL database (for what SQLite cannot do)."""
+    store = SQLAlchemyStore.from_url(postgres_url)
+    yield store
+    store.close()
+
+
+@pytest.fixture
 def now() -> datetime:
     return datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

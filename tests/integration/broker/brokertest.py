@@ -6,8 +6,26 @@ import contextlib
 import itertools
 
 from celery import Celery
+from hypothesis import strategies as st
 
 _counter = itertools.count()
+
+#: what a task's JSON arguments decode to (args and kwargs of a call)
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+json_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner),
+    max_leaves=20,
+)
+call_args = st.lists(json_values, max_size=4)
+call_kwargs = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
+task_ids = st.uuids().map(str) | st.text(min_size=1, max_size=40)
 
 
 def cleanup_queue(app: Celery, name: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import services
-from brokertest import make_app
+from brokertest import call_args, call_kwargs, make_app, task_ids
 from celery import Celery
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,19 +28,6 @@ pytestmark = pytest.mark.rabbitmq
 
 TASK = "swh_like_scheduler.tests.broker.record"
 QUEUE = "swh-amqp-frames-test"
-
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=20)
-)
-json_values = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner),
-    max_leaves=20,
-)
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +63,10 @@ def _our_frames(app: Celery, connection: Any, channel: Any, message: Message) ->
 
 @settings(max_examples=300, deadline=None)
 @given(
-    args=st.lists(json_values, max_size=4),
-    kwargs=st.dictionaries(st.text(max_size=8), json_values, max_size=4),
+    args=call_args,
+    kwargs=call_kwargs,
     priority=st.none() | st.integers(0, 255),
-    task_id=st.uuids().map(str) | st.text(min_size=1, max_size=40),
+    task_id=task_ids,
 )
 def test_frames_equal_py_amqp_frames(
     amqp: tuple[Celery, Any, Any],

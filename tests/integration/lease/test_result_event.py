@@ -8,7 +8,6 @@ import random
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -40,10 +39,8 @@ H = timedelta(hours=1)
 
 
 @pytest.fixture
-def store(postgres_url: str) -> Iterator[SQLAlchemyStore]:
-    store = SQLAlchemyStore.from_url(postgres_url)
-    yield store
-    store.close()
+def store(pg_store: SQLAlchemyStore) -> SQLAlchemyStore:
+    return pg_store  # these tests need PostgreSQL
 
 
 @pytest.fixture

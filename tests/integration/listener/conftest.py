@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from listenertest import broker
-
-from swh_like_scheduler.store import SQLAlchemyStore
 
 
 @pytest.fixture(
@@ -18,10 +14,3 @@ from swh_like_scheduler.store import SQLAlchemyStore
 )
 def broker_url(request: pytest.FixtureRequest) -> str:
     return broker(request.param)
-
-
-@pytest.fixture
-def pg_store(postgres_url: str) -> Iterator[SQLAlchemyStore]:
-    store = SQLAlchemyStore.from_url(postgres_url)
-    yield store
-    store.close()

@@ -36,10 +36,8 @@ SLEEP_TASK = "swh_like_workers.sleep.sleep"
 
 
 @pytest.fixture
-def store(postgres_url: str) -> Iterator[SQLAlchemyStore]:
-    store = SQLAlchemyStore.from_url(postgres_url)
-    yield store
-    store.close()
+def store(pg_store: SQLAlchemyStore) -> SQLAlchemyStore:
+    return pg_store  # these tests need PostgreSQL
 
 
 @pytest.fixture

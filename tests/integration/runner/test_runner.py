@@ -64,13 +64,6 @@ def make_test_app(broker_url: str) -> Celery:
     return app
 
 
-@pytest.fixture
-def pg_store(postgres_url: str) -> Iterator[SQLAlchemyStore]:
-    store = SQLAlchemyStore.from_url(postgres_url)
-    yield store
-    store.close()
-
-
 def new_type(store: SQLAlchemyStore, max_queue_length: int | None) -> TaskType:
     name = f"t{uuid.uuid4().hex[:8]}"
     return store.create_task_type(

@@ -36,6 +36,8 @@ DEFAULT_REDIS = "redis://127.0.0.1:6379/9"
 DEFAULT_AMQP = "amqp://guest:guest@127.0.0.1:5672//"
 #: the Celery task every benchmark message names (see :mod:`benchmarks.worker_app`)
 NOOP_TASK = "bench.noop"
+#: the same body behind the start guard (benchmarks/worker_app.py)
+GUARDED_TASK = "bench.guarded"
 
 
 def utcnow() -> datetime:

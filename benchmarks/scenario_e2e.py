@@ -1,7 +1,12 @@
 """end-to-end: K no-op tasks through runner → a real ``celery worker``
 subprocess → listener, until every run is recorded; beside the same worker
 fed by a plain ``apply_async`` loop, until every ``task-succeeded`` event is
-seen (RabbitMQ when it is up, else Redis)."""
+seen (RabbitMQ when it is up, else Redis).
+
+``ours`` runs the body behind the start guard (``bench.guarded``, the
+product's base class: one database transaction per start); ``unguarded``
+runs the same body as a bare Celery task through the same runner and
+listener, which isolates what the guard costs."""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 
 from .common import (
+    GUARDED_TASK,
     NOOP_TASK,
     REPO,
     Context,
@@ -49,14 +55,14 @@ TIMEOUT = 600.0
 
 
 @contextmanager
-def worker(broker: str, queue: str, app: Any) -> Iterator[subprocess.Popen[bytes]]:
+def worker(broker: str, queue: str, app: Any, db_url: str) -> Iterator[subprocess.Popen[bytes]]:
     """A ``celery worker`` subprocess (prefork, ``-E``) serving ``queue``."""
     name = f"bench-{uuid.uuid4().hex[:6]}@localhost"
     log_path = Path(tempfile.mkstemp(prefix="swh-bench-worker-", suffix=".log")[1])
     command = [sys.executable, "-m", "celery", "-A", "benchmarks.worker_app", "worker"]
     command += ["-Q", queue, "-E", "-c", str(CONCURRENCY), "-P", "prefork", "-n", name]
     command += ["--without-gossip", "--without-mingle", "-l", "WARNING"]
-    env = {**os.environ, "SWH_BENCH_BROKER_URL": broker}
+    env = {**os.environ, "SWH_BENCH_BROKER_URL": broker, "SWH_SCHEDULER_DB_URL": db_url}
     with open(log_path, "ab") as out:
         process = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=out)
     try:
@@ -161,16 +167,18 @@ def run(ctx: Context) -> None:
     kind = broker_kind(broker)
     app = celery_app(broker, worker_send_task_events=True, task_send_sent_event=False)
     queue = unique_queue("e2e")
-    rates: dict[str, list[float]] = {"ours": [], "apply_async": []}
+    rates: dict[str, list[float]] = {"ours": [], "unguarded": [], "apply_async": []}
     with scratch_store(ctx.postgres, "swh_bench_e2e") as store:
         bench_type(store, queue, max_queue_length=count)
         fill_tasks(store, count, now=utcnow())
+        db_url = store.engine.url.render_as_string(hide_password=False)
         try:
-            with worker(broker, queue, app):
+            with worker(broker, queue, app, db_url):
                 for attempt in range(ctx.repeat):
-                    if attempt:
+                    for name, task_name in (("ours", GUARDED_TASK), ("unguarded", NOOP_TASK)):
+                        store.update_task_type("bench", backend_name=task_name)
                         reset_tasks(store, due_at=utcnow())
-                    rates["ours"].append(count / ours(store, app, count))
+                        rates[name].append(count / ours(store, app, count))
                     rates["apply_async"].append(count / plain(app, count, queue))
                     log(
                         f"end-to-end {kind} {count:,} #{attempt}: "
@@ -185,10 +193,14 @@ def run(ctx: Context) -> None:
         "ours",
         "tasks/s",
         rates["ours"],
-        ratios={"ours/apply_async": ratio(mine, base)},
+        ratios={
+            "ours/apply_async": ratio(mine, base),
+            "ours/unguarded": ratio(mine, statistics.median(rates["unguarded"])),
+        },
         digits=0,
         **params,
     )
+    ctx.measurement("end-to-end", "unguarded", "tasks/s", rates["unguarded"], digits=0, **params)
     ctx.measurement(
         "end-to-end", "apply_async", "tasks/s", rates["apply_async"], digits=0, **params
     )

@@ -1,6 +1,9 @@
-"""The Celery app of the benchmark worker: one no-op task, ``bench.noop``.
+"""The Celery app of the benchmark worker: one no-op body as two tasks,
+``bench.noop`` (a bare Celery task) and ``bench.guarded`` (the same body on
+the product's base class: the start guard asks the scheduler database,
+``SWH_SCHEDULER_DB_URL``, before each run of ours).
 
-    SWH_BENCH_BROKER_URL=redis://127.0.0.1:6379/9 \
+    SWH_BENCH_BROKER_URL=redis://127.0.0.1:6379/9 SWH_SCHEDULER_DB_URL=... \
         celery -A benchmarks.worker_app worker -Q QUEUE -E
 
 Benchmark-only (the product's own apps never import it).
@@ -12,6 +15,7 @@ import os
 from typing import Any
 
 from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.worker import SchedulerTask
 
 app = make_app(
     config_module=None,
@@ -24,7 +28,16 @@ app = make_app(
 )
 
 
-@app.task(name="bench.noop")
-def noop(*args: Any, **kwargs: Any) -> dict[str, str]:
+def body() -> dict[str, str]:
     """Does nothing; reported as an eventful run."""
     return {"status": "eventful"}
+
+
+@app.task(name="bench.noop")
+def noop(*args: Any, **kwargs: Any) -> dict[str, str]:
+    return body()
+
+
+@app.task(name="bench.guarded", base=SchedulerTask)
+def guarded(*args: Any, **kwargs: Any) -> dict[str, str]:
+    return body()

@@ -31,7 +31,7 @@ from typing import Any
 from celery import Task, shared_task
 from kombu import Exchange, Producer, Queue
 
-from swh_like_scheduler.worker_base import ResultEventTask
+from swh_like_scheduler.worker import SchedulerTask
 
 TASK_NAME = "swh_like_workers.notify.notify"
 
@@ -77,7 +77,7 @@ def target_queue(name: str) -> Queue:
     return Queue(name, exchange=Exchange(""), routing_key=name, durable=True)
 
 
-@shared_task(name=TASK_NAME, bind=True, base=ResultEventTask)
+@shared_task(name=TASK_NAME, bind=True, base=SchedulerTask)
 def notify(
     self: Task,
     queue: str,

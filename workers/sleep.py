@@ -12,7 +12,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from swh_like_scheduler.worker_base import ResultEventTask
+from swh_like_scheduler.worker import SchedulerTask
 
 TASK_NAME = "swh_like_workers.sleep.sleep"
 
@@ -21,7 +21,7 @@ class SimulatedFailure(RuntimeError):
     """Raised on purpose, at the rate asked for."""
 
 
-@shared_task(name=TASK_NAME, bind=True, base=ResultEventTask)
+@shared_task(name=TASK_NAME, bind=True, base=SchedulerTask)
 def sleep(
     self: Task,
     duration: float = 0.0,

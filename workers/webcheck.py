@@ -49,7 +49,7 @@ import redis
 import sqlalchemy as sa
 from celery import Task, shared_task
 
-from swh_like_scheduler.worker_base import ResultEventTask
+from swh_like_scheduler.worker import SchedulerTask
 
 TASK_NAME = "swh_like_workers.webcheck.check_page"
 
@@ -478,7 +478,7 @@ def visit(
     raise StateConflict(f"{url}: its record changed during {MAX_ATTEMPTS} visits in a row")
 
 
-@shared_task(name=TASK_NAME, bind=True, base=ResultEventTask)
+@shared_task(name=TASK_NAME, bind=True, base=SchedulerTask)
 def check_page(
     self: Task, url: str, timeout: float = DEFAULT_TIMEOUT, state_key: str | None = None
 ) -> dict[str, Any]:

@@ -47,6 +47,14 @@ _MONITOR_OPTIONS = [
         "periods and 180 s.",
     ),
     click.option(
+        "--offline-grace",
+        type=click.FloatRange(min=0),
+        default=60.0,
+        show_default=True,
+        help="Seconds a worker that said it went offline (worker-offline: a warm "
+        "shutdown, a broker reconnect) has to report its runs before they are lost.",
+    ),
+    click.option(
         "--oneshot-expiry-grace",
         type=click.FloatRange(min=0),
         default=0.0,
@@ -116,6 +124,7 @@ def monitor_settings(
         grace=timedelta(seconds=options["grace"]),
         period=timedelta(seconds=period),
         worker_timeout=None if worker_timeout is None else timedelta(seconds=worker_timeout),
+        offline_grace=timedelta(seconds=options["offline_grace"]),
         oneshot_expiry_grace=timedelta(seconds=options["oneshot_expiry_grace"]),
         keep_runs=timedelta(days=options["keep_runs"]),
         keep_finished_oneshots=timedelta(days=options["keep_finished_oneshots"]),

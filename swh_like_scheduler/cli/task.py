@@ -14,7 +14,7 @@ from .. import policy
 from ..builders import task_from_input
 from ..exceptions import InvalidInput, NotFound, UnknownTaskType
 from ..importer import FORMATS, guess_format, read_rows, tasks_from_rows
-from ..model import Priority, ScheduleKind, Task, TaskStatus, TaskType
+from ..model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from ..store import TaskFilter
 from ..validation import parse_datetime
 from . import render
@@ -330,11 +330,34 @@ def enable(cli: CliContext, ids: tuple[int, ...], as_json: bool) -> None:
 
 @task.command("cancel")
 @ids_argument
+@click.option(
+    "--broker-url",
+    envvar="SWH_SCHEDULER_BROKER_URL",
+    show_envvar=True,
+    help="Celery broker the revoke goes through (default: from celeryconfig).",
+)
 @json_option
 @pass_cli
-def cancel(cli: CliContext, ids: tuple[int, ...], as_json: bool) -> None:
-    """Cancel tasks: waiting ones never run; a running one is told to stop."""
-    _act(cli, "cancelled", ids, cli.store.cancel_tasks(list(ids), now=now()), as_json)
+def cancel(cli: CliContext, ids: tuple[int, ...], broker_url: str | None, as_json: bool) -> None:
+    """Cancel tasks: a dispatched run is revoked and never runs (workers
+    refuse it at start even if they missed the revoke); a running leased run
+    stops at its next ping; a running plain run finishes."""
+    from ..broker.revoke import revoke_runs
+    from ..celery_factory import make_app
+
+    cancelled = cli.store.cancel_tasks(list(ids), now=now())
+    runs = [r for t in cancelled for r in cli.store.get_task_runs(t.id or 0, limit=1)]
+    pending = [r.backend_id for r in runs if r.status is RunStatus.CANCELLED and not r.started]
+    if pending:
+        app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
+        error = revoke_runs(app, pending)
+        if error is not None:
+            click.echo(
+                f"warning: could not revoke {len(pending)} dispatched run(s) ({error}); "
+                "workers will refuse them at start",
+                err=True,
+            )
+    _act(cli, "cancelled", ids, cancelled, as_json)
 
 
 @task.command("runs")
@@ -402,7 +425,8 @@ def explain(cli: CliContext, task_id: int, at: str | None, as_json: bool) -> Non
 def status(
     cli: CliContext, task_type: str | None, show_level: str | None, limit: int, as_json: bool
 ) -> None:
-    """Conditions of the live tasks: how many are OK, WARNING or ERROR, per type."""
+    """Conditions of the live and disabled tasks (one that gave up after its
+    retries is in ERROR): how many are OK, WARNING or ERROR, per type."""
     instant = now()
     types = {t.type: t for t in cli.store.get_task_types()}
     if task_type is not None and task_type not in types:
@@ -410,7 +434,9 @@ def status(
     counts: dict[str, dict[str, int]] = {}
     listed: list[tuple[Task, policy.ConditionReport]] = []
     wanted = {"ERROR"} if show_level == "ERROR" else {"ERROR", "WARNING"}
-    criteria = TaskFilter(type=task_type, status=[TaskStatus.WAITING, TaskStatus.SCHEDULED])
+    # completed and cancelled tasks are OK by definition and only pile up
+    watched = [TaskStatus.WAITING, TaskStatus.SCHEDULED, TaskStatus.DISABLED]
+    criteria = TaskFilter(type=task_type, status=watched)
     after = 0
     while page := cli.store.search_tasks(criteria, after_id=after, limit=1000):
         after = page[-1].id or 0

@@ -40,6 +40,10 @@ class PingAnswer(StrEnum):
 ASSIGNED = "assigned"
 PINGED_LATE = "pinged_late"
 STOLEN = "stolen"
+#: a second copy of a run was refused at start (the body did not run)
+REFUSED_COPY = "refused_copy"
+#: the body asked Celery to retry: the run stays open, its owner let go
+RETRYING = "retrying"
 YIELDED = "yielded"
 TIMED_OUT = "timed_out"
 

@@ -11,12 +11,11 @@ Usage in a task module::
 
 Around the body, each delivery:
 
-1. acquires the lease (:meth:`acquire_lease`) under a fresh tag; when refused
-   (a duplicate delivery, a finished run, a banned node, a blackout, a
-   cancelled task) the body does not run and the delivery ends with
-   :class:`LeaseRefused`, a :class:`celery.exceptions.Ignore`: Celery acks the
-   message and sends **no** succeeded/failed event, so the listener never
-   ends the run that the real owner is executing;
+1. passes the start guard of every task type
+   (:class:`~swh_like_scheduler.worker.SchedulerTask`) as a lease: the same
+   checks and refusals (a refused delivery ends with :class:`LeaseRefused`,
+   a :class:`~swh_like_scheduler.worker.StartRefused`: no body, no
+   succeeded/failed event), and the owner now pings;
 2. runs the body while a daemon thread pings every ``swh_scheduler_lease_ping``
    seconds (Celery setting; default 30). When a ping says stop (stolen,
    cancelled, blackout, finished) or ``max_allowed_duration`` has passed on
@@ -30,11 +29,12 @@ Around the body, each delivery:
 3. writes the end itself (:meth:`finish_lease`): the outcome is recorded even
    when the listener misses the Celery events (Redis events are lossy); the
    listener then finds the run already ended. A stop ends ``cancelled``
-   (cancellation, blackout), ``timed_out`` (duration exceeded) or nothing
+   (cancellation), ``failed`` (a blackout window began: the run counts as a
+   failure and is retried after the window), ``timed_out`` (duration exceeded) or nothing
    (stolen: the monitor already ended it ``lost``), then re-raises
    :class:`LeaseStopped` so Celery records a failure.
 4. after a good return, sends the ``task-result`` event with the real return
-   value (:class:`~swh_like_scheduler.worker_base.ResultEventTask`): the
+   value (:class:`~swh_like_scheduler.worker.ResultEventTask`): the
    listener then finds the run already ended, unless the final write failed.
 
 On a warm shutdown (``worker_shutting_down``) the leases held by this
@@ -44,36 +44,28 @@ the worker's main process: leases are seen there with the ``solo`` and
 ``threads`` pools; with ``prefork`` the children keep running until their
 next ping, which finds the task no longer theirs.
 
-The store comes from ``swh_scheduler_db_url`` (Celery setting) or the
-``SWH_SCHEDULER_DB_URL`` environment variable, read at the first call and
-cached per process.
+The store is the start guard's (:mod:`swh_like_scheduler.worker.guard`).
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
-import os
-import random
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, ClassVar
 
-from celery.exceptions import Ignore
 from celery.signals import worker_shutting_down
 
 from ..exceptions import InvalidInput, SchedulerError
 from ..listener.events import jsonable
-from ..listener.handler import TaskTypeCache, outcome_applier
 from ..model import RunStatus
 from ..policy import classify_result, max_allowed_duration, max_expected_duration
-from ..store import SQLAlchemyStore, open_store
+from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
-from ..worker_base import ResultEventTask
+from ..worker.guard import SchedulerTask, StartRefused
 from .protocol import LeaseGrant, PingAnswer
 
 logger = logging.getLogger(__name__)
@@ -81,13 +73,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_PING = 30.0
 
 
-class LeaseRefused(Ignore):
+class LeaseRefused(StartRefused):
     """The lease was refused: the body did not run (see :attr:`reason`)."""
-
-    def __init__(self, grant: LeaseGrant) -> None:
-        super().__init__(f"lease refused: {grant.reason}")
-        self.grant = grant
-        self.reason = grant.reason
 
 
 class LeaseStopped(Exception):
@@ -100,7 +87,7 @@ _STOP_STATUS: dict[str, RunStatus | None] = {
     PingAnswer.STOLEN: None,
     PingAnswer.FINISHED: None,
     PingAnswer.CANCELLED: RunStatus.CANCELLED,
-    PingAnswer.BLACKOUT: RunStatus.CANCELLED,
+    PingAnswer.BLACKOUT: RunStatus.FAILED,
     "timed_out": RunStatus.TIMED_OUT,
     "yielded": None,
 }
@@ -162,21 +149,8 @@ def _async_raise(thread_id: int, exc: type[BaseException] | None) -> None:
 
 # -- per-process state ----------------------------------------------------------
 
-_stores: dict[tuple[int, str], tuple[SQLAlchemyStore, ApplyOutcome]] = {}
-_stores_lock = threading.Lock()
 _held: dict[str, tuple[Lease, SQLAlchemyStore, ApplyOutcome]] = {}
 _held_lock = threading.Lock()
-
-
-def _store_for(url: str) -> tuple[SQLAlchemyStore, ApplyOutcome]:
-    key = (os.getpid(), url)  # never share an engine across a fork
-    with _stores_lock:
-        found = _stores.get(key)
-        if found is None:
-            store = open_store(url)
-            found = (store, outcome_applier(TaskTypeCache(store), random.Random()))
-            _stores[key] = found
-        return found
 
 
 @worker_shutting_down.connect
@@ -192,7 +166,7 @@ def _yield_on_warm_shutdown(**_: Any) -> None:
             logger.exception("run %s: could not yield its lease", lease.backend_id)
 
 
-class LeasedTask(ResultEventTask):
+class LeasedTask(SchedulerTask):
     """Celery base class of task types that use the lease (module doc)."""
 
     #: raise :class:`LeaseStopped` in the body's thread when it must stop
@@ -207,35 +181,23 @@ class LeasedTask(ResultEventTask):
             raise RuntimeError("no lease is held: the task is not running under LeasedTask")
         return lease
 
-    def on_lease_refused(self, grant: LeaseGrant) -> None:
-        """Called when the lease is refused, before :class:`LeaseRefused` is raised."""
+    def on_start_refused(self, grant: LeaseGrant) -> None:
         logger.info("run %s: lease refused (%s); not running it", self.request.id, grant.reason)
-
-    def _lease_store(self) -> tuple[SQLAlchemyStore, ApplyOutcome]:
-        url = self.app.conf.get("swh_scheduler_db_url") or os.environ.get("SWH_SCHEDULER_DB_URL")
-        if not url:
-            raise InvalidInput(
-                "swh_scheduler_db_url",
-                "a leased task needs the scheduler database: set the Celery setting "
-                "swh_scheduler_db_url or SWH_SCHEDULER_DB_URL",
-            )
-        return _store_for(str(url))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         backend_id = self.request.id
         if backend_id is None:  # called directly, not through a worker
             return self.run(*args, **kwargs)
-        store, apply = self._lease_store()
-        name, node = _identity(self.request.hostname)
-        tag = uuid.uuid4().hex
-        grant = store.acquire_lease(backend_id, node=node, name=name, tag=tag, apply=apply)
-        if not grant.granted:
-            self.on_lease_refused(grant)
-            raise LeaseRefused(grant)
+        try:
+            store, grant, tag = self.guard_start(backend_id, lease=True)
+        except StartRefused as refused:
+            raise LeaseRefused(refused.reason, backend_id) from None
+        _, apply = self.scheduler_store()
         lease = Lease(backend_id, tag, grant, threading.get_ident())
         self._local.lease = lease
         with _held_lock:
             _held[backend_id] = (lease, store, apply)
+        self._held.start = (store, backend_id, tag)
         done = threading.Event()
         pinger = threading.Thread(
             target=self._ping_loop,
@@ -251,6 +213,7 @@ class LeasedTask(ResultEventTask):
             done.set()
             with _held_lock:
                 _held.pop(backend_id, None)
+            self._held.start = None
             self._local.lease = None
             pinger.join(timeout=5)
         self.send_result_event(result, runtime=time.monotonic() - started)
@@ -344,14 +307,6 @@ class LeasedTask(ResultEventTask):
             if allowed is not None and elapsed >= allowed:
                 lease.stop("timed_out", hard=self.hard_stop)
                 return
-
-
-def _identity(hostname: str | None) -> tuple[str, str]:
-    """(worker name, node) from Celery's ``name@node`` hostname."""
-    if hostname and "@" in hostname:
-        name, node = hostname.split("@", 1)
-        return name or "celery", node or socket.gethostname()
-    return (hostname or f"celery-{os.getpid()}"), socket.gethostname()
 
 
 __all__ = ["Lease", "LeaseRefused", "LeaseStopped", "LeasedTask"]

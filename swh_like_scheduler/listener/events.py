@@ -220,9 +220,9 @@ WORKER_EVENT_ONLINE: Mapping[str, bool] = {
 def parse_worker_event(event: Mapping[str, Any]) -> WorkerSighting | None:
     """The :class:`WorkerSighting` of a Celery worker event
     (``worker-heartbeat``, ``worker-online``, ``worker-offline``): its
-    ``hostname`` (``name@node``), its own ``timestamp`` and ``freq`` (the
-    heartbeat period, seconds). ``None`` for any other event, or one without
-    a hostname or a usable timestamp."""
+    ``hostname`` (``name@node``), its own ``timestamp``, ``freq`` (the
+    heartbeat period, seconds) and ``pid`` (its main process). ``None`` for
+    any other event, or one without a hostname or a usable timestamp."""
     event_type = event.get("type")
     online = WORKER_EVENT_ONLINE.get(event_type) if isinstance(event_type, str) else None
     hostname = event.get("hostname")
@@ -233,6 +233,9 @@ def parse_worker_event(event: Mapping[str, Any]) -> WorkerSighting | None:
     except InvalidInput:
         return None
     freq = event.get("freq")
-    if isinstance(freq, bool) or not isinstance(freq, int | float) or freq <= 0:
-        return WorkerSighting(hostname, at, online)
-    return WorkerSighting(hostname, at, online, float(freq))
+    if isinstance(freq, bool) or not isinstance(freq, int | float) or not 0 < freq < 86_400:
+        freq = None
+    pid = event.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2**31:
+        pid = None
+    return WorkerSighting(hostname, at, online, float(freq) if freq else None, pid)

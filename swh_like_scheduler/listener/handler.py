@@ -17,10 +17,15 @@ others              nothing (``task-received``, …)
 
 Worker events (heartbeat, online, offline) are applied by
 :meth:`EventHandler.handle_batch` (the consumer's path) after the batch's run
-events: each worker's latest event is recorded (its own timestamp), and a
-``worker-offline`` ends its worker's open runs ``lost`` with the same
-``apply`` as any end (:meth:`SchedulerStore.end_worker_runs`). The
-single-event :meth:`EventHandler.handle` is about runs only.
+events: each worker's latest event is recorded (its own timestamp and main
+process id). A ``worker-offline`` ends nothing at once: a warm shutdown
+sends it first and then finishes its runs, a broker reconnect sends it and
+comes back; the monitor ends the runs of a worker still offline after a
+grace (:meth:`SchedulerStore.sweep_silent_workers`). A worker that comes
+back under the same name from a **new process** (a restart after a crash)
+proves the old one gone: its runs started before are ended ``lost`` at once,
+with the same ``apply`` as any end (:meth:`SchedulerStore.end_worker_runs`).
+The single-event :meth:`EventHandler.handle` is about runs only.
 
 An end is written with :meth:`SchedulerStore.end_task_runs` (a batch's ends
 together, as if one by one) and an ``apply``
@@ -318,14 +323,17 @@ class EventHandler:
     def _apply_sightings(self, sightings: Sequence[WorkerSighting]) -> list[TaskRun]:
         if not sightings:
             return []
-        self.store.record_worker_sightings(sightings)
+        restarted = self.store.record_worker_sightings(sightings)
         lost: list[TaskRun] = []
-        for sighting in sightings:
-            if sighting.online:
-                continue
+        for sighting in restarted:
             ended = self.store.end_worker_runs(sighting.hostname, at=sighting.at, apply=self._apply)
             for run in ended:
-                logger.warning("run %s lost: worker %s went offline", run.backend_id, run.worker)
+                logger.warning(
+                    "run %s lost: worker %s came back as a new process (pid %s)",
+                    run.backend_id,
+                    run.worker,
+                    sighting.pid,
+                )
             lost.extend(ended)
         return lost
 
@@ -365,7 +373,7 @@ class EventHandler:
         refused = set()
         for event in implied:
             run = runs.get(event.backend_id)
-            if run is None or not run.status.is_open:
+            if run is None or not (run.status.is_open or run.status is RunStatus.LOST):
                 refused.add(id(event))
                 action = Action.UNKNOWN_RUN if run is None else Action.DUPLICATE
                 results.append(HandleResult(action, event.backend_id, run))

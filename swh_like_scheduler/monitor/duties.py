@@ -8,7 +8,9 @@ lock ``lock_ttl`` later and another takes over. Then, in order:
 
 1. **steal** expired leases (the lease protocol; database clock);
 2. **silent workers**: workers without a heartbeat for ``worker_timeout``
-   are marked offline and their plain runs end ``lost``;
+   are marked offline; the plain runs of workers offline for longer than
+   ``offline_grace`` end ``lost`` (a warm shutdown says offline, then
+   finishes its runs; their real outcomes come first);
 3. **one-shot expiry**: waiting one-shot tasks never dispatched whose
    should_start_by passed more than ``oneshot_expiry_grace`` ago are disabled;
 4. **retention**: runs ended more than ``keep_runs`` ago, and finished one-shot
@@ -52,7 +54,9 @@ class MonitorSettings:
     Steal protocol: ``ping_timeout`` (silence after which an owner is put on
     notice) and ``grace`` (then the time it has to ping before its run is
     lost). ``worker_timeout``: a plain worker silent that long is offline
-    (``None``: per worker, the longer of 3 x its heartbeat period and 180 s).
+    (``None``: per worker, the longer of 3 x its heartbeat period and 180 s);
+    ``offline_grace``: how long after a worker's ``worker-offline`` its open
+    runs may still report before they are ended ``lost``.
     ``oneshot_expiry_grace``: extra time after a one-shot task's
     should_start_by before it expires. ``keep_runs`` / ``keep_finished_oneshots``:
     retention, at most ``retention_limit`` rows of each kind per pass.
@@ -67,6 +71,7 @@ class MonitorSettings:
     grace: timedelta = timedelta(seconds=30)
     period: timedelta = timedelta(seconds=10)
     worker_timeout: timedelta | None = None
+    offline_grace: timedelta = timedelta(seconds=60)
     oneshot_expiry_grace: timedelta = _ZERO
     keep_runs: timedelta = timedelta(days=90)
     keep_finished_oneshots: timedelta = timedelta(days=30)
@@ -85,6 +90,8 @@ class MonitorSettings:
             value = getattr(self, name)
             if value is not None and value <= _ZERO:
                 raise InvalidInput(name, f"{value} must be longer than zero (or unset)")
+        if self.offline_grace < _ZERO:
+            raise InvalidInput("offline_grace", f"{self.offline_grace} is negative")
         if self.oneshot_expiry_grace < _ZERO:
             raise InvalidInput("oneshot_expiry_grace", f"{self.oneshot_expiry_grace} is negative")
         if self.lock_ttl <= self.period:
@@ -151,7 +158,11 @@ def monitor_tick(
             "run %s of task %s lost: lease stolen from %s", run.backend_id, run.task_id, run.worker
         )
     offline = store.sweep_silent_workers(
-        now=now, timeout=settings.worker_timeout, apply=apply, limit=batch
+        now=now,
+        timeout=settings.worker_timeout,
+        offline_grace=settings.offline_grace,
+        apply=apply,
+        limit=batch,
     )
     for hostname in offline.marked_offline:
         logger.warning("worker %s sent no heartbeat in time: marked offline", hostname)

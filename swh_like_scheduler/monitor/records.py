@@ -25,6 +25,10 @@ MIN_WORKER_TIMEOUT = timedelta(seconds=180)
 
 #: History entry written on a run ended ``lost`` because its worker went away.
 WORKER_OFFLINE = "worker_offline"
+#: the real outcome of a run ended ``worker_offline`` arrived afterwards and replaced ``lost``
+LATE_OUTCOME = "late_outcome"
+#: a run ended ``cancelled`` because the late outcome of the run before it arrived
+SUPERSEDED = "superseded"
 #: History entry written on the run that records a one-shot task's expiry.
 EXPIRED = "expired"
 
@@ -57,13 +61,15 @@ def default_holder() -> str:
 class WorkerSighting:
     """One worker event as the store records it: ``hostname`` (Celery's
     ``name@node``), ``at`` (the event's own timestamp, aware UTC),
-    ``online`` (False for ``worker-offline``) and the heartbeat period
-    ``freq`` in seconds when the event tells it."""
+    ``online`` (False for ``worker-offline``), the heartbeat period
+    ``freq`` in seconds and the ``pid`` of the worker's main process when
+    the event tells them."""
 
     hostname: str
     at: datetime
     online: bool
     freq: float | None = None
+    pid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,7 @@ class WorkerState:
     last_heartbeat_at: datetime
     online: bool
     freq: float | None = None
+    pid: int | None = None
 
 
 @dataclass(frozen=True)

@@ -433,7 +433,35 @@ class SchedulerStore(Protocol):
         (``node`` in ``dont_run_on_nodes``); ``blackout`` (now inside a
         window). With ``apply``, a cancelled/disabled refusal ends the run
         ``cancelled`` and a blackout refusal ends it ``lost`` (the task is
-        given back to its schedule); otherwise a refusal writes nothing."""
+        given back to its schedule); ``already_running`` and ``finished_run``
+        add the history entry ``refused_copy``; other refusals write nothing."""
+        ...
+
+    def guard_start(
+        self,
+        backend_id: str,
+        *,
+        node: str,
+        name: str,
+        tag: str,
+        apply: ApplyOutcome | None = None,
+    ) -> LeaseGrant:
+        """The start guard of every task type: exactly :meth:`acquire_lease`
+        (same checks, same refusals, same writes) except that the owner does
+        not ping: ``owner_last_ping_at`` stays null, so the steal step leaves
+        the task alone and the worker's liveness (heartbeats, offline events)
+        decides instead. The ownership is released when the run ends, by
+        whatever ends it. A refused second copy (``already_running``,
+        ``finished_run``) adds the history entry ``refused_copy`` to the run;
+        its body must not run."""
+        ...
+
+    def release_start(self, backend_id: str, *, tag: str) -> bool:
+        """The body of the run asked Celery for a retry (a new delivery with
+        the same id): when ``tag`` owns the task and the run is open, the
+        ownership is released (the run stays open and started, history
+        ``retrying``) so that the retried delivery passes the guard. True
+        then; otherwise nothing is written."""
         ...
 
     def ping_lease(self, backend_id: str, *, tag: str, progress: float | None = None) -> PingReply:
@@ -497,16 +525,24 @@ class SchedulerStore(Protocol):
         ...
 
     # -- monitor duties (DESIGN.md §4) ---------------------------------------------
-    # Runs whose task is owned through the lease (``owner_tag`` set) are never
-    # ended by these calls: the steal protocol decides about them.
+    # Runs whose task is leased (an owner that pings, ``owner_last_ping_at``
+    # set) are never ended by these calls: the steal protocol decides about
+    # them. Runs let through by the start guard (owner, no pings) are.
 
-    def record_worker_sightings(self, sightings: Sequence[WorkerSighting]) -> None:
+    def record_worker_sightings(self, sightings: Sequence[WorkerSighting]) -> list[WorkerSighting]:
         """Record worker events (heartbeat, online, offline) in the ``worker``
         table: per hostname, the latest event of the batch sets
-        ``last_heartbeat_at`` (the event's own timestamp), ``online`` and
-        ``freq`` (kept when the event has none) -- unless the stored
-        heartbeat is newer (events out of order change nothing). Ending the
-        runs of a worker that went offline is :meth:`end_worker_runs`."""
+        ``last_heartbeat_at`` (the event's own timestamp), ``online``,
+        ``freq`` and ``pid`` (kept when the event has none) -- unless the
+        stored heartbeat is newer (events out of order change nothing).
+
+        Returns the sightings that show a **restart**: a worker of a known
+        name whose main process changed (another ``pid`` than recorded, not
+        older than the record). The old process is gone; its open runs are
+        for :meth:`end_worker_runs` at the sighting's time. A worker that
+        went offline is not ended here: after a grace (a warm shutdown says
+        offline first and then finishes its runs, a broker reconnect says
+        offline and online again), :meth:`sweep_silent_workers` does it."""
         ...
 
     def get_workers(self) -> list[WorkerState]:
@@ -534,6 +570,7 @@ class SchedulerStore(Protocol):
         *,
         now: datetime,
         timeout: timedelta | None = None,
+        offline_grace: timedelta = timedelta(0),
         apply: ApplyOutcome | None = None,
         limit: int = 1000,
     ) -> WorkerSweep:
@@ -541,7 +578,9 @@ class SchedulerStore(Protocol):
         events, ``kill -9``). Online workers whose ``last_heartbeat_at`` is
         older than ``now - timeout`` are marked offline (``timeout`` ``None``:
         per worker, the longer of 3 x its heartbeat ``freq`` and 180 s).
-        Then the open runs of every offline worker that started no later
+        Then the open runs of every worker offline for longer than
+        ``offline_grace`` or its timeout, whichever is shorter (since its
+        last event), that started no later
         than its last heartbeat, or longer ago than its timeout, end ``lost``
         at ``now`` as in :meth:`end_worker_runs`. Raises InvalidInput for a
         timeout <= 0."""

@@ -28,6 +28,8 @@ from ..exceptions import InvalidInput
 from ..lease.protocol import (
     ASSIGNED,
     PINGED_LATE,
+    REFUSED_COPY,
+    RETRYING,
     STOLEN,
     TIMED_OUT,
     YIELDED,
@@ -171,7 +173,34 @@ class LeaseMethods(SQLBase):
         tag: str,
         apply: ApplyOutcome | None = None,
     ) -> LeaseGrant:
-        with self._write("acquire lease") as conn:
+        return self._take_run(backend_id, node=node, name=name, tag=tag, apply=apply, pinging=True)
+
+    def guard_start(
+        self,
+        backend_id: str,
+        *,
+        node: str,
+        name: str,
+        tag: str,
+        apply: ApplyOutcome | None = None,
+    ) -> LeaseGrant:
+        return self._take_run(backend_id, node=node, name=name, tag=tag, apply=apply, pinging=False)
+
+    def _take_run(
+        self,
+        backend_id: str,
+        *,
+        node: str,
+        name: str,
+        tag: str,
+        apply: ApplyOutcome | None,
+        pinging: bool,
+    ) -> LeaseGrant:
+        """The start guard (``pinging`` false) and the lease (true): the same
+        checks; a lease's owner also pings (``owner_last_ping_at`` set), a
+        guarded start's never does (left null: the steal step ignores it,
+        the worker's liveness covers it)."""
+        with self._write("guard the start of a run") as conn:
             now = self._db_now(conn)
             run = self._lease_run(conn, backend_id)
             if run is None:
@@ -180,10 +209,12 @@ class LeaseMethods(SQLBase):
             if task is None:  # cannot happen: runs are deleted with their task
                 return LeaseGrant(False, Refusal.UNKNOWN_RUN, now, None, run)
             if not run.status.is_open:
+                run = self._refused_copy(conn, run, now, Refusal.FINISHED_RUN, name, node)
                 return LeaseGrant(False, Refusal.FINISHED_RUN, now, task, run)
             if task.owner_tag is not None:
                 if task.owner_tag == tag:  # the same owner asking again
                     return LeaseGrant(True, Refusal.OK, now, task, run)
+                run = self._refused_copy(conn, run, now, Refusal.ALREADY_RUNNING, name, node)
                 return LeaseGrant(False, Refusal.ALREADY_RUNNING, now, task, run)
             refusal = _refusal(task, node, now)
             if refusal is not None:
@@ -194,47 +225,63 @@ class LeaseMethods(SQLBase):
                         run,
                         status=status,
                         now=now,
-                        error=f"refused by the lease: {refusal}",
+                        error=f"refused at start: {refusal}",
                         apply=apply,
                     )
                     task = self._lease_task(conn, task.id or 0)
                 return LeaseGrant(False, refusal, now, task, run)
+            owner = {
+                "owner_node": node,
+                "owner_name": name,
+                "owner_tag": tag,
+                "owner_started_at": now,
+                "owner_last_ping_at": now if pinging else None,
+                "steal_start_at": None,
+            }
             claimed = conn.execute(
                 sa.update(task_t)
                 .where(task_t.c.id == task.id, task_t.c.owner_tag.is_(None))
-                .values(
-                    owner_node=node,
-                    owner_name=name,
-                    owner_tag=tag,
-                    owner_started_at=now,
-                    owner_last_ping_at=now,
-                    steal_start_at=None,
-                    status=TaskStatus.SCHEDULED.value,
-                    updated_at=now,
-                )
+                .values(**owner, status=TaskStatus.SCHEDULED.value, updated_at=now)
             ).rowcount
             if claimed != 1:  # lost a race (only possible without row locks)
                 return LeaseGrant(False, Refusal.ALREADY_RUNNING, now, task, run)
             worker = f"{name}@{node}"
             started = run.started or now
+            entry = _entry(ASSIGNED, now, worker=worker, tag=tag, lease=pinging)
+            history = [*(dict(h) for h in run.history), entry]
             conn.execute(
                 sa.update(run_t)
                 .where(run_t.c.id == run.id)
-                .values(status=RunStatus.STARTED.value, started=started, worker=worker)
+                .values(
+                    status=RunStatus.STARTED.value,
+                    started=started,
+                    worker=worker,
+                    history=history,
+                )
             )
-            run = replace(run, status=RunStatus.STARTED, started=started, worker=worker)
-            run = self._add_history(conn, run, _entry(ASSIGNED, now, worker=worker, tag=tag))
-            task = task.updated(
-                owner_node=node,
-                owner_name=name,
-                owner_tag=tag,
-                owner_started_at=now,
-                owner_last_ping_at=now,
-                steal_start_at=None,
-                status=TaskStatus.SCHEDULED,
-                updated_at=now,
+            run = replace(
+                run,
+                status=RunStatus.STARTED,
+                started=started,
+                worker=worker,
+                history=tuple(history),
             )
+            task = task.updated(**owner, status=TaskStatus.SCHEDULED, updated_at=now)
             return LeaseGrant(True, Refusal.OK, now, task, run)
+
+    def _refused_copy(
+        self,
+        conn: sa.Connection,
+        run: TaskRun,
+        now: datetime,
+        refusal: Refusal,
+        name: str,
+        node: str,
+    ) -> TaskRun:
+        """Note on ``run`` that a second copy of it was refused (a duplicate
+        delivery: re-published, redelivered, or revoked too late)."""
+        entry = _entry(REFUSED_COPY, now, worker=f"{name}@{node}", reason=str(refusal))
+        return self._add_history(conn, run, entry)
 
     def ping_lease(self, backend_id: str, *, tag: str, progress: float | None = None) -> PingReply:
         if progress is not None and not 0.0 <= progress <= 1.0:
@@ -315,6 +362,19 @@ class LeaseMethods(SQLBase):
                 apply=apply,
                 runnable_now=True,
             )
+
+    def release_start(self, backend_id: str, *, tag: str) -> bool:
+        with self._write("give a run back for its retry") as conn:
+            now, run, owned = self._owned_run(conn, backend_id, tag)
+            if run is None or not owned:
+                return False
+            conn.execute(
+                sa.update(task_t)
+                .where(task_t.c.id == run.task_id, task_t.c.owner_tag == tag)
+                .values(**_OWNER_CLEARED)
+            )
+            self._add_history(conn, run, _entry(RETRYING, now, worker=run.worker))
+            return True
 
     # -- the monitor's call ---------------------------------------------------
 

@@ -9,8 +9,10 @@
 * a named lock with an expiry on the database clock (``scheduler_lock``),
   taken and renewed with one conditional UPSERT.
 
-Runs whose task is owned through the lease (``owner_tag`` set) are never
-ended here: the steal protocol decides about them.
+Runs whose task is owned through the lease (an owner that pings:
+``owner_last_ping_at`` set) are never ended here: the steal protocol decides
+about them. A run the start guard let through (owner set, no pings) is the
+worker's like any other and ends with it.
 
 Lock order is the listener's and the lease's (run row, then task row), and
 run rows another transaction holds are skipped (PostgreSQL): a run being
@@ -70,14 +72,14 @@ class MonitorMethods(LeaseMethods):
 
     # -- workers --------------------------------------------------------------
 
-    def record_worker_sightings(self, sightings: Sequence[WorkerSighting]) -> None:
+    def record_worker_sightings(self, sightings: Sequence[WorkerSighting]) -> list[WorkerSighting]:
         latest: dict[str, WorkerSighting] = {}
         for sighting in sightings:  # a later event of the same instant wins
             known = latest.get(sighting.hostname)
             if known is None or sighting.at >= known.at:
                 latest[sighting.hostname] = sighting
         if not latest:
-            return
+            return []
         insert = self._upsert(worker_t)
         stmt = insert.on_conflict_do_update(
             index_elements=[worker_t.c.hostname],
@@ -85,15 +87,45 @@ class MonitorMethods(LeaseMethods):
                 "last_heartbeat_at": insert.excluded.last_heartbeat_at,
                 "online": insert.excluded.online,
                 "freq": sa.func.coalesce(insert.excluded.freq, worker_t.c.freq),
+                "pid": sa.func.coalesce(insert.excluded.pid, worker_t.c.pid),
             },
             where=worker_t.c.last_heartbeat_at <= insert.excluded.last_heartbeat_at,
         )
+        ordered = [s for _, s in sorted(latest.items())]  # one order for every writer
         values = [
-            {"hostname": s.hostname, "last_heartbeat_at": s.at, "online": s.online, "freq": s.freq}
-            for _, s in sorted(latest.items())  # one order for every writer: no deadlock
+            {
+                "hostname": s.hostname,
+                "last_heartbeat_at": s.at,
+                "online": s.online,
+                "freq": s.freq,
+                "pid": s.pid,
+            }
+            for s in ordered
         ]
         with self._write("record worker events") as conn:
+            stored = {
+                row.hostname: row
+                for row in conn.execute(
+                    self._lock(
+                        sa.select(worker_t.c.hostname, worker_t.c.pid, worker_t.c.last_heartbeat_at)
+                        .where(worker_t.c.hostname.in_(list(latest)))
+                        .order_by(worker_t.c.hostname)
+                    )
+                )
+            }
             conn.execute(stmt, values)
+        restarted = []
+        for sighting in ordered:
+            before = stored.get(sighting.hostname)
+            if (
+                sighting.pid is not None
+                and before is not None
+                and before.pid is not None
+                and before.pid != sighting.pid
+                and before.last_heartbeat_at <= sighting.at
+            ):
+                restarted.append(sighting)
+        return restarted
 
     def get_workers(self) -> list[WorkerState]:
         with self._read("list workers") as conn:
@@ -129,11 +161,14 @@ class MonitorMethods(LeaseMethods):
         *,
         now: datetime,
         timeout: timedelta | None = None,
+        offline_grace: timedelta = timedelta(0),
         apply: ApplyOutcome | None = None,
         limit: int = 1000,
     ) -> WorkerSweep:
         if timeout is not None and timeout <= timedelta(0):
             raise InvalidInput("worker_timeout", f"{timeout} must be longer than zero")
+        if offline_grace < timedelta(0):
+            raise InvalidInput("offline_grace", f"{offline_grace} is negative")
         with self._write("sweep silent workers") as conn:
             online = conn.execute(
                 self._lock(sa.select(worker_t).where(worker_t.c.online.is_(True)))
@@ -169,7 +204,13 @@ class MonitorMethods(LeaseMethods):
             found = []
             for row in conn.execute(query):
                 run = rows.run_from_row(row._mapping)
-                cutoff = now - worker_timeout(row.freq, timeout)
+                silence = worker_timeout(row.freq, timeout)
+                # a warm shutdown says offline first, then finishes its runs:
+                # they may report for the grace (or until the worker has been
+                # silent for its timeout, which proves it gone)
+                if row.last_heartbeat_at >= now - min(offline_grace, silence):
+                    continue
+                cutoff = now - silence
                 if run.started is None or run.started <= max(row.last_heartbeat_at, cutoff):
                     found.append(run)
             lost = self._lose_runs(
@@ -186,12 +227,12 @@ class MonitorMethods(LeaseMethods):
     def _worker_runs_query(
         self, limit: int, extra: tuple[sa.ColumnElement[Any], ...] = ()
     ) -> sa.Select[Any]:
-        """Open runs whose task is not owned through the lease, oldest first,
+        """Open runs whose task is not leased (no pinging owner), oldest first,
         locked (run rows only; rows another transaction holds are skipped)."""
         query = (
             sa.select(run_t, *extra)
             .join(task_t, task_t.c.id == run_t.c.task_id)
-            .where(run_t.c.status.in_(_OPEN), task_t.c.owner_tag.is_(None))
+            .where(run_t.c.status.in_(_OPEN), task_t.c.owner_last_ping_at.is_(None))
             .order_by(run_t.c.id)
             .limit(limit)
         )
@@ -212,7 +253,7 @@ class MonitorMethods(LeaseMethods):
         lost: list[TaskRun] = []
         for run in runs:
             task = self._lease_task(conn, run.task_id)  # locked, after its run
-            if task is None or task.owner_tag is not None:
+            if task is None or task.owner_last_ping_at is not None:
                 continue  # the lease took it meanwhile: the steal protocol decides
             end = max(ended, run.started) if run.started is not None else ended
             done = self._end_owned(
@@ -336,4 +377,5 @@ def _worker(row: Any) -> WorkerState:
         last_heartbeat_at=row["last_heartbeat_at"],
         online=bool(row["online"]),
         freq=row["freq"],
+        pid=row["pid"],
     )

@@ -27,6 +27,7 @@ from ..model import (
     final_run_status,
     run_backend_id,
 )
+from ..monitor.records import LATE_OUTCOME, SUPERSEDED, WORKER_OFFLINE
 from ..policy import leave_blackouts, window_at
 from . import rows
 from .interface import ApplyOutcome, RunEnd
@@ -38,6 +39,7 @@ from .sql_claim import (
     prepared_probe,
     runnable_on,
 )
+from .sql_lease import _entry
 from .tables import task as task_t
 from .tables import task_run as run_t
 
@@ -323,9 +325,17 @@ class RunMethods(SQLBase):
             ended: list[TaskRun] = []
             for end, status in zip(ends, statuses, strict=True):
                 run = runs.get(end.backend_id)
-                if run is not None and run.status.is_open:
+                if run is not None and _replaces_loss(run, status):
+                    run = runs[end.backend_id] = self._replace_loss(conn, run, end, status, apply)
+                elif run is not None and run.status.is_open:
                     run = replace(
-                        run, status=status, ended=end.ended, result=end.result, error=end.error
+                        run,
+                        status=status,
+                        ended=end.ended,
+                        result=end.result,
+                        error=end.error,
+                        # a good end is the whole of the work, whatever was reported
+                        progress=1.0 if status.is_good else run.progress,
                     )
                     runs[end.backend_id] = run
                     ended.append(run)
@@ -340,6 +350,7 @@ class RunMethods(SQLBase):
                             "ended": run.ended,
                             "result": run.result,
                             "error": run.error,
+                            "progress": run.progress,
                         }
                         for run in ended
                     ],
@@ -367,6 +378,67 @@ class RunMethods(SQLBase):
                 UPDATE_TASK,
                 [{**rows.task_to_row(task), "task_id_": tid} for tid, task in changed.items()],
             )
+
+    def _replace_loss(
+        self,
+        conn: sa.Connection,
+        run: TaskRun,
+        end: RunEnd,
+        status: RunStatus,
+        apply: ApplyOutcome | None,
+    ) -> TaskRun:
+        """The real outcome of ``run``, ended ``lost`` when its worker went
+        away, arrived after all: it replaces ``lost``. When the task has no
+        run going on, the outcome is applied to it (its schedule recomputed);
+        a run dispatched meanwhile and not started is ended ``cancelled``
+        (superseded), so that the start guard refuses its copy. A run
+        already started is left to finish, and the task to its outcome."""
+        entry = _entry(LATE_OUTCOME, end.ended, replaced=str(run.status), status=str(status))
+        run = replace(
+            run,
+            status=status,
+            ended=end.ended,
+            result=end.result,
+            error=end.error,
+            progress=1.0 if status.is_good else run.progress,
+            history=(*run.history, entry),
+        )
+        conn.execute(
+            sa.update(run_t)
+            .where(run_t.c.id == run.id)
+            .values(
+                status=run.status.value,
+                ended=run.ended,
+                result=run.result,
+                error=run.error,
+                progress=run.progress,
+                history=[dict(h) for h in run.history],
+            )
+        )
+        row = conn.execute(self._lock(sa.select(task_t).where(task_t.c.id == run.task_id))).first()
+        if row is None or apply is None:
+            return run
+        task = rows.task_from_row(row._mapping)
+        query = sa.select(run_t).where(run_t.c.task_id == task.id, run_t.c.status.in_(_OPEN))
+        going_on = [rows.run_from_row(r._mapping) for r in conn.execute(self._lock(query))]
+        if task.owner_tag is not None or any(r.status is RunStatus.STARTED for r in going_on):
+            return run
+        for other in going_on:
+            superseded = _entry(SUPERSEDED, end.ended, by=run.backend_id)
+            conn.execute(
+                sa.update(run_t)
+                .where(run_t.c.id == other.id)
+                .values(
+                    status=RunStatus.CANCELLED.value,
+                    ended=max(end.ended, other.scheduled),
+                    error=f"superseded: the real outcome of run {run.backend_id} arrived late",
+                    history=[*(dict(h) for h in other.history), superseded],
+                )
+            )
+        assert run.ended is not None
+        after = replace(apply(task, run), updated_at=run.ended)
+        conn.execute(UPDATE_TASK, [{**rows.task_to_row(after), "task_id_": task.id}])
+        return run
 
     def reclaim_unstarted_runs(
         self, *, scheduled_before: datetime, now: datetime, limit: int = 1000
@@ -460,6 +532,31 @@ class RunMethods(SQLBase):
             return conn.execute(sa.delete(task_t).where(task_t.c.id.in_(victims))).rowcount
 
 
+#: outcomes that a worker reports (not the scheduler's own verdicts)
+_REAL_OUTCOMES = frozenset(
+    {
+        RunStatus.EVENTFUL,
+        RunStatus.UNEVENTFUL,
+        RunStatus.FAILED,
+        RunStatus.PERMFAILED,
+        RunStatus.TIMED_OUT,
+    }
+)
+
+
+def _replaces_loss(run: TaskRun, status: RunStatus) -> bool:
+    """Whether an end with ``status`` is the real outcome of ``run``, which
+    was ended ``lost`` because its worker went offline (not a stolen or
+    yielded lease: their bodies were stopped, their late events are not
+    outcomes)."""
+    return (
+        run.status is RunStatus.LOST
+        and status in _REAL_OUTCOMES
+        and bool(run.history)
+        and run.history[-1].get("event") == WORKER_OFFLINE
+    )
+
+
 def _classes(priorities: Sequence[Priority] | None) -> tuple[Priority, ...]:
     """The classes to serve, in dispatch order."""
     wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
@@ -500,7 +597,9 @@ _START_SCHEDULED_RUN = (
 _END_RUN = (
     sa.update(run_t)
     .where(run_t.c.id == sa.bindparam("run_id_"))
-    .values({name: _bind(run_t, name) for name in ("status", "ended", "result", "error")})
+    .values(
+        {name: _bind(run_t, name) for name in ("status", "ended", "result", "error", "progress")}
+    )
 )
 #: every column of a task but its id, from ``rows.task_to_row`` values
 UPDATE_TASK = (

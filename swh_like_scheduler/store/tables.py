@@ -229,7 +229,8 @@ task_run = sa.Table(
 
 #: Celery workers seen by the listener (worker-heartbeat/-online/-offline
 #: events): the last sign of life on the worker's own clock, and whether its
-#: latest event said it was online.
+#: latest event said it was online; ``pid``, its main process
+#: (sql/versions/0005_worker_pid.py).
 worker = sa.Table(
     "worker",
     metadata,
@@ -237,6 +238,7 @@ worker = sa.Table(
     sa.Column("last_heartbeat_at", UTCDateTime, nullable=False),
     sa.Column("online", sa.Boolean, nullable=False),
     sa.Column("freq", sa.Float),
+    sa.Column("pid", sa.Integer),
 )
 
 #: Named locks with an expiry on the database clock (the monitor's: one

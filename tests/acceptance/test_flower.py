@@ -57,7 +57,12 @@ def test_flower_lists_our_worker_and_tasks(sqlite_url: str, tmp_path: Path) -> N
     queue = f"swh-test-flower-{uuid.uuid4().hex[:8]}"
     hostname = f"flower-{uuid.uuid4().hex[:6]}@localhost"
     port = free_port()
-    env = {**os.environ, "SWH_SCHEDULER_BROKER_URL": broker, "FLOWER_UNAUTHENTICATED_API": "true"}
+    env = {
+        **os.environ,
+        "SWH_SCHEDULER_BROKER_URL": broker,
+        "SWH_SCHEDULER_DB_URL": sqlite_url,  # the workers' start guard
+        "FLOWER_UNAUTHENTICATED_API": "true",
+    }
     celery = str(Path(sys.executable).with_name("celery"))
     flower = subprocess.Popen(
         [

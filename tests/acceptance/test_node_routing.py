@@ -30,10 +30,13 @@ def result_backend() -> str:
     return services.redis_url().rsplit("/", 1)[0] + "/2"
 
 
-def start_worker(hostname: str, queue: str, broker: str, cwd: Path) -> subprocess.Popen[str]:
+def start_worker(
+    hostname: str, queue: str, broker: str, cwd: Path, db_url: str
+) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         "SWH_SCHEDULER_BROKER_URL": broker,
+        "SWH_SCHEDULER_DB_URL": db_url,
         "SWH_SCHEDULER_RESULT_BACKEND": result_backend(),
     }
     celery = str(Path(sys.executable).with_name("celery"))
@@ -110,7 +113,7 @@ def test_banned_nodes_never_run_their_tasks(
     not_a = store.create_tasks(tasks("not-a", ("node-a",)), now=now)
     not_b = store.create_tasks(tasks("not-b", ("node-b",)), now=now)
     free = store.create_tasks(tasks("free", ()), now=now)
-    processes = [start_worker("w1@node-a", queue, broker_url, tmp_path)]
+    processes = [start_worker("w1@node-a", queue, broker_url, tmp_path, sqlite_url)]
     try:
         workers = wait_for_workers(app, queue, {"w1@node-a"})
         # only node-a is alive: tasks banned from it must wait
@@ -119,7 +122,7 @@ def test_banned_nodes_never_run_their_tasks(
         assert {t.status for t in store.get_tasks([t.id or 0 for t in not_a])} == {
             TaskStatus.WAITING
         }
-        processes.append(start_worker("w2@node-b", queue, broker_url, tmp_path))
+        processes.append(start_worker("w2@node-b", queue, broker_url, tmp_path, sqlite_url))
         workers = wait_for_workers(app, queue, {"w1@node-a", "w2@node-b"})
         report = tick(store, app, datetime.now(tz=UTC), workers=workers)
         assert report.claimed == 6 and not report.errors

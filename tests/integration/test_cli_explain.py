@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from click.testing import CliRunner
 
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.model import BlackoutPeriod, ScheduleKind, Task, TaskType
+from swh_like_scheduler.model import BlackoutPeriod, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 H = timedelta(hours=1)
@@ -122,3 +122,31 @@ def test_status_counts_conditions(db_url: str) -> None:
     counts = data["counts"]["crawl"]
     assert sum(counts.values()) == 3
     assert counts["ERROR"] >= 1 and counts["WARNING"] + counts["ERROR"] == len(data["tasks"])
+
+
+def test_status_counts_and_lists_a_one_shot_that_gave_up(db_url: str) -> None:
+    """A one-shot task disabled after its retries is in ERROR (gave_up):
+    ``task status`` counts it and ``--show ERROR`` lists it."""
+    store = SQLAlchemyStore.from_url(db_url)
+    store.create_task_type(TaskType(type="remind", backend_name="remind", num_retries=2))
+    [gave_up] = store.create_tasks(
+        [
+            Task(
+                type="remind",
+                schedule_kind=ScheduleKind.ONESHOT,
+                next_run=NOW - H,
+                deadline=NOW - H,
+                status=TaskStatus.DISABLED,
+                failure_count=3,
+            )
+        ],
+        now=NOW - 2 * H,
+    )
+    store.close()
+    result = CliRunner().invoke(
+        swh, ["scheduler", "--db-url", db_url, "task", "status", "--show", "ERROR", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["counts"]["remind"] == {"OK": 0, "WARNING": 0, "ERROR": 1}
+    assert [(t["id"], t["reason"]) for t in data["tasks"]] == [(gave_up.id, "gave_up")]

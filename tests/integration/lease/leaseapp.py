@@ -5,8 +5,9 @@ Configured from the environment when imported by ``celery -A leaseapp``:
 the tasks count what they did), ``LEASE_TEST_PING`` (seconds).
 
 Tasks: ``tests.lease.leased`` (a :class:`LeasedTask` that counts its
-executions, refusals and steps) and ``tests.lease.long_result`` (a plain
-:class:`ResultEventTask` whose return value is longer than the repr Celery
+executions, refusals and steps), ``tests.lease.plain`` (the same work behind
+the start guard alone, :class:`SchedulerTask`) and ``tests.lease.long_result``
+(a :class:`ResultEventTask` whose return value is longer than the repr Celery
 puts in ``task-succeeded``, with its status at the end).
 """
 
@@ -22,9 +23,10 @@ from celery import Celery
 from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.lease.protocol import LeaseGrant
 from swh_like_scheduler.lease.task import LeasedTask
-from swh_like_scheduler.worker_base import ResultEventTask
+from swh_like_scheduler.worker import ResultEventTask, SchedulerTask
 
 TASK_NAME = "tests.lease.leased"
+PLAIN_TASK = "tests.lease.plain"
 LONG_RESULT_TASK = "tests.lease.long_result"
 #: longer than Celery's resultrepr_maxsize (1024): the status item is cut off
 LONG_PAD = 3000
@@ -66,9 +68,14 @@ def build(broker_url: str, db_url: str, redis_url: str, ping: float) -> Celery:
     counter = redis.Redis.from_url(redis_url)
 
     class CountingLeasedTask(LeasedTask):
-        def on_lease_refused(self, grant: LeaseGrant) -> None:
+        def on_start_refused(self, grant: LeaseGrant) -> None:
             counter.rpush(refusals_key(self.request.id), str(grant.reason))
-            super().on_lease_refused(grant)
+            super().on_start_refused(grant)
+
+    class CountingTask(SchedulerTask):
+        def on_start_refused(self, grant: LeaseGrant) -> None:
+            counter.rpush(refusals_key(self.request.id), str(grant.reason))
+            super().on_start_refused(grant)
 
     @app.task(name=TASK_NAME, base=CountingLeasedTask, bind=True)
     def leased(
@@ -83,6 +90,23 @@ def build(broker_url: str, db_url: str, redis_url: str, ping: float) -> Celery:
         counting them; never looks at ``should_stop`` (the hard stop must act).
         With ``token`` and ``then``, runs after the first of that token work
         ``then`` seconds instead."""
+        return work(self, duration, step, token, then)
+
+    @app.task(name=PLAIN_TASK, base=CountingTask, bind=True)
+    def plain(
+        self: SchedulerTask,
+        *args: Any,
+        duration: float = 1.0,
+        step: float = 0.05,
+        token: str | None = None,
+        then: float | None = None,
+    ) -> dict[str, Any]:
+        """:func:`leased`'s work behind the start guard alone."""
+        return work(self, duration, step, token, then)
+
+    def work(
+        self: SchedulerTask, duration: float, step: float, token: str | None, then: float | None
+    ) -> dict[str, Any]:
         backend_id = self.request.id
         counter.incr(executions_key(backend_id))
         if token is not None and then is not None and counter.incr(attempts_key(token)) > 1:

@@ -181,7 +181,7 @@ def test_same_message_twice_executes_once(
     )
     ended = run_of(store, run.backend_id)
     assert ended.status is RunStatus.EVENTFUL  # written by the lease, no listener running
-    assert events_of(ended) == ["republished", "assigned"]
+    assert events_of(ended) == ["republished", "assigned", "refused_copy"]
     [after] = store.get_tasks([task.id or 0])
     assert after.status is TaskStatus.WAITING and after.owner_tag is None
     assert len(store.get_task_runs(task.id or 0)) == 1

@@ -21,7 +21,7 @@ from swh_like_scheduler.listener.events import parse_event
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskType
 from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
-from swh_like_scheduler.worker_base import RESULT_EVENT
+from swh_like_scheduler.worker import RESULT_EVENT
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "listener"))

@@ -11,7 +11,7 @@ from celery import Celery
 
 from swh_like_scheduler.listener.events import parse_event
 from swh_like_scheduler.model import RunStatus
-from swh_like_scheduler.worker_base import RESULT_EVENT, ResultEventTask, event_result
+from swh_like_scheduler.worker import RESULT_EVENT, ResultEventTask, event_result
 
 
 def status_seen_by_the_listener(carried: Any) -> RunStatus | None:

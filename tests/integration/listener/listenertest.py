@@ -32,7 +32,15 @@ KINDS: dict[tuple[float, float], str] = {
 }
 
 
-def make_test_app(broker_url: str, **conf: Any) -> Celery:
+def db_url_of(store: SQLAlchemyStore) -> str:
+    return store.engine.url.render_as_string(hide_password=False)
+
+
+def make_test_app(broker_url: str, *, store: SQLAlchemyStore | None = None, **conf: Any) -> Celery:
+    """A product-configured app; with ``store``, its workers' start guard
+    uses that database (as ``swh_scheduler_db_url`` in production)."""
+    if store is not None:
+        conf["swh_scheduler_db_url"] = db_url_of(store)
     return make_app(
         config_module=None,
         broker_url=broker_url,

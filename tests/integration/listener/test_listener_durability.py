@@ -50,7 +50,7 @@ def test_runs_ending_while_the_listener_is_stopped_are_recorded_once(
     pg_store: SQLAlchemyStore,
 ) -> None:
     # the result backend only tells the test when every task has run
-    app = make_test_app(broker("rabbitmq"), result_backend=broker("redis"))
+    app = make_test_app(broker("rabbitmq"), store=pg_store, result_backend=broker("redis"))
     now = datetime.now(tz=UTC)
     task_type = new_sleep_type(pg_store)
     # 500 runs (a third each eventful, uneventful, failing)
@@ -95,7 +95,7 @@ def test_runs_ending_while_the_listener_is_stopped_are_recorded_once(
 @pytest.mark.redis
 def test_catch_up_records_runs_whose_events_were_lost(pg_store: SQLAlchemyStore) -> None:
     url = broker("redis")
-    app = make_test_app(url, result_backend=url)
+    app = make_test_app(url, store=pg_store, result_backend=url)
     now = datetime.now(tz=UTC)
     task_type = new_sleep_type(pg_store)
     created = pg_store.create_tasks(sleep_tasks(task_type, 5, now), now=now)
@@ -141,7 +141,7 @@ def test_burst_of_outcomes(pg_store: SQLAlchemyStore) -> None:
     """Events of ``SWH_TEST_LISTENER_BURST`` outcomes (default 1000) published to
     the durable queue at once, then drained: every run ended, and the rate."""
     count = int(os.environ.get("SWH_TEST_LISTENER_BURST", "1000"))
-    app = make_test_app(broker("rabbitmq"))
+    app = make_test_app(broker("rabbitmq"), store=pg_store)
     now = datetime.now(tz=UTC)
     task_type = new_sleep_type(pg_store)
     pg_store.import_tasks(

@@ -36,7 +36,7 @@ pytestmark = [
 
 
 def test_every_run_recorded_with_its_outcome(pg_store: SQLAlchemyStore, broker_url: str) -> None:
-    app = make_test_app(broker_url)
+    app = make_test_app(broker_url, store=pg_store)
     now = datetime.now(tz=UTC)
     task_type = new_sleep_type(pg_store)
     created = pg_store.create_tasks(sleep_tasks(task_type, 20, now), now=now)

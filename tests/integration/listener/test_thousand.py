@@ -28,6 +28,7 @@ from listenertest import (
     SLEEP_TASK,
     Recorder,
     all_runs,
+    db_url_of,
     expected_status,
     listener_thread,
     make_test_app,
@@ -180,7 +181,7 @@ def test_thousand_tasks_end_to_end(
     pg_store: SQLAlchemyStore, broker_url: str, runner_process: Any, tmp_path: Path
 ) -> None:
     store = pg_store
-    app = make_test_app(broker_url)
+    app = make_test_app(broker_url, store=store)
     now = datetime.now(tz=UTC)
     task_type = thousand_type(store)
     created = store.create_tasks(thousand_tasks(task_type, now), now=now)
@@ -203,6 +204,7 @@ def test_thousand_tasks_end_to_end(
                 env={
                     "CELERY_CONFIG_MODULE": "thousandconfig",
                     "SWH_TEST_THOUSAND_BROKER": broker_url,
+                    "SWH_SCHEDULER_DB_URL": db_url_of(store),
                 },
                 pool="threads",
                 concurrency=8,

@@ -155,15 +155,53 @@ def test_listener_records_workers_and_an_offline_worker_loses_its_runs(
     )
     assert summary[Action.WORKER] == 3 and summary[Action.ENDED] == 1
     assert run_of(store, ends_well).status is RunStatus.EVENTFUL  # run events come first
-    run = run_of(store, lost)
-    assert run.status is RunStatus.LOST and run.ended == now + 2 * S
-    assert run.history[-1]["event"] == "worker_offline"
-    assert task_of(store, lost_task).status is TaskStatus.WAITING
-    assert task_of(store, lost_task).next_run <= now + 2 * S
-    assert run_of(store, elsewhere).status is RunStatus.STARTED
+    # a warm shutdown finishes its runs after saying offline: nothing ends yet
+    assert run_of(store, lost).status is RunStatus.STARTED
     workers = {w.hostname: w for w in store.get_workers()}
     assert not workers[W1].online and workers[W1].last_heartbeat_at == now + 2 * S
     assert workers[W2].online and workers[W2].freq is None
+    # the monitor ends them once the grace is over
+    apply = applier(store)
+    grace = 60 * S
+    within = store.sweep_silent_workers(now=now + 50 * S, timeout=H, offline_grace=grace)
+    assert within.lost == ()
+    after = now + 63 * S
+    swept = store.sweep_silent_workers(now=after, timeout=H, offline_grace=grace, apply=apply)
+    assert [r.backend_id for r in swept.lost] == [lost.backend_id]
+    run = run_of(store, lost)
+    assert run.status is RunStatus.LOST and run.ended == after
+    assert run.history[-1]["event"] == "worker_offline"
+    assert task_of(store, lost_task).status is TaskStatus.WAITING
+    assert task_of(store, lost_task).next_run <= after
+    assert run_of(store, elsewhere).status is RunStatus.STARTED
+
+
+def test_a_worker_back_from_a_crash_under_its_name_loses_the_old_runs(
+    store: SQLAlchemyStore, now: datetime
+) -> None:
+    """kill -9, then the same ``-n name@node`` again: the new process's
+    ``worker-online`` (another pid) ends the old process's runs at once; a
+    broker reconnect (offline, online, same pid) ends nothing."""
+    plain_type(store)
+    lost_task, old = run_on(store, now, 1, W1, started=now - 10 * S)
+    handler = EventHandler(store, rng=random.Random(0))
+    ts = now.timestamp()
+    hello = {"type": "worker-online", "hostname": W1, "timestamp": ts - 20, "pid": 41}
+    handler.handle_batch([hello])
+    reconnect = [
+        {"type": "worker-offline", "hostname": W1, "timestamp": ts, "pid": 41},
+        {"type": "worker-online", "hostname": W1, "timestamp": ts + 1, "pid": 41},
+    ]
+    handler.handle_batch(reconnect)
+    assert run_of(store, old).status is RunStatus.STARTED
+    back = {"type": "worker-online", "hostname": W1, "timestamp": ts + 5, "pid": 97}
+    handler.handle_batch([back])
+    run = run_of(store, old)
+    assert run.status is RunStatus.LOST and run.ended == now + 5 * S
+    assert run.history[-1]["event"] == "worker_offline"
+    assert task_of(store, lost_task).status is TaskStatus.WAITING
+    [state] = [w for w in store.get_workers() if w.hostname == W1]
+    assert state.online and state.pid == 97
 
 
 def invoke(db_url: str, *args: str) -> Any:

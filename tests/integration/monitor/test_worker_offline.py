@@ -76,7 +76,9 @@ def listening(app: Celery, store: SQLAlchemyStore) -> Iterator[Listener]:
 
 
 @contextlib.contextmanager
-def worker_process(broker_url: str, queue: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def worker_process(
+    broker_url: str, queue: str, store: SQLAlchemyStore
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """``celery -A monitorapp worker -E`` in its own session; killed at the end."""
     hostname = f"victim-{uuid.uuid4().hex[:6]}@monitor-test"
     pythonpath = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
@@ -86,7 +88,12 @@ def worker_process(broker_url: str, queue: str) -> Iterator[tuple[subprocess.Pop
             *("-P", "threads", "-c", "2", "-Q", queue, "-n", hostname),
             *("--without-gossip", "--without-mingle", "--loglevel", "WARNING"),
         ],
-        env={**os.environ, "MONITOR_TEST_BROKER": broker_url, "PYTHONPATH": pythonpath},
+        env={
+            **os.environ,
+            "MONITOR_TEST_BROKER": broker_url,
+            "PYTHONPATH": pythonpath,
+            "SWH_SCHEDULER_DB_URL": store.engine.url.render_as_string(hide_password=False),
+        },
         cwd=HERE,
         stdout=subprocess.DEVNULL,
         start_new_session=True,
@@ -168,7 +175,7 @@ def test_kill_9_worker_loses_its_run_after_the_worker_timeout(
 ) -> None:
     timeout = timedelta(seconds=3)
     settings = MonitorSettings(worker_timeout=timeout, lock_ttl=5 * S, period=S)
-    with listening(app, store), worker_process(broker_url, queue) as (process, hostname):
+    with listening(app, store), worker_process(broker_url, queue, store) as (process, hostname):
         task = dispatch_sleep(store, app, queue, 60)
         run = started_on(store, task, hostname)
         os.killpg(process.pid, signal.SIGKILL)  # no worker-offline event
@@ -188,15 +195,58 @@ def test_kill_9_worker_loses_its_run_after_the_worker_timeout(
     assert_runnable_again(store, task, run)
 
 
-def test_warm_shutdown_worker_offline_event_loses_its_run(
+def test_warm_shutdown_mid_run_records_the_real_outcome(
     store: SQLAlchemyStore, app: Celery, queue: str, broker_url: str
 ) -> None:
-    with listening(app, store), worker_process(broker_url, queue) as (process, hostname):
-        task = dispatch_sleep(store, app, queue, 60)
+    """SIGTERM: Celery says ``worker-offline`` at once, then finishes the
+    run. The monitor, passing all the while, waits for the run to report
+    (``offline_grace``): the run ends with its real outcome, never ``lost``."""
+    settings = MonitorSettings(lock_ttl=5 * S, period=S)  # the default grace
+    with listening(app, store), worker_process(broker_url, queue, store) as (process, hostname):
+        task = dispatch_sleep(store, app, queue, 4)
         run = started_on(store, task, hostname)
-        process.send_signal(signal.SIGTERM)  # warm shutdown: waits for the task...
-        # ... but says at once that it goes offline; the listener loses the run
-        wait_until(lambda: the_run(store, task).status is RunStatus.LOST, 15, "the run to be lost")
-    [worker] = [w for w in store.get_workers() if w.hostname == hostname]
-    assert not worker.online
-    assert_runnable_again(store, task, run)
+        process.send_signal(signal.SIGTERM)
+        wait_until(
+            lambda: not any(w.hostname == hostname and w.online for w in store.get_workers()),
+            15,
+            "the worker-offline event",
+        )
+
+        def ended() -> bool:
+            assert not monitor_tick(store, settings=settings).offline.lost
+            return not the_run(store, task).status.is_open
+
+        wait_until(ended, 20, "the run to end")
+        process.wait(timeout=20)
+    done = store.get_task_run(run.backend_id)
+    assert done is not None and done.status is RunStatus.EVENTFUL
+    assert done.worker == hostname and done.progress == 1.0
+    [after] = store.get_tasks([task.id or 0])
+    assert after.status is TaskStatus.WAITING and after.last_good_end_at == done.ended
+    assert after.owner_tag is None
+
+
+def test_a_run_lost_by_a_short_grace_gets_its_late_outcome(
+    store: SQLAlchemyStore, app: Celery, queue: str, broker_url: str
+) -> None:
+    """With a grace shorter than the run's remaining work, the monitor ends
+    it ``lost``; its success then arrives and replaces ``lost``."""
+    settings = MonitorSettings(lock_ttl=5 * S, period=S, offline_grace=timedelta(seconds=0.5))
+    with listening(app, store), worker_process(broker_url, queue, store) as (process, hostname):
+        task = dispatch_sleep(store, app, queue, 5)
+        run = started_on(store, task, hostname)
+        process.send_signal(signal.SIGTERM)
+
+        def lost() -> bool:
+            return bool(monitor_tick(store, settings=settings).offline.lost)
+
+        wait_until(lost, 15, "the monitor to lose the run")
+        wait_until(
+            lambda: the_run(store, task).status is RunStatus.EVENTFUL, 20, "the late outcome"
+        )
+        process.wait(timeout=20)
+    done = store.get_task_run(run.backend_id)
+    assert done is not None
+    assert [h["event"] for h in done.history][-2:] == ["worker_offline", "late_outcome"]
+    [after] = store.get_tasks([task.id or 0])
+    assert after.last_good_end_at == done.ended and after.status is TaskStatus.WAITING

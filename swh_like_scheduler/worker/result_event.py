@@ -40,9 +40,9 @@ from celery import Task
 from celery.signals import worker_init
 from celery.utils.saferepr import saferepr
 
-from .exceptions import InvalidInput
-from .listener.events import jsonable
-from .policy import classify_result
+from ..exceptions import InvalidInput
+from ..listener.events import jsonable
+from ..policy import classify_result
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,21 @@
+"""The worker's half of the scheduler, in the worker processes.
+
+* :mod:`.result_event` — :class:`ResultEventTask`: the ``task-result`` event
+  carrying a run's real return value;
+* :mod:`.guard` — :class:`SchedulerTask`: the start guard, the base class
+  every task type uses (one copy of a run at a time, refused duplicates);
+* the lease (:mod:`swh_like_scheduler.lease`) builds on the guard for long
+  tasks: pings, steals, stops.
+"""
+
+from .guard import SchedulerTask, StartRefused, is_run_id
+from .result_event import RESULT_EVENT, ResultEventTask, event_result
+
+__all__ = [
+    "RESULT_EVENT",
+    "ResultEventTask",
+    "SchedulerTask",
+    "StartRefused",
+    "event_result",
+    "is_run_id",
+]

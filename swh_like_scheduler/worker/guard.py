@@ -1,0 +1,207 @@
+"""The start guard: the Celery base class every task type is built on.
+
+Usage in a task module::
+
+    @shared_task(base=SchedulerTask, bind=True, name="...")
+    def crawl(self, url): ...
+
+Before the body runs, each delivery of a run of ours (a message whose id is
+a run id, see :func:`is_run_id`) asks the store, in one transaction on the
+database's clock (:meth:`SchedulerStore.guard_start`), whether it is the
+copy the run is waiting for: the run exists and is open, its task is neither
+cancelled nor disabled, and no other copy of it has started. The same write
+marks the run started (worker, start time) and makes this delivery the
+task's owner until the run ends; the task so counts as running (its
+condition watches the run's duration) whatever its type.
+
+* **Refused** (a re-published or redelivered duplicate, a message revoked
+  too late, a cancelled task, a run already ended): the body does not run;
+  the delivery ends with :class:`StartRefused`, a :class:`celery.exceptions.Ignore`,
+  so Celery acks the message and sends no succeeded/failed event, and the
+  run's history says ``refused_copy``. The exception pickles (any pool).
+* **The store cannot answer** (database down): the delivery is retried
+  later with the same id (``task-retried``: the run stays open), never
+  counted as a failure of the task; the wait grows from 1 s to 60 s.
+* **Not a run of ours** (an id Celery made, e.g. ``apply_async`` by hand, or
+  a direct call): the body runs unguarded; the scheduler knows nothing of it.
+
+A body that calls ``self.retry()`` gives its ownership back first, so the
+retried delivery (same id) is let through.
+
+The store comes from the Celery setting ``swh_scheduler_db_url``, else
+``SWH_SCHEDULER_DB_URL``, else the scheduler's configuration file and its
+default (the embedded SQLite file), read at the first guarded start and kept
+per process (one connection pool per worker process, never shared across a
+fork).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import sys
+import threading
+import uuid
+from typing import Any
+
+from celery.exceptions import Ignore
+
+from ..config import load_settings
+from ..exceptions import SchedulerError
+from ..lease.protocol import LeaseGrant, Refusal
+from ..listener.handler import TaskTypeCache, outcome_applier
+from ..store import SQLAlchemyStore, open_store
+from ..store.interface import ApplyOutcome
+from .result_event import ResultEventTask
+
+logger = logging.getLogger(__name__)
+
+#: the version of the UUIDs the scheduler gives its runs (name-based, MD5)
+RUN_ID_VERSION = 3
+#: longest wait before a delivery whose guard could not reach the store runs again
+MAX_RETRY_WAIT = 60.0
+
+
+def is_run_id(task_id: Any) -> bool:
+    """Whether a Celery task id is one the scheduler gave a run
+    (:func:`~swh_like_scheduler.model.run_backend_id`); Celery's own ids are
+    random (version 4) UUIDs."""
+    try:
+        return uuid.UUID(str(task_id)).version == RUN_ID_VERSION
+    except ValueError:
+        return False
+
+
+class StartRefused(Ignore):
+    """The start guard refused this delivery: the body did not run.
+
+    ``reason`` is a :class:`~swh_like_scheduler.lease.protocol.Refusal`
+    value. Built from plain strings, so it survives pickling (a prefork
+    child hands its exceptions to the parent pickled)."""
+
+    def __init__(self, reason: str, backend_id: str | None = None) -> None:
+        super().__init__(reason, backend_id)
+        self.reason = reason
+        self.backend_id = backend_id
+
+    def __str__(self) -> str:
+        return f"run {self.backend_id}: start refused ({self.reason})"
+
+
+# -- per-process store ------------------------------------------------------------
+
+_stores: dict[tuple[int, str], tuple[SQLAlchemyStore, ApplyOutcome]] = {}
+_stores_lock = threading.Lock()
+
+
+def store_for(url: str) -> tuple[SQLAlchemyStore, ApplyOutcome]:
+    """The store on ``url`` of this process, with the listener's outcome
+    rule (``apply``) for the runs a refusal ends."""
+    key = (os.getpid(), url)  # never share an engine across a fork
+    with _stores_lock:
+        found = _stores.get(key)
+        if found is None:
+            store = open_store(url)
+            found = (store, outcome_applier(TaskTypeCache(store), random.Random()))
+            _stores[key] = found
+        return found
+
+
+def identity(hostname: str | None) -> tuple[str, str]:
+    """(worker name, node) from Celery's ``name@node`` hostname."""
+    if hostname and "@" in hostname:
+        name, node = hostname.split("@", 1)
+        return name or "celery", node or socket.gethostname()
+    return (hostname or f"celery-{os.getpid()}"), socket.gethostname()
+
+
+class _Held(threading.local):
+    start: tuple[SQLAlchemyStore, str, str] | None = None  # (store, backend id, tag)
+
+
+class SchedulerTask(ResultEventTask):
+    """Celery base class of every task type: the start guard (module doc),
+    then the body, then the ``task-result`` event (:class:`ResultEventTask`)."""
+
+    _held = _Held()
+
+    def scheduler_store(self) -> tuple[SQLAlchemyStore, ApplyOutcome]:
+        """This process's store and outcome rule (module doc: where the URL comes from)."""
+        url = self.app.conf.get("swh_scheduler_db_url") or os.environ.get("SWH_SCHEDULER_DB_URL")
+        return store_for(str(url or load_settings().db_url))
+
+    def on_start_refused(self, grant: LeaseGrant) -> None:
+        """Called when the guard refuses a delivery, before :class:`StartRefused`."""
+        if grant.reason is Refusal.UNKNOWN_RUN:
+            store, _ = self.scheduler_store()
+            logger.warning(
+                "run %s is not in the scheduler database this worker uses (%s); not running "
+                "it. If the scheduler uses another database, set the Celery setting "
+                "swh_scheduler_db_url or SWH_SCHEDULER_DB_URL for the worker",
+                self.request.id,
+                store.engine.url.render_as_string(hide_password=True),
+            )
+            return
+        logger.info(
+            "run %s: start refused (%s); the body does not run", self.request.id, grant.reason
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        backend_id = self.request.id
+        if backend_id is None or self.request.called_directly or not is_run_id(backend_id):
+            return super().__call__(*args, **kwargs)
+        store, _grant, tag = self.guard_start(backend_id, lease=False)
+        self._held.start = (store, backend_id, tag)
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            self._held.start = None
+
+    def guard_start(
+        self, backend_id: str, *, lease: bool
+    ) -> tuple[SQLAlchemyStore, LeaseGrant, str]:
+        """Take the run for this delivery (a lease when ``lease``) or raise:
+        :class:`StartRefused`, or Celery's ``Retry`` when the store cannot
+        answer. Returns the store, the grant and this delivery's tag."""
+        tag = uuid.uuid4().hex
+        name, node = identity(self.request.hostname)
+        try:
+            store, apply = self.scheduler_store()
+            take = store.acquire_lease if lease else store.guard_start
+            grant = take(backend_id, node=node, name=name, tag=tag, apply=apply)
+        except SchedulerError as error:
+            raise self._retry_start(backend_id, error) from error
+        if not grant.granted:
+            self.on_start_refused(grant)
+            raise StartRefused(str(grant.reason), backend_id)
+        return store, grant, tag
+
+    def _retry_start(self, backend_id: str, error: SchedulerError) -> BaseException:
+        retries = int(self.request.retries or 0)
+        wait = min(MAX_RETRY_WAIT, 2.0 ** min(retries, 6))
+        logger.warning(
+            "run %s: the start guard could not reach the scheduler database (%s); "
+            "delivering it again in %.0f s",
+            backend_id,
+            error,
+            wait,
+        )
+        # a retry is a new delivery of the same id, not a failure of the task
+        return self.retry(exc=error, countdown=wait, max_retries=sys.maxsize)
+
+    def retry(self, *args: Any, **kwargs: Any) -> Any:
+        """Celery's ``retry``, after giving the run back (module doc)."""
+        held = self._held.start
+        if held is not None:
+            store, backend_id, tag = held
+            self._held.start = None
+            try:
+                store.release_start(backend_id, tag=tag)
+            except SchedulerError:
+                logger.exception("run %s: could not give the run back for its retry", backend_id)
+        return super().retry(*args, **kwargs)
+
+
+__all__ = ["SchedulerTask", "StartRefused", "identity", "is_run_id", "store_for"]

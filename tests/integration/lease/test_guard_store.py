@@ -1,0 +1,219 @@
+"""The store's half of the start guard of every task type, on SQLite and
+PostgreSQL: one copy of a run at a time, refused copies noted, ownership
+released by whatever ends the run, never stolen for want of pings."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from swh_like_scheduler.lease import Refusal
+from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
+from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
+from swh_like_scheduler.monitor.records import WorkerSighting
+from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.store.interface import ApplyOutcome, RunEnd
+
+S = timedelta(seconds=1)
+
+
+@pytest.fixture
+def plain_type(store: SQLAlchemyStore) -> TaskType:
+    return store.create_task_type(
+        TaskType(
+            type="plain", backend_name="tests.guard.plain", default_interval=timedelta(hours=1)
+        )
+    )
+
+
+@pytest.fixture
+def apply(store: SQLAlchemyStore) -> ApplyOutcome:
+    return outcome_applier(TaskTypeCache(store), random.Random(1))
+
+
+def dispatched(store: SQLAlchemyStore, **fields: object) -> tuple[Task, TaskRun]:
+    now = datetime.now(UTC) - timedelta(minutes=1)
+    fields.setdefault("schedule_kind", ScheduleKind.ONESHOT)
+    [task] = store.create_tasks(
+        [Task(type="plain", next_run=now, deadline=now + S, **fields)],  # type: ignore[arg-type]
+        now=now,
+    )
+    assert task.id is not None
+    return task, store.schedule_task_run(task.id, now=now)
+
+
+def task_of(store: SQLAlchemyStore, task_id: int | None) -> Task:
+    [task] = store.get_tasks([task_id or 0])
+    return task
+
+
+def events(store: SQLAlchemyStore, backend_id: str) -> list[str]:
+    run = store.get_task_run(backend_id)
+    assert run is not None
+    return [h["event"] for h in run.history]
+
+
+def test_first_copy_starts_the_run_second_is_refused_and_noted(
+    store: SQLAlchemyStore, plain_type: TaskType
+) -> None:
+    task, run = dispatched(store)
+    grant = store.guard_start(run.backend_id, node="n1", name="w1", tag="a")
+    assert grant.granted
+    stored = store.get_task_run(run.backend_id)
+    assert stored is not None and stored.status is RunStatus.STARTED
+    assert stored.worker == "w1@n1" and stored.started == grant.db_now
+    owned = task_of(store, task.id)
+    # running, so its condition watches the run; but it never pings
+    assert owned.owner_tag == "a" and owned.owner_started_at == grant.db_now
+    assert owned.owner_last_ping_at is None and owned.is_running
+    second = store.guard_start(run.backend_id, node="n2", name="w2", tag="b")
+    assert not second.granted and second.reason is Refusal.ALREADY_RUNNING
+    assert events(store, run.backend_id) == ["assigned", "refused_copy"]
+    assert task_of(store, task.id).owner_tag == "a"
+
+
+def test_a_copy_after_the_end_is_refused(
+    store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome
+) -> None:
+    task, run = dispatched(store)
+    assert store.guard_start(run.backend_id, node="n1", name="w1", tag="a").granted
+    [ended] = store.end_task_runs(
+        [RunEnd(run.backend_id, RunStatus.UNEVENTFUL, datetime.now(UTC))], apply=apply
+    )
+    assert ended is not None and ended.progress == 1.0  # a good end is all the work
+    after = task_of(store, task.id)
+    assert after.owner_tag is None and after.status is TaskStatus.COMPLETED
+    late = store.guard_start(run.backend_id, node="n1", name="w1", tag="c")
+    assert not late.granted and late.reason is Refusal.FINISHED_RUN
+
+
+def test_cancelled_task_refuses_its_queued_copy(
+    store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome
+) -> None:
+    task, run = dispatched(store)
+    store.cancel_tasks([task.id or 0], now=datetime.now(UTC))
+    grant = store.guard_start(run.backend_id, node="n1", name="w1", tag="a", apply=apply)
+    assert not grant.granted
+    stored = store.get_task_run(run.backend_id)
+    assert stored is not None and stored.status is RunStatus.CANCELLED
+
+
+def test_unknown_run_refused(store: SQLAlchemyStore, plain_type: TaskType) -> None:
+    grant = store.guard_start("no-such-run", node="n1", name="w1", tag="a")
+    assert not grant.granted and grant.reason is Refusal.UNKNOWN_RUN
+
+
+def test_guarded_runs_are_never_stolen(store: SQLAlchemyStore, plain_type: TaskType) -> None:
+    task, run = dispatched(store)
+    assert store.guard_start(run.backend_id, node="n1", name="w1", tag="a").granted
+    report = store.steal_expired_leases(ping_timeout=S / 1000, grace=S / 1000)
+    report = store.steal_expired_leases(ping_timeout=S / 1000, grace=S / 1000)
+    assert not report.warned and not report.stolen
+    assert task_of(store, task.id).owner_tag == "a"
+
+
+def test_offline_worker_loses_its_guarded_run_and_the_task_is_free(
+    store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome
+) -> None:
+    task, run = dispatched(store, schedule_kind=ScheduleKind.ADAPTIVE, current_interval=S * 3600)
+    assert store.guard_start(run.backend_id, node="n1", name="w1", tag="a").granted
+    at = datetime.now(UTC) + S
+    store.record_worker_sightings([WorkerSighting("w1@n1", at, online=False)])
+    lost = store.end_worker_runs("w1@n1", at=at, apply=apply)
+    assert [r.backend_id for r in lost] == [run.backend_id]
+    after = task_of(store, task.id)
+    assert after.owner_tag is None and after.status is TaskStatus.WAITING
+
+
+def test_release_for_a_celery_retry_lets_the_retried_delivery_in(
+    store: SQLAlchemyStore, plain_type: TaskType
+) -> None:
+    task, run = dispatched(store)
+    assert store.guard_start(run.backend_id, node="n1", name="w1", tag="a").granted
+    assert not store.release_start(run.backend_id, tag="other")
+    assert store.release_start(run.backend_id, tag="a")
+    stored = store.get_task_run(run.backend_id)
+    assert stored is not None and stored.status is RunStatus.STARTED
+    assert task_of(store, task.id).owner_tag is None
+    assert store.guard_start(run.backend_id, node="n2", name="w2", tag="b").granted
+    assert events(store, run.backend_id) == ["assigned", "retrying", "assigned"]
+
+
+def test_a_late_real_outcome_replaces_lost(
+    store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome
+) -> None:
+    """The worker said offline (warm shutdown) and its run was ended lost
+    after the grace; the run's success arrives afterwards: it replaces
+    ``lost`` and the task's schedule is recomputed from it."""
+    task, run = dispatched(store, schedule_kind=ScheduleKind.ADAPTIVE, current_interval=S * 3600)
+    assert store.guard_start(run.backend_id, node="n1", name="w1", tag="a").granted
+    at = datetime.now(UTC)
+    [lost] = store.end_worker_runs("w1@n1", at=at, apply=apply)
+    assert lost.status is RunStatus.LOST
+    assert task_of(store, task.id).last_good_end_at is None
+    done = at + S
+    [ended] = store.end_task_runs(
+        [RunEnd(run.backend_id, RunStatus.EVENTFUL, done, result={"status": "eventful"})],
+        apply=apply,
+    )
+    assert ended is not None and ended.status is RunStatus.EVENTFUL and ended.ended == done
+    assert events(store, run.backend_id)[-2:] == ["worker_offline", "late_outcome"]
+    after = task_of(store, task.id)
+    assert after.last_good_end_at == done and after.status is TaskStatus.WAITING
+    assert after.next_run >= done + S * 3600  # the adaptive interval, from the real end
+    # a second copy of the same outcome changes nothing
+    [again] = store.end_task_runs([RunEnd(run.backend_id, RunStatus.EVENTFUL, done + S)])
+    assert again is not None and again.ended == done
+
+
+def test_a_late_outcome_supersedes_the_run_dispatched_meanwhile(
+    store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome
+) -> None:
+    task, run = dispatched(store)
+    assert store.guard_start(run.backend_id, node="n1", name="w1", tag="a").granted
+    at = datetime.now(UTC)
+    store.end_worker_runs("w1@n1", at=at, apply=apply)
+    second = store.schedule_task_run(task.id or 0, now=at + S)  # dispatched again
+    store.end_task_runs([RunEnd(run.backend_id, RunStatus.UNEVENTFUL, at + S)], apply=apply)
+    replaced = store.get_task_run(second.backend_id)
+    assert replaced is not None and replaced.status is RunStatus.CANCELLED
+    assert task_of(store, task.id).status is TaskStatus.COMPLETED
+    refused = store.guard_start(second.backend_id, node="n2", name="w2", tag="b", apply=apply)
+    assert not refused.granted and refused.reason is Refusal.FINISHED_RUN
+
+
+def test_stolen_lease_is_not_replaced_by_the_stopped_body_failure(
+    store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome
+) -> None:
+    _, run = dispatched(store)
+    assert store.acquire_lease(run.backend_id, node="n1", name="w1", tag="a").granted
+    tiny = timedelta(microseconds=1)
+    store.steal_expired_leases(ping_timeout=tiny, grace=tiny, apply=apply)
+    store.steal_expired_leases(ping_timeout=tiny, grace=tiny, apply=apply)
+    stolen = store.get_task_run(run.backend_id)
+    assert stolen is not None and stolen.status is RunStatus.LOST
+    store.end_task_runs([RunEnd(run.backend_id, RunStatus.FAILED, datetime.now(UTC))])
+    kept = store.get_task_run(run.backend_id)
+    assert kept is not None and kept.status is RunStatus.LOST
+
+
+def test_a_new_process_under_the_same_name_is_a_restart(
+    store: SQLAlchemyStore, plain_type: TaskType
+) -> None:
+    at = datetime.now(UTC)
+    assert store.record_worker_sightings([WorkerSighting("w1@n1", at, True, 2.0, 100)]) == []
+    # offline then online again from the same process (a broker reconnect)
+    for sighting in (
+        WorkerSighting("w1@n1", at + S, False, None, 100),
+        WorkerSighting("w1@n1", at + 2 * S, True, 2.0, 100),
+    ):
+        assert store.record_worker_sightings([sighting]) == []
+    restart = WorkerSighting("w1@n1", at + 3 * S, True, 2.0, 200)
+    assert store.record_worker_sightings([restart]) == [restart]
+    [state] = store.get_workers()
+    assert state.pid == 200 and state.online
+    # an old event of the first process, late, is no restart
+    late = WorkerSighting("w1@n1", at, True, 2.0, 100)
+    assert store.record_worker_sightings([late]) == []

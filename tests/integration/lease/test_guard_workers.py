@@ -1,0 +1,256 @@
+"""The start guard of every task type, end to end: real PostgreSQL, real
+brokers (Redis and RabbitMQ), real Celery workers (in-process threads and
+``celery worker`` subprocesses with the prefork pool), the real runner pass
+and re-publish duty. Executions are counted by the task body itself (in
+Redis), never from the scheduler's own tables."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import services
+from celery import Celery
+from celery.contrib.testing.worker import start_worker
+from celery.worker import state as worker_state
+from waiting import delete_queues, wait_until
+
+from swh_like_scheduler.broker import queue_depth
+from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
+from swh_like_scheduler.runner import tick
+from swh_like_scheduler.runner.republish import republish_unstarted
+from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.worker import StartRefused
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import leaseapp
+from celeryproc import worker_process
+
+pytestmark = [
+    pytest.mark.postgresql,
+    pytest.mark.redis,  # the tasks count what they do in Redis, whatever the broker
+    pytest.mark.filterwarnings("ignore::celery.exceptions.DuplicateTaskNameWarning"),
+]
+
+
+@pytest.fixture
+def counter() -> redis.Redis:
+    return redis.Redis.from_url(services.require("redis", services.redis_url))
+
+
+@pytest.fixture
+def queue() -> str:
+    return f"swh-test-guard-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def app(broker_url: str, postgres_url: str, queue: str) -> Iterator[Celery]:
+    app = leaseapp.build(broker_url, postgres_url, services.redis_url(), 1.0)
+    yield app
+    delete_queues(app, queue)
+
+
+def plain_tasks(store: SQLAlchemyStore, queue: str, *durations: float) -> list[Task]:
+    """One-shot tasks of a type whose worker has only the guard, ready now."""
+    if store.get_task_type("plain") is None:
+        store.create_task_type(
+            TaskType(
+                type="plain",
+                backend_name=leaseapp.PLAIN_TASK,
+                queue=queue,
+                default_interval=timedelta(hours=1),
+                max_queue_length=100,
+            )
+        )
+    now = datetime.now(UTC) - timedelta(seconds=5)
+    return store.create_tasks(
+        [
+            Task(
+                type="plain",
+                args=(i,),
+                kwargs={"duration": d},
+                next_run=now,
+                deadline=now + timedelta(seconds=1),
+                schedule_kind=ScheduleKind.ONESHOT,
+            )
+            for i, d in enumerate(durations)
+        ],
+        now=now,
+    )
+
+
+def only_run(store: SQLAlchemyStore, task: Task) -> TaskRun:
+    [run] = store.get_task_runs(task.id or 0)
+    return run
+
+
+def executions(counter: redis.Redis, run: TaskRun) -> int:
+    return int(counter.get(leaseapp.executions_key(run.backend_id)) or 0)
+
+
+def refusals(counter: redis.Redis, run: TaskRun) -> list[str]:
+    found = counter.lrange(leaseapp.refusals_key(run.backend_id), 0, -1)
+    return [r.decode() if isinstance(r, bytes) else str(r) for r in found]
+
+
+def history(store: SQLAlchemyStore, run: TaskRun) -> list[str]:
+    stored = store.get_task_run(run.backend_id)
+    assert stored is not None
+    return [h["event"] for h in stored.history]
+
+
+def threads_worker(app: Celery, queue: str) -> Any:
+    return start_worker(
+        app,
+        pool="threads",
+        concurrency=4,
+        perform_ping_check=False,
+        queues=[queue],
+        loglevel="WARNING",
+        shutdown_timeout=15,
+    )
+
+
+def test_republished_queued_messages_run_once(
+    pg_store: SQLAlchemyStore, app: Celery, queue: str, counter: redis.Redis
+) -> None:
+    """Three runs dispatched while no worker runs, re-published as the
+    monitor does for runs that never started: six messages in the queue,
+    three executions; each second copy is refused and noted on its run."""
+    store = pg_store
+    tasks = plain_tasks(store, queue, 0.3, 0.3, 0.3)
+    assert tick(store, app, datetime.now(UTC)).published == 3
+    later = datetime.now(UTC) + timedelta(seconds=1)
+    assert republish_unstarted(store, app, later, older_than=timedelta(0)) == 3
+    runs = [only_run(store, t) for t in tasks]
+    with threads_worker(app, queue):
+        wait_until(
+            lambda: (
+                all(len(refusals(counter, r)) == 1 for r in runs)
+                and sum(executions(counter, r) for r in runs) >= 3
+            ),
+            30,
+            "every run to execute and its copy to be refused",
+        )
+    assert [executions(counter, r) for r in runs] == [1, 1, 1]
+    for run in runs:
+        assert refusals(counter, run)[0] in ("already_running", "finished_run")
+        assert history(store, run) == ["republished", "assigned", "refused_copy"]
+        stored = store.get_task_run(run.backend_id)
+        assert stored is not None and stored.worker is not None and stored.started is not None
+
+
+def test_cancel_with_the_message_queued_runs_nothing(
+    pg_store: SQLAlchemyStore, app: Celery, queue: str, counter: redis.Redis
+) -> None:
+    store = pg_store
+    [task] = plain_tasks(store, queue, 0.2)
+    assert tick(store, app, datetime.now(UTC)).published == 1
+    run = only_run(store, task)
+    [cancelled] = store.cancel_tasks([task.id or 0], now=datetime.now(UTC))
+    assert cancelled.status is TaskStatus.CANCELLED
+    with threads_worker(app, queue):
+        wait_until(lambda: refusals(counter, run) != [], 30, "the queued copy to be refused")
+    assert executions(counter, run) == 0
+    assert refusals(counter, run) == ["finished_run"]
+    stored = store.get_task_run(run.backend_id)
+    assert stored is not None and stored.status is RunStatus.CANCELLED
+    assert history(store, run) == ["refused_copy"]
+
+
+def test_a_refusal_never_harms_a_prefork_worker(
+    pg_store: SQLAlchemyStore,
+    app: Celery,
+    queue: str,
+    counter: redis.Redis,
+    broker_url: str,
+    postgres_url: str,
+) -> None:
+    """The refusal crosses the prefork pool pickled; the worker goes on and
+    runs the next task."""
+    store = pg_store
+    first, second = plain_tasks(store, queue, 0.2, 0.2)
+    env = {
+        "LEASE_TEST_BROKER": broker_url,
+        "LEASE_TEST_REDIS": services.redis_url(),
+        "SWH_SCHEDULER_DB_URL": postgres_url,
+    }
+    with worker_process(
+        "leaseapp", queues=[queue], env=env, pool="prefork", concurrency=1, name="prefork"
+    ) as process:
+        store.disable_tasks([second.id or 0], now=datetime.now(UTC))
+        assert tick(store, app, datetime.now(UTC)).published == 1
+        run = only_run(store, first)
+        wait_until(lambda: executions(counter, run) == 1, 60, "the first run to execute")
+        # the same message again, as a broker redelivers it
+        app.send_task(leaseapp.PLAIN_TASK, args=(0,), task_id=run.backend_id, queue=queue)
+        wait_until(lambda: refusals(counter, run) != [], 30, "the copy to be refused")
+        store.enable_tasks([second.id or 0], now=datetime.now(UTC))
+        assert tick(store, app, datetime.now(UTC)).published == 1
+        next_run = only_run(store, second)
+        wait_until(lambda: executions(counter, next_run) == 1, 30, "the next task to run")
+        assert process.poll() is None, "the worker died"
+    assert executions(counter, run) == 1
+
+
+def test_the_refusal_pickles() -> None:
+    import pickle
+
+    again = pickle.loads(pickle.dumps(StartRefused("already_running", "abc")))
+    assert isinstance(again, StartRefused)
+    assert (again.reason, again.backend_id) == ("already_running", "abc")
+    assert "already_running" in str(again)
+
+
+def test_cancel_from_the_cli_revokes_the_queued_run(
+    pg_store: SQLAlchemyStore,
+    app: Celery,
+    queue: str,
+    counter: redis.Redis,
+    broker_url: str,
+    postgres_url: str,
+) -> None:
+    """``swh scheduler task cancel`` while a live worker is busy with another
+    run: the queued run is revoked, so the worker drops its message before the
+    guard is even asked (no refusal), and the body never runs."""
+    store = pg_store
+    busy, victim = plain_tasks(store, queue, 2.0, 0.1)
+    assert tick(store, app, datetime.now(UTC)).published == 2
+    busy_run, victim_run = only_run(store, busy), only_run(store, victim)
+    with start_worker(
+        app, pool="solo", perform_ping_check=False, queues=[queue], loglevel="WARNING"
+    ):
+        wait_until(lambda: executions(counter, busy_run) == 1, 30, "the busy run to start")
+        swh = Path(sys.executable).parent / "swh"
+        cancel_args = ["--broker-url", broker_url, str(victim.id)]
+        done = subprocess.run(
+            [str(swh), "scheduler", "--db-url", postgres_url, "task", "cancel", *cancel_args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert f"Task {victim.id}: cancelled" in done.stdout
+        wait_until(lambda: victim_run.backend_id in worker_state.revoked, 20, "the revoke")
+        wait_until(
+            lambda: (
+                queue_depth(app, queue) == 0
+                and not worker_state.active_requests
+                and not worker_state.reserved_requests
+            ),
+            30,
+            "the worker to be done with both messages",
+        )
+    assert executions(counter, busy_run) == 1
+    assert executions(counter, victim_run) == 0 and refusals(counter, victim_run) == []
+    stored = store.get_task_run(victim_run.backend_id)
+    assert stored is not None and stored.status is RunStatus.CANCELLED

@@ -152,7 +152,10 @@ class Frames:
         self.routes = routes
         self.channel_id: int = channel.channel_id
         self._methods: dict[str, bytes] = {}
-        self._templates: dict[tuple[str, str, int | None], PropertiesTemplate | None] = {}
+        self._templates: dict[
+            tuple[str, str, int | None, tuple[float | None, float | None]],
+            PropertiesTemplate | None,
+        ] = {}
 
     def _properties(self, message: Message, route: Route, body: bytes) -> Any:
         """The py-amqp message kombu's ``Producer.publish`` would make."""
@@ -176,9 +179,17 @@ class Frames:
         return frame
 
     def template(self, message: Message) -> PropertiesTemplate | None:
-        which = (message.task_name, message.queue, message.priority)
+        which = (message.task_name, message.queue, message.priority, message.time_limits)
         if which not in self._templates:
-            holes = Message(HOLES["id"], message.task_name, message.queue, (), {}, message.priority)
+            holes = Message(
+                HOLES["id"],
+                message.task_name,
+                message.queue,
+                (),
+                {},
+                message.priority,
+                message.time_limits,
+            )
             amqp_message = self._properties(holes, self.routes[message.queue], b"")
             headers = amqp_message.properties["application_headers"]
             headers["argsrepr"] = HOLES["argsrepr"]

@@ -27,6 +27,10 @@ class Message:
     broker's default, 0), as ``send_task`` does.  Its meaning is the broker's: on RabbitMQ a
     higher number is served first (the queue needs ``x-max-priority``); on
     Redis kombu serves the lowest step first (0 before 3 before 6 before 9).
+    ``time_limits`` is Celery's ``[hard, soft]`` time limit in seconds
+    (``timelimit`` header; ``None``: none): a prefork worker raises
+    ``SoftTimeLimitExceeded`` in the body at the soft limit and kills the
+    child at the hard one.
     """
 
     task_id: str
@@ -35,6 +39,7 @@ class Message:
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     priority: int | None = None
+    time_limits: tuple[float | None, float | None] = (None, None)
 
     def __post_init__(self) -> None:
         # checked the fast way first: the runner builds thousands a second
@@ -66,3 +71,18 @@ class Message:
             raise InvalidInput(
                 "priority", f"must be an integer from 0 to {MAX_PRIORITY}, not {self.priority!r}"
             )
+        if self.time_limits != (None, None):
+            _check_time_limits(self.time_limits)
+
+
+def _check_time_limits(limits: Any) -> None:
+    if not isinstance(limits, tuple) or len(limits) != 2:
+        raise InvalidInput("time_limits", f"must be a (hard, soft) pair, not {limits!r}")
+    for value in limits:
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
+        ):
+            raise InvalidInput("time_limits", f"{value!r} is not a number of seconds > 0")
+    hard, soft = limits
+    if hard is not None and soft is not None and soft > hard:
+        raise InvalidInput("time_limits", f"the soft limit {soft} is above the hard one {hard}")

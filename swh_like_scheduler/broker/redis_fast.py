@@ -96,7 +96,9 @@ class _Envelopes:
         self.routes = routes
         self.serializer = serializer
         self._keys: dict[tuple[str, int | None], str] = {}
-        self._templates: dict[tuple[str, str, int | None], EnvelopeTemplate | None] = {}
+        self._templates: dict[
+            tuple[str, str, int | None, tuple[float | None, float | None]], EnvelopeTemplate | None
+        ] = {}
         self.tags = delivery_tags()
 
     def key(self, queue: str, priority: int | None) -> str:
@@ -140,12 +142,20 @@ class _Envelopes:
 
     def template(self, message: Message) -> EnvelopeTemplate | None:
         """The template of the messages like ``message`` (``None``: none)."""
-        which = (message.task_name, message.queue, message.priority)
+        which = (message.task_name, message.queue, message.priority, message.time_limits)
         if which in self._templates:
             return self._templates[which]
         template = None
         if self.serializer == "json":
-            holes = Message(HOLES["id"], message.task_name, message.queue, (), {}, message.priority)
+            holes = Message(
+                HOLES["id"],
+                message.task_name,
+                message.queue,
+                (),
+                {},
+                message.priority,
+                message.time_limits,
+            )
             envelope = self.envelope(holes, HOLES["body"], HOLES["tag"])
             envelope["headers"]["argsrepr"] = HOLES["argsrepr"]
             envelope["headers"]["kwargsrepr"] = HOLES["kwargsrepr"]

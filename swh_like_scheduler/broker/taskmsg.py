@@ -90,7 +90,7 @@ class TaskMessageBuilder:
         headers["root_id"] = task_id
         headers["argsrepr"], headers["kwargsrepr"] = self.reprs(args, kwargs)
         # fresh mutable values: a publish-signal receiver may change them
-        headers["timelimit"] = [None, None]
+        headers["timelimit"] = list(message.time_limits)
         headers["stamps"] = {}
         properties = {"correlation_id": task_id, "reply_to": self._reply_to}
         embed: dict[str, Any] = dict.fromkeys(_EMBED_KEYS)
@@ -107,5 +107,7 @@ def reference_message(app: Celery, message: Message) -> TaskMessage:
         dict(kwargs),
         reply_to=app.thread_oid,
         ignore_result=None,
+        time_limit=message.time_limits[0],
+        soft_time_limit=message.time_limits[1],
     )
     return headers, properties, body

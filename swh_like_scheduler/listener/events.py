@@ -138,6 +138,10 @@ def status_of_result(result: Any) -> tuple[RunStatus, str | None]:
         return RunStatus.FAILED, f"the task returned an invalid result: {error}"
 
 
+#: how Celery words the exceptions of its time limits in ``task-failed``
+_TIME_LIMIT_ERRORS = ("SoftTimeLimitExceeded(", "TimeLimitExceeded(")
+
+
 def error_text(value: Any) -> str | None:
     if value is None or value == "":
         return None
@@ -160,7 +164,12 @@ def _end(event: Mapping[str, Any], event_type: str) -> dict[str, Any]:
         status, error = status_of_result(value)
         return {"status": status, "result": jsonable(value), "error": error}
     if event_type == "task-failed":
-        return {"status": RunStatus.FAILED, "error": error_text(event.get("exception"))}
+        error = error_text(event.get("exception"))
+        if error is not None and error.startswith(_TIME_LIMIT_ERRORS):
+            limit = "soft" if error.startswith("SoftTimeLimitExceeded") else "hard"
+            why = f"stopped by its {limit} time limit (the type's max_allowed_duration): {error}"
+            return {"status": RunStatus.TIMED_OUT, "error": why[:MAX_ERROR_LENGTH]}
+        return {"status": RunStatus.FAILED, "error": error}
     if event_type == "task-revoked":
         # expired: the message outlived its expiry and never ran (nobody asked
         # for it to stop); otherwise a client revoked it, whether or not it was

@@ -97,8 +97,27 @@ class PassReport:
         return max(0.0, min(period, (self.next_ready - self.now).total_seconds()))
 
 
+#: how long after the soft time limit (the body is interrupted) the hard
+#: one kills the worker's child process
+HARD_LIMIT_GRACE = 10.0
+
+
+def time_limits(task_type: TaskType) -> tuple[float | None, float | None]:
+    """Celery's ``(hard, soft)`` time limits of the type's runs: soft at
+    ``max_allowed_duration``, hard :data:`HARD_LIMIT_GRACE` later; none
+    without a bound."""
+    allowed = task_type.max_allowed_duration
+    if allowed is None or allowed.total_seconds() <= 0:
+        return (None, None)
+    soft = allowed.total_seconds()
+    return (soft + HARD_LIMIT_GRACE, soft)
+
+
 def message_for(
-    claimed: Claimed, task_type: TaskType, workers: LiveWorkers | None = None
+    claimed: Claimed,
+    task_type: TaskType,
+    workers: LiveWorkers | None = None,
+    limits: tuple[float | None, float | None] | None = None,
 ) -> Message:
     """The Celery message of a claimed task: to its type's queue, or, for a
     task with banned nodes, to the own queue of an allowed live worker."""
@@ -115,6 +134,7 @@ def message_for(
         queue=queue,
         args=args,
         kwargs=kwargs,
+        time_limits=time_limits(task_type) if limits is None else limits,
     )
 
 
@@ -336,5 +356,6 @@ class _Serving:
 
 
 def _publish(context: _Pass, task_type: TaskType, batch: list[Claimed]) -> int:
-    messages = [message_for(c, task_type, context.workers) for c in batch]
+    limits = time_limits(task_type)
+    messages = [message_for(c, task_type, context.workers, limits) for c in batch]
     return publish_batch(context.app, messages, connection=context.connection)

@@ -453,7 +453,8 @@ class SchedulerStore(Protocol):
         decides instead. The ownership is released when the run ends, by
         whatever ends it. A refused second copy (``already_running``,
         ``finished_run``) adds the history entry ``refused_copy`` to the run;
-        its body must not run."""
+        its body must not run. A grant may carry ``db_now`` only (``task``
+        and ``run`` ``None``: the common case is decided in one statement)."""
         ...
 
     def release_start(self, backend_id: str, *, tag: str) -> bool:

@@ -83,6 +83,18 @@ class SQLBase:
                 yield conn
 
     @contextmanager
+    def _single(self, where: str) -> Iterator[sa.Connection]:
+        """A connection for **one** statement that is atomic on its own,
+        committed as it runs (autocommit: no BEGIN and COMMIT round trips);
+        inside a :meth:`transaction`, that transaction's connection."""
+        if self._bound is not None:
+            with translated(where):
+                yield self._bound
+            return
+        with translated(where), self.engine.connect() as conn:
+            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+
+    @contextmanager
     def _read(self, where: str) -> Iterator[sa.Connection]:
         if self._bound is not None:
             with translated(where):

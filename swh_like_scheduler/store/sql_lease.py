@@ -44,6 +44,7 @@ from ..policy import blackout_at
 from . import rows
 from .interface import ApplyOutcome
 from .sql_base import SQLBase
+from .sql_guard import first_copy
 from .tables import task as task_t
 from .tables import task_run as run_t
 
@@ -200,6 +201,11 @@ class LeaseMethods(SQLBase):
         checks; a lease's owner also pings (``owner_last_ping_at`` set), a
         guarded start's never does (left null: the steal step ignores it,
         the worker's liveness covers it)."""
+        if not pinging and self._capabilities.writable_ctes:
+            with self._single("guard the start of a run") as conn:
+                granted_at = first_copy(conn, backend_id, node=node, name=name, tag=tag)
+            if granted_at is not None:
+                return LeaseGrant(True, Refusal.OK, granted_at)
         with self._write("guard the start of a run") as conn:
             now = self._db_now(conn)
             run = self._lease_run(conn, backend_id)
@@ -418,7 +424,7 @@ class LeaseMethods(SQLBase):
             expired = self._lock_skip(
                 sa.select(task_t.c.id)
                 .where(
-                    task_t.c.owner_tag.is_not(None),
+                    task_t.c.owner_last_ping_at.is_not(None),  # leases only
                     task_t.c.steal_start_at < now - grace,
                 )
                 .order_by(task_t.c.id)

@@ -186,7 +186,8 @@ task = sa.Table(
     # a client key names one task (tasks without a key have no entry)
     _partial_index("uq_task_key", "key", where="key IS NOT NULL", unique=True),
     # leases the steal step watches (owned tasks only)
-    _partial_index("ix_task_owned", "owner_last_ping_at", where="owner_tag IS NOT NULL"),
+    # leases (owners that ping), for the steal step (0005: not every owned task)
+    _partial_index("ix_task_owned", "owner_last_ping_at", where="owner_last_ping_at IS NOT NULL"),
     # one-shot tasks the expiry and the retention duties look at
     _partial_index(
         "ix_task_oneshot_waiting",
@@ -230,7 +231,7 @@ task_run = sa.Table(
 #: Celery workers seen by the listener (worker-heartbeat/-online/-offline
 #: events): the last sign of life on the worker's own clock, and whether its
 #: latest event said it was online; ``pid``, its main process
-#: (sql/versions/0005_worker_pid.py).
+#: (sql/versions/0005_start_guard.py).
 worker = sa.Table(
     "worker",
     metadata,

@@ -52,7 +52,7 @@ from ..config import load_settings
 from ..exceptions import SchedulerError
 from ..lease.protocol import LeaseGrant, Refusal
 from ..listener.handler import TaskTypeCache, outcome_applier
-from ..store import SQLAlchemyStore, open_store
+from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
 from .result_event import ResultEventTask
 
@@ -103,7 +103,10 @@ def store_for(url: str) -> tuple[SQLAlchemyStore, ApplyOutcome]:
     with _stores_lock:
         found = _stores.get(key)
         if found is None:
-            store = open_store(url)
+            # no ping before each checkout: one round trip per start; a
+            # connection broken by a database restart fails one start, which
+            # is delivered again (and the pool reconnects)
+            store = SQLAlchemyStore.from_url(url, pool_pre_ping=False)
             found = (store, outcome_applier(TaskTypeCache(store), random.Random()))
             _stores[key] = found
         return found

@@ -5,8 +5,12 @@ Celery's ``task-succeeded`` event carries ``saferepr(return value)`` cut at
 from that text, which fails when the value is long (a ``status`` item past the
 cut is lost; what is left is a non-empty text, hence *eventful*). After the
 body returns, :class:`ResultEventTask` therefore sends a ``task-result`` event
-with the value itself, before Celery's own ``task-succeeded``; the listener records whichever end
-event comes first and ignores the other (:mod:`.listener.handler`)::
+with the value itself, before Celery's own ``task-succeeded``; the listener
+records whichever end event comes first and ignores the other
+(:mod:`.listener.handler`). A value that ``task-succeeded`` carries whole
+(its repr is shorter than the cut and reads back as the same value, as
+``{"status": "eventful"}`` does) needs no second event: none is sent, which
+spares the worker a publish and the listener an event per run::
 
     @shared_task(base=ResultEventTask, bind=True, name="...")
     def check(self, url): ...
@@ -28,6 +32,7 @@ A failure to send is logged, not raised: the ``task-succeeded`` event remains.
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import os
@@ -118,6 +123,19 @@ def event_result(value: Any, maxsize: int) -> Any:
     return {"status": status, "truncated": True}
 
 
+def carried_whole(value: Any, maxsize: int) -> bool:
+    """Whether Celery's ``task-succeeded`` carries ``value`` whole: its
+    ``saferepr`` is not cut at ``maxsize`` and reads back as an equal value
+    (what the listener does with it)."""
+    text = saferepr(value, maxlen=maxsize)
+    if len(text) >= maxsize:
+        return False
+    try:
+        return bool(ast.literal_eval(text) == value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+
+
 class ResultEventTask(Task):
     """Celery base class that sends ``task-result`` (module doc)."""
 
@@ -144,6 +162,8 @@ class ResultEventTask(Task):
         """
         if self.request.id is None or not task_events_enabled(self):
             return
+        if carried_whole(result, self.resultrepr_maxsize):
+            return
         fields: dict[str, Any] = {"result": event_result(result, self.result_event_maxsize)}
         if runtime is not None:
             fields["runtime"] = runtime
@@ -160,4 +180,10 @@ class ResultEventTask(Task):
             )
 
 
-__all__ = ["RESULT_EVENT", "ResultEventTask", "event_result", "task_events_enabled"]
+__all__ = [
+    "RESULT_EVENT",
+    "ResultEventTask",
+    "carried_whole",
+    "event_result",
+    "task_events_enabled",
+]

@@ -26,6 +26,8 @@ json_values = st.recursive(
 call_args = st.lists(json_values, max_size=4)
 call_kwargs = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
 task_ids = st.uuids().map(str) | st.text(min_size=1, max_size=40)
+#: Celery's (hard, soft) time limits as the runner sets them, or none
+time_limits = st.just((None, None)) | st.floats(0.5, 86_400).map(lambda soft: (soft + 10, soft))
 
 
 def cleanup_queue(app: Celery, name: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import services
-from brokertest import call_args, call_kwargs, make_app, task_ids
+from brokertest import call_args, call_kwargs, make_app, task_ids, time_limits
 from celery import Celery
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -67,6 +67,7 @@ def _our_frames(app: Celery, connection: Any, channel: Any, message: Message) ->
     kwargs=call_kwargs,
     priority=st.none() | st.integers(0, 255),
     task_id=task_ids,
+    limits=time_limits,
 )
 def test_frames_equal_py_amqp_frames(
     amqp: tuple[Celery, Any, Any],
@@ -74,9 +75,10 @@ def test_frames_equal_py_amqp_frames(
     kwargs: dict[str, Any],
     priority: int | None,
     task_id: str,
+    limits: tuple[float | None, float | None],
 ) -> None:
     app, connection, channel = amqp
-    message = Message(task_id, TASK, QUEUE, tuple(args), kwargs, priority)
+    message = Message(task_id, TASK, QUEUE, tuple(args), kwargs, priority, limits)
     assert _our_frames(app, connection, channel, message) == _kombu_frames(
         app, connection, channel, message
     )

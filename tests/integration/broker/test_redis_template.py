@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import services
-from brokertest import call_args, call_kwargs, make_app, task_ids
+from brokertest import call_args, call_kwargs, make_app, task_ids, time_limits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,7 +40,8 @@ def _both(app: Any, channel: Any, message: Message) -> tuple[str, str]:
     for use_template in (True, False):
         envelopes = _Envelopes(channel, TaskMessageBuilder(app), routes, "json")
         if not use_template:
-            envelopes._templates[(message.task_name, message.queue, message.priority)] = None
+            which = (message.task_name, message.queue, message.priority, message.time_limits)
+            envelopes._templates[which] = None
         envelopes.tags = iter(["a0c1e3f4-0000-4000-8000-000000000001"])
         [(_key, [text])] = envelopes.grouped([message])
         texts.append(text)
@@ -53,12 +54,18 @@ def _both(app: Any, channel: Any, message: Message) -> tuple[str, str]:
     kwargs=call_kwargs,
     priority=st.none() | st.integers(0, 9),
     task_id=task_ids,
+    limits=time_limits,
 )
 def test_filled_envelopes_equal_built_ones(
-    channel: Any, args: list[Any], kwargs: dict[str, Any], priority: int | None, task_id: str
+    channel: Any,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    priority: int | None,
+    task_id: str,
+    limits: tuple[float | None, float | None],
 ) -> None:
     app, chan = channel
-    message = Message(task_id, TASK, QUEUE, tuple(args), kwargs, priority)
+    message = Message(task_id, TASK, QUEUE, tuple(args), kwargs, priority, limits)
     filled, built = _both(app, chan, message)
     assert filled == built
     envelope = json.loads(filled)

@@ -50,6 +50,13 @@ def test_built_messages_equal_celery_messages(
     assert builder.build(message) == reference_message(_APP, message)
 
 
+def test_time_limits_are_carried_as_celery_carries_them() -> None:
+    message = Message("id", "t", "q", (1,), {}, None, (70.0, 60.0))
+    built = TaskMessageBuilder(_APP).build(message)
+    assert built == reference_message(_APP, message)
+    assert built[0]["timelimit"] == [70.0, 60.0]
+
+
 def test_long_arguments_are_cut_as_celery_cuts_them() -> None:
     message = Message("id", "t", "q", ("x" * 5000, list(range(2000))), {"k": "y" * 3000})
     assert TaskMessageBuilder(_APP).build(message) == reference_message(_APP, message)
@@ -65,6 +72,10 @@ def test_long_arguments_are_cut_as_celery_cuts_them() -> None:
         ("kwargs", {"kwargs": [1]}),
         ("priority", {"priority": 256}),
         ("priority", {"priority": True}),
+        ("time_limits", {"time_limits": (10.0,)}),
+        ("time_limits", {"time_limits": (10.0, -1.0)}),
+        ("time_limits", {"time_limits": (10.0, 20.0)}),
+        ("time_limits", {"time_limits": ("1h", None)}),
     ],
 )
 def test_invalid_messages_are_refused(field: str, kwargs: dict[str, Any]) -> None:

@@ -6,9 +6,13 @@ Redis), never from the scheduler's own tables."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
+import socket
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,13 +22,15 @@ from typing import Any
 import pytest
 import redis
 import services
-from celery import Celery
+from celery import Celery, signals
 from celery.contrib.testing.worker import start_worker
 from celery.worker import state as worker_state
 from waiting import delete_queues, wait_until
 
 from swh_like_scheduler.broker import queue_depth
+from swh_like_scheduler.listener import Listener, ListenerOptions
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
+from swh_like_scheduler.policy import condition
 from swh_like_scheduler.runner import tick
 from swh_like_scheduler.runner.republish import republish_unstarted
 from swh_like_scheduler.store import SQLAlchemyStore
@@ -254,3 +260,137 @@ def test_cancel_from_the_cli_revokes_the_queued_run(
     assert executions(counter, victim_run) == 0 and refusals(counter, victim_run) == []
     stored = store.get_task_run(victim_run.backend_id)
     assert stored is not None and stored.status is RunStatus.CANCELLED
+
+
+@contextlib.contextmanager
+def listening(app: Celery, store: SQLAlchemyStore) -> Iterator[Listener]:
+    """The listener in a thread, on its own event queue, until the block ends."""
+    queue_name = f"celeryev.swh-test-guard-{uuid.uuid4().hex[:8]}"
+    options = ListenerOptions(
+        queue_name=queue_name, batch_wait=0.05, poll_interval=0.1, wakeup_workers=False
+    )
+    listener = Listener(app, store, rng=random.Random(0), options=options)
+    thread = threading.Thread(target=listener.run, name="listener", daemon=True)
+    thread.start()
+    try:
+        wait_until(listener.ready.is_set, 15, "the listener")
+        yield listener
+    finally:
+        listener.stop.set()
+        thread.join(timeout=20)
+        delete_queues(app, queue_name)
+
+
+def test_a_plain_run_past_its_limits_warns_then_is_stopped(
+    pg_store: SQLAlchemyStore,
+    app: Celery,
+    queue: str,
+    counter: redis.Redis,
+    broker_url: str,
+    postgres_url: str,
+) -> None:
+    """A plain (not leased) type with max_expected_duration 1 s and
+    max_allowed_duration 3 s, a body that would work 60 s, a prefork
+    worker: the task is WARNING while it runs past 1 s, the runner's time
+    limit stops the body at 3 s, and the run ends ``timed_out``."""
+    store = pg_store
+    limited = store.create_task_type(
+        TaskType(
+            type="limited",
+            backend_name=leaseapp.PLAIN_TASK,
+            queue=queue,
+            default_interval=timedelta(hours=1),
+            max_expected_duration=timedelta(seconds=1),
+            max_allowed_duration=timedelta(seconds=3),
+        )
+    )
+    now = datetime.now(UTC) - timedelta(seconds=5)
+    [task] = store.create_tasks(
+        [
+            Task(
+                type="limited",
+                kwargs={"duration": 60},
+                schedule_kind=ScheduleKind.ADAPTIVE,
+                current_interval=timedelta(hours=1),
+                next_run=now,
+                deadline=now + timedelta(hours=1),
+            )
+        ],
+        now=now,
+    )
+    env = {
+        "LEASE_TEST_BROKER": broker_url,
+        "LEASE_TEST_REDIS": services.redis_url(),
+        "SWH_SCHEDULER_DB_URL": postgres_url,
+    }
+    with (
+        listening(app, store),
+        worker_process(
+            "leaseapp", queues=[queue], env=env, pool="prefork", concurrency=1, events=True
+        ),
+    ):
+        assert tick(store, app, datetime.now(UTC)).published == 1
+        run = only_run(store, task)
+        wait_until(lambda: executions(counter, run) == 1, 60, "the body to run")
+
+        def reason() -> str:
+            [current] = store.get_tasks([task.id or 0])
+            return str(condition(current, limited, datetime.now(UTC)).reason)
+
+        wait_until(lambda: reason() == "overran_expected_duration", 10, "the WARNING")
+        wait_until(
+            lambda: not only_run(store, task).status.is_open, 20, "the time limit to stop it"
+        )
+    ended = only_run(store, task)
+    assert ended.status is RunStatus.TIMED_OUT, ended
+    assert ended.error is not None and "time limit" in ended.error
+    assert ended.started is not None and ended.ended is not None
+    lasted = (ended.ended - ended.started).total_seconds()
+    print(f"the run lasted {lasted:.2f} s (limit 3 s)")
+    # the soft limit runs from the pool's start of the job, a little before the
+    # guard stamps the start; then a loaded machine's delays
+    assert 2.5 <= lasted <= 3 + 5
+    steps = int(counter.get(leaseapp.steps_key(run.backend_id)) or 0)
+    assert steps < 60 / 0.05 / 2, "the body was not stopped"
+    [after] = store.get_tasks([task.id or 0])
+    assert after.failure_count == 1 and after.owner_tag is None
+
+
+def test_a_database_error_at_start_is_a_retry_not_a_failure(
+    pg_store: SQLAlchemyStore, app: Celery, queue: str, counter: redis.Redis, postgres_url: str
+) -> None:
+    """The guard cannot reach the database: the delivery is retried with the
+    same id (Celery's ``task-retried``: the run stays open), the body does
+    not run and nothing fails; once the database answers, it runs once."""
+    store = pg_store
+    [task] = plain_tasks(store, queue, 0.1)
+    assert tick(store, app, datetime.now(UTC)).published == 1
+    run = only_run(store, task)
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    app.conf.swh_scheduler_db_url = f"postgresql://postgres@127.0.0.1:{closed}/nowhere"
+    retried: list[str] = []
+    failed: list[str] = []
+
+    def on_retry(request: Any = None, **_: Any) -> None:
+        retried.append(request.id)
+
+    def on_failure(task_id: str | None = None, **_: Any) -> None:
+        failed.append(str(task_id))
+
+    signals.task_retry.connect(on_retry, weak=False)
+    signals.task_failure.connect(on_failure, weak=False)
+    try:
+        with threads_worker(app, queue):
+            wait_until(lambda: run.backend_id in retried, 30, "a retried delivery")
+            assert executions(counter, run) == 0
+            app.conf.swh_scheduler_db_url = postgres_url  # the database is back
+            wait_until(lambda: executions(counter, run) == 1, 30, "the run to execute")
+    finally:
+        signals.task_retry.disconnect(on_retry)
+        signals.task_failure.disconnect(on_failure)
+    assert failed == []
+    stored = store.get_task_run(run.backend_id)
+    assert stored is not None and stored.status is RunStatus.STARTED
+    assert history(store, run) == ["assigned"]

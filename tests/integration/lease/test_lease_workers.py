@@ -24,7 +24,15 @@ from celery.contrib.testing.worker import start_worker
 from celery.worker import state as worker_state
 from waiting import delete_queues, wait_until
 
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
+from swh_like_scheduler.model import (
+    BlackoutPeriod,
+    RunStatus,
+    ScheduleKind,
+    Task,
+    TaskRun,
+    TaskStatus,
+    TaskType,
+)
 from swh_like_scheduler.monitor import monitor_tick
 from swh_like_scheduler.runner import tick
 from swh_like_scheduler.runner.republish import republish_unstarted
@@ -362,3 +370,47 @@ def test_kill_9_worker_runs_are_lost_and_run_again(
         assert first.worker != second.worker
         assert int(counter.get(leaseapp.executions_key(first.backend_id)) or 0) == 1
         assert int(counter.get(leaseapp.executions_key(second.backend_id)) or 0) == 1
+
+
+def test_a_blackout_window_beginning_mid_run_is_a_failure_retried_after_it(
+    store: SQLAlchemyStore, app: Celery, queue: str, counter: redis.Redis
+) -> None:
+    """DESIGN.md §3: a run found inside a blackout window is terminated and
+    counted as a failure; the retry waits for the window's end."""
+    ensure_type(store, queue)
+    start = datetime.now(UTC) + timedelta(seconds=3)
+    end = start + timedelta(minutes=10)
+    window = BlackoutPeriod(start=start.time().replace(tzinfo=None), end=end.time())
+    now = datetime.now(UTC) - timedelta(seconds=5)
+    [task] = store.create_tasks(
+        [
+            Task(
+                type="leased",
+                kwargs={"duration": 30},
+                next_run=now,
+                deadline=now + timedelta(seconds=1),
+                schedule_kind=ScheduleKind.ADAPTIVE,
+                current_interval=timedelta(hours=1),
+                tz="UTC",
+                blackout_periods=(window,),
+            )
+        ],
+        now=now,
+    )
+    assert tick(store, app, datetime.now(UTC)).published == 1
+    [run] = store.get_task_runs(task.id or 0)
+    with in_process_worker(app, queue):
+        wait_until(
+            lambda: not run_of(store, run.backend_id).status.is_open,
+            3 + PING + 10,
+            "the blackout to stop the run",
+        )
+    stopped = run_of(store, run.backend_id)
+    assert stopped.status is RunStatus.FAILED
+    assert stopped.error is not None and "blackout" in stopped.error
+    assert stopped.ended is not None and stopped.ended >= start
+    assert int(counter.get(leaseapp.executions_key(run.backend_id)) or 0) == 1
+    [after] = store.get_tasks([task.id or 0])
+    assert after.failure_count == 1 and after.status is TaskStatus.WAITING
+    # the retry waits for the window to end (within a second: wall-clock windows)
+    assert after.next_run >= end - timedelta(seconds=1)

@@ -12,6 +12,7 @@ from celery import Celery
 from swh_like_scheduler.listener.events import parse_event
 from swh_like_scheduler.model import RunStatus
 from swh_like_scheduler.worker import RESULT_EVENT, ResultEventTask, event_result
+from swh_like_scheduler.worker.result_event import carried_whole
 
 
 def status_seen_by_the_listener(carried: Any) -> RunStatus | None:
@@ -61,3 +62,20 @@ def test_called_directly_it_just_runs() -> None:
         return {"status": "eventful", "n": n, "called_directly": self.request.called_directly}
 
     assert direct(3) == {"status": "eventful", "n": 3, "called_directly": True}
+
+
+@pytest.mark.parametrize(
+    ("value", "whole"),
+    [
+        ({"status": "eventful"}, True),
+        ({"status": "uneventful", "n": 3, "ok": True, "none": None}, True),
+        ("done", True),
+        ({"pad": "x" * 3000, "status": "uneventful"}, False),  # cut at the limit
+        ({"when": __import__("datetime").date(2026, 1, 1)}, False),  # not a literal
+        ({"nan": float("nan")}, False),  # does not read back equal
+    ],
+)
+def test_a_second_event_only_when_task_succeeded_cannot_carry_the_value(
+    value: Any, whole: bool
+) -> None:
+    assert carried_whole(value, 1024) is whole

@@ -1,0 +1,79 @@
+"""The start guard's common case in one PostgreSQL statement.
+
+Nearly every start is the first copy of a run of a live task with no
+blackout window and no banned node. That case is decided and written by one
+statement (run row locked, then task row, as in :mod:`.sql_lease`): the task
+becomes owned (no pings), the run started with the history entry
+``assigned``, on the database's clock. It changes no indexed column of the
+task (not even ``updated_at``: ``owner_started_at`` says when), so
+PostgreSQL can update the row in place. When the statement changes nothing
+(a second copy, a finished run, a cancelled or disabled task, a blackout
+window or a banned-node list to read), the caller takes the general path,
+which decides and refuses with a reason.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+_FIRST_COPY = sa.text(
+    """
+WITH r AS (
+    SELECT id, task_id FROM task_run
+    WHERE backend_id = :backend_id AND status IN ('scheduled', 'started')
+    FOR UPDATE
+), t AS (
+    UPDATE task SET
+        owner_node = :node, owner_name = :name, owner_tag = :tag,
+        owner_started_at = statement_timestamp(), owner_last_ping_at = NULL,
+        steal_start_at = NULL
+    FROM r
+    WHERE task.id = r.task_id
+      AND task.owner_tag IS NULL
+      AND task.status = 'scheduled'
+      AND task.blackout_periods = '[]'::jsonb
+      AND task.dont_run_on_nodes = '[]'::jsonb
+    RETURNING task.id
+)
+UPDATE task_run SET
+    status = 'started',
+    started = coalesce(task_run.started, statement_timestamp()),
+    worker = :worker,
+    history = task_run.history || jsonb_build_array(jsonb_build_object(
+        'event', 'assigned',
+        'at', to_char(
+            statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"'
+        ),
+        'worker', CAST(:worker AS text),
+        'tag', CAST(:tag AS text)
+    ))
+FROM r, t
+WHERE task_run.id = r.id
+RETURNING statement_timestamp()
+"""
+)
+
+
+def first_copy(
+    conn: sa.Connection, backend_id: str, *, node: str, name: str, tag: str
+) -> datetime | None:
+    """Grant the common case (module doc): the database's now when granted,
+    ``None`` when the general path must decide."""
+    values: dict[str, Any] = {
+        "backend_id": backend_id,
+        "node": node,
+        "name": name,
+        "tag": tag,
+        "worker": f"{name}@{node}",
+    }
+    found = conn.execute(_FIRST_COPY, values).scalar()
+    if found is None:
+        return None
+    assert isinstance(found, datetime)
+    return found.astimezone(UTC)
+
+
+__all__ = ["first_copy"]

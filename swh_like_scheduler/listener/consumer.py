@@ -47,6 +47,7 @@ from ..broker.connection import connect
 from ..exceptions import SchedulerError
 from ..policy import RandomSource
 from ..store import SchedulerStore
+from . import poison
 from .handler import BatchSummary, EventHandler
 
 logger = logging.getLogger(__name__)
@@ -172,11 +173,15 @@ class ListenerReceiver(EventReceiver):
 
     def _on_message(self, body: Any, message: Any) -> None:
         raw = body if isinstance(body, list) else [body]
-        events = [
-            self.event_from_message(event, localize=False)[1]
-            for event in raw
-            if isinstance(event, dict) and "type" in event
-        ]
+        events = []
+        for event in raw:
+            if not isinstance(event, dict) or "type" not in event:
+                poison.drop(event, TypeError("not a Celery event"))
+                continue
+            try:  # Celery adjusts its Lamport clock from the event's "clock"
+                events.append(self.event_from_message(event, localize=False)[1])
+            except Exception as error:  # a bad field: this event only
+                poison.drop(event, error)
         self.on_events(events, message if self.manual_ack else None)
 
 
@@ -246,7 +251,15 @@ class Listener:
             return True
         started = time.perf_counter()
         try:
-            summary = self.handler.handle_batch(self._pending, lanes=self._lanes)
+            try:
+                summary = self.handler.handle_batch(self._pending, lanes=self._lanes)
+            except SchedulerError:
+                raise
+            except Exception as error:  # an event the store cannot take: find it
+                logger.warning(
+                    "a batch of %d events failed (%r); one by one", len(self._pending), error
+                )
+                summary = self._one_by_one()
         except SchedulerError as error:
             self.stats.store_failures += 1
             self._retry_at = self._clock() + self.options.retry_delay
@@ -268,6 +281,19 @@ class Listener:
         logger.debug("applied %d events: %s", len(self._pending), dict(summary.counts))
         self._pending, self._messages = [], []
         return True
+
+    def _one_by_one(self) -> BatchSummary:
+        """Apply the buffered events one at a time, dropping those that
+        raise anything but a store error (which is raised: retry later)."""
+        summary = BatchSummary()
+        for event in self._pending:
+            try:
+                summary.merge(self.handler.handle_batch([event]))
+            except SchedulerError:
+                raise
+            except Exception as error:
+                poison.drop(event, error)
+        return summary
 
     def step(self, connection: Connection) -> None:
         """Write the batch if due, then wait up to ``poll_interval`` for events."""

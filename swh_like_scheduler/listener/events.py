@@ -65,6 +65,13 @@ TASK_EVENT_KINDS: Mapping[str, EventKind] = {
 
 #: Longest error text kept in a run (exception reprs can be huge).
 MAX_ERROR_LENGTH = 2000
+#: Longest task id or worker name taken from an event (ours are 36 and a
+#: host name); anything longer is not a run of ours.
+MAX_NAME_LENGTH = 255
+#: 9999-12-31T23:59:59Z: the last instant a datetime holds
+_LAST_TIMESTAMP = 253_402_300_799
+#: longest believable ``runtime`` (seconds): ten years
+_LONGEST_RUNTIME = 10 * 366 * 86_400
 
 _STATUS_ITEM = re.compile(r"""['"]status['"]\s*:\s*['"]([a-z_]+)['"]""")
 
@@ -98,6 +105,8 @@ def event_time(event: Mapping[str, Any]) -> datetime:
     value = event.get("timestamp")
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidInput("timestamp", f"{value!r} is not an epoch timestamp")
+    if not 0 <= value <= _LAST_TIMESTAMP:  # NaN and infinities too
+        raise InvalidInput("timestamp", f"{value!r} is not an epoch timestamp of years 1970-9999")
     return datetime.fromtimestamp(float(value), tz=UTC)
 
 
@@ -151,9 +160,14 @@ def error_text(value: Any) -> str | None:
 
 def _runtime_start(event: Mapping[str, Any], at: datetime) -> datetime | None:
     runtime = event.get("runtime")
-    if isinstance(runtime, bool) or not isinstance(runtime, int | float) or runtime < 0:
+    if isinstance(runtime, bool) or not isinstance(runtime, int | float):
         return None
-    return at - timedelta(seconds=float(runtime))
+    if not 0 <= runtime <= _LONGEST_RUNTIME:  # NaN and infinities too
+        return None
+    try:
+        return at - timedelta(seconds=float(runtime))
+    except OverflowError:  # before year 1
+        return None
 
 
 def _end(event: Mapping[str, Any], event_type: str) -> dict[str, Any]:
@@ -192,7 +206,9 @@ def parse_event(event: Mapping[str, Any]) -> RunEvent | None:
     """
     event_type = event.get("type")
     backend_id = event.get("uuid")
-    if not isinstance(event_type, str) or not isinstance(backend_id, str) or not backend_id:
+    if not isinstance(event_type, str) or not isinstance(backend_id, str):
+        return None
+    if not 0 < len(backend_id) <= MAX_NAME_LENGTH:
         return None
     kind = TASK_EVENT_KINDS.get(event_type)
     if kind is None or kind is EventKind.NOTHING:
@@ -202,7 +218,9 @@ def parse_event(event: Mapping[str, Any]) -> RunEvent | None:
     except InvalidInput:
         return None
     hostname = event.get("hostname")
-    worker = hostname if isinstance(hostname, str) and hostname else None
+    worker = (
+        hostname if isinstance(hostname, str) and 0 < len(hostname) <= MAX_NAME_LENGTH else None
+    )
     if event_type == "task-rejected" and event.get("requeue"):
         kind = EventKind.AGAIN
     if kind is not EventKind.END:
@@ -235,7 +253,7 @@ def parse_worker_event(event: Mapping[str, Any]) -> WorkerSighting | None:
     event_type = event.get("type")
     online = WORKER_EVENT_ONLINE.get(event_type) if isinstance(event_type, str) else None
     hostname = event.get("hostname")
-    if online is None or not isinstance(hostname, str) or not hostname:
+    if online is None or not isinstance(hostname, str) or not 0 < len(hostname) <= MAX_NAME_LENGTH:
         return None
     try:
         at = event_time(event)

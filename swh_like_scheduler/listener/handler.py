@@ -61,6 +61,7 @@ from ..monitor.records import WorkerSighting
 from ..policy import Outcome, RandomSource, already_applied, apply_outcome
 from ..store import SchedulerStore
 from ..store.interface import RunEnd
+from . import poison
 from .events import EventKind, RunEvent, parse_event, parse_worker_event
 
 logger = logging.getLogger(__name__)
@@ -238,7 +239,7 @@ class EventHandler:
 
     def handle(self, event: Mapping[str, Any]) -> HandleResult:
         """Apply one raw Celery event (see the module doc for the mapping)."""
-        run_event = parse_event(event)
+        run_event = poison.guarded(parse_event, event)
         if run_event is None:
             return HandleResult(Action.IGNORED, _uuid(event))
         return self.apply(run_event)
@@ -286,12 +287,12 @@ class EventHandler:
         store is down) propagate after every lane stopped; the batch may then
         be applied again, which is harmless.
         """
-        parsed = [parse_event(e) for e in events]
+        parsed = [poison.guarded(parse_event, e) for e in events]
         summary = BatchSummary()
         sightings: list[WorkerSighting] = []
         for event, run_event in zip(events, parsed, strict=True):
             if run_event is None:
-                sighting = parse_worker_event(event)
+                sighting = poison.guarded(parse_worker_event, event)
                 if sighting is not None:
                     sightings.append(sighting)
                     summary.add(HandleResult(Action.WORKER))
@@ -317,7 +318,7 @@ class EventHandler:
     def handle_worker_events(self, events: Sequence[Mapping[str, Any]]) -> list[TaskRun]:
         """Apply the worker events among ``events``; returns the runs lost."""
         return self._apply_sightings(
-            [s for s in (parse_worker_event(e) for e in events) if s is not None]
+            [s for s in (poison.guarded(parse_worker_event, e) for e in events) if s is not None]
         )
 
     def _apply_sightings(self, sightings: Sequence[WorkerSighting]) -> list[TaskRun]:
@@ -401,6 +402,8 @@ class EventHandler:
 
 
 def _uuid(event: Mapping[str, Any]) -> str | None:
+    if not isinstance(event, Mapping):
+        return None
     value = event.get("uuid")
     return value if isinstance(value, str) else None
 

@@ -7,9 +7,11 @@ enables tasks); a runner waits on a :class:`Waker`. On PostgreSQL this is
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from typing import Protocol
+import time
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 
@@ -47,19 +49,73 @@ class SleepWaker:
 
 
 class PostgresWaker:
-    """``LISTEN`` on a dedicated connection; any notification wakes the runner."""
+    """``LISTEN`` on a dedicated connection; any notification wakes the runner.
 
-    def __init__(self, url: sa.URL, stop: threading.Event | None = None) -> None:
+    A lost connection (a database restart, a terminated backend) never
+    stops the runner: one line is logged, the waker sleeps like
+    :class:`SleepWaker` and connects again (every ``retry`` seconds at most);
+    once back it wakes the runner at once, since notifications sent during
+    the outage were lost.
+    """
+
+    def __init__(
+        self, url: sa.URL, stop: threading.Event | None = None, *, retry: float = 2.0
+    ) -> None:
         import psycopg  # PostgreSQL only (the `postgresql` extra): not at import time
 
-        dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
-        self._conn = psycopg.connect(dsn, autocommit=True)
-        self._conn.execute(f"LISTEN {CHANNEL}")
+        self._psycopg = psycopg
+        self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._stop = stop or threading.Event()
+        self._retry = retry
+        self._retry_at = 0.0
+        self._conn: Any = None
+        self._connect()
+
+    def _connect(self) -> None:
+        conn = self._psycopg.connect(self._dsn, autocommit=True, connect_timeout=5)
+        try:
+            conn.execute(f"LISTEN {CHANNEL}")
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def _lost(self, error: BaseException) -> None:
+        logger.warning(
+            "the LISTEN connection for new tasks was lost (%s); polling until it is back",
+            str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
+        )
+        with contextlib.suppress(Exception):
+            self._conn.close()
+        self._conn = None
+        self._retry_at = time.monotonic() + self._retry
+
+    def _reconnect(self) -> bool:
+        if time.monotonic() < self._retry_at:
+            return False
+        try:
+            self._connect()
+        except self._psycopg.Error:
+            self._retry_at = time.monotonic() + self._retry
+            return False
+        logger.warning("the LISTEN connection for new tasks is back")
+        return True
 
     def wait(self, seconds: float) -> bool:
         if self._stop.is_set():
             return False
+        if self._conn is None:
+            if self._reconnect():
+                return True  # what was announced meanwhile is lost: look now
+            self._stop.wait(min(seconds, self._retry))
+            return False
+        try:
+            return self._listen(seconds)
+        except self._psycopg.Error as error:
+            self._lost(error)
+            return False
+
+    def _listen(self, seconds: float) -> bool:
         # wake at least every second to notice a stop request
         remaining = seconds
         while remaining > 0 and not self._stop.is_set():
@@ -75,7 +131,9 @@ class PostgresWaker:
 
     def close(self) -> None:
         self._stop.set()
-        self._conn.close()
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
 
 
 def waker_for(engine: sa.Engine, stop: threading.Event | None = None) -> Waker:

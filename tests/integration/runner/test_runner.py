@@ -25,7 +25,7 @@ from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.cli import swh
 from swh_like_scheduler.model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.runner import loop, tick
-from swh_like_scheduler.runner.wakeup import waker_for
+from swh_like_scheduler.runner.wakeup import PostgresWaker, waker_for
 from swh_like_scheduler.store import SQLAlchemyStore
 
 H = timedelta(hours=1)
@@ -327,6 +327,55 @@ def test_new_ready_task_wakes_the_runner(pg_store: SQLAlchemyStore) -> None:
         )
         wait_until(lambda: bool(pg_store.get_task_runs(created.id or 0)), 10, "the dispatch")
         assert time.monotonic() - started < 5, "woken by the notification, not the 60 s poll"
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        waker.close()
+        purge(app, task_type.effective_queue)
+
+
+@pytest.mark.redis
+def test_the_runner_outlives_its_listen_connection(pg_store: SQLAlchemyStore) -> None:
+    """The LISTEN connection is terminated by the server (as in a database
+    restart): the runner's loop goes on, the waker connects again, and a
+    task created afterwards still wakes it at once."""
+    app = make_test_app(services.redis_url())
+    task_type = new_type(pg_store, 100)
+    stop = threading.Event()
+    passes: list[object] = []
+    errors: list[BaseException] = []
+    waker = waker_for(pg_store.engine, stop)
+    assert isinstance(waker, PostgresWaker)
+    waker._retry = 0.2  # reconnect quickly in the test
+
+    def run() -> None:
+        try:
+            loop.run(pg_store, app, waker, period=60, stop=stop, on_pass=passes.append)
+        except BaseException as error:  # the runner died: the test says so
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    try:
+        thread.start()
+        wait_until(lambda: len(passes) >= 1, 10, "the first (idle) pass")
+        with pg_store.engine.connect() as conn:
+            killed = conn.exec_driver_sql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE starts_with(query, 'LISTEN ') AND pid <> pg_backend_pid()"
+            ).all()
+        assert killed and all(row[0] for row in killed)
+        # the loss is noticed, the waker connects again and wakes a pass
+        wait_until(lambda: len(passes) >= 2 or errors, 15, "a pass after the reconnection")
+        assert not errors and thread.is_alive()
+        count = len(passes)
+        now = datetime.now(tz=UTC)
+        started = time.monotonic()
+        [created] = pg_store.create_tasks(
+            [Task(type=task_type.type, args=(2,), next_run=now, deadline=now)], now=now
+        )
+        wait_until(lambda: bool(pg_store.get_task_runs(created.id or 0)), 10, "the dispatch")
+        assert time.monotonic() - started < 5, "woken by the notification, not the 60 s poll"
+        assert len(passes) > count and not errors
     finally:
         stop.set()
         thread.join(timeout=10)

@@ -22,6 +22,7 @@ from .common import DEFAULT_AMQP, DEFAULT_POSTGRES, DEFAULT_REDIS, Context, ensu
 SCENARIOS = {
     "dispatch": "scenario_dispatch",
     "claim": "scenario_claim",
+    "backlog": "scenario_backlog",
     "listener": "scenario_listener",
     "peers": "scenario_peers",
     "end-to-end": "scenario_e2e",

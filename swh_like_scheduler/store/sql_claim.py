@@ -175,13 +175,30 @@ def _picks(
                 .cte(f"due_{priority.value}")
                 .prefix_with("MATERIALIZED")
             )
-            # the order comes from the materialised rows, so no plan can walk
-            # the dispatch order; the conditions are checked again on the
-            # locked row (another runner may have claimed it meanwhile)
-            pick = (
-                pick.join(due, due.c.id == task_t.c.id)
-                .where(*ready)
+            # the first ids in dispatch order are read from the materialised
+            # rows (a sort of at most the bound), and only those are looked up
+            # by primary key (``id = ANY(<array computed once>)``): never a
+            # join of the whole ready set back to the table, whose plan with
+            # stale statistics was a nested loop over both (quadratic: 146 s
+            # at 50k). Twice the limit, so a claim racing another still finds
+            # tasks past the ones locked by it; the conditions are checked
+            # again on the locked rows (another runner may have claimed them)
+            first = (
+                sa.select(due.c.id)
                 .order_by(due.c.deadline, due.c.id)
+                .limit(LIMIT * 2)
+                .subquery(f"first_{priority.value}")
+            )
+            # (an array expression, computed once: ``= ANY(subquery)`` would
+            # compare with each row of a subquery instead)
+            ids = sa.func.coalesce(
+                sa.select(sa.func.array_agg(first.c.id)).scalar_subquery(),
+                sa.cast(sa.literal("{}"), postgresql.ARRAY(sa.BigInteger)),
+            )
+            pick = (
+                pick.where(task_t.c.id == sa.any_(ids))
+                .where(*ready)
+                .order_by(task_t.c.deadline, task_t.c.id)
             )
             if lock:
                 pick = pick.with_for_update(of=task_t, skip_locked=True)

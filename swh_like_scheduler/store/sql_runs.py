@@ -68,6 +68,7 @@ class RunMethods(SQLBase):
             return []
         classes = _classes(priorities)
         claimed: list[Claimed] = []
+        self._refresh_statistics()
         with self._write("claim ready tasks") as conn:
             if self._capabilities.writable_ctes:
                 if among is None:
@@ -112,6 +113,7 @@ class RunMethods(SQLBase):
         if limit <= 0:
             return []
         classes = _classes(priorities)
+        self._refresh_statistics()
         with self._read("read ready tasks") as conn:
             if self._capabilities.writable_ctes:
                 values, sparse = self._probe(conn, task_type, classes, now, limit)
@@ -129,6 +131,22 @@ class RunMethods(SQLBase):
                     )
                     ids.extend(conn.scalars(query))
             return ids
+
+    def _refresh_statistics(self) -> None:
+        """Analyse the task table first when the planner's statistics are
+        missing or stale (PostgreSQL; outside a caller's transaction): the
+        claim's plan depends on how many tasks the planner thinks are ready,
+        and autovacuum may take a minute after a bulk creation. One claimer
+        analyses (an advisory lock); the others go on at once."""
+        if not self._capabilities.writable_ctes or self._bound is not None:
+            return
+        with self._read("read the task table's statistics") as conn:
+            row = conn.execute(_STALE_STATISTICS).first()
+        if row is None or not row.stale:
+            return
+        with self._write("analyze tasks") as conn:
+            if conn.scalar(sa.select(sa.func.pg_try_advisory_xact_lock(_ANALYZE_LOCK))):
+                conn.execute(sa.text("ANALYZE task"))
 
     def _probe(
         self,
@@ -578,6 +596,19 @@ def _claim(
     """A claim from stored columns (``arguments``: the task's JSON, decoded
     or as text)."""
     return Claimed(task_id, slot, deadline, backend_id, arguments, tuple(banned or ()))
+
+
+#: statistics are stale when never taken, or when more rows changed since
+#: than a fifth of the table (plus a thousand: small tables stay quiet)
+_STALE_STATISTICS = sa.text(
+    """
+SELECT c.reltuples < 0 OR coalesce(s.n_mod_since_analyze, 0) > 1000 + 0.2 * c.reltuples AS stale
+FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+WHERE c.oid = to_regclass('task')
+"""
+)
+#: the advisory lock of the claimer that analyses the task table
+_ANALYZE_LOCK = 0x5357_4854_0001
 
 
 # Statements built once: SQLAlchemy caches their compiled form, which matters

@@ -45,6 +45,7 @@ from kombu.exceptions import OperationalError
 
 from ..broker.connection import connect
 from ..exceptions import SchedulerError
+from ..outage import Outage
 from ..policy import RandomSource
 from ..store import SchedulerStore
 from . import poison
@@ -217,6 +218,7 @@ class Listener:
         self._first_at = 0.0
         self._last_event_at = 0.0
         self._retry_at = 0.0
+        self._outage = Outage(logger, "writing events to the store")
 
     # -- single steps ---------------------------------------------------------
 
@@ -263,13 +265,9 @@ class Listener:
         except SchedulerError as error:
             self.stats.store_failures += 1
             self._retry_at = self._clock() + self.options.retry_delay
-            logger.error(
-                "could not apply %d events (kept for a retry in %ss): %s",
-                len(self._pending),
-                self.options.retry_delay,
-                error,
-            )
+            self._outage.failed(error)  # the events are kept for a retry
             return False
+        self._outage.ok()
         self.stats.seconds_applying += time.perf_counter() - started
         self.stats.batches += 1
         self.stats.applied.merge(summary)

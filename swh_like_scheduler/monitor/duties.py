@@ -32,9 +32,10 @@ from datetime import UTC, datetime, timedelta
 
 from celery import Celery
 
-from ..exceptions import InvalidInput
+from ..exceptions import InvalidInput, SchedulerError
 from ..lease.protocol import StealReport
 from ..listener.handler import TaskTypeCache, outcome_applier
+from ..outage import Outage
 from ..runner.republish import republish_unstarted
 from ..runner.routing import LiveWorkers
 from ..store import SchedulerStore
@@ -242,14 +243,21 @@ def monitor_loop(
     stop = stop or threading.Event()
     apply = outcome_applier(TaskTypeCache(store), random.Random())
     last: MonitorReport | None = None
+    outage = Outage(logger, "monitor pass")
     try:
         while True:
             try:
                 last = monitor_tick(store, settings=settings, app=app, workers=workers, apply=apply)
-            except Exception:  # the database may be down for a while: keep going
+            except SchedulerError as error:  # the database is down: one line per outage
+                if once:
+                    raise
+                outage.failed(error)
+            except Exception:  # a bug: its traceback, and the loop goes on
                 if once:
                     raise
                 logger.exception("monitor pass failed; trying again in %s", settings.period)
+            else:
+                outage.ok()
             if once or stop.wait(settings.period.total_seconds()):
                 return last
     finally:

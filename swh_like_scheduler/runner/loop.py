@@ -16,6 +16,7 @@ from ..exceptions import SchedulerError
 from ..listener.handler import TaskTypeCache, outcome_applier
 from ..model import Priority
 from ..monitor.duties import MonitorSettings, monitor_tick, release
+from ..outage import Outage
 from ..store import SchedulerStore
 from . import metrics
 from .dispatch import CLAIMERS, PassReport, tick
@@ -65,6 +66,8 @@ def run(
     )
     apply = outcome_applier(TaskTypeCache(store), random.Random()) if monitor else None
     monitor_due = time.monotonic()
+    pass_outage = Outage(logger, "runner pass")
+    monitor_outage = Outage(logger, "monitor duties")
     try:
         while not stop.is_set():
             try:
@@ -83,9 +86,11 @@ def run(
                     )
             except SchedulerError as error:
                 # the database is down or refused: keep running, try again later
-                logger.error("runner pass failed: %s", error)
+                pass_outage.failed(error)
                 metrics.PASS_ERRORS.labels(stage="database").inc()
                 report = PassReport(now=clock(), errors=(str(error),), saturated=True)
+            else:
+                pass_outage.ok()
             metrics.PASSES.inc()
             if monitor is not None and time.monotonic() >= monitor_due:
                 monitor_due = time.monotonic() + monitor.period.total_seconds()
@@ -94,8 +99,10 @@ def run(
                         store, clock(), settings=monitor, app=app, workers=workers, apply=apply
                     )
                 except SchedulerError as error:
-                    logger.error("monitor duties failed: %s", error)
+                    monitor_outage.failed(error)
                     metrics.PASS_ERRORS.labels(stage="monitor").inc()
+                else:
+                    monitor_outage.ok()
             if on_pass is not None:
                 on_pass(report)
             if stop.is_set():

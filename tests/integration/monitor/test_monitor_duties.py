@@ -4,6 +4,7 @@ listener's worker events, and the command line (start-monitor, start-runner)."""
 from __future__ import annotations
 
 import json
+import logging
 import random
 import threading
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,7 @@ from swh_like_scheduler.monitor import (
     WorkerSighting,
     monitor_tick,
 )
+from swh_like_scheduler.monitor.duties import monitor_loop
 from swh_like_scheduler.store import SQLAlchemyStore
 
 W1, W2 = "w1@node-a", "w2@node-b"
@@ -265,3 +267,35 @@ def status_of(store: SQLAlchemyStore, backend_id: str) -> RunStatus:
     run = store.get_task_run(backend_id)
     assert run is not None
     return run.status
+
+
+def test_a_monitor_without_its_database_logs_one_line_and_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The database unreachable for many passes: one error line (no
+    traceback), the loop keeps passing, and stops when asked."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    store = SQLAlchemyStore.from_url(f"postgresql://postgres@127.0.0.1:{closed}/nowhere")
+    settings = MonitorSettings(period=timedelta(seconds=0.05), lock_ttl=timedelta(seconds=1))
+    stop = threading.Event()
+    caplog.set_level(logging.DEBUG, logger="swh_like_scheduler")
+    thread = threading.Thread(target=monitor_loop, args=(store, settings), kwargs={"stop": stop})
+    thread.start()
+    try:
+        wait_until(
+            lambda: sum("failed again" in r.getMessage() for r in caplog.records) >= 5,
+            20,
+            "several failed passes",
+        )
+        assert thread.is_alive()
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        store.close()
+    loud = [r for r in caplog.records if r.levelno >= logging.ERROR and "monitor" in r.getMessage()]
+    assert len(loud) == 1 and loud[0].exc_info is None
+    assert "monitor pass failed" in loud[0].getMessage()

@@ -26,9 +26,11 @@ def start_worker_process(
     loglevel: str = "WARNING",
     paths: Sequence[Path] = (HERE,),
     extra: Sequence[str] = (),
+    hostname: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """``celery -A app_module worker`` in its own session (so ``os.killpg``
-    reaches its pool children). Its node name is ``name-<random>@<host>``."""
+    reaches its pool children). Its node name is ``hostname`` if given, else
+    ``name-<random>@<host>``."""
     pythonpath = [str(p) for p in paths]
     if os.environ.get("PYTHONPATH"):
         pythonpath.append(os.environ["PYTHONPATH"])
@@ -46,7 +48,7 @@ def start_worker_process(
         "-Q",
         ",".join(queues),
         "-n",
-        f"{name}-{uuid.uuid4().hex[:6]}@%h",
+        hostname or f"{name}-{uuid.uuid4().hex[:6]}@%h",
         "--without-gossip",
         "--without-mingle",
         "--loglevel",

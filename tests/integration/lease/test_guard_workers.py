@@ -39,7 +39,7 @@ from swh_like_scheduler.worker import StartRefused
 sys.path.insert(0, str(Path(__file__).parent))
 
 import leaseapp
-from celeryproc import worker_process
+from celeryproc import kill_group, start_worker_process, worker_process
 
 pytestmark = [
     pytest.mark.postgresql,
@@ -394,3 +394,61 @@ def test_a_database_error_at_start_is_a_retry_not_a_failure(
     stored = store.get_task_run(run.backend_id)
     assert stored is not None and stored.status is RunStatus.STARTED
     assert history(store, run) == ["assigned"]
+
+
+def test_a_worker_back_under_its_name_after_kill_9_frees_its_runs_at_once(
+    pg_store: SQLAlchemyStore,
+    app: Celery,
+    queue: str,
+    counter: redis.Redis,
+    broker_url: str,
+    postgres_url: str,
+) -> None:
+    """kill -9 sends no worker-offline; the same ``-n name@node`` started
+    again says worker-online from a new process: the listener ends the dead
+    process's run ``lost`` at once (no heartbeat timeout to wait for), and
+    the task runs again, once."""
+    store = pg_store
+    [task] = plain_tasks(store, queue, 60.0)
+    hostname = f"phoenix-{uuid.uuid4().hex[:6]}@guard-test"
+    env = {
+        "LEASE_TEST_BROKER": broker_url,
+        "LEASE_TEST_REDIS": services.redis_url(),
+        "SWH_SCHEDULER_DB_URL": postgres_url,
+    }
+
+    def start() -> subprocess.Popen[bytes]:
+        return start_worker_process(
+            "leaseapp", queues=[queue], env=env, events=True, hostname=hostname
+        )
+
+    with listening(app, store):
+        first = start()
+        try:
+            assert tick(store, app, datetime.now(UTC)).published == 1
+            run = only_run(store, task)
+            wait_until(lambda: executions(counter, run) == 1, 60, "the body to run")
+        finally:
+            kill_group(first)  # SIGKILL: no worker-offline event
+        assert only_run(store, task).status is RunStatus.STARTED
+        with worker_process_of(start()):
+            wait_until(
+                lambda: only_run(store, task).status is RunStatus.LOST,
+                30,
+                "the restart to free the run",
+            )
+            lost = only_run(store, task)
+            assert history(store, lost)[-1] == "worker_offline"
+            store.update_task(store.get_tasks([task.id or 0])[0].updated(kwargs={"duration": 0.1}))
+            assert tick(store, app, datetime.now(UTC)).published == 1
+            second = next(r for r in store.get_task_runs(task.id or 0) if r.id != run.id)
+            wait_until(lambda: executions(counter, second) == 1, 30, "the run again")
+    assert executions(counter, run) == 1
+
+
+@contextlib.contextmanager
+def worker_process_of(process: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    try:
+        yield process
+    finally:
+        kill_group(process)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import Celery
@@ -219,6 +219,15 @@ class _Pass:
     connection: Any
     workers: LiveWorkers | None
     claimers: int = CLAIMERS
+    #: the monotonic clock when the pass began
+    began: float = field(default_factory=time.monotonic)
+
+    def at(self) -> datetime:
+        """The pass's ``now`` moved on by the time the pass has taken so
+        far: a chunk claimed late in a long pass is stamped (its runs'
+        ``scheduled``, from which re-publishing waits) when it is claimed,
+        seconds before it is published, not when the pass began."""
+        return self.now + timedelta(seconds=time.monotonic() - self.began)
 
 
 def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
@@ -307,7 +316,7 @@ class _Serving:
         try:
             ids = context.store.ready_task_ids(
                 self.task_type.type,
-                now=context.now,
+                now=context.at(),
                 limit=want,
                 priorities=context.priorities,
                 nodes=self.nodes,
@@ -328,7 +337,7 @@ class _Serving:
         try:
             return context.store.claim_ready_tasks(
                 self.task_type.type,
-                now=context.now,
+                now=context.at(),
                 limit=limit,
                 priorities=context.priorities,
                 nodes=self.nodes,

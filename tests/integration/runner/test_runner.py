@@ -446,3 +446,34 @@ def test_claimers_option_is_checked_and_its_default_documented(postgres_url: str
     assert refused.exit_code == 2 and "--claimers" in refused.output
     help_text = CliRunner().invoke(swh, [*command, "--help"]).output
     assert f"Default: {CLAIMERS}." in " ".join(help_text.split())
+
+
+@pytest.mark.redis
+def test_runs_are_stamped_when_their_chunk_is_claimed_not_when_the_pass_began(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long pass (each claim slowed down by half a second, chunks of 2):
+    the runs of the last chunk are stamped about a second after the first
+    ones, so re-publishing waits from when they really went out."""
+    from swh_like_scheduler.runner import dispatch
+
+    class SlowClaims(SQLAlchemyStore):
+        def claim_ready_tasks(self, *args: object, **kwargs: object) -> list:  # type: ignore[override]
+            time.sleep(0.5)  # a loaded database
+            return super().claim_ready_tasks(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dispatch, "CLAIM_CHUNK", 2)
+    app = make_test_app(services.redis_url())
+    store = SlowClaims.from_url(postgres_url)
+    task_type = new_type(store, 100)
+    now = datetime.now(tz=UTC)
+    created = store.create_tasks(list(ready_tasks(task_type, 6, now)), now=now)
+    try:
+        report = tick(store, app, now, claimers=1)
+        assert report.published == 6
+        stamps = sorted(store.get_task_runs(t.id or 0)[0].scheduled for t in created)
+        assert stamps[0] >= now
+        assert stamps[-1] - stamps[0] >= timedelta(seconds=0.9)
+    finally:
+        store.close()
+        purge(app, task_type.effective_queue)

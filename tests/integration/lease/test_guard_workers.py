@@ -12,7 +12,6 @@ import random
 import socket
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -28,7 +27,7 @@ from celery.worker import state as worker_state
 from waiting import delete_queues, wait_until
 
 from swh_like_scheduler.broker import queue_depth
-from swh_like_scheduler.listener import Listener, ListenerOptions
+from swh_like_scheduler.listener import Listener
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
 from swh_like_scheduler.policy import condition
 from swh_like_scheduler.runner import tick
@@ -37,9 +36,11 @@ from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.worker import StartRefused
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "listener"))
 
 import leaseapp
 from celeryproc import kill_group, start_worker_process, worker_process
+from listenertest import listener_thread, options, unique_queue_name
 
 pytestmark = [
     pytest.mark.postgresql,
@@ -114,6 +115,15 @@ def history(store: SQLAlchemyStore, run: TaskRun) -> list[str]:
     return [h["event"] for h in stored.history]
 
 
+def worker_env(broker_url: str, postgres_url: str) -> dict[str, str]:
+    """The environment of a ``celery -A leaseapp worker`` subprocess."""
+    return {
+        "LEASE_TEST_BROKER": broker_url,
+        "LEASE_TEST_REDIS": services.redis_url(),
+        "SWH_SCHEDULER_DB_URL": postgres_url,
+    }
+
+
 def threads_worker(app: Celery, queue: str) -> Any:
     return start_worker(
         app,
@@ -185,11 +195,7 @@ def test_a_refusal_never_harms_a_prefork_worker(
     runs the next task."""
     store = pg_store
     first, second = plain_tasks(store, queue, 0.2, 0.2)
-    env = {
-        "LEASE_TEST_BROKER": broker_url,
-        "LEASE_TEST_REDIS": services.redis_url(),
-        "SWH_SCHEDULER_DB_URL": postgres_url,
-    }
+    env = worker_env(broker_url, postgres_url)
     with worker_process(
         "leaseapp", queues=[queue], env=env, pool="prefork", concurrency=1, name="prefork"
     ) as process:
@@ -265,19 +271,12 @@ def test_cancel_from_the_cli_revokes_the_queued_run(
 @contextlib.contextmanager
 def listening(app: Celery, store: SQLAlchemyStore) -> Iterator[Listener]:
     """The listener in a thread, on its own event queue, until the block ends."""
-    queue_name = f"celeryev.swh-test-guard-{uuid.uuid4().hex[:8]}"
-    options = ListenerOptions(
-        queue_name=queue_name, batch_wait=0.05, poll_interval=0.1, wakeup_workers=False
-    )
-    listener = Listener(app, store, rng=random.Random(0), options=options)
-    thread = threading.Thread(target=listener.run, name="listener", daemon=True)
-    thread.start()
+    queue_name = unique_queue_name()
+    listener = Listener(app, store, rng=random.Random(0), options=options(queue_name))
     try:
-        wait_until(listener.ready.is_set, 15, "the listener")
-        yield listener
+        with listener_thread(listener):
+            yield listener
     finally:
-        listener.stop.set()
-        thread.join(timeout=20)
         delete_queues(app, queue_name)
 
 
@@ -318,11 +317,7 @@ def test_a_plain_run_past_its_limits_warns_then_is_stopped(
         ],
         now=now,
     )
-    env = {
-        "LEASE_TEST_BROKER": broker_url,
-        "LEASE_TEST_REDIS": services.redis_url(),
-        "SWH_SCHEDULER_DB_URL": postgres_url,
-    }
+    env = worker_env(broker_url, postgres_url)
     with (
         listening(app, store),
         worker_process(
@@ -411,11 +406,7 @@ def test_a_worker_back_under_its_name_after_kill_9_frees_its_runs_at_once(
     store = pg_store
     [task] = plain_tasks(store, queue, 60.0)
     hostname = f"phoenix-{uuid.uuid4().hex[:6]}@guard-test"
-    env = {
-        "LEASE_TEST_BROKER": broker_url,
-        "LEASE_TEST_REDIS": services.redis_url(),
-        "SWH_SCHEDULER_DB_URL": postgres_url,
-    }
+    env = worker_env(broker_url, postgres_url)
 
     def start() -> subprocess.Popen[bytes]:
         return start_worker_process(

@@ -92,5 +92,10 @@ class StoreUnavailable(StoreError):
     """The database cannot be reached; retrying later may succeed."""
 
 
+class StatementTimeout(StoreError):
+    """A statement ran longer than its time limit and was cancelled; nothing
+    of it was written."""
+
+
 class SchemaMismatch(StoreError):
     """The database schema is missing or older than this version expects."""

@@ -12,6 +12,7 @@ stay ``scheduled`` and the monitor re-publishes them with the same id.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,7 +24,7 @@ from celery import Celery
 
 from ..broker import BrokerError, Message, PublishError, publish_batch, queue_depths
 from ..broker.connection import open_connection
-from ..exceptions import SchedulerError
+from ..exceptions import SchedulerError, StatementTimeout
 from ..model import Claimed, Priority, TaskType
 from ..store import SchedulerStore
 from . import metrics
@@ -230,6 +231,42 @@ class _Pass:
         return self.now + timedelta(seconds=time.monotonic() - self.began)
 
 
+class ChunkSizes:
+    """How many tasks one claim of each type takes, in this process.
+
+    :data:`CLAIM_CHUNK` at first; a claim cancelled for its time limit
+    (:class:`StatementTimeout`) halves its type's size (down to
+    :data:`MIN_CHUNK`), and each full claim doubles it back towards
+    :data:`CLAIM_CHUNK`: a database that struggles gets smaller claims that
+    finish, instead of the same claim failing pass after pass."""
+
+    def __init__(self) -> None:
+        self._sizes: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def get(self, task_type: str) -> int:
+        with self._lock:
+            return self._sizes.get(task_type, CLAIM_CHUNK)
+
+    def shrink(self, task_type: str) -> int:
+        with self._lock:
+            size = max(MIN_CHUNK, self._sizes.get(task_type, CLAIM_CHUNK) // 2)
+            self._sizes[task_type] = size
+            return size
+
+    def grow(self, task_type: str) -> None:
+        with self._lock:
+            size = self._sizes.get(task_type)
+            if size is not None:
+                self._sizes[task_type] = min(CLAIM_CHUNK, size * 2)
+
+
+#: the smallest claim a timed-out type falls back to
+MIN_CHUNK = 100
+#: this process's claim sizes
+CHUNKS = ChunkSizes()
+
+
 def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
     started = time.perf_counter()
     capacity = capacity_of(task_type, depth)
@@ -284,12 +321,13 @@ class _Serving:
         self.published = 0
         self.error: str | None = None
         self.publish_failed = False
+        self.chunk = CHUNKS.get(task_type.type)
 
     def run(self, capacity: int, claimers: int) -> tuple[int, int, str | None]:
         """``(claimed, published, first error)``."""
         claimed = 0
         while claimed < capacity:
-            want = min(CLAIM_CHUNK * claimers, capacity - claimed)
+            want = min(self.chunk * claimers, capacity - claimed)
             batches, complete = self._claim_round(want, claimers)
             claimed += sum(len(batch) for batch in batches)
             self._collect()
@@ -310,8 +348,8 @@ class _Serving:
         """The batches of one round, in dispatch order, and whether the
         round was full (more tasks may be ready)."""
         if claimers == 1:
-            batch = self._claim(min(want, CLAIM_CHUNK), None)
-            return [batch], len(batch) == min(want, CLAIM_CHUNK)
+            batch = self._claim(min(want, self.chunk), None)
+            return [batch], len(batch) == min(want, self.chunk)
         context = self.context
         try:
             ids = context.store.ready_task_ids(
@@ -321,10 +359,14 @@ class _Serving:
                 priorities=context.priorities,
                 nodes=self.nodes,
             )
+        except StatementTimeout as exc:
+            CHUNKS.shrink(self.task_type.type)
+            self._fail("claim", f"claim failed: {exc}")
+            return [], False
         except SchedulerError as exc:
             self._fail("claim", f"claim failed: {exc}")
             return [], False
-        slices = [ids[i : i + CLAIM_CHUNK] for i in range(0, len(ids), CLAIM_CHUNK)]
+        slices = [ids[i : i + self.chunk] for i in range(0, len(ids), self.chunk)]
         others = [self.pool.submit(self._claim, len(s), s) for s in slices[1:]]
         batches = [self._claim(len(slices[0]), slices[0])] if slices else []
         batches.extend(future.result() for future in others)
@@ -335,7 +377,7 @@ class _Serving:
     def _claim(self, limit: int, among: list[int] | None) -> list[Claimed]:
         context = self.context
         try:
-            return context.store.claim_ready_tasks(
+            claimed = context.store.claim_ready_tasks(
                 self.task_type.type,
                 now=context.at(),
                 limit=limit,
@@ -343,6 +385,19 @@ class _Serving:
                 nodes=self.nodes,
                 among=among,
             )
+            if len(claimed) == self.chunk:
+                CHUNKS.grow(self.task_type.type)
+            return claimed
+        except StatementTimeout as exc:
+            smaller = CHUNKS.shrink(self.task_type.type)
+            logger.warning(
+                "a claim of %d %s tasks ran out of time; claiming %d at a time from now on",
+                limit,
+                self.task_type.type,
+                smaller,
+            )
+            self._fail("claim", f"claim failed: {exc}")
+            return []
         except SchedulerError as exc:
             self._fail("claim", f"claim failed: {exc}")
             return []

@@ -16,6 +16,7 @@ from ..exceptions import (
     Conflict,
     SchedulerError,
     SchemaMismatch,
+    StatementTimeout,
     StoreError,
     StoreUnavailable,
 )
@@ -61,6 +62,10 @@ def translate(exc: sa_exc.SQLAlchemyError, where: str) -> SchedulerError:
             if name in lowered:
                 return Conflict(f"{where}: {message}")
         return Conflict(f"{where}: the database refused the change ({detail})")
+    if "statement timeout" in lowered:
+        return StatementTimeout(
+            f"{where}: cancelled after its time limit (statement_timeout); nothing was written"
+        )
     if any(marker in lowered for marker in _MISSING_TABLE) and "database" not in lowered:
         return SchemaMismatch(
             f"{where}: the database has no scheduler schema ({detail}); "

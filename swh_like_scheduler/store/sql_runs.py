@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -52,6 +52,17 @@ _FINISHED_TASK = [
 class RunMethods(SQLBase):
     """Claiming ready tasks with their runs, run life cycle, retention."""
 
+    #: PostgreSQL cancels a claim (and the read of ready ids) running longer
+    #: than this (:class:`StatementTimeout`, nothing written): whatever the
+    #: planner does, a claim never holds its locks for minutes. ``None``: no limit.
+    claim_timeout: timedelta | None = timedelta(seconds=30)
+
+    def _limit_time(self, conn: sa.Connection) -> None:
+        # (not inside a caller's transaction: SET LOCAL would outlive the claim)
+        if self.claim_timeout is not None and self._capabilities.writable_ctes and not self._bound:
+            ms = max(1, int(self.claim_timeout.total_seconds() * 1000))
+            conn.execute(sa.text(f"SET LOCAL statement_timeout = {ms}"))
+
     # -- dispatch -----------------------------------------------------------
 
     def claim_ready_tasks(
@@ -70,6 +81,7 @@ class RunMethods(SQLBase):
         claimed: list[Claimed] = []
         self._refresh_statistics()
         with self._write("claim ready tasks") as conn:
+            self._limit_time(conn)
             if self._capabilities.writable_ctes:
                 if among is None:
                     values, sparse = self._probe(conn, task_type, classes, now, limit)
@@ -115,6 +127,7 @@ class RunMethods(SQLBase):
         classes = _classes(priorities)
         self._refresh_statistics()
         with self._read("read ready tasks") as conn:
+            self._limit_time(conn)
             if self._capabilities.writable_ctes:
                 values, sparse = self._probe(conn, task_type, classes, now, limit)
                 statement = prepared_candidates(

@@ -26,7 +26,7 @@ from swh_like_scheduler.cli import swh
 from swh_like_scheduler.model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.runner import loop, tick
 from swh_like_scheduler.runner.wakeup import PostgresWaker, waker_for
-from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 
 H = timedelta(hours=1)
 # every test app registers the same recording task (same behaviour, keyed by queue)
@@ -476,4 +476,34 @@ def test_runs_are_stamped_when_their_chunk_is_claimed_not_when_the_pass_began(
         assert stamps[-1] - stamps[0] >= timedelta(seconds=0.9)
     finally:
         store.close()
+        purge(app, task_type.effective_queue)
+
+
+@pytest.mark.redis
+def test_a_claim_past_its_time_limit_writes_nothing_and_the_next_is_smaller(
+    pg_store: SQLAlchemyStore,
+) -> None:
+    """PostgreSQL cancels a claim that runs past ``claim_timeout``: nothing
+    is claimed, the pass says why, and that type's next claims are halved;
+    full claims then grow them back."""
+    from swh_like_scheduler.exceptions import StatementTimeout
+    from swh_like_scheduler.runner import dispatch
+
+    app = make_test_app(services.redis_url())
+    task_type = new_type(pg_store, 20_000)
+    now = datetime.now(tz=UTC)
+    pg_store.import_tasks(ready_tasks(task_type, 12_000, now), now=now)
+    pg_store.claim_timeout = timedelta(microseconds=1000)  # 1 ms: any claim of thousands
+    try:
+        with pytest.raises(StatementTimeout, match="time limit"):
+            pg_store.claim_ready_tasks(task_type.type, now=now, limit=5000)
+        assert pg_store.count_tasks(TaskFilter(status=[TaskStatus.SCHEDULED])) == 0
+        report = tick(pg_store, app, now, claimers=1)
+        assert report.published == 0 and "time limit" in report.errors[0]
+        assert dispatch.CHUNKS.get(task_type.type) == dispatch.CLAIM_CHUNK // 2
+        pg_store.claim_timeout = None
+        report = tick(pg_store, app, now, claimers=1)
+        assert report.published == 12_000 and not report.errors
+        assert dispatch.CHUNKS.get(task_type.type) == dispatch.CLAIM_CHUNK
+    finally:
         purge(app, task_type.effective_queue)

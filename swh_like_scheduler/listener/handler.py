@@ -264,9 +264,12 @@ class EventHandler:
         """What a start event did, from its run as it is after the start."""
         if run is None:
             return HandleResult(Action.UNKNOWN_RUN, event.backend_id)
-        if run.status is RunStatus.STARTED and run.started == event.at:
+        if run.status is RunStatus.STARTED:
+            # known started (by this event, or already by the worker's start
+            # guard): its end needs no implied start
             self._started.add(event.backend_id)
-            return HandleResult(Action.STARTED, event.backend_id, run)
+            if run.started == event.at:
+                return HandleResult(Action.STARTED, event.backend_id, run)
         return HandleResult(Action.DUPLICATE, event.backend_id, run)
 
     def _end(self, event: RunEvent, store: SchedulerStore) -> HandleResult:

@@ -232,8 +232,10 @@ def test_cancel_from_the_cli_revokes_the_queued_run(
     postgres_url: str,
 ) -> None:
     """``swh scheduler task cancel`` while a live worker is busy with another
-    run: the queued run is revoked, so the worker drops its message before the
-    guard is even asked (no refusal), and the body never runs."""
+    run: the revoke reaches the worker and the body never runs. Whether the
+    worker drops the message on the revoke or hands it to the guard (which
+    refuses it) depends on whether Celery read the revoke before taking the
+    message from its prefetch: either way, no execution."""
     store = pg_store
     busy, victim = plain_tasks(store, queue, 2.0, 0.1)
     assert tick(store, app, datetime.now(UTC)).published == 2
@@ -263,7 +265,8 @@ def test_cancel_from_the_cli_revokes_the_queued_run(
             "the worker to be done with both messages",
         )
     assert executions(counter, busy_run) == 1
-    assert executions(counter, victim_run) == 0 and refusals(counter, victim_run) == []
+    assert executions(counter, victim_run) == 0
+    assert refusals(counter, victim_run) in ([], ["finished_run"])
     stored = store.get_task_run(victim_run.backend_id)
     assert stored is not None and stored.status is RunStatus.CANCELLED
 

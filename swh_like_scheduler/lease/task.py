@@ -171,6 +171,7 @@ class LeasedTask(SchedulerTask):
 
     #: raise :class:`LeaseStopped` in the body's thread when it must stop
     hard_stop: ClassVar[bool] = True
+    refused_error: ClassVar[type[StartRefused]] = LeaseRefused
     _local = threading.local()
 
     @property
@@ -188,11 +189,7 @@ class LeasedTask(SchedulerTask):
         backend_id = self.request.id
         if backend_id is None:  # called directly, not through a worker
             return self.run(*args, **kwargs)
-        try:
-            store, grant, tag = self.guard_start(backend_id, lease=True)
-        except StartRefused as refused:
-            raise LeaseRefused(refused.reason, backend_id) from None
-        _, apply = self.scheduler_store()
+        store, apply, grant, tag = self.guard_start(backend_id, lease=True)
         lease = Lease(backend_id, tag, grant, threading.get_ident())
         self._local.lease = lease
         with _held_lock:

@@ -359,12 +359,8 @@ class _Serving:
                 priorities=context.priorities,
                 nodes=self.nodes,
             )
-        except StatementTimeout as exc:
-            CHUNKS.shrink(self.task_type.type)
-            self._fail("claim", f"claim failed: {exc}")
-            return [], False
         except SchedulerError as exc:
-            self._fail("claim", f"claim failed: {exc}")
+            self._claim_failed(exc, want)
             return [], False
         slices = [ids[i : i + self.chunk] for i in range(0, len(ids), self.chunk)]
         others = [self.pool.submit(self._claim, len(s), s) for s in slices[1:]]
@@ -388,7 +384,14 @@ class _Serving:
             if len(claimed) == self.chunk:
                 CHUNKS.grow(self.task_type.type)
             return claimed
-        except StatementTimeout as exc:
+        except SchedulerError as exc:
+            self._claim_failed(exc, limit)
+            return []
+
+    def _claim_failed(self, exc: SchedulerError, limit: int) -> None:
+        """A claim (or the read of the ids to claim) of ``limit`` tasks failed;
+        one cancelled for its time limit makes the type's next claims smaller."""
+        if isinstance(exc, StatementTimeout):
             smaller = CHUNKS.shrink(self.task_type.type)
             logger.warning(
                 "a claim of %d %s tasks ran out of time; claiming %d at a time from now on",
@@ -396,11 +399,7 @@ class _Serving:
                 self.task_type.type,
                 smaller,
             )
-            self._fail("claim", f"claim failed: {exc}")
-            return []
-        except SchedulerError as exc:
-            self._fail("claim", f"claim failed: {exc}")
-            return []
+        self._fail("claim", f"claim failed: {exc}")
 
     def _collect(self) -> None:
         """Wait for the chunks being published."""

@@ -44,7 +44,7 @@ import socket
 import sys
 import threading
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 from celery.exceptions import Ignore
 
@@ -129,6 +129,8 @@ class SchedulerTask(ResultEventTask):
     then the body, then the ``task-result`` event (:class:`ResultEventTask`)."""
 
     _held = _Held()
+    #: what a refused delivery raises
+    refused_error: ClassVar[type[StartRefused]] = StartRefused
 
     def scheduler_store(self) -> tuple[SQLAlchemyStore, ApplyOutcome]:
         """This process's store and outcome rule (module doc: where the URL comes from)."""
@@ -155,7 +157,7 @@ class SchedulerTask(ResultEventTask):
         backend_id = self.request.id
         if backend_id is None or self.request.called_directly or not is_run_id(backend_id):
             return super().__call__(*args, **kwargs)
-        store, _grant, tag = self.guard_start(backend_id, lease=False)
+        store, _apply, _grant, tag = self.guard_start(backend_id, lease=False)
         self._held.start = (store, backend_id, tag)
         try:
             return super().__call__(*args, **kwargs)
@@ -164,10 +166,11 @@ class SchedulerTask(ResultEventTask):
 
     def guard_start(
         self, backend_id: str, *, lease: bool
-    ) -> tuple[SQLAlchemyStore, LeaseGrant, str]:
+    ) -> tuple[SQLAlchemyStore, ApplyOutcome, LeaseGrant, str]:
         """Take the run for this delivery (a lease when ``lease``) or raise:
-        :class:`StartRefused`, or Celery's ``Retry`` when the store cannot
-        answer. Returns the store, the grant and this delivery's tag."""
+        :attr:`refused_error`, or Celery's ``Retry`` when the store cannot
+        answer. Returns the store, its outcome rule, the grant and this
+        delivery's tag."""
         tag = uuid.uuid4().hex
         name, node = identity(self.request.hostname)
         try:
@@ -178,8 +181,8 @@ class SchedulerTask(ResultEventTask):
             raise self._retry_start(backend_id, error) from error
         if not grant.granted:
             self.on_start_refused(grant)
-            raise StartRefused(str(grant.reason), backend_id)
-        return store, grant, tag
+            raise self.refused_error(str(grant.reason), backend_id)
+        return store, apply, grant, tag
 
     def _retry_start(self, backend_id: str, error: SchedulerError) -> BaseException:
         retries = int(self.request.retries or 0)

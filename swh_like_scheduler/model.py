@@ -426,6 +426,10 @@ class Claimed:
     backend_id: str
     arguments: Mapping[str, Any] | str
     dont_run_on_nodes: tuple[str, ...] = ()
+    #: the dispatch batch of its run: mark it published
+    #: (:meth:`~swh_like_scheduler.store.SchedulerStore.mark_published`) once
+    #: the message is on the broker; ``None`` when the store keeps none
+    batch: int | None = None
 
     def call_arguments(self) -> tuple[tuple[Any, ...], Mapping[str, Any]]:
         """``(args, kwargs)`` of the task's call (decoded once per call)."""

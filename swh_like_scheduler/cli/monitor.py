@@ -85,6 +85,14 @@ _MONITOR_OPTIONS = [
         help="At most this many runs, and this many one-shot tasks, deleted per pass.",
     ),
     click.option(
+        "--orphaned-after",
+        type=_SECONDS,
+        default=30.0,
+        show_default=True,
+        help="Seconds after which the runs of a claim whose messages were never sent "
+        "(its runner died between claim and publish) are published by the monitor.",
+    ),
+    click.option(
         "--lock-ttl",
         type=click.FloatRange(min=1),
         default=60.0,
@@ -130,6 +138,7 @@ def monitor_settings(
         keep_finished_oneshots=timedelta(days=options["keep_finished_oneshots"]),
         retention_limit=options["retention_batch"],
         republish_after=republish_after,
+        orphaned_after=timedelta(seconds=options["orphaned_after"]),
         lock_ttl=timedelta(seconds=options["lock_ttl"]),
     )
 
@@ -154,7 +163,7 @@ def republish_delay(value: str) -> timedelta | None:
     default="5 min",
     show_default=True,
     help="Send again the messages of runs dispatched this long ago that never started "
-    "('0' disables).",
+    "and are not in their queue ('0' disables).",
 )
 @click.option(
     "--broker-url",
@@ -180,18 +189,15 @@ def start_monitor(
 
     Several monitors (and runners with --monitor) may run: a lock in the
     database lets exactly one of them do the duties at a time."""
+    from ..celery_factory import make_app
     from ..monitor import monitor_loop
+    from ..runner.routing import LiveWorkers
 
     settings = monitor_settings(
         options, period=period, republish_after=republish_delay(republish_after)
     )
-    app = workers = None
-    if settings.republish_after is not None:
-        from ..celery_factory import make_app
-        from ..runner.routing import LiveWorkers
-
-        app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
-        workers = LiveWorkers(app)
+    app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
+    workers = LiveWorkers(app)
     store = cli.store
     if once:
         report = monitor_loop(store, settings, once=True, app=app, workers=workers)

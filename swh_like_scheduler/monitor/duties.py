@@ -13,10 +13,13 @@ lock ``lock_ttl`` later and another takes over. Then, in order:
    finishes its runs; their real outcomes come first);
 3. **one-shot expiry**: waiting one-shot tasks never dispatched whose
    should_start_by passed more than ``oneshot_expiry_grace`` ago are disabled;
-4. **retention**: runs ended more than ``keep_runs`` ago, and finished one-shot
-   tasks unchanged for ``keep_finished_oneshots``, deleted in bounded batches;
-5. **re-publish** (with a Celery app): runs dispatched ``republish_after`` ago
-   that never started are published again with the same id.
+4. **retention**: runs ended more than ``keep_runs`` ago (and dispatch
+   batches claimed as long ago), and finished one-shot tasks unchanged for
+   ``keep_finished_oneshots``, deleted in bounded batches;
+5. **re-publish** (with a Celery app): runs claimed ``orphaned_after`` ago
+   whose messages were never sent (a runner died), and runs published
+   ``republish_after`` ago that never started and are not in their queue,
+   are published again with the same id (:mod:`..runner.republish`).
 
 Duties 2-4 and 5 run on the caller's clock (``now``), the lock and the steal
 step on the database's.
@@ -36,7 +39,7 @@ from ..exceptions import InvalidInput, SchedulerError
 from ..lease.protocol import StealReport
 from ..listener.handler import TaskTypeCache, outcome_applier
 from ..outage import Outage
-from ..runner.republish import republish_unstarted
+from ..runner.republish import ORPHANED_AFTER, republish_unstarted
 from ..runner.routing import LiveWorkers
 from ..store import SchedulerStore
 from ..store.interface import ApplyOutcome
@@ -61,7 +64,9 @@ class MonitorSettings:
     ``oneshot_expiry_grace``: extra time after a one-shot task's
     should_start_by before it expires. ``keep_runs`` / ``keep_finished_oneshots``:
     retention, at most ``retention_limit`` rows of each kind per pass.
-    ``republish_after``: ``None`` disables re-publishing. ``batch_size``: at
+    ``republish_after``: ``None`` disables re-publishing lost messages;
+    ``orphaned_after``: how long a claim may stay unpublished before its runs
+    are published by the monitor (its runner died). ``batch_size``: at
     most that many tasks/runs per duty and pass. ``lock_ttl``: how long the
     lock outlives its last renewal; ``holder``: this monitor's identity
     (``None``: ``hostname:pid:random``, one per process). ``period``: the
@@ -78,12 +83,20 @@ class MonitorSettings:
     keep_finished_oneshots: timedelta = timedelta(days=30)
     retention_limit: int = 10_000
     republish_after: timedelta | None = timedelta(minutes=5)
+    orphaned_after: timedelta = ORPHANED_AFTER
     batch_size: int = 1000
     lock_ttl: timedelta = timedelta(seconds=60)
     holder: str | None = None
 
     def __post_init__(self) -> None:
-        positive = ("ping_timeout", "grace", "period", "keep_runs", "keep_finished_oneshots")
+        positive = (
+            "ping_timeout",
+            "grace",
+            "period",
+            "keep_runs",
+            "keep_finished_oneshots",
+            "orphaned_after",
+        )
         for name in (*positive, "lock_ttl"):
             if getattr(self, name) <= _ZERO:
                 raise InvalidInput(name, f"{getattr(self, name)} must be longer than zero")
@@ -184,6 +197,9 @@ def monitor_tick(
     runs_deleted = store.delete_old_runs(
         ended_before=now - settings.keep_runs, limit=settings.retention_limit
     )
+    store.delete_old_batches(
+        claimed_before=now - settings.keep_runs, limit=settings.retention_limit
+    )
     oneshots_deleted = store.delete_finished_oneshot_tasks(
         updated_before=now - settings.keep_finished_oneshots, limit=settings.retention_limit
     )
@@ -195,9 +211,15 @@ def monitor_tick(
             oneshots_deleted,
         )
     republished = 0
-    if app is not None and settings.republish_after is not None:
+    if app is not None:
         republished = republish_unstarted(
-            store, app, now, older_than=settings.republish_after, workers=workers, limit=batch
+            store,
+            app,
+            now,
+            older_than=settings.republish_after,
+            orphaned_after=settings.orphaned_after,
+            workers=workers,
+            limit=batch,
         )
     report = MonitorReport(
         now=now,

@@ -5,8 +5,11 @@ current depth; claim up to that many ready tasks in priority-then-deadline
 order (their runs are created in the same transaction); publish them with
 the run's ``backend_id`` as Celery task id. A pass never claims for a queue
 whose depth it could not read, so a broker outage leaves tasks waiting
-rather than claimed; if publishing fails after a claim committed, the runs
-stay ``scheduled`` and the monitor re-publishes them with the same id.
+rather than claimed. Each claim's runs form a dispatch batch, marked
+published once its messages are sent: if the runner dies or publishing
+fails in between, the runs stay ``scheduled`` in an unpublished batch and
+the monitor publishes them with the same ids within seconds
+(:mod:`.republish`).
 """
 
 from __future__ import annotations
@@ -303,7 +306,7 @@ class _Serving:
     next ``claimers`` chunks read at once and claimed by that many
     concurrent transactions (each its own chunk, in order). A failure stops
     the pass; at most two rounds of runs then stay scheduled without a
-    message, for the monitor to re-publish."""
+    message, for the monitor to publish (:mod:`.republish`)."""
 
     def __init__(
         self,
@@ -419,6 +422,17 @@ class _Serving:
 
 
 def _publish(context: _Pass, task_type: TaskType, batch: list[Claimed]) -> int:
+    """Publish a claim's messages, then record its dispatch batch published
+    (until then its runs are orphans that the monitor publishes)."""
     limits = time_limits(task_type)
     messages = [message_for(c, task_type, context.workers, limits) for c in batch]
-    return publish_batch(context.app, messages, connection=context.connection)
+    published = publish_batch(context.app, messages, connection=context.connection)
+    batches = {c.batch for c in batch if c.batch is not None}
+    try:
+        context.store.mark_published(batches, at=context.at())
+    except SchedulerError as error:
+        # the messages are out: their runs are taken for orphans and sent
+        # again later, a copy the start guard refuses
+        metrics.PASS_ERRORS.labels(stage="database").inc()
+        logger.error("could not record %d published runs: %s", published, error)
+    return published

@@ -54,8 +54,9 @@ def run(
     ``monitor.period`` (its sleeps are shortened to keep that pace) and,
     when it holds it, does the monitor's duties, re-publishing included
     (``monitor.republish_after``); the lock is released when the loop
-    stops. Without ``monitor``, ``republish_after`` makes each pass
-    re-publish runs dispatched that long ago that never started.
+    stops. Without ``monitor``, each pass publishes the orphans of dead
+    runners and, with ``republish_after``, re-publishes runs dispatched that
+    long ago whose message seems lost (:mod:`.republish`).
     ``claimers``: see :func:`~.dispatch.tick`."""
     logger.info(
         "runner started: types=%s priorities=%s period=%ss monitor=%s",
@@ -80,7 +81,7 @@ def run(
                     workers=workers,
                     claimers=claimers,
                 )
-                if republish_after is not None and monitor is None:
+                if monitor is None:
                     republish_unstarted(
                         store, app, clock(), older_than=republish_after, workers=workers
                     )

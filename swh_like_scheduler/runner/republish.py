@@ -1,22 +1,37 @@
-"""Re-publishing runs whose message never led to a start.
+"""Publishing again the messages of runs that never started.
 
-A run stays ``scheduled`` with no worker ever starting it when its message
-was lost: the broker went down between the claim and the publish, a queue
-was purged, a broker lost its data. After ``older_than``, the run's message
-is published again with the same Celery task id (so a copy that did arrive
-is recognised as a duplicate). Several runners may do this at once: each
-run is taken by one of them (``SKIP LOCKED``).
+Two kinds of ``scheduled`` runs have no message a worker will ever get:
+
+- **orphans**: claimed, but their dispatch batch was never marked published:
+  the runner died, or its broker failed, between claim and publish. No
+  message exists; after ``orphaned_after`` (seconds: a claim is published
+  within a second or two) they are published.
+- **lost**: published, but the broker lost the message (data gone, queue
+  purged). A run whose message waits in its queue looks exactly the same in
+  the database, so only as many runs per queue as its depth cannot account
+  for are sent again, the oldest first, once published ``older_than`` ago
+  (a queue is first in, first out: the messages still in it are the newest).
+  Runs a worker has prefetched are not in the depth either; a copy sent for
+  one of them is refused at start by the guard (:mod:`..worker.guard`).
+
+Either way the message goes out with the same Celery task id. Several
+runners may do this at once: each run is taken by one of them (``SKIP
+LOCKED``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from itertools import groupby
 
 from celery import Celery
 
-from ..broker import BrokerError, publish_batch
+from ..broker import BrokerError, publish_batch, queue_depths
+from ..exceptions import SchedulerError
+from ..model import Claimed
 from ..store import SchedulerStore
 from . import metrics
 from .dispatch import message_for
@@ -24,19 +39,88 @@ from .routing import LiveWorkers
 
 logger = logging.getLogger(__name__)
 
+#: how long a claimed batch may stay unpublished before its runs count as
+#: orphans (a claim's messages normally go out within a second or two)
+ORPHANED_AFTER = timedelta(seconds=30)
+
 
 def republish_unstarted(
     store: SchedulerStore,
     app: Celery,
     now: datetime,
     *,
-    older_than: timedelta,
+    older_than: timedelta | None,
+    orphaned_after: timedelta = ORPHANED_AFTER,
     workers: LiveWorkers | None = None,
     limit: int = 1000,
 ) -> int:
-    """Publish again the messages of runs dispatched before ``now -
-    older_than`` that never started; returns how many were published."""
-    taken = store.reclaim_unstarted_runs(scheduled_before=now - older_than, now=now, limit=limit)
+    """Publish the orphans claimed before ``now - orphaned_after`` and, with
+    ``older_than``, the runs whose message was published before ``now -
+    older_than`` and seems lost; returns how many messages were sent."""
+    orphans = store.reclaim_unstarted_runs(
+        now=now, claimed_before=now - orphaned_after, limit=limit
+    )
+    sent = _send(store, app, now, orphans, workers)
+    if orphans:
+        logger.warning(
+            "published %d run(s) claimed more than %s ago whose messages were never sent",
+            sent,
+            orphaned_after,
+        )
+    if older_than is not None and len(orphans) < limit:
+        lost = _reclaim_lost(store, app, now, older_than, limit - len(orphans))
+        resent = _send(store, app, now, lost, workers)
+        if lost:
+            logger.warning(
+                "re-published %d run(s) published more than %s ago that never started "
+                "and are not in their queue",
+                resent,
+                older_than,
+            )
+        sent += resent
+    return sent
+
+
+def _reclaim_lost(
+    store: SchedulerStore, app: Celery, now: datetime, older_than: timedelta, limit: int
+) -> list[tuple[str, Claimed]]:
+    """The oldest published runs that never started, per queue as many as
+    the queue's depth leaves unaccounted for."""
+    counts = store.unstarted_run_counts()
+    if not counts:
+        return []
+    by_queue: dict[str, list[str]] = defaultdict(list)
+    for task_type in store.get_task_types():
+        if task_type.type in counts:
+            by_queue[task_type.effective_queue].append(task_type.type)
+    try:
+        depths = queue_depths(app, sorted(by_queue))
+    except BrokerError as error:
+        logger.error("cannot read queue depths; nothing re-published: %s", error)
+        metrics.PASS_ERRORS.labels(stage="republish").inc()
+        return []
+    taken: list[tuple[str, Claimed]] = []
+    for queue, types in sorted(by_queue.items()):
+        missing = sum(counts[t] for t in types) - depths[queue]
+        if missing > 0 and len(taken) < limit:
+            taken += store.reclaim_unstarted_runs(
+                now=now,
+                published_before=now - older_than,
+                task_types=types,
+                limit=min(missing, limit - len(taken)),
+            )
+    return taken
+
+
+def _send(
+    store: SchedulerStore,
+    app: Celery,
+    now: datetime,
+    taken: Sequence[tuple[str, Claimed]],
+    workers: LiveWorkers | None,
+) -> int:
+    """Publish the messages of runs taken back, and mark their batch
+    published; returns how many were sent."""
     if not taken:
         return 0
     types = {t.type: t for t in store.get_task_types()}
@@ -48,14 +132,20 @@ def republish_unstarted(
                 workers is None
                 or workers.pick(task_type.effective_queue, claimed.dont_run_on_nodes) is None
             ):
-                continue  # no allowed worker now: it is taken again next time
+                continue  # no allowed worker now: an orphan again soon
             messages.append(message_for(claimed, task_type, workers))
     try:
         published = publish_batch(app, messages) if messages else 0
     except BrokerError as error:
+        # the batch stays unpublished: its runs are orphans, tried again
         logger.error("re-publishing %d runs failed; retried later: %s", len(messages), error)
         metrics.PASS_ERRORS.labels(stage="republish").inc()
         return 0
+    if len(messages) == len(taken):
+        batches = {claimed.batch for _, claimed in taken if claimed.batch is not None}
+        try:
+            store.mark_published(batches, at=now)
+        except SchedulerError as error:
+            logger.error("could not record %d runs as published: %s", published, error)
     metrics.REPUBLISHED.inc(published)
-    logger.warning("re-published %d runs that never started (older than %s)", published, older_than)
     return published

@@ -8,7 +8,7 @@ Errors are :mod:`swh_like_scheduler.exceptions`, never driver exceptions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -286,7 +286,10 @@ class SchedulerStore(Protocol):
         class then ``deadline`` (as :meth:`list_pending`). In one transaction,
         each claimed task becomes ``scheduled`` and gets a run (status
         ``scheduled``, ``slot`` = its ``next_run``, ``backend_id`` derived
-        from the task id and the slot, see :func:`run_backend_id`).
+        from the task id and the slot, see :func:`run_backend_id`). The runs
+        of one claim form a dispatch batch (:attr:`Claimed.batch`), to be
+        marked published (:meth:`mark_published`) once their messages are
+        sent.
 
         On PostgreSQL rows are locked ``FOR UPDATE SKIP LOCKED``: concurrent
         runners never claim the same task, and never wait on each other.
@@ -369,19 +372,44 @@ class SchedulerStore(Protocol):
         writing nothing, if a status is not final."""
         ...
 
-    def reclaim_unstarted_runs(
-        self, *, scheduled_before: datetime, now: datetime, limit: int = 1000
-    ) -> list[tuple[str, Claimed]]:
-        """Take runs dispatched before ``scheduled_before`` that never started
-        (their message may be lost: broker down at publish time, purged queue)
-        so that their message can be published again with the same id.
+    def mark_published(self, batches: Collection[int], *, at: datetime) -> None:
+        """Record that the messages of these dispatch batches' runs
+        (:attr:`Claimed.batch`) are on the broker, at ``at``. A runner calls
+        it after publishing a claim's messages; until then the claim's runs
+        are *orphans* for :meth:`reclaim_unstarted_runs`. Marking a batch
+        twice keeps the first time."""
+        ...
 
-        Each run taken gets ``scheduled = now`` and a ``republished`` history
-        entry in the same transaction, so it is not taken again before
-        ``scheduled_before`` passes once more; rows are locked ``SKIP
-        LOCKED`` so several runners never take the same run. Runs of tasks
-        that are no longer ``scheduled`` (cancelled, disabled) are left alone.
-        Returns ``(task type, claim)`` pairs, oldest first."""
+    def unstarted_run_counts(self, *, task_types: Sequence[str] | None = None) -> dict[str, int]:
+        """Per task type (of ``task_types``, default all), how many runs are
+        ``scheduled`` with their message published (or from before dispatch
+        batches): the messages that are in a queue, prefetched by a worker,
+        or lost. Types with none are absent."""
+        ...
+
+    def reclaim_unstarted_runs(
+        self,
+        *,
+        now: datetime,
+        limit: int = 1000,
+        published_before: datetime | None = None,
+        claimed_before: datetime | None = None,
+        task_types: Sequence[str] | None = None,
+    ) -> list[tuple[str, Claimed]]:
+        """Take runs that never started so that their message can be
+        published again with the same id: with ``claimed_before``, runs whose
+        dispatch batch was claimed before it and never marked published
+        (orphans: no message was ever sent); with ``published_before``, runs
+        whose message went out before it (it may be lost: broker data gone,
+        purged queue), up to ``limit``, oldest first, of ``task_types``
+        (default all).
+
+        The runs taken form a new dispatch batch (:attr:`Claimed.batch`, to
+        mark published once sent), get ``scheduled = now`` and a
+        ``republished`` history entry in the same transaction; rows are
+        locked ``SKIP LOCKED`` so several runners never take the same run.
+        Runs of tasks that are no longer ``scheduled`` (cancelled, disabled)
+        are left alone. Returns ``(task type, claim)`` pairs, oldest first."""
         ...
 
     def get_task_run(self, backend_id: str) -> TaskRun | None:
@@ -397,6 +425,12 @@ class SchedulerStore(Protocol):
     def delete_old_runs(self, *, ended_before: datetime, limit: int = 10_000) -> int:
         """Delete up to ``limit`` ended runs that ended before ``ended_before``.
         Open runs are never deleted. Returns the number deleted."""
+        ...
+
+    def delete_old_batches(self, *, claimed_before: datetime, limit: int = 10_000) -> int:
+        """Delete up to ``limit`` dispatch batches claimed before
+        ``claimed_before``; a run whose batch is gone counts as published
+        when it was scheduled. Returns the number deleted."""
         ...
 
     def delete_finished_oneshot_tasks(

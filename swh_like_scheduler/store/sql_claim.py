@@ -113,6 +113,8 @@ NOW = sa.bindparam("claim_now", type_=UTCDateTime)
 LIMIT = sa.bindparam("claim_limit", type_=sa.Integer)
 BOUND = sa.bindparam("claim_bound", type_=sa.Integer)
 IDS = sa.bindparam("claim_ids", type_=postgresql.ARRAY(sa.BigInteger))
+#: the dispatch batch of the runs a claim creates
+BATCH = sa.bindparam("claim_batch", type_=sa.BigInteger)
 
 
 def _ready(task_type: str, priority: Priority) -> list[sa.ColumnElement[bool]]:
@@ -259,9 +261,10 @@ def claim_statement(
     among: bool = False,
 ) -> sa.Select[Any]:
     """The statement above, claiming up to :data:`LIMIT` tasks ready at
-    :data:`NOW`: its rows are ``(id, next_run, deadline, arguments (JSON
-    text), dont_run_on_nodes, backend_id, tz, blackouts)`` in dispatch order
-    (``dont_run_on_nodes`` and ``blackouts`` decoded, NULL when empty). The
+    :data:`NOW`, their runs in dispatch batch :data:`BATCH`: its rows are
+    ``(id, next_run, deadline, arguments (JSON text), dont_run_on_nodes,
+    backend_id, tz, blackouts)`` in dispatch order (``dont_run_on_nodes``
+    and ``blackouts`` decoded, NULL when empty). The
     classes in ``sparse`` (fewer than :data:`BOUND` ready tasks, as counted by
     :func:`probe_statement` with the same bound) are picked from their
     materialised ready set. With ``among``, the tasks are those of
@@ -297,7 +300,7 @@ def claim_statement(
     runs = (
         sa.insert(run_t)
         .from_select(
-            ["task_id", "backend_id", "slot", "scheduled", "status", "history"],
+            ["task_id", "backend_id", "slot", "scheduled", "status", "history", "batch_id"],
             sa.select(
                 claimed.c.id,
                 claimed.c.backend_id,
@@ -305,6 +308,7 @@ def claim_statement(
                 NOW,
                 sa.literal(RunStatus.SCHEDULED.value),
                 sa.cast(sa.literal("[]"), postgresql.JSONB),
+                BATCH,
             ),
         )
         .cte("runs")
@@ -343,7 +347,7 @@ class Prepared:
         assert isinstance(compiled, sa.sql.compiler.SQLCompiler)
         if "POSTCOMPILE" in compiled.string:  # an expanding IN: not for the driver
             raise ValueError("a prepared statement cannot hold an expanding parameter")
-        given = {bind.key: bind for bind in (NOW, LIMIT, BOUND, IDS)}
+        given = {bind.key: bind for bind in (NOW, LIMIT, BOUND, IDS, BATCH)}
         fixed: dict[str, Any] = {}
         processors: dict[str, tuple[str, Callable[[Any], Any] | None]] = {}
         for bind, name in compiled.bind_names.items():

@@ -31,7 +31,6 @@ from ..monitor.records import LATE_OUTCOME, SUPERSEDED, WORKER_OFFLINE
 from ..policy import leave_blackouts, window_at
 from . import rows
 from .interface import ApplyOutcome, RunEnd
-from .sql_base import SQLBase
 from .sql_claim import (
     SPARSE_FACTOR,
     prepared_candidates,
@@ -39,6 +38,7 @@ from .sql_claim import (
     prepared_probe,
     runnable_on,
 )
+from .sql_dispatch import DispatchMethods
 from .sql_lease import _entry
 from .tables import task as task_t
 from .tables import task_run as run_t
@@ -49,7 +49,7 @@ _FINISHED_TASK = [
 ]
 
 
-class RunMethods(SQLBase):
+class RunMethods(DispatchMethods):
     """Claiming ready tasks with their runs, run life cycle, retention."""
 
     #: PostgreSQL cancels a claim (and the read of ready ids) running longer
@@ -82,6 +82,7 @@ class RunMethods(SQLBase):
         self._refresh_statistics()
         with self._write("claim ready tasks") as conn:
             self._limit_time(conn)
+            batch = self._new_batch(conn, now)
             if self._capabilities.writable_ctes:
                 if among is None:
                     values, sparse = self._probe(conn, task_type, classes, now, limit)
@@ -96,21 +97,31 @@ class RunMethods(SQLBase):
                     sparse,
                     among is not None,
                 )
-                found = statement.rows(conn, **values)
-                return [
-                    _claim(task_id, slot, deadline, backend_id, arguments, banned)
+                found = statement.rows(conn, claim_batch=batch, **values)
+                claimed = [
+                    _claim(task_id, slot, deadline, backend_id, arguments, banned, batch)
                     for task_id, slot, deadline, arguments, banned, backend_id, *_ in (
                         self._outside_blackouts(conn, found, now)
                     )
                 ]
-            for priority in classes:
-                if len(claimed) < limit:
-                    claimed.extend(
-                        self._claim_class(
-                            conn, task_type, priority, now, limit - len(claimed), nodes, among
+            else:
+                for priority in classes:
+                    if len(claimed) < limit:
+                        claimed.extend(
+                            self._claim_class(
+                                conn,
+                                task_type,
+                                priority,
+                                now,
+                                limit - len(claimed),
+                                nodes,
+                                among,
+                                batch,
+                            )
                         )
-                    )
-            self._insert_runs(conn, claimed, now)
+                self._insert_runs(conn, claimed, now)
+            if not claimed:
+                self._drop_batch(conn, batch)
         return claimed
 
     def ready_task_ids(
@@ -215,6 +226,7 @@ class RunMethods(SQLBase):
         limit: int,
         nodes: Sequence[str] | None,
         among: Sequence[int] | None,
+        batch: int,
     ) -> list[Claimed]:
         """Mark up to ``limit`` ready tasks of one class scheduled, in one
         statement (``UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED)``)."""
@@ -246,7 +258,7 @@ class RunMethods(SQLBase):
         # inserted afterwards, for the tasks kept)
         shaped = [(*r[:5], run_backend_id(r[0], r[1]), *r[5:]) for r in found]
         return [
-            _claim(task_id, slot, deadline, backend_id, arguments, banned)
+            _claim(task_id, slot, deadline, backend_id, arguments, banned, batch)
             for task_id, slot, deadline, arguments, banned, backend_id, *_ in (
                 self._outside_blackouts(conn, shaped, now)
             )
@@ -270,6 +282,7 @@ class RunMethods(SQLBase):
                     "scheduled": now,
                     "status": RunStatus.SCHEDULED.value,
                     "history": [],
+                    "batch_id": c.batch,
                 }
                 for c in claimed
             ],
@@ -471,52 +484,6 @@ class RunMethods(SQLBase):
         conn.execute(UPDATE_TASK, [{**rows.task_to_row(after), "task_id_": task.id}])
         return run
 
-    def reclaim_unstarted_runs(
-        self, *, scheduled_before: datetime, now: datetime, limit: int = 1000
-    ) -> list[tuple[str, Claimed]]:
-        query = (
-            sa.select(
-                run_t.c.id,
-                run_t.c.backend_id,
-                run_t.c.slot,
-                run_t.c.history,
-                task_t.c.id.label("task_id"),
-                task_t.c.type,
-                task_t.c.deadline,
-                task_t.c.arguments,
-                task_t.c.dont_run_on_nodes,
-            )
-            .join(task_t, task_t.c.id == run_t.c.task_id)
-            .where(
-                run_t.c.status == RunStatus.SCHEDULED.value,
-                run_t.c.scheduled < scheduled_before,
-                task_t.c.status == TaskStatus.SCHEDULED.value,
-            )
-            .order_by(run_t.c.scheduled, run_t.c.id)
-            .limit(limit)
-        )
-        if self._capabilities.skip_locked:
-            query = query.with_for_update(of=run_t, skip_locked=True)
-        entry = {"event": "republished", "at": now.isoformat()}
-        with self._write("reclaim unstarted runs") as conn:
-            found = conn.execute(query).all()
-            if found:
-                conn.execute(
-                    sa.update(run_t)
-                    .where(run_t.c.id == sa.bindparam("run_id"))
-                    .values(scheduled=now, history=sa.bindparam("new_history")),
-                    [{"run_id": r.id, "new_history": [*(r.history or []), entry]} for r in found],
-                )
-        return [
-            (
-                r.type,
-                _claim(
-                    r.task_id, r.slot, r.deadline, r.backend_id, r.arguments, r.dont_run_on_nodes
-                ),
-            )
-            for r in found
-        ]
-
     def get_task_run(self, backend_id: str) -> TaskRun | None:
         with self._read("get task run") as conn:
             row = conn.execute(sa.select(run_t).where(run_t.c.backend_id == backend_id)).first()
@@ -605,10 +572,11 @@ def _claim(
     backend_id: str,
     arguments: Mapping[str, Any] | str,
     banned: Sequence[str] | None,
+    batch: int | None = None,
 ) -> Claimed:
     """A claim from stored columns (``arguments``: the task's JSON, decoded
     or as text)."""
-    return Claimed(task_id, slot, deadline, backend_id, arguments, tuple(banned or ()))
+    return Claimed(task_id, slot, deadline, backend_id, arguments, tuple(banned or ()), batch)
 
 
 #: statistics are stale when never taken, or when more rows changed since

@@ -218,12 +218,33 @@ task_run = sa.Table(
     sa.Column("progress", sa.Float),
     sa.Column("result", _json()),
     sa.Column("history", _json(), nullable=False),
+    # the dispatch batch whose message publication this run waits on
+    # (sql/versions/0006_dispatch_batches.py); NULL: created before batches
+    # existed, or outside a claim (its message counts as published when the
+    # run was scheduled). No foreign key: retention deletes old batches, and
+    # a missing batch means the same as NULL.
+    sa.Column("batch_id", sa.BigInteger),
     sa.UniqueConstraint("task_id", "slot"),
     sa.CheckConstraint(_in("status", _enum_values(RunStatus)), name="status"),
     sa.CheckConstraint("progress >= 0 AND progress <= 1", name="progress"),
     # ended runs by end time, for retention (open runs have no entry)
     _partial_index("ix_task_run_ended", "ended", where="ended IS NOT NULL"),
     _partial_index("ix_task_run_open", "scheduled", where="status IN ('scheduled', 'started')"),
+)
+
+#: One claim's (or one re-publication's) runs, and whether their messages
+#: reached the broker: ``published_at`` is set after the publication, so a
+#: batch claimed long ago and never published belongs to a runner that died
+#: (or failed) in between, and its runs are published again at once, while
+#: runs whose messages did go out wait for ``--republish-after``
+#: (sql/versions/0006_dispatch_batches.py).
+dispatch_batch = sa.Table(
+    "dispatch_batch",
+    metadata,
+    sa.Column("id", _bigint_pk(), primary_key=True, autoincrement=True),
+    sa.Column("claimed_at", UTCDateTime, nullable=False),
+    sa.Column("published_at", UTCDateTime),
+    _partial_index("ix_dispatch_batch_claimed_at", "claimed_at", where="published_at IS NULL"),
 )
 
 # -- monitor (sql/versions/0002_monitor.py) ------------------------------------

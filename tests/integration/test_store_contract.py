@@ -30,6 +30,7 @@ from swh_like_scheduler.model import (
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 
 H = timedelta(hours=1)
+S = timedelta(seconds=1)
 
 
 def make_task(
@@ -305,6 +306,38 @@ def test_claim_creates_runs_and_never_claims_twice(
     assert store.claim_ready_tasks("sleep", now=now, limit=100) == []
     statuses = {t.status for t in store.get_tasks([t.id or 0 for t in created])}
     assert statuses == {TaskStatus.SCHEDULED}
+
+
+def test_dispatch_batches_tell_orphans_from_published_runs(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    store.create_tasks([make_task(now, n, offset=-H) for n in range(5)], now=now)
+    first = store.claim_ready_tasks("sleep", now=now, limit=3)
+    second = store.claim_ready_tasks("sleep", now=now + S, limit=3)
+    assert len({c.batch for c in first}) == 1 and len({c.batch for c in second}) == 1
+    assert first[0].batch != second[0].batch and first[0].batch is not None
+    assert store.claim_ready_tasks("sleep", now=now, limit=3) == []
+    store.mark_published([first[0].batch], at=now + 2 * S)
+    store.mark_published([first[0].batch], at=now + H)  # the first time stays
+    assert store.unstarted_run_counts() == {"sleep": 3}
+    assert store.unstarted_run_counts(task_types=["other"]) == {}
+    # orphans: the unpublished claim only, once claimed before the bound
+    assert store.reclaim_unstarted_runs(now=now + H, claimed_before=now) == []
+    orphans = store.reclaim_unstarted_runs(now=now + H, claimed_before=now + H)
+    assert sorted(c.task_id for _, c in orphans) == sorted(c.task_id for c in second)
+    assert {c.batch for _, c in orphans} != {second[0].batch}
+    # taken: an orphan again only if its new batch is not marked published
+    assert store.reclaim_unstarted_runs(now=now + H, claimed_before=now + H) == []
+    # published ones wait from their publication (now + 2 s), not their claim
+    assert store.reclaim_unstarted_runs(now=now + H, published_before=now + S) == []
+    lost = store.reclaim_unstarted_runs(now=now + H, published_before=now + 3 * S, limit=2)
+    assert [c.task_id for _, c in lost] == [c.task_id for c in first[:2]]
+    assert store.unstarted_run_counts() == {"sleep": 1}
+    assert store.delete_old_batches(claimed_before=now + S) == 1  # the first claim's
+    # a run whose batch is gone counts as published when it was scheduled
+    assert store.unstarted_run_counts() == {"sleep": 1}
+    lost = store.reclaim_unstarted_runs(now=now + 2 * H, published_before=now + S)
+    assert [c.task_id for _, c in lost] == [first[2].task_id]
 
 
 def test_claim_by_priority_class(

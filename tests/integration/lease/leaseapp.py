@@ -17,12 +17,17 @@ import os
 import time
 from typing import Any
 
+from datetime import datetime
+
 import redis
 from celery import Celery
 
+from swh_like_scheduler.broker import publish_batch
 from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.lease.protocol import LeaseGrant
 from swh_like_scheduler.lease.task import LeasedTask
+from swh_like_scheduler.runner.dispatch import message_for
+from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.worker import ResultEventTask, SchedulerTask
 
 TASK_NAME = "tests.lease.leased"
@@ -50,6 +55,16 @@ def attempts_key(token: str) -> str:
 
 def long_result(status: str) -> dict[str, Any]:
     return {"pad": "x" * LONG_PAD, "status": status}
+
+
+def send_again(store: SQLAlchemyStore, app: Celery, now: datetime) -> int:
+    """Publish a second copy of every run published before ``now`` that has
+    not started, with the same task id, as a broker redelivery (or a
+    re-publish that cannot see the queue) does; returns how many."""
+    types = {t.type: t for t in store.get_task_types()}
+    taken = store.reclaim_unstarted_runs(now=now, published_before=now)
+    messages = [message_for(claimed, types[name]) for name, claimed in taken]
+    return publish_batch(app, messages)
 
 
 def build(broker_url: str, db_url: str, redis_url: str, ping: float) -> Celery:

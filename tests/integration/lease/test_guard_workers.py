@@ -31,7 +31,6 @@ from swh_like_scheduler.listener import Listener
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
 from swh_like_scheduler.policy import condition
 from swh_like_scheduler.runner import tick
-from swh_like_scheduler.runner.republish import republish_unstarted
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.worker import StartRefused
 
@@ -139,14 +138,14 @@ def threads_worker(app: Celery, queue: str) -> Any:
 def test_republished_queued_messages_run_once(
     pg_store: SQLAlchemyStore, app: Celery, queue: str, counter: redis.Redis
 ) -> None:
-    """Three runs dispatched while no worker runs, re-published as the
-    monitor does for runs that never started: six messages in the queue,
+    """Three runs dispatched while no worker runs, sent a second time (a
+    broker redelivery, a re-publish that cannot see the queue): six messages,
     three executions; each second copy is refused and noted on its run."""
     store = pg_store
     tasks = plain_tasks(store, queue, 0.3, 0.3, 0.3)
     assert tick(store, app, datetime.now(UTC)).published == 3
     later = datetime.now(UTC) + timedelta(seconds=1)
-    assert republish_unstarted(store, app, later, older_than=timedelta(0)) == 3
+    assert leaseapp.send_again(store, app, later) == 3
     runs = [only_run(store, t) for t in tasks]
     with threads_worker(app, queue):
         wait_until(

@@ -35,7 +35,6 @@ from swh_like_scheduler.model import (
 )
 from swh_like_scheduler.monitor import monitor_tick
 from swh_like_scheduler.runner import tick
-from swh_like_scheduler.runner.republish import republish_unstarted
 from swh_like_scheduler.store import SQLAlchemyStore
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -163,14 +162,14 @@ def worker_env(broker_url: str, postgres_url: str) -> dict[str, str]:
 def test_same_message_twice_executes_once(
     store: SQLAlchemyStore, app: Celery, queue: str, counter: redis.Redis
 ) -> None:
-    """The runner dispatches the run, then re-publishes it (same task id) as
-    it does for a run that never started: a worker with 4 threads gets both
+    """The runner dispatches the run, then it is sent again (same task id),
+    as a broker redelivery would: a worker with 4 threads gets both
     copies at once; the body runs once, the second copy is refused."""
     [task] = new_tasks(store, queue, {"duration": 1.5})
     assert tick(store, app, datetime.now(UTC)).published == 1
     [run] = store.get_task_runs(task.id or 0)
     later = datetime.now(UTC) + timedelta(seconds=1)
-    assert republish_unstarted(store, app, later, older_than=timedelta(0)) == 1
+    assert leaseapp.send_again(store, app, later) == 1
     assert [r.backend_id for r in store.get_task_runs(task.id or 0)] == [run.backend_id]
     with in_process_worker(app, queue):
         wait_until(

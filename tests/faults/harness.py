@@ -1,0 +1,295 @@
+"""One fault scenario's platform: a scheduler database, a broker, real
+``swh scheduler`` daemons and ``celery worker`` processes, probe tasks.
+
+The scenario creates ``count`` one-shot probe tasks, starts what it needs,
+breaks something, and calls :meth:`Platform.outcome`, which waits (with a
+bound) until every task has completed in the ground truth (the probe's
+counters) and in the database, and returns a :class:`Row` of the table:
+executions, runs recorded, tasks lost, tasks run twice, recovery seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import redis
+import sqlalchemy as sa
+
+from swh_like_scheduler.model import ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.store import SQLAlchemyStore
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+import faultapp  # noqa: E402
+
+SWH = [str(Path(sys.executable).parent / "swh"), "scheduler"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the fault table."""
+
+    scenario: str
+    tasks: int
+    executions: int
+    recorded: int
+    lost: int
+    doubled: int
+    recovery_seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "recovery_seconds": round(self.recovery_seconds, 1)}
+
+
+class Platform:
+    """The processes of one scenario, stopped (killed if need be) at the end."""
+
+    def __init__(self, db_url: str, broker_url: str, counter_url: str, logs: Path) -> None:
+        self.db_url = db_url
+        self.broker_url = broker_url
+        self.counter = redis.Redis.from_url(counter_url)
+        self.counter_url = counter_url
+        self.prefix = f"swh-fault-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.queue = f"{self.prefix}-probe"
+        self.logs = logs
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.store = SQLAlchemyStore.from_url(db_url)
+
+    # -- tasks --------------------------------------------------------------
+
+    def create_tasks(self, count: int, *, duration: float = 0.0, spread: float = 0.0) -> None:
+        """``count`` one-shot probe tasks, due now or over the next
+        ``spread`` seconds."""
+        if self.store.get_task_type("probe") is None:
+            self.store.create_task_type(
+                TaskType(
+                    type="probe",
+                    backend_name=faultapp.PROBE_TASK,
+                    queue=self.queue,
+                    default_interval=timedelta(hours=1),
+                    max_queue_length=20_000,
+                    num_retries=3,
+                    retry_delay=timedelta(seconds=1),
+                )
+            )
+        now = datetime.now(UTC)
+        start = self._created
+        tasks = []
+        for n in range(start, start + count):
+            at = now + timedelta(seconds=spread * (n - start) / max(1, count))
+            tasks.append(
+                Task(
+                    type="probe",
+                    args=(n,),
+                    kwargs={"duration": duration} if duration else {},
+                    schedule_kind=ScheduleKind.ONESHOT,
+                    next_run=at,
+                    deadline=at + timedelta(hours=1),
+                    max_delay=timedelta(hours=1),
+                )
+            )
+        self.store.create_tasks(tasks, now=now)
+        self._created = start + count
+
+    _created = 0
+
+    # -- processes ----------------------------------------------------------
+
+    def environment(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "SWH_SCHEDULER_DB_URL": self.db_url,
+            "SWH_SCHEDULER_BROKER_URL": self.broker_url,
+            "FAULT_BROKER": self.broker_url,
+            "FAULT_COUNTER": self.counter_url,
+            "FAULT_PREFIX": self.prefix,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
+        }
+
+    def spawn(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
+        log = (self.logs / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            command,
+            env=self.environment(),
+            cwd=HERE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.processes[name] = process
+        return process
+
+    def runner(self, name: str = "runner", *extra: str) -> subprocess.Popen[bytes]:
+        return self.spawn(
+            name,
+            [
+                *SWH,
+                "start-runner",
+                "--period",
+                "1",
+                "--monitor-period",
+                "1",
+                "--lock-ttl",
+                "5",
+                "--orphaned-after",
+                "3",
+                "--republish-after",
+                "10 s",
+                *extra,
+            ],
+        )
+
+    def listener(self, name: str = "listener") -> subprocess.Popen[bytes]:
+        return self.spawn(name, [*SWH, "start-listener", "--queue-name", f"{self.prefix}-events"])
+
+    def beat(self, name: str = "beat") -> subprocess.Popen[bytes]:
+        schedule = self.logs / f"{name}-schedule"
+        return self.spawn(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "faultapp",
+                "beat",
+                "-S",
+                "swh",
+                "--max-interval",
+                "1",
+                "-s",
+                str(schedule),
+                "--loglevel",
+                "INFO",
+            ],
+        )
+
+    def worker(self, name: str = "worker", *, concurrency: int = 4) -> subprocess.Popen[bytes]:
+        return self.spawn(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "faultapp",
+                "worker",
+                "-P",
+                "prefork",
+                "-c",
+                str(concurrency),
+                "-Q",
+                self.queue,
+                "-n",
+                f"{name}-{self.prefix}@%h",
+                "-E",
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                "WARNING",
+            ],
+        )
+
+    def signal(self, name: str, sig: int) -> None:
+        process = self.processes[name]
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, sig)
+
+    def kill(self, name: str) -> None:
+        self.signal(name, signal.SIGKILL)
+        self.processes[name].wait(20)
+
+    def alive(self, name: str) -> bool:
+        return self.processes[name].poll() is None
+
+    def close(self) -> None:
+        for name in list(self.processes):
+            self.signal(name, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for process in self.processes.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(max(0.1, deadline - time.monotonic()))
+        for name in list(self.processes):
+            self.signal(name, signal.SIGKILL)
+        self.counter.delete(faultapp.started_key(self.prefix), faultapp.completed_key(self.prefix))
+        self.store.close()
+
+    # -- ground truth -------------------------------------------------------
+
+    def completions(self) -> dict[int, int]:
+        raw = self.counter.hgetall(faultapp.completed_key(self.prefix))
+        return {int(k): int(v) for k, v in raw.items()}
+
+    def starts(self) -> int:
+        raw = self.counter.hgetall(faultapp.started_key(self.prefix))
+        return sum(int(v) for v in raw.values())
+
+    def completed_in_db(self) -> int:
+        with self.store.engine.connect() as conn:
+            return int(
+                conn.scalar(
+                    sa.text("SELECT count(*) FROM task WHERE type = 'probe' AND status = :s"),
+                    {"s": TaskStatus.COMPLETED.value},
+                )
+                or 0
+            )
+
+    def runs_in_db(self) -> int:
+        with self.store.engine.connect() as conn:
+            return int(conn.scalar(sa.text("SELECT count(*) FROM task_run")) or 0)
+
+    def wait_for(self, condition: Any, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):  # a database being restarted
+                if condition():
+                    return
+            time.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}; {self.status()}")
+
+    def wait_done(self, count: int, timeout: float = 60) -> None:
+        """Wait until ``count`` tasks completed (ground truth)."""
+        self.wait_for(lambda: len(self.completions()) >= count, timeout, f"{count} tasks done")
+
+    def status(self) -> str:
+        done = self.completions()
+        with contextlib.suppress(Exception):
+            return (
+                f"{len(done)} of {self._created} tasks completed (ground truth), "
+                f"{self.completed_in_db()} in the database, {self.runs_in_db()} runs; "
+                f"processes alive: {[n for n in self.processes if self.alive(n)]}"
+            )
+        return f"{len(done)} of {self._created} tasks completed (ground truth)"
+
+    def outcome(self, scenario: str, *, since: float, timeout: float) -> Row:
+        """Wait until every task completed and is recorded completed, then
+        the table row; ``since``: the monotonic time the fault ended."""
+        total = self._created
+        self.wait_for(
+            lambda: len(self.completions()) == total and self.completed_in_db() == total,
+            timeout,
+            "every task to complete, in the ground truth and in the database",
+        )
+        recovery = time.monotonic() - since
+        done = self.completions()
+        return Row(
+            scenario=scenario,
+            tasks=total,
+            executions=sum(done.values()),
+            recorded=self.completed_in_db(),
+            lost=total - len(done),
+            doubled=sum(1 for n in done.values() if n > 1),
+            recovery_seconds=recovery,
+        )

@@ -45,6 +45,8 @@ app = make_app(
     worker_prefetch_multiplier=4,
     worker_send_task_events=True,
     task_send_sent_event=False,
+    result_backend=os.environ.get("SWH_SCHEDULER_RESULT_BACKEND") or None,
+    result_expires=600,
 )
 _counter = redis.Redis.from_url(os.environ.get("FAULT_COUNTER", "redis://127.0.0.1:6379/0"))
 _prefix = os.environ.get("FAULT_PREFIX", "swh-fault")

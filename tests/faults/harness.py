@@ -114,7 +114,12 @@ class Platform:
             "FAULT_BROKER": self.broker_url,
             "FAULT_COUNTER": self.counter_url,
             "FAULT_PREFIX": self.prefix,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
+            # results, for the listener's catch-up of runs whose events were
+            # lost (Redis events are pub/sub), where no scenario breaks them
+            "SWH_SCHEDULER_RESULT_BACKEND": self.counter_url,
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH")])
+            ),
         }
 
     def spawn(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
@@ -151,7 +156,19 @@ class Platform:
         )
 
     def listener(self, name: str = "listener") -> subprocess.Popen[bytes]:
-        return self.spawn(name, [*SWH, "start-listener", "--queue-name", f"{self.prefix}-events"])
+        return self.spawn(
+            name,
+            [
+                *SWH,
+                "start-listener",
+                "--queue-name",
+                f"{self.prefix}-events",
+                "--catch-up-every",
+                "5",
+                "--catch-up-delay",
+                "5",
+            ],
+        )
 
     def beat(self, name: str = "beat") -> subprocess.Popen[bytes]:
         schedule = self.logs / f"{name}-schedule"

@@ -52,6 +52,8 @@ class PrivateServer:
 
     name = "server"
     user = ""
+    #: the signal of a clean shutdown
+    stop_signal: int = signal.SIGTERM
 
     def __init__(self) -> None:
         self.port = free_port()
@@ -98,9 +100,9 @@ class PrivateServer:
                 os.killpg(self.process.pid, sig)
 
     def stop(self, timeout: float = 30.0) -> None:
-        """A clean shutdown (SIGTERM), killed if it takes too long."""
+        """A clean shutdown, killed if it takes too long."""
         self._signal(signal.SIGCONT)
-        self._signal(signal.SIGTERM)
+        self._signal(self.stop_signal)
         if self.process is not None:
             try:
                 self.process.wait(timeout)
@@ -167,6 +169,8 @@ def _postgres_bin() -> Path:
 class PrivatePostgres(PrivateServer):
     name = "postgresql"
     user = "postgres"
+    #: PostgreSQL's "fast" shutdown: clients cut off, a clean stop
+    stop_signal = signal.SIGINT
 
     def __init__(self) -> None:
         super().__init__()
@@ -212,17 +216,6 @@ class PrivatePostgres(PrivateServer):
             psycopg.connect(self.url, connect_timeout=1).close()
             return True
         return False
-
-    def stop(self, timeout: float = 30.0) -> None:
-        # SIGINT: PostgreSQL's "fast" shutdown (clients cut off, clean stop)
-        self._signal(signal.SIGCONT)
-        self._signal(signal.SIGINT)
-        if self.process is not None:
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._wait_port_free()
 
 
 class PrivateRabbitMQ(PrivateServer):

@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -120,52 +120,42 @@ def test_postgres_restarts_under_runner_listener_and_beat(
         check(row)
 
 
+def broken_mid_run(running: Platform, scenario: str, fault: Callable[[], None]) -> None:
+    """Probe tasks queued, a listener, a runner and a worker; ``fault``
+    once a quarter of the tasks completed; then the row of the table."""
+    count = scale(400, 4000)
+    running.create_tasks(count, duration=0.02)
+    running.listener()
+    running.runner()
+    running.worker(concurrency=2)
+    running.wait_done(count // 4)
+    fault()
+    check(running.outcome(scenario, since=time.monotonic(), timeout=150))
+
+
 def test_redis_flushall_mid_run(
     postgres_url: str, private_redis: PrivateRedis, counter_url: str, logs: Path
 ) -> None:
     """Redis, the broker, loses every key (queued and unacked messages,
     bindings) while work is queued: what was lost is sent again, once."""
     with platform(postgres_url, private_redis.url, counter_url, logs) as running:
-        count = scale(400, 4000)
-        running.create_tasks(count, duration=0.02)
-        running.listener()
-        running.runner()
-        running.worker(concurrency=2)
-        running.wait_done(count // 4)
-        private_redis.flushall()
-        fault_ended = time.monotonic()
-        check(running.outcome("Redis FLUSHALL mid-run", since=fault_ended, timeout=150))
+        broken_mid_run(running, "Redis FLUSHALL mid-run", private_redis.flushall)
 
 
 def test_rabbitmq_restart_mid_run(
     postgres_url: str, private_rabbitmq: PrivateRabbitMQ, counter_url: str, logs: Path
 ) -> None:
     with platform(postgres_url, private_rabbitmq.url, counter_url, logs) as running:
-        count = scale(400, 4000)
-        running.create_tasks(count, duration=0.02)
-        running.listener()
-        running.runner()
-        running.worker(concurrency=2)
-        running.wait_done(count // 4)
-        private_rabbitmq.restart()
-        fault_ended = time.monotonic()
-        check(running.outcome("RabbitMQ restart mid-run", since=fault_ended, timeout=150))
+        broken_mid_run(running, "RabbitMQ restart mid-run", private_rabbitmq.restart)
 
 
 @full_only()
 def test_redis_restart_mid_run(
     postgres_url: str, private_redis: PrivateRedis, counter_url: str, logs: Path
 ) -> None:
+    """A Redis that keeps nothing on disk restarts: queues and results gone."""
     with platform(postgres_url, private_redis.url, counter_url, logs) as running:
-        count = scale(400, 4000)
-        running.create_tasks(count, duration=0.02)
-        running.listener()
-        running.runner()
-        running.worker(concurrency=2)
-        running.wait_done(count // 4)
-        private_redis.restart()
-        fault_ended = time.monotonic()
-        check(running.outcome("Redis restart mid-run", since=fault_ended, timeout=150))
+        broken_mid_run(running, "Redis restart mid-run", private_redis.restart)
 
 
 @full_only()

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
-
 from datetime import datetime
+from typing import Any
 
 import redis
 from celery import Celery

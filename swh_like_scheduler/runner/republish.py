@@ -21,9 +21,10 @@ LOCKED``).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from itertools import groupby
 
@@ -31,7 +32,7 @@ from celery import Celery
 
 from ..broker import BrokerError, publish_batch, queue_depths
 from ..exceptions import SchedulerError
-from ..model import Claimed
+from ..model import Claimed, TaskType
 from ..store import SchedulerStore
 from . import metrics
 from .dispatch import message_for
@@ -57,10 +58,16 @@ def republish_unstarted(
     """Publish the orphans claimed before ``now - orphaned_after`` and, with
     ``older_than``, the runs whose message was published before ``now -
     older_than`` and seems lost; returns how many messages were sent."""
+
+    @functools.cache
+    def types() -> dict[str, TaskType]:
+        """The task types by name, read once per call, and only if needed."""
+        return {t.type: t for t in store.get_task_types()}
+
     orphans = store.reclaim_unstarted_runs(
         now=now, claimed_before=now - orphaned_after, limit=limit
     )
-    sent = _send(store, app, now, orphans, workers)
+    sent = _send(store, app, now, orphans, types, workers)
     if orphans:
         logger.warning(
             "published %d run(s) claimed more than %s ago whose messages were never sent",
@@ -68,8 +75,8 @@ def republish_unstarted(
             orphaned_after,
         )
     if older_than is not None and len(orphans) < limit:
-        lost = _reclaim_lost(store, app, now, older_than, limit - len(orphans))
-        resent = _send(store, app, now, lost, workers)
+        lost = _reclaim_lost(store, app, now, older_than, types, limit - len(orphans))
+        resent = _send(store, app, now, lost, types, workers)
         if lost:
             logger.warning(
                 "re-published %d run(s) published more than %s ago that never started "
@@ -82,7 +89,12 @@ def republish_unstarted(
 
 
 def _reclaim_lost(
-    store: SchedulerStore, app: Celery, now: datetime, older_than: timedelta, limit: int
+    store: SchedulerStore,
+    app: Celery,
+    now: datetime,
+    older_than: timedelta,
+    types: Callable[[], dict[str, TaskType]],
+    limit: int,
 ) -> list[tuple[str, Claimed]]:
     """The oldest published runs that never started, per queue as many as
     the queue's depth leaves unaccounted for."""
@@ -90,7 +102,7 @@ def _reclaim_lost(
     if not counts:
         return []
     by_queue: dict[str, list[str]] = defaultdict(list)
-    for task_type in store.get_task_types():
+    for task_type in types().values():
         if task_type.type in counts:
             by_queue[task_type.effective_queue].append(task_type.type)
     try:
@@ -100,13 +112,13 @@ def _reclaim_lost(
         metrics.PASS_ERRORS.labels(stage="republish").inc()
         return []
     taken: list[tuple[str, Claimed]] = []
-    for queue, types in sorted(by_queue.items()):
-        missing = sum(counts[t] for t in types) - depths[queue]
+    for queue, names in sorted(by_queue.items()):
+        missing = sum(counts[t] for t in names) - depths[queue]
         if missing > 0 and len(taken) < limit:
             taken += store.reclaim_unstarted_runs(
                 now=now,
                 published_before=now - older_than,
-                task_types=types,
+                task_types=names,
                 limit=min(missing, limit - len(taken)),
             )
     return taken
@@ -117,16 +129,16 @@ def _send(
     app: Celery,
     now: datetime,
     taken: Sequence[tuple[str, Claimed]],
+    types: Callable[[], dict[str, TaskType]],
     workers: LiveWorkers | None,
 ) -> int:
     """Publish the messages of runs taken back, and mark their batch
     published; returns how many were sent."""
     if not taken:
         return 0
-    types = {t.type: t for t in store.get_task_types()}
     messages = []
     for type_name, group in groupby(taken, key=lambda pair: pair[0]):
-        task_type = types[type_name]
+        task_type = types()[type_name]
         for _, claimed in group:
             if claimed.dont_run_on_nodes and (
                 workers is None

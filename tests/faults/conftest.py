@@ -27,8 +27,6 @@ from swh_like_scheduler.store import make_engine
 FULL = os.environ.get("SWH_FAULTS", "").lower() == "full"
 TABLE: list[dict[str, Any]] = []
 
-pytestmark = pytest.mark.faults
-
 
 def scale(quick: int, full: int) -> int:
     """A scenario's number of tasks in the quick cut and the full suite."""

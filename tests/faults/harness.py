@@ -34,6 +34,8 @@ sys.path.insert(0, str(HERE))
 import faultapp  # noqa: E402
 
 SWH = [str(Path(sys.executable).parent / "swh"), "scheduler"]
+#: ``celery -A faultapp`` (worker and beat)
+CELERY = [sys.executable, "-m", "celery", "-A", "faultapp"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class Platform:
         self.logs = logs
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.store = SQLAlchemyStore.from_url(db_url)
+        self._created = 0
 
     # -- tasks --------------------------------------------------------------
 
@@ -101,8 +104,6 @@ class Platform:
             )
         self.store.create_tasks(tasks, now=now)
         self._created = start + count
-
-    _created = 0
 
     # -- processes ----------------------------------------------------------
 
@@ -175,11 +176,7 @@ class Platform:
         return self.spawn(
             name,
             [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "faultapp",
+                *CELERY,
                 "beat",
                 "-S",
                 "swh",
@@ -196,11 +193,7 @@ class Platform:
         return self.spawn(
             name,
             [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "faultapp",
+                *CELERY,
                 "worker",
                 "-P",
                 "prefork",

@@ -23,6 +23,7 @@ SCENARIOS = {
     "dispatch": "scenario_dispatch",
     "claim": "scenario_claim",
     "backlog": "scenario_backlog",
+    "runners": "scenario_runners",
     "listener": "scenario_listener",
     "peers": "scenario_peers",
     "end-to-end": "scenario_e2e",

@@ -1,67 +1,127 @@
 """The runner as a Celery beat scheduler: ``celery -A APP beat -S swh``.
 
 Registered under the alias ``swh`` in the ``celery.beat_schedulers``
-entry-point group. Each beat tick is one runner pass; the database comes from
-the app setting ``swh_scheduler_db_url`` or ``SWH_SCHEDULER_DB_URL`` (read
-here, at the edge, when beat starts the scheduler).
+entry-point group. Beat drives the same :class:`~.loop.RunnerLoop` as
+``swh scheduler start-runner``: each tick is one runner pass over all task
+types plus, when its turn comes, the monitor's duties (the monitor lock is
+shared with runners and ``start-monitor``: exactly one process does them);
+then the tick sleeps until the next task is ready, at most beat's
+``max_interval`` (``--max-interval``, default 60 s), woken early on
+PostgreSQL when a task is created, enabled, respawned or rescheduled soon.
+A database outage is logged once and retried; beat never dies of it.
+
+Settings (Celery configuration, read when beat starts the scheduler):
+
+* ``swh_scheduler_db_url`` (else ``SWH_SCHEDULER_DB_URL``, else the
+  scheduler's configuration file and its default);
+* ``swh_scheduler_monitor``: ``True`` (default: the monitor's default
+  settings), ``False`` (no monitor duties in beat: run ``swh scheduler
+  start-monitor`` beside it), or a mapping of :class:`MonitorSettings`
+  fields, durations in seconds, e.g. ``{"republish_after": 120, "period":
+  5}`` (``republish_after: None`` disables re-publishing).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import threading
+from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from celery.beat import Scheduler
 
 from ..config import load_settings
-from ..exceptions import SchedulerError
-from ..outage import Outage
+from ..exceptions import InvalidInput
+from ..monitor.duties import MonitorSettings
 from ..store import SQLAlchemyStore
-from .dispatch import tick
 from .interpreter import tune_interpreter
-from .loop import utcnow
+from .loop import RunnerLoop
 from .routing import LiveWorkers
+from .wakeup import Waker, waker_for
 
 logger = logging.getLogger(__name__)
 
-#: seconds between two tries while the database is unreachable
-RETRY_INTERVAL = 5.0
+#: the Celery setting of the monitor's duties in beat (module doc)
+MONITOR_SETTING = "swh_scheduler_monitor"
+_COUNTS = frozenset({"retention_limit", "batch_size"})
+_DAYS = frozenset({"keep_runs", "keep_finished_oneshots"})
+
+
+def monitor_settings(value: Any) -> MonitorSettings | None:
+    """The :class:`MonitorSettings` of the ``swh_scheduler_monitor`` setting
+    (module doc); :class:`InvalidInput` naming the field when it is wrong."""
+    if value is None or value is True:
+        return MonitorSettings()
+    if value is False:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidInput(MONITOR_SETTING, f"must be true, false or a mapping, not {value!r}")
+    known = {f.name for f in dataclasses.fields(MonitorSettings)}
+    chosen: dict[str, Any] = {}
+    for key, item in value.items():
+        field = f"{MONITOR_SETTING}.{key}"
+        if key not in known:
+            raise InvalidInput(field, f"unknown; one of {', '.join(sorted(known))}")
+        if key == "holder" or (item is None and key in ("republish_after", "worker_timeout")):
+            chosen[key] = item
+        elif isinstance(item, bool) or not isinstance(item, int | float):
+            raise InvalidInput(field, f"must be a number, not {item!r}")
+        elif key in _COUNTS:
+            chosen[key] = int(item)
+        else:
+            chosen[key] = timedelta(days=item) if key in _DAYS else timedelta(seconds=item)
+    try:
+        return MonitorSettings(**chosen)
+    except InvalidInput as error:
+        raise InvalidInput(f"{MONITOR_SETTING}.{error.field}", error.message) from error
 
 
 class RunnerScheduler(Scheduler):
-    """A beat scheduler whose every tick is a runner pass over all task types."""
+    """A beat scheduler whose every tick is a step of the runner's loop."""
 
     #: longest sleep between passes (celery beat's ``beat_max_loop_interval``)
     max_interval = 60.0
 
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
         url = app.conf.get("swh_scheduler_db_url") or os.environ.get("SWH_SCHEDULER_DB_URL")
+        monitor = monitor_settings(app.conf.get(MONITOR_SETTING, True))
         self._store = SQLAlchemyStore.from_url(load_settings(db_url=url).db_url)
-        self._workers = LiveWorkers(app)
-        self._outage = Outage(logger, "beat runner pass")
+        self._stop = threading.Event()
+        self._waker: Waker = waker_for(self._store.engine, self._stop)
         tune_interpreter()  # beat owns its process
         super().__init__(app, *args, **kwargs)
+        self._loop = RunnerLoop(
+            self._store,
+            app,
+            period=float(self.max_interval),
+            workers=LiveWorkers(app),
+            monitor=monitor,
+        )
 
     def setup_schedule(self) -> None:
         """No static entries: the schedule lives in the database."""
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
-        """One runner pass; the seconds to sleep before the next. A database
-        outage is logged once and retried (beat would die of an exception
-        raised here)."""
-        try:
-            report = tick(self._store, self.app, utcnow(), workers=self._workers)
-        except SchedulerError as error:
-            self._outage.failed(error)
-            return min(RETRY_INTERVAL, float(self.max_interval))
-        self._outage.ok()
-        return report.sleep_seconds(float(self.max_interval))
+        """One step of the runner's loop, then the wait it asks for, which a
+        wake-up cuts short; beat then ticks again at once (0 returned: its
+        own sleep cannot be woken). SIGTERM/SIGINT interrupt the wait."""
+        self._waker.wait(self._loop.step())
+        return 0.0
 
     def close(self) -> None:
-        self._store.close()
-        super().close()
+        self._stop.set()
+        try:
+            self._loop.close()
+        finally:
+            self._waker.close()
+            self._store.close()
+            super().close()
 
     @property
     def info(self) -> str:
-        return f"swh_like_scheduler runner on {self._store.engine.url.render_as_string()}"
+        monitor = "off" if self._loop.monitor is None else "on"
+        url = self._store.engine.url.render_as_string()
+        return f"swh_like_scheduler runner on {url} (monitor duties {monitor})"

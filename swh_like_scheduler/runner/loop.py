@@ -1,5 +1,6 @@
 """The runner daemon: a thin loop around :func:`~.dispatch.tick`, taking its
-turn at the monitor's duties (:func:`~swh_like_scheduler.monitor.monitor_tick`)."""
+turn at the monitor's duties (:func:`~swh_like_scheduler.monitor.monitor_tick`).
+:class:`RunnerLoop` is one step of it, shared with ``celery beat -S swh``."""
 
 from __future__ import annotations
 
@@ -31,6 +32,106 @@ def utcnow() -> datetime:
     return datetime.now(tz=UTC)
 
 
+class RunnerLoop:
+    """One runner's passes, one :meth:`step` at a time: ``start-runner``'s
+    loop (:func:`run`) and ``celery beat -S swh`` (:mod:`.beat`) both drive
+    it, so they dispatch, take the monitor's turn and survive outages alike.
+
+    With ``monitor``, a step also tries the monitor's lock every
+    ``monitor.period`` (the waits it returns are shortened to keep that
+    pace) and, when it holds it, does the monitor's duties, re-publishing
+    included (``monitor.republish_after``); :meth:`close` releases the lock.
+    Without ``monitor``, each pass publishes the orphans of dead runners and,
+    with ``republish_after``, re-publishes runs dispatched that long ago
+    whose message seems lost (:mod:`.republish`). ``claimers``: see
+    :func:`~.dispatch.tick`."""
+
+    def __init__(
+        self,
+        store: SchedulerStore,
+        app: Celery,
+        *,
+        period: float,
+        types: Sequence[str] | None = None,
+        priorities: Sequence[Priority] | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        on_pass: Callable[[PassReport], None] | None = None,
+        workers: LiveWorkers | None = None,
+        republish_after: timedelta | None = None,
+        monitor: MonitorSettings | None = None,
+        claimers: int = CLAIMERS,
+    ) -> None:
+        self.store, self.app, self.period = store, app, period
+        self.types, self.priorities, self.clock = types, priorities, clock
+        self.on_pass, self.workers, self.claimers = on_pass, workers, claimers
+        self.republish_after, self.monitor = republish_after, monitor
+        self._apply = outcome_applier(TaskTypeCache(store), random.Random()) if monitor else None
+        self._monitor_due = time.monotonic()
+        self._pass_outage = Outage(logger, "runner pass")
+        self._monitor_outage = Outage(logger, "monitor duties")
+
+    def step(self) -> float:
+        """One pass, then the monitor's duties when their turn came; the
+        seconds to wait before the next step (a wake-up may cut it short)."""
+        report = self._pass()
+        metrics.PASSES.inc()
+        monitor = self.monitor
+        if monitor is not None and time.monotonic() >= self._monitor_due:
+            self._monitor_due = time.monotonic() + monitor.period.total_seconds()
+            try:
+                monitor_tick(
+                    self.store,
+                    self.clock(),
+                    settings=monitor,
+                    app=self.app,
+                    workers=self.workers,
+                    apply=self._apply,
+                )
+            except SchedulerError as error:
+                self._monitor_outage.failed(error)
+                metrics.PASS_ERRORS.labels(stage="monitor").inc()
+            else:
+                self._monitor_outage.ok()
+        if self.on_pass is not None:
+            self.on_pass(report)
+        wait = report.sleep_seconds(self.period)
+        if monitor is not None:
+            wait = min(wait, max(0.0, self._monitor_due - time.monotonic()))
+        return wait
+
+    def _pass(self) -> PassReport:
+        try:
+            report = tick(
+                self.store,
+                self.app,
+                self.clock(),
+                types=self.types,
+                priorities=self.priorities,
+                workers=self.workers,
+                claimers=self.claimers,
+            )
+            if self.monitor is None:
+                republish_unstarted(
+                    self.store,
+                    self.app,
+                    self.clock(),
+                    older_than=self.republish_after,
+                    workers=self.workers,
+                )
+        except SchedulerError as error:
+            # the database is down or refused: keep running, try again later
+            self._pass_outage.failed(error)
+            metrics.PASS_ERRORS.labels(stage="database").inc()
+            return PassReport(now=self.clock(), errors=(str(error),), saturated=True)
+        self._pass_outage.ok()
+        return report
+
+    def close(self) -> None:
+        """Give the monitor's lock back (when this loop took it)."""
+        if self.monitor is not None:
+            release(self.store, self.monitor)
+
+
 def run(
     store: SchedulerStore,
     app: Celery,
@@ -47,17 +148,9 @@ def run(
     monitor: MonitorSettings | None = None,
     claimers: int = CLAIMERS,
 ) -> None:
-    """Pass after pass until ``stop`` is set; between passes, sleep until the
-    next task is ready (at most ``period``) or a new task wakes the runner.
-
-    With ``monitor``, the runner also tries the monitor's lock every
-    ``monitor.period`` (its sleeps are shortened to keep that pace) and,
-    when it holds it, does the monitor's duties, re-publishing included
-    (``monitor.republish_after``); the lock is released when the loop
-    stops. Without ``monitor``, each pass publishes the orphans of dead
-    runners and, with ``republish_after``, re-publishes runs dispatched that
-    long ago whose message seems lost (:mod:`.republish`).
-    ``claimers``: see :func:`~.dispatch.tick`."""
+    """Step after step (:class:`RunnerLoop`) until ``stop`` is set; between
+    steps, sleep until the next task is ready (at most ``period``) or a
+    wake-up (a new task, a task rescheduled soon) cuts the sleep short."""
     logger.info(
         "runner started: types=%s priorities=%s period=%ss monitor=%s",
         ",".join(types) if types else "all",
@@ -65,54 +158,25 @@ def run(
         period,
         "on" if monitor is not None else "off",
     )
-    apply = outcome_applier(TaskTypeCache(store), random.Random()) if monitor else None
-    monitor_due = time.monotonic()
-    pass_outage = Outage(logger, "runner pass")
-    monitor_outage = Outage(logger, "monitor duties")
+    loop = RunnerLoop(
+        store,
+        app,
+        period=period,
+        types=types,
+        priorities=priorities,
+        clock=clock,
+        on_pass=on_pass,
+        workers=workers,
+        republish_after=republish_after,
+        monitor=monitor,
+        claimers=claimers,
+    )
     try:
         while not stop.is_set():
-            try:
-                report = tick(
-                    store,
-                    app,
-                    clock(),
-                    types=types,
-                    priorities=priorities,
-                    workers=workers,
-                    claimers=claimers,
-                )
-                if monitor is None:
-                    republish_unstarted(
-                        store, app, clock(), older_than=republish_after, workers=workers
-                    )
-            except SchedulerError as error:
-                # the database is down or refused: keep running, try again later
-                pass_outage.failed(error)
-                metrics.PASS_ERRORS.labels(stage="database").inc()
-                report = PassReport(now=clock(), errors=(str(error),), saturated=True)
-            else:
-                pass_outage.ok()
-            metrics.PASSES.inc()
-            if monitor is not None and time.monotonic() >= monitor_due:
-                monitor_due = time.monotonic() + monitor.period.total_seconds()
-                try:
-                    monitor_tick(
-                        store, clock(), settings=monitor, app=app, workers=workers, apply=apply
-                    )
-                except SchedulerError as error:
-                    monitor_outage.failed(error)
-                    metrics.PASS_ERRORS.labels(stage="monitor").inc()
-                else:
-                    monitor_outage.ok()
-            if on_pass is not None:
-                on_pass(report)
+            wait = loop.step()
             if stop.is_set():
                 break
-            wait = report.sleep_seconds(period)
-            if monitor is not None:
-                wait = min(wait, max(0.0, monitor_due - time.monotonic()))
             waker.wait(wait)
     finally:
-        if monitor is not None:
-            release(store, monitor)
+        loop.close()
     logger.info("runner stopped")

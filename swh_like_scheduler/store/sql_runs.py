@@ -44,6 +44,9 @@ from .tables import task as task_t
 from .tables import task_run as run_t
 
 _OPEN = [s.value for s in OPEN_RUN_STATUSES]
+#: an outcome that makes its task ready again within this long wakes the
+#: runners (PostgreSQL NOTIFY), which sleep up to a minute by default
+ANNOUNCE_WITHIN = timedelta(minutes=1)
 _FINISHED_TASK = [
     s.value for s in (TaskStatus.COMPLETED, TaskStatus.DISABLED, TaskStatus.CANCELLED)
 ]
@@ -426,6 +429,17 @@ class RunMethods(DispatchMethods):
             conn.execute(
                 UPDATE_TASK,
                 [{**rows.task_to_row(task), "task_id_": tid} for tid, task in changed.items()],
+            )
+            # a runner asleep for longer than this task's new wait is woken
+            # to sleep until then instead (a short-interval task stays fresh)
+            soon = max(run.ended for run in ended if run.ended is not None) + ANNOUNCE_WITHIN
+            self._announce(
+                conn,
+                (
+                    task.type
+                    for task in changed.values()
+                    if task.status is TaskStatus.WAITING and task.next_run <= soon
+                ),
             )
 
     def _replace_loss(

@@ -14,6 +14,7 @@ completed was lost, whatever the scheduler's tables say.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -47,6 +48,8 @@ app = make_app(
     task_send_sent_event=False,
     result_backend=os.environ.get("SWH_SCHEDULER_RESULT_BACKEND") or None,
     result_expires=600,
+    # the monitor's duties in ``celery beat -S swh`` (harness: Platform.beat_monitor)
+    swh_scheduler_monitor=json.loads(os.environ.get("FAULT_BEAT_MONITOR") or "true"),
 )
 _counter = redis.Redis.from_url(os.environ.get("FAULT_COUNTER", "redis://127.0.0.1:6379/0"))
 _prefix = os.environ.get("FAULT_PREFIX", "swh-fault")

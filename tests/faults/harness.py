@@ -11,6 +11,7 @@ executions, runs recorded, tasks lost, tasks run twice, recovery seconds.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from typing import Any
 import redis
 import sqlalchemy as sa
 
+from swh_like_scheduler.builders import task_from_input
 from swh_like_scheduler.model import ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
@@ -68,24 +70,20 @@ class Platform:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.store = SQLAlchemyStore.from_url(db_url)
         self._created = 0
+        #: ``swh_scheduler_monitor`` of beat (:meth:`beat`): quick duties by default
+        self.beat_monitor: dict[str, Any] = {
+            "period": 1,
+            "lock_ttl": 5,
+            "orphaned_after": 3,
+            "republish_after": 10,
+        }
 
     # -- tasks --------------------------------------------------------------
 
     def create_tasks(self, count: int, *, duration: float = 0.0, spread: float = 0.0) -> None:
         """``count`` one-shot probe tasks, due now or over the next
         ``spread`` seconds."""
-        if self.store.get_task_type("probe") is None:
-            self.store.create_task_type(
-                TaskType(
-                    type="probe",
-                    backend_name=faultapp.PROBE_TASK,
-                    queue=self.queue,
-                    default_interval=timedelta(hours=1),
-                    max_queue_length=20_000,
-                    num_retries=3,
-                    retry_delay=timedelta(seconds=1),
-                )
-            )
+        self._probe_type()
         now = datetime.now(UTC)
         start = self._created
         tasks = []
@@ -105,6 +103,38 @@ class Platform:
         self.store.create_tasks(tasks, now=now)
         self._created = start + count
 
+    def create_periodic(self, count: int, *, period: str) -> list[int]:
+        """``count`` periodic probe tasks (staleness bound ``period``), due
+        now, as ``task add --period`` makes them; their ids."""
+        task_type = self._probe_type("periodic-probe", retries=0)
+        now = datetime.now(UTC)
+        start = self._created
+        tasks = [
+            task_from_input({"args": [n], "period": period}, task_type, now=now)
+            for n in range(start, start + count)
+        ]
+        self._created = start + count
+        return [t.id or 0 for t in self.store.create_tasks(tasks, now=now)]
+
+    def _probe_type(self, name: str = "probe", *, retries: int = 3) -> TaskType:
+        """The probe's task type ``name`` (created on first use)."""
+        found = self.store.get_task_type(name)
+        if found is None:
+            self.store.create_task_type(
+                TaskType(
+                    type=name,
+                    backend_name=faultapp.PROBE_TASK,
+                    queue=self.queue,
+                    default_interval=timedelta(hours=1),
+                    max_queue_length=20_000,
+                    num_retries=retries,
+                    retry_delay=timedelta(seconds=1),
+                )
+            )
+            found = self.store.get_task_type(name)
+        assert found is not None
+        return found
+
     # -- processes ----------------------------------------------------------
 
     def environment(self) -> dict[str, str]:
@@ -115,6 +145,8 @@ class Platform:
             "FAULT_BROKER": self.broker_url,
             "FAULT_COUNTER": self.counter_url,
             "FAULT_PREFIX": self.prefix,
+            # the monitor's settings of ``celery beat -S swh`` (swh_scheduler_monitor)
+            "FAULT_BEAT_MONITOR": json.dumps(self.beat_monitor),
             # results, for the listener's catch-up of runs whose events were
             # lost (Redis events are pub/sub), where no scenario breaks them
             "SWH_SCHEDULER_RESULT_BACKEND": self.counter_url,
@@ -171,23 +203,15 @@ class Platform:
             ],
         )
 
-    def beat(self, name: str = "beat") -> subprocess.Popen[bytes]:
+    def beat(
+        self, name: str = "beat", *, max_interval: float | None = 1.0
+    ) -> subprocess.Popen[bytes]:
+        """``celery beat -S swh``; ``max_interval`` ``None``: beat's default."""
         schedule = self.logs / f"{name}-schedule"
-        return self.spawn(
-            name,
-            [
-                *CELERY,
-                "beat",
-                "-S",
-                "swh",
-                "--max-interval",
-                "1",
-                "-s",
-                str(schedule),
-                "--loglevel",
-                "INFO",
-            ],
-        )
+        command = [*CELERY, "beat", "-S", "swh", "-s", str(schedule), "--loglevel", "INFO"]
+        if max_interval is not None:
+            command += ["--max-interval", str(max_interval)]
+        return self.spawn(name, command)
 
     def worker(self, name: str = "worker", *, concurrency: int = 4) -> subprocess.Popen[bytes]:
         return self.spawn(

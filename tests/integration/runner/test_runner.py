@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
 import time
 import uuid
@@ -23,6 +24,7 @@ from waiting import wait_until
 from swh_like_scheduler.broker import queue_depth
 from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.cli import swh
+from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.runner import loop, tick
 from swh_like_scheduler.runner.wakeup import PostgresWaker, waker_for
@@ -335,6 +337,64 @@ def test_new_ready_task_wakes_the_runner(pg_store: SQLAlchemyStore) -> None:
 
 
 @pytest.mark.redis
+def test_an_outcome_that_makes_a_task_ready_soon_wakes_the_runner(
+    pg_store: SQLAlchemyStore,
+) -> None:
+    """While its only task runs, a runner has nothing to wait for and sleeps
+    its whole period (60 s); the outcome that reschedules the task 3 s later
+    wakes it, so it sleeps until then and dispatches the task on time."""
+    app = make_test_app(services.redis_url())
+    task_type = new_type(pg_store, 100)
+    stop = threading.Event()
+    passes: list[object] = []
+    waker = waker_for(pg_store.engine, stop)
+    thread = threading.Thread(
+        target=loop.run,
+        args=(pg_store, app, waker),
+        kwargs={"period": 60, "stop": stop, "on_pass": passes.append},
+    )
+    now = datetime.now(tz=UTC)
+    [created] = pg_store.create_tasks(
+        [
+            Task(
+                type=task_type.type,
+                args=(1,),
+                schedule_kind=ScheduleKind.ADAPTIVE,
+                current_interval=timedelta(seconds=3),
+                next_run=now,
+                deadline=now,
+            )
+        ],
+        now=now,
+    )
+    try:
+        thread.start()
+        wait_until(lambda: bool(pg_store.get_task_runs(created.id or 0)), 10, "the dispatch")
+        [run] = pg_store.get_task_runs(created.id or 0)
+        apply = outcome_applier(TaskTypeCache(pg_store), random.Random(0))
+        ended = datetime.now(tz=UTC)
+        pg_store.end_task_run(
+            run.backend_id,
+            status=RunStatus.UNEVENTFUL,
+            ended=ended,
+            result={"status": "uneventful"},
+            apply=apply,
+        )
+        [task] = pg_store.get_tasks([created.id or 0])
+        assert task.status is TaskStatus.WAITING and task.next_run - ended < timedelta(minutes=1)
+        wait_until(
+            lambda: len(pg_store.get_task_runs(created.id or 0)) == 2,
+            (task.next_run - datetime.now(tz=UTC)).total_seconds() + 5,
+            "the second dispatch, at the task's next run rather than after the 60 s sleep",
+        )
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        waker.close()
+        purge(app, task_type.effective_queue)
+
+
+@pytest.mark.redis
 def test_the_runner_outlives_its_listen_connection(pg_store: SQLAlchemyStore) -> None:
     """The LISTEN connection is terminated by the server (as in a database
     restart): the runner's loop goes on, the waker connects again, and a
@@ -375,7 +435,9 @@ def test_the_runner_outlives_its_listen_connection(pg_store: SQLAlchemyStore) ->
         )
         wait_until(lambda: bool(pg_store.get_task_runs(created.id or 0)), 10, "the dispatch")
         assert time.monotonic() - started < 5, "woken by the notification, not the 60 s poll"
-        assert len(passes) > count and not errors
+        # (the runs are visible before the pass that made them returns)
+        wait_until(lambda: len(passes) > count, 10, "the pass that dispatched it to return")
+        assert not errors
     finally:
         stop.set()
         thread.join(timeout=10)

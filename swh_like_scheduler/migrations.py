@@ -48,6 +48,12 @@ def upgrade(engine: sa.Engine, revision: str = "head") -> None:
         conn.commit()
 
 
+def is_empty(engine: sa.Engine) -> bool:
+    """Whether the database holds no table at all (nothing of ours or anyone's)."""
+    with translated("list tables"), engine.connect() as conn:
+        return not sa.inspect(conn).get_table_names()
+
+
 def is_current(engine: sa.Engine) -> bool:
     return current_revision(engine) == head_revision()
 

@@ -57,6 +57,9 @@ class CliContext:
     command asks for the store."""
 
     settings: Settings
+    #: also create the schema in a given database that holds no table at all
+    #: (``standalone``: the whole platform, its database included)
+    create_empty: bool = False
     _store: SQLAlchemyStore | None = field(default=None, repr=False)
 
     @property
@@ -69,6 +72,8 @@ class CliContext:
                 # the embedded default is created (and kept current) on first use
                 if not migrations.is_current(store.engine):
                     migrations.upgrade(store.engine)
+            elif self.create_empty and migrations.is_empty(store.engine):
+                migrations.upgrade(store.engine)
             else:
                 migrations.check(store.engine)
             self._store = store

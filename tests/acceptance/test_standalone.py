@@ -179,7 +179,12 @@ def test_standalone_runs_tasks_and_ctrl_c_leaves_no_process(
 @pytest.mark.timeout(90)
 def test_standalone_duration_and_sigterm(env: dict[str, str], tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    process, out = start(env, tmp_path, "--duration", "4", "--no-examples", "--refresh", "0.5")
+    # --db-url after the command, as the README's synopsis shows it
+    database = tmp_path / "given.db"
+    url = f"sqlite:///{database}"
+    process, out = start(
+        env, tmp_path, "--db-url", url, "--duration", "4", "--no-examples", "--refresh", "0.5"
+    )
     try:
         code = process.wait(timeout=60)
     finally:
@@ -188,10 +193,11 @@ def test_standalone_duration_and_sigterm(env: dict[str, str], tmp_path: Path) ->
             process.wait()
     assert code == 0, (tmp_path / "standalone.err").read_text()
     assert "Created" not in out.read_text()
+    assert database.exists()
     assert_nothing_left(run_dir, children(run_dir))
     # a second run on the same database, stopped by SIGTERM as soon as it is up
     (run_dir / "children.json").unlink()
-    process, out = start(env, tmp_path)
+    process, out = start(env, tmp_path, "--db-url", url)
     try:
         wait_for(lambda: (run_dir / "children.json").exists(), 30, "the children to start")
         pids = children(run_dir)

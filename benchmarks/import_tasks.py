@@ -6,6 +6,7 @@ deduplication). Prints one JSON line with both timings and their ratio.
 
     python benchmarks/import_tasks.py --tasks 1000000 \
         --server postgresql://postgres@127.0.0.1:5432/postgres
+    python benchmarks/import_tasks.py --tasks 100000 --crons 1440   # cron tasks
 """
 
 from __future__ import annotations
@@ -26,12 +27,20 @@ from swh_like_scheduler import migrations
 from swh_like_scheduler.store import make_engine
 
 
-def write_input(path: Path, count: int) -> None:
+def write_input(path: Path, count: int, crons: int = 0) -> None:
+    """``count`` adaptive tasks, or with ``crons`` cron tasks (Europe/Paris)
+    spread over that many distinct daily expressions."""
     with path.open("w") as out:
         for n in range(count):
-            out.write(
-                json.dumps({"args": [f"https://forge.example/repo/{n}"], "kwargs": {"n": n}}) + "\n"
-            )
+            row: dict[str, object] = {
+                "args": [f"https://forge.example/repo/{n}"],
+                "kwargs": {"n": n},
+            }
+            if crons:
+                k = n % crons
+                row.update(cron=f"{k % 60} {k // 60 % 24} * * *", tz="Europe/Paris")
+                row.update(cron_max_duration="1h")
+            out.write(json.dumps(row) + "\n")
 
 
 def fresh_database(server: str, name: str) -> str:
@@ -51,12 +60,22 @@ def drop_database(server: str, name: str) -> None:
         )
 
 
-def run_import(url: str, input_path: Path) -> float:
+def run_import(url: str, input_path: Path, task_type: str = "sleep") -> float:
     env = {**os.environ, "SWH_SCHEDULER_DB_URL": url}
     swh = str(Path(sys.executable).with_name("swh"))
     subprocess.run(
         [swh, "scheduler", "task-type", "register"], env=env, check=True, capture_output=True
     )
+    if task_type != "sleep":  # with retries: cron tasks get the retry check
+        subprocess.run(
+            [
+                *(swh, "scheduler", "task-type", "add", task_type, "swh_like_workers.sleep.sleep"),
+                *("--num-retries", "2", "--retry-delay", "5 min"),
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
     started = time.perf_counter()
     subprocess.run(
         [
@@ -66,7 +85,7 @@ def run_import(url: str, input_path: Path) -> float:
             "schedule",
             "-q",
             "-t",
-            "sleep",
+            task_type,
             "--batch-size",
             "5000",
             str(input_path),
@@ -119,6 +138,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=100_000)
     parser.add_argument(
+        "--crons",
+        type=int,
+        default=0,
+        help="Cron tasks over this many distinct daily expressions (default: adaptive tasks).",
+    )
+    parser.add_argument(
         "--server",
         default=os.environ.get(
             "SWH_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -134,8 +159,8 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as folder:
             input_path = Path(folder) / "tasks.jsonl"
-            write_input(input_path, options.tasks)
-            ours = run_import(url, input_path)
+            write_input(input_path, options.tasks, options.crons)
+            ours = run_import(url, input_path, "cron-sleep" if options.crons else "sleep")
         ceiling = run_copy(url, options.tasks)
     finally:
         drop_database(server, name)
@@ -144,6 +169,7 @@ def main() -> None:
             {
                 "scenario": "import",
                 "tasks": options.tasks,
+                "crons": options.crons,
                 "swh_schedule_s": round(ours, 2),
                 "swh_schedule_tasks_per_s": round(options.tasks / ours),
                 "copy_baseline_s": round(ceiling, 2),

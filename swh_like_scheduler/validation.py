@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, time, timedelta
+from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import isodate
@@ -113,9 +114,15 @@ def cron_expression(field: str, expr: str) -> str:
             field,
             f"{expr!r} must have 5 fields: minute hour day-of-month month day-of-week",
         )
-    if not croniter.is_valid(normalised):
+    if not _valid_cron(normalised):
         raise InvalidInput(field, f"{expr!r} is not a valid cron expression")
     return normalised
+
+
+@lru_cache(maxsize=4096)
+def _valid_cron(expr: str) -> bool:
+    # croniter parses the whole expression each time; an import repeats a few
+    return bool(croniter.is_valid(expr))
 
 
 def time_of_day(field: str, value: str | time) -> time:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta, tzinfo
+from functools import lru_cache
 
 from croniter import CroniterBadDateError, croniter
 
@@ -67,22 +68,108 @@ def cron_times(expr: str, tz: str | tzinfo, after: datetime) -> Iterator[datetim
         yield current
 
 
-def shortest_cron_gap(
-    expr: str, tz: str | tzinfo, after: datetime, *, firings: int = 64
-) -> timedelta:
-    """The shortest time between consecutive firings among the next ``firings`` ones.
+#: the cron retry check looks at every gap between firings this far ahead
+#: (a year and a day: every DST change of the zone, whatever the start)
+GAP_HORIZON = timedelta(days=367)
+#: firings enumerated from the start at most; a cron firing more often than
+#: that in the horizon is examined over those and around each change of the
+#: zone's UTC offset (the only place a gap can differ from the wall-clock one)
+GAP_FIRINGS = 5_000
 
-    A heuristic "period" of a cron schedule (used by the retry budget check);
-    DST days are included when they fall inside the window examined.
-    """
-    times = cron_times(expr, tz, after)
-    previous = next(times)
-    shortest: timedelta | None = None
-    for _ in range(max(1, firings - 1)):
-        current = next(times)
-        gap = current - previous
-        if shortest is None or gap < shortest:
-            shortest = gap
-        previous = current
-    assert shortest is not None
+
+def shortest_cron_gap(expr: str, tz: str | tzinfo, after: datetime) -> timedelta:
+    """The shortest time between two consecutive firings in the year after
+    ``after`` (:data:`GAP_HORIZON`), DST changes included: a spring-forward
+    night can bring two firings closer than any other day does (``30 2,3 * *
+    *`` in Europe/Paris: 30 minutes instead of an hour).
+
+    The result depends on ``after`` only through its hour (cached per
+    expression, zone and hour: an import of many tasks with one schedule
+    computes it once)."""
+    zone = get_zone(tz)
+    hour = to_utc(after).replace(minute=0, second=0, microsecond=0)
+    return _shortest_gap(cron_expression("cron", expr), zone, hour)
+
+
+@lru_cache(maxsize=1024)
+def _shortest_gap(expr: str, zone: tzinfo, start: datetime) -> timedelta:
+    end = start + GAP_HORIZON
+    shortest, complete = _scan(expr, zone, start, end, GAP_FIRINGS)
+    if not complete:
+        for change in _offset_changes(zone, start, end):
+            around, _ = _scan(expr, zone, _firing_before(expr, zone, change), change + _DAY * 2)
+            shortest = min(filter(None, (shortest, around)), default=None)
+    if shortest is None:  # fewer than two firings in a year: the gap is longer than that
+        later = cron_times(expr, zone, end)
+        first = next(later)
+        shortest = next(later) - first
     return shortest
+
+
+_DAY = timedelta(days=1)
+
+
+def _firings(expr: str, zone: tzinfo, after: datetime) -> Iterator[datetime]:
+    """The firings strictly after ``after`` (as :func:`cron_times`), from one
+    croniter walk over wall times (a repeated wall time fires once, skipped
+    ones collapse into the jump instant)."""
+    matches = croniter(expr, wall_time(after, zone))
+    last = to_utc(after)
+    while True:
+        try:
+            naive = matches.get_next(datetime)
+        except CroniterBadDateError:
+            return
+        instant = local_to_utc(naive, zone)
+        if instant > last:
+            yield instant
+            last = instant
+
+
+def _scan(
+    expr: str, zone: tzinfo, begin: datetime, end: datetime, cap: int | None = None
+) -> tuple[timedelta | None, bool]:
+    """The shortest gap between the firings after ``begin`` up to ``end``
+    (at most ``cap`` of them), and whether ``end`` was reached."""
+    shortest: timedelta | None = None
+    previous: datetime | None = None
+    for count, instant in enumerate(_firings(expr, zone, begin)):
+        if previous is not None:
+            gap = instant - previous
+            shortest = gap if shortest is None else min(shortest, gap)
+        if instant > end:
+            return shortest, True
+        if cap is not None and count >= cap:
+            return shortest, False
+        previous = instant
+    return shortest, True
+
+
+def _firing_before(expr: str, zone: tzinfo, instant: datetime) -> datetime:
+    """An instant just before the last firing before ``instant`` (or a day
+    before ``instant`` when there is none)."""
+    try:
+        naive = croniter(expr, wall_time(instant - _DAY, zone)).get_prev(datetime)
+    except CroniterBadDateError:
+        return instant - _DAY
+    return min(local_to_utc(naive, zone), instant - _DAY) - timedelta(microseconds=1)
+
+
+def _offset_changes(zone: tzinfo, start: datetime, end: datetime) -> Iterator[datetime]:
+    """The instants (to the minute) where ``zone``'s UTC offset changes
+    between ``start`` and ``end``."""
+    day = start
+    offset = day.astimezone(zone).utcoffset()
+    while day < end:
+        following = day + _DAY
+        if following.astimezone(zone).utcoffset() != offset:
+            low, high = day, following
+            while high - low > timedelta(minutes=1):
+                middle = low + (high - low) / 2
+                if middle.astimezone(zone).utcoffset() == offset:
+                    low = middle
+                else:
+                    high = middle
+            yield high
+            offset = following.astimezone(zone).utcoffset()
+        day = following

@@ -114,7 +114,8 @@ def budget_period(task: Task, task_type: TaskType) -> tuple[str, timedelta] | No
 
     periodic: ``period``; adaptive: the type's ``min_interval`` when set (the
     interval may shrink to it), else the task's ``current_interval``; cron: the
-    shortest gap between consecutive firings among the next 64.
+    shortest gap between consecutive firings over the next year, DST
+    changes included (:func:`.cron.shortest_cron_gap`).
     """
     kind = task.schedule_kind
     if kind is ScheduleKind.PERIODIC and task.period is not None:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.model import ScheduleKind, Task, TaskType
 from swh_like_scheduler.policy import (
     cron_times,
     is_real_wall_time,
@@ -18,6 +19,7 @@ from swh_like_scheduler.policy import (
     next_cron_time,
     shortest_cron_gap,
 )
+from swh_like_scheduler.policy.retry import check_retry_budget
 
 
 def local(instant: datetime, tz: str) -> str:
@@ -209,3 +211,70 @@ def test_daily_job_fires_exactly_once_per_local_day(
     assert len(set(days)) == len(days)  # never twice on a day
     for a, b in pairwise(days):
         assert (b - a).days == 1  # never skips a day
+
+
+def brute_shortest_gap(expr: str, tz: str, after: datetime) -> timedelta:
+    """Every consecutive pair of firings over the year after ``after``."""
+    end = after + timedelta(days=366)
+    times = cron_times(expr, tz, after)
+    previous, shortest = next(times), timedelta.max
+    for current in times:
+        shortest = min(shortest, current - previous)
+        if current > end:
+            return shortest
+        previous = current
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize(
+    ("expr", "tz", "expected"),
+    [
+        # the spring-forward night, nine months ahead: 02:30 is skipped and
+        # fires at 03:00, half an hour before 03:30
+        ("30 2,3 * * *", "Europe/Paris", timedelta(minutes=30)),
+        # 01:00 CET to 03:00 CEST that night is one hour, not two
+        ("0 1,3 * * *", "Europe/Paris", timedelta(hours=1)),
+        ("0 1,3 * * *", "UTC", timedelta(hours=2)),
+        # a half-hour DST shift
+        ("0 1,3 * * *", "Australia/Lord_Howe", timedelta(hours=1, minutes=30)),
+        ("0 9 * * 1-5", "America/New_York", timedelta(days=1)),
+    ],
+)
+def test_shortest_gap_covers_a_year_of_dst_changes(expr: str, tz: str, expected: timedelta) -> None:
+    june = datetime(2026, 6, 15, 12, tzinfo=UTC)
+    assert shortest_cron_gap(expr, tz, june) == expected
+    assert brute_shortest_gap(expr, tz, june) == expected
+
+
+@pytest.mark.parametrize("expr", ["30 1,2,3 * * *", "0 0 * * 0", "*/45 1-3 * * *"])
+@pytest.mark.parametrize("tz", ["Europe/Paris", "Australia/Lord_Howe", "America/Santiago"])
+def test_shortest_gap_is_the_brute_force_one(expr: str, tz: str) -> None:
+    after = datetime(2026, 2, 1, 7, tzinfo=UTC)
+    assert shortest_cron_gap(expr, tz, after) == brute_shortest_gap(expr, tz, after)
+
+
+def test_the_retry_check_sees_a_dst_night_months_away() -> None:
+    """Two retries of 10 and 30 minutes do not fit the 30-minute gap of the
+    spring-forward night, checked in June."""
+    task_type = TaskType(
+        type="t",
+        backend_name="t",
+        num_retries=2,
+        retry_delay=timedelta(minutes=10),
+        retry_growth=3.0,
+    )
+    june = datetime(2026, 6, 15, 12, tzinfo=UTC)
+    task = Task(
+        type="t",
+        schedule_kind=ScheduleKind.CRON,
+        cron="30 2,3 * * *",
+        cron_max_duration=timedelta(minutes=20),
+        tz="Europe/Paris",
+        next_run=june,
+        deadline=june,
+        created_at=june,
+    )
+    with pytest.raises(InvalidInput) as raised:
+        check_retry_budget(task, task_type)
+    assert raised.value.field == "cron"
+    assert "30m" in str(raised.value) and "40m" in str(raised.value)

@@ -15,6 +15,7 @@ from typing import Any
 import platformdirs
 
 from .exceptions import InvalidInput
+from .model import MAX_ARGUMENT_BYTES
 
 APP_NAME = "swh-like-scheduler"
 ENV_PREFIX = "SWH_SCHEDULER"
@@ -39,6 +40,8 @@ class Settings:
     #: True when ``db_url`` is the embedded default (created on first use)
     db_is_default: bool = False
     broker_url: str | None = None
+    #: JSON bytes of one task's arguments beyond which a new task is refused
+    max_argument_bytes: int = MAX_ARGUMENT_BYTES
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -63,7 +66,11 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 
 def load_settings(
-    *, db_url: str | None = None, broker_url: str | None = None, config_file: Path | None = None
+    *,
+    db_url: str | None = None,
+    broker_url: str | None = None,
+    config_file: Path | None = None,
+    max_argument_bytes: int | None = None,
 ) -> Settings:
     """Merge flags/environment (already resolved by click) with the file and defaults."""
     from_file: dict[str, Any] = {}
@@ -72,8 +79,12 @@ def load_settings(
     elif default_config_file().exists():
         from_file = read_config_file(default_config_file())
     url = db_url or from_file.get("db_url")
+    limit = max_argument_bytes or from_file.get("max_argument_bytes") or MAX_ARGUMENT_BYTES
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidInput("max_argument_bytes", f"{limit!r} is not a positive number of bytes")
     return Settings(
         db_url=url or default_db_url(),
         db_is_default=not url,
         broker_url=broker_url or from_file.get("broker_url"),
+        max_argument_bytes=limit,
     )

@@ -91,8 +91,10 @@ def tasks_from_rows(
     *,
     now: datetime,
     default_type: str | None = None,
+    max_argument_bytes: int | None = None,
 ) -> Iterator[Task]:
-    """Build a task from each row, locating every refusal at its line."""
+    """Build a task from each row, locating every refusal at its line
+    (arguments longer than ``max_argument_bytes`` of JSON included)."""
     types: dict[str, TaskType | None] = {}
     for number, values in rows:
         try:
@@ -104,6 +106,8 @@ def tasks_from_rows(
             task_type = types[name]
             if task_type is None:
                 raise UnknownTaskType(name)
-            yield task_from_input({**values, "type": name}, task_type, now=now)
+            built = task_from_input({**values, "type": name}, task_type, now=now)
+            built.check_arguments_size(max_argument_bytes)
+            yield built
         except InvalidInput as error:
             raise error.at_line(number) from None

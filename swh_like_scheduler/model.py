@@ -219,6 +219,10 @@ class BlackoutPeriod:
         return f"{self.start.isoformat()}-{self.end.isoformat()}"
 
 
+#: default of the ``max_argument_bytes`` setting: JSON bytes of one task's arguments
+MAX_ARGUMENT_BYTES = 64 * 1024
+
+
 def canonical_json(value: Any) -> str:
     """The JSON text used to compare and hash task arguments."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -297,6 +301,8 @@ class Task:
     updated_at: datetime | None = None
     #: digest of the canonical JSON of the arguments (computed, not compared)
     _arguments_hash: str = field(default="", init=False, repr=False, compare=False)
+    #: bytes of that canonical JSON (what a message and a row carry)
+    _arguments_size: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         validation.identifier("type", self.type)
@@ -317,7 +323,9 @@ class Task:
             text = canonical_json({"args": list(self.args), "kwargs": self.kwargs})
         except (TypeError, ValueError) as exc:
             raise InvalidInput("arguments", f"must be JSON-serialisable: {exc}") from None
-        object.__setattr__(self, "_arguments_hash", hashlib.sha256(text.encode()).hexdigest())
+        encoded = text.encode()
+        object.__setattr__(self, "_arguments_hash", hashlib.sha256(encoded).hexdigest())
+        object.__setattr__(self, "_arguments_size", len(encoded))
         if self.key is not None and not (isinstance(self.key, str) and 0 < len(self.key) <= 500):
             raise InvalidInput("key", "must be a non-empty string of at most 500 characters")
         validation.zone("tz", self.tz)
@@ -351,6 +359,22 @@ class Task:
     @property
     def arguments_hash(self) -> str:
         return self._arguments_hash
+
+    @property
+    def arguments_size(self) -> int:
+        """Bytes of the arguments' canonical JSON."""
+        return self._arguments_size
+
+    def check_arguments_size(self, limit: int | None) -> None:
+        """Refuse arguments whose JSON is longer than ``limit`` bytes (the
+        ``max_argument_bytes`` setting; ``None``: no limit)."""
+        if limit is not None and self._arguments_size > limit:
+            raise InvalidInput(
+                "arguments",
+                f"{self._arguments_size:,} bytes of JSON, more than the limit of {limit:,} "
+                "(setting max_argument_bytes); store large data elsewhere and pass a "
+                "reference (a URL, an id)",
+            )
 
     @property
     def is_running(self) -> bool:

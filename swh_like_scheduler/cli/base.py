@@ -67,7 +67,9 @@ class CliContext:
         if self._store is None:
             from .. import migrations
 
-            store = SQLAlchemyStore.from_url(self.settings.db_url)
+            store = SQLAlchemyStore.from_url(
+                self.settings.db_url, max_argument_bytes=self.settings.max_argument_bytes
+            )
             if self.settings.db_is_default:
                 # the embedded default is created (and kept current) on first use
                 if not migrations.is_current(store.engine):
@@ -113,11 +115,26 @@ def swh() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="TOML file with a [scheduler] table (db_url, broker_url).",
 )
+@click.option(
+    "--max-argument-bytes",
+    envvar=f"{ENV_PREFIX}_MAX_ARGUMENT_BYTES",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    help="Refuse new tasks whose arguments take more bytes of JSON "
+    "(default: 65536, or max_argument_bytes in the config file).",
+)
 @click.pass_context
-def scheduler(ctx: click.Context, db_url: str | None, config_file: Path | None) -> None:
+def scheduler(
+    ctx: click.Context,
+    db_url: str | None,
+    config_file: Path | None,
+    max_argument_bytes: int | None,
+) -> None:
     """Manage the scheduler: task types, tasks, runs and the database."""
     try:
-        settings = load_settings(db_url=db_url, config_file=config_file)
+        settings = load_settings(
+            db_url=db_url, config_file=config_file, max_argument_bytes=max_argument_bytes
+        )
     except SchedulerError as error:
         raise reported(error) from None
     cli = CliContext(settings)

@@ -63,7 +63,7 @@ def task_lines(task: Task, now: datetime) -> list[str]:
 
 def task_json(task: Task) -> dict[str, Any]:
     data = dataclasses.asdict(task)
-    del data["_arguments_hash"]
+    del data["_arguments_hash"], data["_arguments_size"]
     data["policy"] = task.policy.value
     data["blackout_periods"] = [b.to_json() for b in task.blackout_periods]
     return data

@@ -16,6 +16,7 @@ from ..exceptions import InvalidInput, NotFound, UnknownTaskType
 from ..importer import FORMATS, guess_format, read_rows, tasks_from_rows
 from ..model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from ..store import TaskFilter
+from ..text import plural
 from ..validation import parse_datetime
 from . import render
 from .base import CliContext, emit_json, now, pass_cli, scheduler
@@ -121,7 +122,7 @@ def add(
         raise UnknownTaskType(type_name)
     current = now()
     created = cli.store.create_tasks([task_from_input(values, task_type, now=current)], now=current)
-    show_tasks(created, as_json, f"Created {len(created)} tasks")
+    show_tasks(created, as_json, f"Created {plural(len(created), 'task')}")
 
 
 def _window(text: str) -> dict[str, str]:
@@ -168,7 +169,13 @@ def schedule(
     column_list = [c.strip() for c in columns.split(",")] if columns else None
     started, current = time.monotonic(), now()
     rows = read_rows(file, fmt, columns=column_list, delimiter=delimiter)
-    tasks = tasks_from_rows(rows, cli.store.get_task_type, now=current, default_type=default_type)
+    tasks = tasks_from_rows(
+        rows,
+        cli.store.get_task_type,
+        now=current,
+        default_type=default_type,
+        max_argument_bytes=cli.settings.max_argument_bytes,
+    )
     total = _count_lines(name) if not quiet else None
     with click.progressbar(
         length=total or 0,
@@ -188,7 +195,8 @@ def schedule(
         )
     elapsed = time.monotonic() - started
     click.echo(
-        f"Created {summary.created} tasks ({summary.existing} already existed) in {elapsed:.1f} s"
+        f"Created {plural(summary.created, 'task')} ({summary.existing} already existed) "
+        f"in {elapsed:.1f} s"
     )
 
 
@@ -244,7 +252,7 @@ def list_tasks(
         found = cli.store.search_tasks(criteria, after_id=after_id, limit=limit)
     if policy:
         found = [t for t in found if t.policy.value == policy]
-    show_tasks(found, as_json, f"Found {len(found)} tasks")
+    show_tasks(found, as_json, f"Found {plural(len(found), 'task')}")
 
 
 @task.command("list-pending")
@@ -271,7 +279,7 @@ def list_pending(
     pending = cli.store.list_pending(
         task_type, now=at, limit=limit, priorities=[Priority(p) for p in priorities] or None
     )
-    show_tasks(pending, as_json, f"Found {len(pending)} {task_type} tasks")
+    show_tasks(pending, as_json, f"Found {plural(len(pending), f'{task_type} task')}")
 
 
 def _act(
@@ -373,7 +381,7 @@ def runs(cli: CliContext, task_id: int, limit: int, as_json: bool) -> None:
     if as_json:
         emit_json([render.run_json(r) for r in found])
         return
-    click.echo(f"Found {len(found)} runs of task {task_id}")
+    click.echo(f"Found {plural(len(found), 'run')} of task {task_id}")
     if found:
         click.echo("\n".join(render.runs_table(found)))
 

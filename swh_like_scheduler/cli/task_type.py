@@ -21,11 +21,12 @@ def task_type() -> None:
 
 def describe(tt: TaskType, verbose: bool) -> list[str]:
     """The swh-scheduler layout of one task type."""
+    about = [f"  {tt.description}"] if tt.description.strip() else []
     if not verbose:
-        return [f"{tt.type}:", f"  {tt.description}"]
+        return [f"{tt.type}:", *about] if about else [tt.type]
     return [
         f"{tt.type}: {tt.backend_name}",
-        f"  {tt.description}",
+        *about,
         f"  queue: {tt.effective_queue}",
         f"  interval: {tt.default_interval} [{tt.min_interval}, {tt.max_interval}]",
         f"  backoff_factor: {tt.backoff_factor}",

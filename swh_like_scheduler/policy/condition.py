@@ -41,11 +41,12 @@ from enum import StrEnum
 from typing import Any
 
 from ..model import ScheduleKind, Task, TaskStatus, TaskType
+from ..text import plural
 from .schedule import StartTimes, start_times
 from .times import (
     effective_average,
     fmt_duration,
-    fmt_instant,
+    fmt_local,
     max_allowed_duration,
     max_expected_duration,
     to_utc,
@@ -117,11 +118,15 @@ def _status_report(task: Task) -> ConditionReport | None:
         if task.failure_count > 0:
             return _report(
                 Reason.GAVE_UP,
-                f"The task was disabled after {task.failure_count} consecutive failure(s) "
+                f"The task was disabled after {plural(task.failure_count, 'consecutive failure')} "
                 "(retries exhausted or permanent failure); its work is not being done.",
             )
         return _report(Reason.DISABLED, "The task is disabled; it is not scheduled.")
     return None
+
+
+def _last_failed(count: int) -> str:
+    return "The last run failed" if count == 1 else f"The last {count} runs failed"
 
 
 def condition(
@@ -139,6 +144,10 @@ def condition(
     assert times.finish_by is not None
     finish_by = times.finish_by
     avg = effective_average(task)
+
+    def when(instant: datetime) -> str:  # in the task's own zone, with its offset
+        return fmt_local(instant, task.tz, seconds=True)
+
     started = to_utc(task.owner_started_at) if task.owner_started_at is not None else None
     kind = task.schedule_kind
 
@@ -146,7 +155,7 @@ def condition(
     if started is not None and allowed is not None and now - started > allowed:
         return _report(
             Reason.RUNNING_TOO_LONG,
-            f"The current run started at {fmt_instant(started)} and has run for "
+            f"The current run started at {when(started)} and has run for "
             f"{fmt_duration(now - started)}, longer than the {fmt_duration(allowed)} allowed.",
         )
 
@@ -155,25 +164,24 @@ def condition(
         if kind is ScheduleKind.ONESHOT:
             return _report(
                 Reason.LATE,
-                f"The one-shot task was due to be done by {fmt_instant(finish_by)} and is "
-                f"{overdue} late.",
+                f"The one-shot task was due to be done by {when(finish_by)} and is {overdue} late.",
             )
         if task.last_good_start_at is None:
             return _report(
                 Reason.NEVER_RUN,
                 f"The task has never completed a good run and its first promise "
-                f"({fmt_instant(finish_by)}) was broken {overdue} ago.",
+                f"({when(finish_by)}) was broken {overdue} ago.",
             )
         if kind is ScheduleKind.CRON:
             return _report(
                 Reason.LATE,
-                f"The firing at {fmt_instant(times.normal_can_start_by or finish_by)} should "
-                f"have finished by {fmt_instant(finish_by)}; it is {overdue} late.",
+                f"The firing at {when(times.normal_can_start_by or finish_by)} should "
+                f"have finished by {when(finish_by)}; it is {overdue} late.",
             )
         return _report(
             Reason.STALE,
-            f"The last good run started at {fmt_instant(task.last_good_start_at)}; fresh "
-            f"data was promised until {fmt_instant(finish_by)}, {overdue} ago.",
+            f"The last good run started at {when(task.last_good_start_at)}; fresh "
+            f"data was promised until {when(finish_by)}, {overdue} ago.",
         )
 
     if started is not None:
@@ -181,16 +189,20 @@ def condition(
         if expected_end > finish_by:
             return _report(
                 Reason.LIKELY_LATE,
-                f"The current run started at {fmt_instant(started)} and, taking "
-                f"{fmt_duration(avg)} on average, should end after {fmt_instant(finish_by)}.",
+                f"The current run started at {when(started)} and, taking "
+                f"{fmt_duration(avg)} on average, should end at {when(expected_end)}, "
+                f"{fmt_duration(expected_end - finish_by)} after it should be done "
+                f"({when(finish_by)}).",
             )
     else:
         earliest = max(now, times.can_start_by)
         if earliest + avg > finish_by:
             return _report(
                 Reason.LIKELY_LATE,
-                f"Even started at {fmt_instant(earliest)}, a run taking {fmt_duration(avg)} "
-                f"on average would end after {fmt_instant(finish_by)}.",
+                f"Started at {when(earliest)} at the earliest, a run taking "
+                f"{fmt_duration(avg)} on average would end at {when(earliest + avg)}, "
+                f"{fmt_duration(earliest + avg - finish_by)} after it should be done "
+                f"({when(finish_by)}).",
             )
 
     expected = max_expected_duration(task, task_type)
@@ -218,12 +230,11 @@ def condition(
     if task.failure_count > 0:
         return _report(
             Reason.LAST_RUN_FAILED,
-            f"The last {task.failure_count} run(s) failed; next attempt from "
-            f"{fmt_instant(times.can_start_by)}.",
+            f"{_last_failed(task.failure_count)}; next attempt from {when(times.can_start_by)}.",
         )
     if task.last_good_start_at is None and kind is not ScheduleKind.ONESHOT:
         return _report(
             Reason.FIRST_RUN_PENDING,
-            f"The task has not run yet; it may start from {fmt_instant(times.can_start_by)}.",
+            f"The task has not run yet; it may start from {when(times.can_start_by)}.",
         )
     return _report(Reason.OK, "The task is running as promised.")

@@ -40,6 +40,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..model import ScheduleKind, Task, TaskType
+from ..text import plural
 from .blackout import blackout_at, blackout_end
 from .cron import next_cron_time
 from .retry import retry_base_delay, retry_state
@@ -211,7 +212,7 @@ def compute_start_times(
             move(
                 AdjustmentKind.RETRIES_EXHAUSTED,
                 fallback,
-                f"the {task.failure_count} consecutive failure(s) used up the retries; "
+                f"the {plural(task.failure_count, 'consecutive failure')} used up the retries; "
                 "back to the normal schedule, counted from the failed run",
             )
 

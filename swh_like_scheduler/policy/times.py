@@ -181,7 +181,8 @@ def fmt_instant(value: datetime) -> str:
     return to_utc(value).replace(microsecond=0).isoformat()
 
 
-def fmt_local(value: datetime, tz: str | tzinfo) -> str:
-    """An instant as a local wall time with its offset (``2024-06-03 14:05+02:00``)."""
+def fmt_local(value: datetime, tz: str | tzinfo, *, seconds: bool = False) -> str:
+    """An instant as a local wall time with its offset (``2024-06-03 14:05+02:00``,
+    or ``14:05:09+02:00`` with ``seconds``)."""
     local = to_utc(value).astimezone(get_zone(tz)).replace(microsecond=0)
-    return local.isoformat(sep=" ", timespec="minutes")
+    return local.isoformat(sep=" ", timespec="seconds" if seconds else "minutes")

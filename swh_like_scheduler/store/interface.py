@@ -143,6 +143,10 @@ class SchedulerStore(Protocol):
     def create_tasks(self, tasks: Iterable[Task], *, now: datetime) -> list[Task]:
         """Create tasks atomically and return them in the order given.
 
+        A task whose arguments take more than the store's
+        ``max_argument_bytes`` of canonical JSON is refused
+        (:class:`InvalidInput` ``arguments``) and nothing is written.
+
         Each task must have ``id=None``; its ``next_run`` and ``deadline`` are
         stored as given. Creation is idempotent:
 

@@ -10,7 +10,7 @@ from ..model import BlackoutPeriod, Task, TaskRun, TaskType
 from ..validation import time_of_day
 
 TASK_TYPE_FIELDS = tuple(f.name for f in fields(TaskType))
-_TASK_SKIP = {"args", "kwargs", "_arguments_hash"}
+_TASK_SKIP = {"args", "kwargs", "_arguments_hash", "_arguments_size"}
 TASK_FIELDS = tuple(f.name for f in fields(Task) if f.name not in _TASK_SKIP)
 RUN_FIELDS = tuple(f.name for f in fields(TaskRun))
 

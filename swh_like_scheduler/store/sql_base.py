@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..model import (
+    MAX_ARGUMENT_BYTES,
     Priority,
     TaskStatus,
 )
@@ -35,16 +36,34 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
 class SQLBase:
     """Engine, capabilities and transaction helpers of :class:`SQLAlchemyStore`."""
 
-    def __init__(self, engine: sa.Engine, *, owns_engine: bool = False) -> None:
+    def __init__(
+        self,
+        engine: sa.Engine,
+        *,
+        owns_engine: bool = False,
+        max_argument_bytes: int | None = MAX_ARGUMENT_BYTES,
+    ) -> None:
         self.engine = engine
         self._owns_engine = owns_engine
+        #: new tasks whose arguments' JSON is longer are refused (``None``: no limit)
+        self.max_argument_bytes = max_argument_bytes
         self._capabilities = capabilities_of(engine)
         #: the connection of an open :meth:`transaction`, shared by every call
         self._bound: sa.Connection | None = None
 
     @classmethod
-    def from_url(cls, url: str | sa.URL, **engine_kwargs: Any) -> Self:
-        return cls(make_engine(url, **engine_kwargs), owns_engine=True)
+    def from_url(
+        cls,
+        url: str | sa.URL,
+        *,
+        max_argument_bytes: int | None = MAX_ARGUMENT_BYTES,
+        **engine_kwargs: Any,
+    ) -> Self:
+        return cls(
+            make_engine(url, **engine_kwargs),
+            owns_engine=True,
+            max_argument_bytes=max_argument_bytes,
+        )
 
     @property
     def capabilities(self) -> Capabilities:

@@ -129,6 +129,7 @@ class TaskMethods(SQLBase):
         for item in batch:
             if item.id is not None:
                 raise InvalidInput("id", f"a new task cannot have an id (got {item.id})")
+            item.check_arguments_size(self.max_argument_bytes)
         self._check_types_exist(conn, {t.type for t in batch})
         found: list[Task | None] = [None] * len(batch)
         copy_of: dict[int, int] = {}

@@ -130,7 +130,7 @@ def test_bad_input_is_refused_with_a_message_naming_the_field(  # type: ignore[n
 def test_add_list_and_pending_order(run, registered) -> None:  # type: ignore[no-untyped-def]
     past = (datetime.now(tz=UTC) - timedelta(hours=2)).isoformat()
     out = ok(run("task", "add", "sleep", "https://example.org", "depth=2", "cpu=true"))
-    assert out.startswith("Created 1 tasks\n\nTask 1\n")
+    assert out.startswith("Created 1 task\n\nTask 1\n")
     assert "  Type: sleep" in out and "  Policy: recurring" in out
     assert "    'https://example.org'" in out and "    depth: 2" in out
     ok(run("task", "add", "sleep", "late", "--next-run", past, "--priority", "low"))
@@ -187,7 +187,7 @@ def test_runs_are_listed(run, registered, db_url: str) -> None:  # type: ignore[
     [claimed] = store.claim_ready_tasks("sleep", now=datetime.now(tz=UTC), limit=5)
     store.close()
     out = ok(run("task", "runs", "1")).splitlines()
-    assert out[0] == "Found 1 runs of task 1"
+    assert out[0] == "Found 1 run of task 1"
     assert out[1].split() == [
         "ID",
         "BACKEND",
@@ -228,7 +228,7 @@ def test_schedule_csv_and_json_lines(  # type: ignore[no-untyped-def]
     assert "Created 2 tasks" in ok(run("task", "schedule", "-t", "sleep", str(jsonl)))
     assert count_tasks(db_url) == 2504
     headerless = "sleep,[9999]\n"
-    assert "Created 1 tasks" in ok(
+    assert "Created 1 task (" in ok(
         run("task", "schedule", "-c", "type,args", "-", input=headerless)
     )
 
@@ -278,3 +278,32 @@ def test_config_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyP
     config.write_text('[scheduler]\ndb_uri = "x"\n')
     result = CliRunner().invoke(swh, ["scheduler", "-C", str(config), "task", "list"])
     assert result.exit_code == 2 and "unknown setting 'db_uri'" in result.stderr
+
+
+def test_arguments_have_a_size_limit(run, registered, db_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """100 kB on the command line, and in the second line of a file: one line
+    naming the limit, nothing written; a lower limit from the environment."""
+    big = "x" * 100_000
+    refused(run("task", "add", "sleep", f"note={big}"), "arguments:", "max_argument_bytes")
+    rows = tmp_path / "tasks.jsonl"
+    rows.write_text(
+        json.dumps({"args": [1]}) + "\n" + json.dumps({"args": [big]}) + "\n",
+        encoding="utf-8",
+    )
+    refused(run("task", "schedule", "-q", "-t", "sleep", str(rows)), "line 2: arguments:")
+    assert count_tasks(db_url) == 0
+    small = CliRunner(env={"SWH_SCHEDULER_MAX_ARGUMENT_BYTES": "40"}).invoke(
+        swh, ["scheduler", "--db-url", db_url, "task", "add", "sleep", "note=" + "y" * 50]
+    )
+    refused(small, "more than the limit of 40")
+    ok(run("task", "add", "sleep", "note=fits"))
+    assert count_tasks(db_url) == 1
+
+
+def test_a_type_without_description_lists_as_its_name(run, registered) -> None:  # type: ignore[no-untyped-def]
+    ok(run("task-type", "add", "bare", "x.bare"))
+    listing = ok(run("task-type", "list")).splitlines()
+    assert "bare" in listing and "bare:" not in listing
+    assert "" not in listing  # no empty description line
+    verbose = ok(run("task-type", "list", "-v", "-t", "bare")).splitlines()
+    assert verbose[1] == "bare: x.bare" and verbose[2].startswith("  queue:")

@@ -143,6 +143,18 @@ def test_new_task_with_an_id_is_refused(
         store.create_tasks([make_task(now, 1).updated(id=5)], now=now)
 
 
+def test_arguments_over_the_size_limit_are_refused_and_nothing_is_written(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    big = make_task(now, 2).updated(kwargs={"blob": "x" * (store.max_argument_bytes or 0)})
+    with pytest.raises(InvalidInput) as info:
+        store.create_tasks([make_task(now, 1), big], now=now)
+    assert info.value.field == "arguments" and "max_argument_bytes" in str(info.value)
+    assert store.count_tasks() == 0
+    store.max_argument_bytes = None  # no limit
+    assert len(store.create_tasks([big], now=now)) == 1
+
+
 def test_key_makes_creation_idempotent(
     store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
 ) -> None:

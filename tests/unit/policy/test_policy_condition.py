@@ -210,3 +210,39 @@ class TestDurations:
 )
 def test_reason_levels(reason: Reason, level: Condition) -> None:
     assert REASON_LEVEL[reason] is level
+
+
+INSTANT = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[+-]\d\d:\d\d)"
+
+
+def instants(detail: str) -> list[datetime]:
+    import re
+
+    return [datetime.fromisoformat(text) for text in re.findall(INSTANT, detail)]
+
+
+class TestWords:
+    def test_likely_late_reads_true_when_the_start_is_past_the_promise(self) -> None:
+        """A blackout pushes the earliest start (12:30) past the time the run
+        should be done by (12:00): the reason names a start, then a later end,
+        then the promise it misses, never an end before its start."""
+        task = make_task(**good_periodic(blackout_periods=(window("10:00", "12:30"),)))
+        report = condition(task, make_type(), at(22))
+        assert report.reason is Reason.LIKELY_LATE
+        start, end, promise = instants(report.detail)
+        assert start <= end and end > promise, report.detail
+        assert start == at(24) + 30 * MIN and promise == at(24), report.detail
+
+    def test_times_are_in_the_task_zone_with_its_offset(self) -> None:
+        task = make_task(**good_periodic(tz="Europe/Paris", average_good_duration=2 * HOUR))
+        report = condition(task, make_type(), at(22) + MIN)
+        assert report.reason is Reason.LIKELY_LATE
+        found = instants(report.detail)
+        assert found and all(t.utcoffset() in (HOUR, 2 * HOUR) for t in found), report.detail
+
+    def test_counts_read_right(self) -> None:
+        one = make_task(**good_periodic(failure_count=1, last_start_at=at(2), last_end_at=at(3)))
+        retrying = make_type(num_retries=2)
+        assert "The last run failed;" in condition(one, retrying, at(3)).detail
+        two = one.updated(failure_count=2)
+        assert "The last 2 runs failed;" in condition(two, retrying, at(3)).detail

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from . import policy, validation
@@ -129,6 +129,18 @@ def schedule_kind(values: Mapping[str, Any]) -> ScheduleKind:
     return ScheduleKind.ADAPTIVE
 
 
+def default_cron_max_duration(
+    fields: Mapping[str, Any], task_type: TaskType, now: datetime
+) -> timedelta:
+    """The time a cron firing has to finish when none is given: the task's
+    (else its type's) ``max_allowed_duration``, else the shortest gap between
+    two firings over the next year (a run should end before the next one)."""
+    allowed = fields.get("max_allowed_duration") or task_type.max_allowed_duration
+    if allowed is not None:
+        return allowed
+    return policy.shortest_cron_gap(fields["cron"], fields.get("tz", "UTC"), now)
+
+
 def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: datetime) -> Task:
     """A new task (no id) with its first start times computed by the policy engine."""
     unknown = sorted(set(values) - set(TASK_FIELDS))
@@ -178,7 +190,7 @@ def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: date
     elif interval is not None:
         raise InvalidInput("interval", f"does not apply to a {kind} task (use period or cron)")
     if kind is ScheduleKind.CRON and "cron_max_duration" not in fields:
-        raise InvalidInput("cron_max_duration", "is required for a cron task")
+        fields["cron_max_duration"] = default_cron_max_duration(fields, task_type, now)
     requested = (
         now
         if _blank(values.get("next_run"))

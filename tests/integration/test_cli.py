@@ -307,3 +307,20 @@ def test_a_type_without_description_lists_as_its_name(run, registered) -> None: 
     assert "" not in listing  # no empty description line
     verbose = ok(run("task-type", "list", "-v", "-t", "bare")).splitlines()
     assert verbose[1] == "bare: x.bare" and verbose[2].startswith("  queue:")
+
+
+def test_cron_without_a_duration_bound_gets_its_shortest_gap(run, registered) -> None:  # type: ignore[no-untyped-def]
+    """``--cron`` alone: the firing has until the next one (the shortest gap
+    over a year), or the max_allowed_duration when one is given."""
+    daily = json.loads(ok(run("task", "add", "sleep", "a=1", "--cron", "0 3 * * *", "--json")))
+    quarter = json.loads(ok(run("task", "add", "sleep", "a=2", "--cron", "*/15 * * * *", "--json")))
+    bounded = json.loads(
+        ok(
+            run(
+                "task", "add", "sleep", "a=3", "--cron", "0 3 * * *",
+                "--max-allowed-duration", "2h", "--json",
+            )
+        )
+    )  # fmt: skip
+    durations = [t[0]["cron_max_duration"] for t in (daily, quarter, bounded)]
+    assert durations == [86400.0, 900.0, 7200.0], durations

@@ -33,11 +33,11 @@ def body() -> dict[str, str]:
     return {"status": "eventful"}
 
 
-@app.task(name="bench.noop")
+@app.task(name="bench.noop", shared=False)
 def noop(*args: Any, **kwargs: Any) -> dict[str, str]:
     return body()
 
 
-@app.task(name="bench.guarded", base=SchedulerTask)
+@app.task(name="bench.guarded", base=SchedulerTask, shared=False)
 def guarded(*args: Any, **kwargs: Any) -> dict[str, str]:
     return body()

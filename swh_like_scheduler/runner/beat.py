@@ -92,6 +92,9 @@ class RunnerScheduler(Scheduler):
         self._stop = threading.Event()
         self._waker: Waker = waker_for(self._store.engine, self._stop)
         tune_interpreter()  # beat owns its process
+        #: a step is running (close() may be called from a signal handler then)
+        self._stepping = False
+        self._closed = False
         super().__init__(app, *args, **kwargs)
         self._loop = RunnerLoop(
             self._store,
@@ -108,11 +111,24 @@ class RunnerScheduler(Scheduler):
         """One step of the runner's loop, then the wait it asks for, which a
         wake-up cuts short; beat then ticks again at once (0 returned: its
         own sleep cannot be woken). SIGTERM/SIGINT interrupt the wait."""
-        self._waker.wait(self._loop.step())
+        self._stepping = True
+        try:
+            wait = self._loop.step()
+        finally:
+            self._stepping = False
+        self._waker.wait(wait)
         return 0.0
 
     def close(self) -> None:
+        """Release the monitor lock and the database. Celery also calls this
+        from its SIGTERM/SIGINT handler, which may interrupt a step inside a
+        transaction (on SQLite, a second write would wait for that one's
+        lock for ever): then only the wait is cut short, and the call Celery
+        makes once the step has unwound does the rest."""
         self._stop.set()
+        if self._stepping or self._closed:
+            return
+        self._closed = True
         try:
             self._loop.close()
         finally:

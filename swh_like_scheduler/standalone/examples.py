@@ -1,4 +1,10 @@
-"""The installed task types, and a few example tasks that run within a minute.
+"""The installed task types, and a demo mix of example tasks.
+
+About 300 tasks of the three shipped types, with every kind of schedule
+(adaptive, periodic, cron, one-shot), some failing now and then, a high
+priority class, and more work than the demo's workers can do: within two
+minutes a newcomer sees deadlines missed, WARNING and ERROR conditions with
+their reasons, retries and back-pressure.
 
 Task types come from the ``swh.workers`` entry points, exactly as
 ``swh scheduler task-type register`` creates them. Example tasks are built
@@ -8,6 +14,7 @@ the policy engine's validation like any task a user adds.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,65 +49,114 @@ def register_task_types(store: SchedulerStore) -> list[str]:
     return created
 
 
+#: seed of the demo's mix: every first run of ``standalone`` shows the same
+DEMO_SEED = 2026
+
+
 def _sleep_examples(now: datetime) -> list[dict[str, Any]]:
-    soon = (now + timedelta(seconds=10)).isoformat()
-    return [
-        # adaptive: every minute (the type's shortest interval), backing off
-        # when uneventful; one of them fails now and then
-        {"key": "sleep-adaptive-a", "interval": "1 min", "kwargs": {"duration": 2}},
-        {
-            "key": "sleep-adaptive-b",
-            "interval": "1 min",
-            "next_run": soon,
-            "kwargs": {"duration": 1, "failure_rate": 0.3, "eventful_rate": 0.5},
-        },
-        # periodic: at most once per period, at least `cooldown` apart
-        {
-            "key": "sleep-periodic-20s",
-            "period": "20 s",
-            "cooldown": "10 s",
-            "kwargs": {"duration": 1},
-        },
-        {
-            "key": "sleep-periodic-30s-flaky",
-            "period": "30 s",
-            "cooldown": "15 s",
-            "kwargs": {"duration": 3, "failure_rate": 0.5},
-        },
-        {
-            "key": "sleep-periodic-45s-cpu",
-            "period": "45 s",
-            "cooldown": "30 s",
-            "kwargs": {"duration": 2, "cpu": True},
-        },
-        # cron: every minute, to be done within 30 s of each firing
-        {
-            "key": "sleep-cron-every-minute",
-            "cron": "* * * * *",
-            "cron_max_duration": "30 s",
-            "kwargs": {"duration": 2},
-        },
-    ]
+    """About 280 sleep tasks: more work than the demo's two worker slots can
+    do, so deadlines are missed and conditions move within two minutes."""
+    rng = random.Random(DEMO_SEED)
+
+    def spread(seconds: float) -> str:  # a first run within the next ``seconds``
+        return (now + timedelta(seconds=round(rng.uniform(0, seconds)))).isoformat()
+
+    def work(failing: float = 0.0) -> dict[str, Any]:
+        return {
+            "duration": round(rng.uniform(0.3, 2.5), 1),
+            "failure_rate": rng.choice([0.0, 0.0, 0.0, failing]),
+            "eventful_rate": 0.5,
+        }
+
+    tasks: list[dict[str, Any]] = []
+    # adaptive: every 1-3 minutes, backing off while nothing changes
+    for n in range(120):
+        interval = rng.choice(["1 min", "2 min", "3 min"])
+        tasks.append(
+            {"key": f"sleep-adaptive-{n}", "interval": interval, "next_run": spread(60)}
+            | {"kwargs": work(failing=0.3)}
+        )
+    # periodic: fresh within the period, runs at least `cooldown` apart
+    for n in range(60):
+        period = rng.choice([30, 60, 120])
+        tasks.append(
+            {
+                "key": f"sleep-periodic-{n}",
+                "period": f"{period} s",
+                "cooldown": f"{period // 2} s",
+                "kwargs": work(failing=0.5),
+            }
+        )
+    # cron: every minute or two, each firing to be done within 45 s
+    for n in range(30):
+        tasks.append(
+            {
+                "key": f"sleep-cron-{n}",
+                "cron": rng.choice(["* * * * *", "*/2 * * * *"]),
+                "cron_max_duration": "45 s",
+                "kwargs": work(),
+            }
+        )
+    # high priority: dispatched before the normal class whatever their deadlines
+    for n in range(10):
+        tasks.append(
+            {
+                "key": f"sleep-high-{n}",
+                "interval": "1 min",
+                "priority": "high",
+                "kwargs": {"duration": 0.5, "eventful_rate": 1.0},
+            }
+        )
+    # a burst of one-shot jobs over the next 90 s, each due within 30 s
+    for n in range(60):
+        tasks.append(
+            {
+                "key": f"sleep-oneshot-{n}",
+                "policy": "oneshot",
+                "next_run": spread(90),
+                "max_delay": "30 s",
+                "kwargs": work(failing=0.2),
+            }
+        )
+    return tasks
 
 
 def _notify_examples(now: datetime) -> list[dict[str, Any]]:
+    """Twenty notifications at instants over the next two minutes (seed 004)."""
     return [
         {
-            "key": "notify-in-30s",
+            "key": f"notify-{n}",
             "policy": "oneshot",
-            "next_run": (now + timedelta(seconds=30)).isoformat(),
+            "next_run": (now + timedelta(seconds=6 * n + 5)).isoformat(),
             "max_delay": "1 min",
             "kwargs": {
                 "queue": NOTIFICATION_QUEUE,
-                "payload": {"message": "hello from swh scheduler standalone"},
-                "key": f"{KEY_PREFIX}notify-in-30s",
+                "payload": {"message": f"reminder {n} from swh scheduler standalone"},
+                "key": f"{KEY_PREFIX}notify-{n}",
             },
         }
+        for n in range(20)
     ]
 
 
+def _check_page_examples(now: datetime) -> list[dict[str, Any]]:
+    """A few pages to watch; one is unreachable on purpose (its runs fail and
+    its retries wait their turn)."""
+    urls = [
+        "https://www.softwareheritage.org/",
+        "https://docs.celeryq.dev/",
+        "https://example.org/",
+        "http://127.0.0.1:9/unreachable",
+    ]
+    return [{"key": f"check-page-{n}", "args": [url]} for n, url in enumerate(urls)]
+
+
 #: example builders per task type (types not installed get none)
-EXAMPLES = {"sleep": _sleep_examples, "notify": _notify_examples}
+EXAMPLES = {
+    "sleep": _sleep_examples,
+    "notify": _notify_examples,
+    "check-page": _check_page_examples,
+}
 
 
 def example_tasks(types: Mapping[str, TaskType], now: datetime) -> list[Task]:

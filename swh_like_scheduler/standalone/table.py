@@ -34,6 +34,9 @@ from ..store import SchedulerStore, TaskFilter
 #: looked at again: a run is stamped (scheduled, ended) before the
 #: transaction that records it commits.
 MARGIN = timedelta(seconds=30)
+#: The dispatched rate is averaged over this long (the runner dispatches in
+#: bursts, one pass at a time: between two refreshes the rate is mostly 0)
+RATE_WINDOW = timedelta(seconds=60)
 #: Failed runs remembered per task type.
 ERRORS_KEPT = 3
 #: Recent runs read per changed task.
@@ -73,7 +76,8 @@ class TypeRow:
     ok: int = 0
     warning: int = 0
     error: int = 0
-    #: runs dispatched per second since the previous snapshot (None: first one)
+    #: runs dispatched per second over the last :data:`RATE_WINDOW` (or since
+    #: the first snapshot, when younger; None: the first one)
     dispatched_per_s: float | None = None
     #: runs ended since the first snapshot, by outcome
     eventful: int = 0
@@ -93,6 +97,9 @@ class Snapshot:
     #: the instant that made them count (forgotten after 2 x MARGIN)
     dispatched_seen: Mapping[str, datetime] = field(default_factory=dict)
     ended_seen: Mapping[str, datetime] = field(default_factory=dict)
+    #: (start, end, runs dispatched per type) of each interval between two
+    #: snapshots within :data:`RATE_WINDOW`, oldest first
+    dispatch_history: tuple[tuple[datetime, datetime, Mapping[str, int]], ...] = ()
 
     def row(self, name: str) -> TypeRow | None:
         return next((r for r in self.rows if r.type == name), None)
@@ -191,7 +198,15 @@ def snapshot(store: SchedulerStore, now: datetime, previous: Snapshot | None = N
                 )
                 errors[task.type][f"{task.id}@{run.ended.isoformat()}"] = line
 
-    elapsed = (now - previous.taken_at).total_seconds() if previous is not None else 0.0
+    history: tuple[tuple[datetime, datetime, Mapping[str, int]], ...] = ()
+    if previous is not None:
+        recent = tuple(h for h in previous.dispatch_history if h[0] >= now - RATE_WINDOW)
+        history = (*recent, (previous.taken_at, now, dict(dispatched)))
+    elapsed = (now - history[0][0]).total_seconds() if history else 0.0
+    in_window: dict[str, int] = {}
+    for _, _, per_type in history:
+        for name, count in per_type.items():
+            in_window[name] = in_window.get(name, 0) + count
     before = {r.type: r for r in previous.rows} if previous is not None else {}
     rows = []
     for name in sorted(types):
@@ -208,14 +223,14 @@ def snapshot(store: SchedulerStore, now: datetime, previous: Snapshot | None = N
                 ok=c.get("ok", 0),
                 warning=c.get("warning", 0),
                 error=c.get("error", 0),
-                dispatched_per_s=(dispatched.get(name, 0) / elapsed) if elapsed > 0 else None,
+                dispatched_per_s=(in_window.get(name, 0) / elapsed) if elapsed > 0 else None,
                 eventful=old.eventful + c.get("eventful", 0),
                 uneventful=old.uneventful + c.get("uneventful", 0),
                 failed=old.failed + c.get("failed", 0),
                 last_errors=tuple(kept[:ERRORS_KEPT]),
             )
         )
-    return Snapshot(now, tuple(rows), dispatched_seen, ended_seen)
+    return Snapshot(now, tuple(rows), dispatched_seen, ended_seen, history)
 
 
 # --------------------------------------------------------------------------- #

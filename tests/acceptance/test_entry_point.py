@@ -48,7 +48,7 @@ def test_first_use_on_the_embedded_default(env: dict[str, str], tmp_path: Path) 
     added = swh("task", "add", "sleep", "duration=0.1", env=env)
     assert added.returncode == 0, added.stderr
     pending = swh("task", "list-pending", "sleep", env=env)
-    assert pending.stdout.startswith("Found 1 sleep tasks")
+    assert pending.stdout.startswith("Found 1 sleep task\n")
     refused = swh("task", "add", "sleep", "--tz", "Mars/Base", env=env)
     assert refused.returncode == 2
     assert refused.stderr.strip() == (

@@ -55,7 +55,7 @@ _counter = redis.Redis.from_url(os.environ.get("FAULT_COUNTER", "redis://127.0.0
 _prefix = os.environ.get("FAULT_PREFIX", "swh-fault")
 
 
-@app.task(name=PROBE_TASK, base=SchedulerTask, bind=True)
+@app.task(name=PROBE_TASK, base=SchedulerTask, bind=True, shared=False)
 def probe(self: SchedulerTask, index: int, duration: float = 0.0) -> dict[str, str]:
     _counter.hincrby(started_key(_prefix), str(index), 1)
     if duration:

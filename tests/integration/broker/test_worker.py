@@ -21,7 +21,7 @@ def test_a_real_worker_runs_every_message_exactly_once(
     lock = threading.Lock()
     name = f"swh_like_scheduler.tests.broker.record_{uuid.uuid4().hex}"
 
-    @app.task(name=name, bind=True)
+    @app.task(name=name, bind=True, shared=False)
     def record(self: Any, *args: Any, **kwargs: Any) -> dict[str, str]:
         with lock:
             executed.append((self.request.id, args, kwargs))

@@ -91,7 +91,7 @@ def build(broker_url: str, db_url: str, redis_url: str, ping: float) -> Celery:
             counter.rpush(refusals_key(self.request.id), str(grant.reason))
             super().on_start_refused(grant)
 
-    @app.task(name=TASK_NAME, base=CountingLeasedTask, bind=True)
+    @app.task(name=TASK_NAME, base=CountingLeasedTask, bind=True, shared=False)
     def leased(
         self: LeasedTask,
         *args: Any,
@@ -106,7 +106,7 @@ def build(broker_url: str, db_url: str, redis_url: str, ping: float) -> Celery:
         ``then`` seconds instead."""
         return work(self, duration, step, token, then)
 
-    @app.task(name=PLAIN_TASK, base=CountingTask, bind=True)
+    @app.task(name=PLAIN_TASK, base=CountingTask, bind=True, shared=False)
     def plain(
         self: SchedulerTask,
         *args: Any,
@@ -131,7 +131,7 @@ def build(broker_url: str, db_url: str, redis_url: str, ping: float) -> Celery:
             counter.incr(steps_key(backend_id))
         return {"status": "eventful"}
 
-    @app.task(name=LONG_RESULT_TASK, base=ResultEventTask, bind=True)
+    @app.task(name=LONG_RESULT_TASK, base=ResultEventTask, bind=True, shared=False)
     def long_result_task(self: ResultEventTask, status: str = "uneventful") -> dict[str, Any]:
         return long_result(status)
 

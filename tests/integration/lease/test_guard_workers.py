@@ -44,7 +44,6 @@ from listenertest import listener_thread, options, unique_queue_name
 pytestmark = [
     pytest.mark.postgresql,
     pytest.mark.redis,  # the tasks count what they do in Redis, whatever the broker
-    pytest.mark.filterwarnings("ignore::celery.exceptions.DuplicateTaskNameWarning"),
 ]
 
 

@@ -45,7 +45,6 @@ from celeryproc import kill_group, start_worker_process
 pytestmark = [
     pytest.mark.postgresql,
     pytest.mark.redis,  # the tasks count what they do in Redis, whatever the broker
-    pytest.mark.filterwarnings("ignore::celery.exceptions.DuplicateTaskNameWarning"),
 ]
 PING = 1.0
 #: what a loaded 2-core CI machine may add to a bound (scheduling, start-up)

@@ -33,7 +33,6 @@ from listenertest import Recorder, listener_thread, make_test_app, options, uniq
 pytestmark = [
     pytest.mark.postgresql,
     pytest.mark.redis,  # the leased tasks count in Redis, whatever the broker
-    pytest.mark.filterwarnings("ignore::celery.exceptions.DuplicateTaskNameWarning"),
 ]
 H = timedelta(hours=1)
 

@@ -57,7 +57,7 @@ def test_small_json_values_are_sent_as_they_are() -> None:
 def test_called_directly_it_just_runs() -> None:
     app = Celery("direct", set_as_current=False)
 
-    @app.task(base=ResultEventTask, bind=True, name="tests.direct")
+    @app.task(base=ResultEventTask, bind=True, name="tests.direct", shared=False)
     def direct(self: ResultEventTask, n: int) -> dict[str, Any]:
         return {"status": "eventful", "n": n, "called_directly": self.request.called_directly}
 

@@ -32,7 +32,6 @@ from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = [
     pytest.mark.postgresql,
-    pytest.mark.filterwarnings("ignore::celery.exceptions.DuplicateTaskNameWarning"),
 ]
 
 

@@ -49,7 +49,6 @@ from celeryproc import worker_process
 
 pytestmark = [
     pytest.mark.postgresql,
-    pytest.mark.filterwarnings("ignore::celery.exceptions.DuplicateTaskNameWarning"),
 ]
 HERE = Path(__file__).parent
 H = timedelta(hours=1)

@@ -31,8 +31,6 @@ from swh_like_scheduler.runner.wakeup import PostgresWaker, waker_for
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 
 H = timedelta(hours=1)
-# every test app registers the same recording task (same behaviour, keyed by queue)
-pytestmark = pytest.mark.filterwarnings("ignore::celery.exceptions.DuplicateTaskNameWarning")
 RECORD_TASK = "tests.runner.record"
 
 
@@ -57,7 +55,7 @@ def make_test_app(broker_url: str) -> Celery:
     )
     recorder_url = services.redis_url()
 
-    @app.task(name=RECORD_TASK, bind=True)
+    @app.task(name=RECORD_TASK, bind=True, shared=False)
     def record(self, *args: object, **kwargs: object) -> dict[str, str]:  # type: ignore[no-untyped-def]
         queue = self.request.delivery_info.get("routing_key") or "unknown"
         redis.Redis.from_url(recorder_url).rpush(executed_key(queue), self.request.id)

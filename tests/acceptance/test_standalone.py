@@ -296,7 +296,18 @@ def test_snapshot_of_the_examples(tmp_path: Path) -> None:
         assert set(register_task_types(store)) >= {"sleep", "notify"}
         assert register_task_types(store) == []
         created = create_examples(store, NOW)
-        assert len(created) >= 7
+        # the demo mix: a few hundred tasks of the three types, every kind of
+        # schedule, some set to fail, a high priority class
+        assert 250 <= len(created) <= 400
+        assert {t.type for t in created} == {"sleep", "notify", "check-page"}
+        assert {t.schedule_kind.value for t in created} == {
+            "adaptive",
+            "periodic",
+            "cron",
+            "oneshot",
+        }
+        assert any(t.kwargs.get("failure_rate") for t in created)
+        assert any(t.priority.value == "high" for t in created)
         assert create_examples(store, NOW) == []  # only in an empty database
         first = snapshot(store, NOW)
         sleep = first.row("sleep")

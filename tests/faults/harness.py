@@ -203,9 +203,7 @@ class Platform:
             ],
         )
 
-    def beat(
-        self, name: str = "beat", *, max_interval: float | None = 1.0
-    ) -> subprocess.Popen[bytes]:
+    def beat(self, name: str = "beat", *, max_interval: int | None = 1) -> subprocess.Popen[bytes]:
         """``celery beat -S swh``; ``max_interval`` ``None``: beat's default."""
         schedule = self.logs / f"{name}-schedule"
         command = [*CELERY, "beat", "-S", "swh", "-s", str(schedule), "--loglevel", "INFO"]

@@ -93,6 +93,25 @@ def test_a_runner_killed_between_claim_and_publish(
         check(running.outcome("runner SIGKILL after its claim", since=fault_ended, timeout=120))
 
 
+def test_three_runners_at_once_one_killed(postgres_url: str, counter_url: str, logs: Path) -> None:
+    """Three ``start-runner`` processes share tasks falling due over 10 s;
+    one is killed (SIGKILL) in the middle: the two others and its orphans'
+    re-publication cover everything, and no task runs twice."""
+    with platform(postgres_url, counter_url, counter_url, logs) as running:
+        count = scale(600, 6000)
+        running.create_tasks(count, spread=10.0, duration=0.01)
+        running.listener()
+        running.worker()
+        for name in ("runner-a", "runner-b", "runner-c"):
+            running.runner(name)
+        running.wait_done(count // 4)
+        running.kill("runner-b")
+        fault_ended = time.monotonic()
+        row = running.outcome("three runners, one SIGKILL", since=fault_ended, timeout=120)
+        assert running.alive("runner-a") and running.alive("runner-c")
+        check(row)
+
+
 def test_postgres_restarts_under_runner_listener_and_beat(
     private_postgres: PrivatePostgres, counter_url: str, logs: Path
 ) -> None:

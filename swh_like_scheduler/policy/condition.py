@@ -196,6 +196,13 @@ def condition(
             )
     else:
         earliest = max(now, times.can_start_by)
+        if earliest + avg > finish_by and not avg:
+            return _report(
+                Reason.LIKELY_LATE,
+                f"It cannot start before {when(earliest)}, "
+                f"{fmt_duration(earliest - finish_by)} after it should be done "
+                f"({when(finish_by)}).",
+            )
         if earliest + avg > finish_by:
             return _report(
                 Reason.LIKELY_LATE,

@@ -163,18 +163,17 @@ def start_runner(
         signal.signal(sig, lambda *_: stop.set())
     waker = waker_for(cli.store.engine, stop)
     try:
-        loop.run(
+        steps = loop.RunnerLoop(
             cli.store,
             app,
-            waker,
             period=period,
-            stop=stop,
             types=type_list,
             priorities=chosen,
             workers=LiveWorkers(app),
             monitor=settings,
             claimers=claimers,
         )
+        loop.run(steps, waker, stop=stop)
     finally:
         waker.close()
 

@@ -75,6 +75,7 @@ GAP_HORIZON = timedelta(days=367)
 #: that in the horizon is examined over those and around each change of the
 #: zone's UTC offset (the only place a gap can differ from the wall-clock one)
 GAP_FIRINGS = 5_000
+_DAY = timedelta(days=1)
 
 
 def shortest_cron_gap(expr: str, tz: str | tzinfo, after: datetime) -> timedelta:
@@ -104,9 +105,6 @@ def _shortest_gap(expr: str, zone: tzinfo, start: datetime) -> timedelta:
         first = next(later)
         shortest = next(later) - first
     return shortest
-
-
-_DAY = timedelta(days=1)
 
 
 def _firings(expr: str, zone: tzinfo, after: datetime) -> Iterator[datetime]:

@@ -132,51 +132,24 @@ class RunnerLoop:
             release(self.store, self.monitor)
 
 
-def run(
-    store: SchedulerStore,
-    app: Celery,
-    waker: Waker,
-    *,
-    period: float,
-    stop: threading.Event,
-    types: Sequence[str] | None = None,
-    priorities: Sequence[Priority] | None = None,
-    clock: Callable[[], datetime] = utcnow,
-    on_pass: Callable[[PassReport], None] | None = None,
-    workers: LiveWorkers | None = None,
-    republish_after: timedelta | None = None,
-    monitor: MonitorSettings | None = None,
-    claimers: int = CLAIMERS,
-) -> None:
-    """Step after step (:class:`RunnerLoop`) until ``stop`` is set; between
-    steps, sleep until the next task is ready (at most ``period``) or a
-    wake-up (a new task, a task rescheduled soon) cuts the sleep short."""
+def run(steps: RunnerLoop, waker: Waker, *, stop: threading.Event) -> None:
+    """Step after step of ``steps`` until ``stop`` is set; between steps,
+    sleep until the next task is ready (at most the loop's period) or a
+    wake-up (a new task, a task rescheduled soon) cuts the sleep short. The
+    monitor's lock is given back when the loop stops."""
     logger.info(
         "runner started: types=%s priorities=%s period=%ss monitor=%s",
-        ",".join(types) if types else "all",
-        ",".join(priorities) if priorities else "all",
-        period,
-        "on" if monitor is not None else "off",
-    )
-    loop = RunnerLoop(
-        store,
-        app,
-        period=period,
-        types=types,
-        priorities=priorities,
-        clock=clock,
-        on_pass=on_pass,
-        workers=workers,
-        republish_after=republish_after,
-        monitor=monitor,
-        claimers=claimers,
+        ",".join(steps.types) if steps.types else "all",
+        ",".join(steps.priorities) if steps.priorities else "all",
+        steps.period,
+        "on" if steps.monitor is not None else "off",
     )
     try:
         while not stop.is_set():
-            wait = loop.step()
+            wait = steps.step()
             if stop.is_set():
                 break
             waker.wait(wait)
     finally:
-        loop.close()
+        steps.close()
     logger.info("runner stopped")

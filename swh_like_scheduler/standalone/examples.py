@@ -73,8 +73,12 @@ def _sleep_examples(now: datetime) -> list[dict[str, Any]]:
     for n in range(120):
         interval = rng.choice(["1 min", "2 min", "3 min"])
         tasks.append(
-            {"key": f"sleep-adaptive-{n}", "interval": interval, "next_run": spread(60)}
-            | {"kwargs": work(failing=0.3)}
+            {
+                "key": f"sleep-adaptive-{n}",
+                "interval": interval,
+                "next_run": spread(60),
+                "kwargs": work(failing=0.3),
+            }
         )
     # periodic: fresh within the period, runs at least `cooldown` apart
     for n in range(60):

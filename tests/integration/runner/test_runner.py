@@ -286,8 +286,8 @@ def test_database_down_the_loop_keeps_running() -> None:
     waker = waker_for(store.engine, stop)
     thread = threading.Thread(
         target=loop.run,
-        args=(store, app, waker),
-        kwargs={"period": 0.1, "stop": stop, "on_pass": on_pass},
+        args=(loop.RunnerLoop(store, app, period=0.1, on_pass=on_pass), waker),
+        kwargs={"stop": stop},
     )
     thread.start()
     thread.join(timeout=60)
@@ -305,8 +305,8 @@ def test_new_ready_task_wakes_the_runner(pg_store: SQLAlchemyStore) -> None:
     waker = waker_for(pg_store.engine, stop)
     thread = threading.Thread(
         target=loop.run,
-        args=(pg_store, app, waker),
-        kwargs={"period": 60, "stop": stop, "on_pass": passes.append},
+        args=(loop.RunnerLoop(pg_store, app, period=60, on_pass=passes.append), waker),
+        kwargs={"stop": stop},
     )
     try:
         thread.start()
@@ -348,8 +348,8 @@ def test_an_outcome_that_makes_a_task_ready_soon_wakes_the_runner(
     waker = waker_for(pg_store.engine, stop)
     thread = threading.Thread(
         target=loop.run,
-        args=(pg_store, app, waker),
-        kwargs={"period": 60, "stop": stop, "on_pass": passes.append},
+        args=(loop.RunnerLoop(pg_store, app, period=60, on_pass=passes.append), waker),
+        kwargs={"stop": stop},
     )
     now = datetime.now(tz=UTC)
     [created] = pg_store.create_tasks(
@@ -408,7 +408,8 @@ def test_the_runner_outlives_its_listen_connection(pg_store: SQLAlchemyStore) ->
 
     def run() -> None:
         try:
-            loop.run(pg_store, app, waker, period=60, stop=stop, on_pass=passes.append)
+            steps = loop.RunnerLoop(pg_store, app, period=60, on_pass=passes.append)
+            loop.run(steps, waker, stop=stop)
         except BaseException as error:  # the runner died: the test says so
             errors.append(error)
 

@@ -360,11 +360,6 @@ class Task:
     def arguments_hash(self) -> str:
         return self._arguments_hash
 
-    @property
-    def arguments_size(self) -> int:
-        """Bytes of the arguments' canonical JSON."""
-        return self._arguments_size
-
     def check_arguments_size(self, limit: int | None) -> None:
         """Refuse arguments whose JSON is longer than ``limit`` bytes (the
         ``max_argument_bytes`` setting; ``None``: no limit)."""

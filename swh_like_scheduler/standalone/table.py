@@ -97,9 +97,10 @@ class Snapshot:
     #: the instant that made them count (forgotten after 2 x MARGIN)
     dispatched_seen: Mapping[str, datetime] = field(default_factory=dict)
     ended_seen: Mapping[str, datetime] = field(default_factory=dict)
-    #: (start, end, runs dispatched per type) of each interval between two
-    #: snapshots within :data:`RATE_WINDOW`, oldest first
-    dispatch_history: tuple[tuple[datetime, datetime, Mapping[str, int]], ...] = ()
+    #: (start, runs dispatched per type) of each interval between two
+    #: snapshots within :data:`RATE_WINDOW`, oldest first (each ends where
+    #: the next starts, the last at ``taken_at``)
+    dispatch_history: tuple[tuple[datetime, Mapping[str, int]], ...] = ()
 
     def row(self, name: str) -> TypeRow | None:
         return next((r for r in self.rows if r.type == name), None)
@@ -198,13 +199,13 @@ def snapshot(store: SchedulerStore, now: datetime, previous: Snapshot | None = N
                 )
                 errors[task.type][f"{task.id}@{run.ended.isoformat()}"] = line
 
-    history: tuple[tuple[datetime, datetime, Mapping[str, int]], ...] = ()
+    history: tuple[tuple[datetime, Mapping[str, int]], ...] = ()
     if previous is not None:
         recent = tuple(h for h in previous.dispatch_history if h[0] >= now - RATE_WINDOW)
-        history = (*recent, (previous.taken_at, now, dict(dispatched)))
+        history = (*recent, (previous.taken_at, dict(dispatched)))
     elapsed = (now - history[0][0]).total_seconds() if history else 0.0
     in_window: dict[str, int] = {}
-    for _, _, per_type in history:
+    for _, per_type in history:
         for name, count in per_type.items():
             in_window[name] = in_window.get(name, 0) + count
     before = {r.type: r for r in previous.rows} if previous is not None else {}

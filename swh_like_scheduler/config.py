@@ -42,6 +42,10 @@ class Settings:
     broker_url: str | None = None
     #: JSON bytes of one task's arguments beyond which a new task is refused
     max_argument_bytes: int = MAX_ARGUMENT_BYTES
+    #: bearer tokens of the HTTP API (``SECRET:rw`` / ``SECRET:ro`` entries)
+    api_tokens: tuple[str, ...] = ()
+    #: the HTTP API lets reads through without a token
+    api_open_reads: bool = False
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -82,9 +86,19 @@ def load_settings(
     limit = max_argument_bytes or from_file.get("max_argument_bytes") or MAX_ARGUMENT_BYTES
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidInput("max_argument_bytes", f"{limit!r} is not a positive number of bytes")
+    tokens = from_file.get("api_tokens", ())
+    if isinstance(tokens, str):
+        tokens = tuple(tokens.split(","))
+    if not isinstance(tokens, list | tuple) or not all(isinstance(t, str) for t in tokens):
+        raise InvalidInput("api_tokens", "must be a list of 'SECRET:rw' / 'SECRET:ro' strings")
+    open_reads = from_file.get("api_open_reads", False)
+    if not isinstance(open_reads, bool):
+        raise InvalidInput("api_open_reads", f"{open_reads!r} is not true or false")
     return Settings(
         db_url=url or default_db_url(),
         db_is_default=not url,
         broker_url=broker_url or from_file.get("broker_url"),
         max_argument_bytes=limit,
+        api_tokens=tuple(tokens),
+        api_open_reads=open_reads,
     )

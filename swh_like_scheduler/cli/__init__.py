@@ -1,9 +1,10 @@
 """The ``swh scheduler`` command line (click)."""
 
-from . import db, listener, monitor, runner, standalone, task, task_type
+from . import api, db, listener, monitor, runner, standalone, task, task_type
 from .base import main, scheduler, swh
 
 __all__ = [
+    "api",
     "db",
     "listener",
     "main",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
-from typing import Any
 
 import humanize
 
+from ..jsonable import run_json, task_json
 from ..model import ScheduleKind, Task, TaskRun
+
+__all__ = ["run_json", "runs_table", "task_json", "task_lines", "when"]
 
 
 def when(instant: datetime | None, now: datetime) -> str:
@@ -59,18 +60,6 @@ def task_lines(task: Task, now: datetime) -> list[str]:
     lines.append("  Keyword args:")
     lines.extend(f"    {key}: {value!r}" for key, value in task.kwargs.items())
     return lines
-
-
-def task_json(task: Task) -> dict[str, Any]:
-    data = dataclasses.asdict(task)
-    del data["_arguments_hash"], data["_arguments_size"]
-    data["policy"] = task.policy.value
-    data["blackout_periods"] = [b.to_json() for b in task.blackout_periods]
-    return data
-
-
-def run_json(run: TaskRun) -> dict[str, Any]:
-    return dataclasses.asdict(run)
 
 
 def runs_table(runs: list[TaskRun]) -> list[str]:

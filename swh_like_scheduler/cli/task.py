@@ -10,7 +10,7 @@ from typing import IO, Any
 
 import click
 
-from .. import policy
+from .. import conditions, policy
 from ..builders import task_from_input
 from ..exceptions import InvalidInput, NotFound, UnknownTaskType
 from ..importer import FORMATS, guess_format, read_rows, tasks_from_rows
@@ -435,33 +435,13 @@ def status(
 ) -> None:
     """Conditions of the live and disabled tasks (one that gave up after its
     retries is in ERROR): how many are OK, WARNING or ERROR, per type."""
-    instant = now()
-    types = {t.type: t for t in cli.store.get_task_types()}
-    if task_type is not None and task_type not in types:
-        raise UnknownTaskType(task_type)
-    counts: dict[str, dict[str, int]] = {}
-    listed: list[tuple[Task, policy.ConditionReport]] = []
-    wanted = {"ERROR"} if show_level == "ERROR" else {"ERROR", "WARNING"}
-    # completed and cancelled tasks are OK by definition and only pile up
-    watched = [TaskStatus.WAITING, TaskStatus.SCHEDULED, TaskStatus.DISABLED]
-    criteria = TaskFilter(type=task_type, status=watched)
-    after = 0
-    while page := cli.store.search_tasks(criteria, after_id=after, limit=1000):
-        after = page[-1].id or 0
-        for item in page:
-            report = policy.condition(item, types[item.type], instant)
-            per_type = counts.setdefault(item.type, {"OK": 0, "WARNING": 0, "ERROR": 0})
-            per_type[report.level.value] += 1
-            if show_level and report.level.value in wanted and len(listed) < limit:
-                listed.append((item, report))
+    summary = conditions.summarise(
+        cli.store, now(), task_type=task_type, show=show_level, limit=limit
+    )
     if as_json:
-        emit_json(
-            {
-                "counts": counts,
-                "tasks": [{"id": t.id, "type": t.type, **r.to_dict()} for t, r in listed],
-            }
-        )
+        emit_json({k: v for k, v in summary.to_dict().items() if k != "now"})
         return
+    counts, listed = summary.counts, summary.tasks
     click.echo(f"{'TYPE':<24} {'OK':>9} {'WARNING':>9} {'ERROR':>9}")
     for name, per_type in sorted(counts.items()):
         click.echo(

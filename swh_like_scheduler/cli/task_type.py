@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import click
@@ -10,6 +9,7 @@ import click
 from ..builders import task_type_from_input
 from ..celery_factory import worker_registrations
 from ..exceptions import InvalidInput
+from ..jsonable import task_type_json
 from ..model import TaskType
 from .base import CliContext, emit_json, pass_cli, scheduler
 
@@ -40,12 +40,6 @@ def describe(tt: TaskType, verbose: bool) -> list[str]:
     ]
 
 
-def as_json(tt: TaskType) -> dict[str, Any]:
-    data = dataclasses.asdict(tt)
-    data["queue"] = tt.effective_queue
-    return data
-
-
 @task_type.command("list")
 @click.option("--verbose", "-v", is_flag=True, help="Show every setting of each type.")
 @click.option(
@@ -71,7 +65,7 @@ def list_types(
             raise InvalidInput("task-type", f"unknown task type {missing[0]!r}")
         types = [t for t in types if t.type in names]
     if as_json_output:
-        emit_json([as_json(t) for t in types])
+        emit_json([task_type_json(t) for t in types])
         return
     click.echo("Known task types:")
     for tt in types:

@@ -75,6 +75,25 @@ class ImportSummary:
 
 
 @dataclass(frozen=True)
+class ScheduleHealth:
+    """What :meth:`SchedulerStore.schedule_health` read: the figures of the
+    ``/health`` and ``/metrics`` endpoints."""
+
+    now: datetime
+    #: tasks per ``(type, status)``
+    tasks: dict[tuple[str, str], int]
+    #: per type with waiting tasks past their deadline (should_start_by):
+    #: the earliest such deadline
+    oldest_overdue: dict[str, datetime]
+    #: open runs (``scheduled``, ``started``) per ``(type, run status)``
+    open_runs: dict[tuple[str, str], int]
+    #: when the latest dispatch batch was claimed (a runner's last claim)
+    last_claim_at: datetime | None
+    #: the latest sign of life of a worker recorded by the listener
+    last_worker_seen_at: datetime | None
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a database engine can do, where PostgreSQL and SQLite differ."""
 
@@ -382,6 +401,14 @@ class SchedulerStore(Protocol):
         it after publishing a claim's messages; until then the claim's runs
         are *orphans* for :meth:`reclaim_unstarted_runs`. Marking a batch
         twice keeps the first time."""
+        ...
+
+    def schedule_health(self, *, now: datetime, counts: bool = True) -> ScheduleHealth:
+        """Figures that say whether the schedule keeps up, read with
+        aggregate queries (no per-task computation): the oldest overdue
+        waiting task per type, the last claim, the last worker sign of life
+        and, with ``counts``, tasks per type and status and open runs (left
+        empty without: those read whole tables)."""
         ...
 
     def unstarted_run_counts(self, *, task_types: Sequence[str] | None = None) -> dict[str, int]:

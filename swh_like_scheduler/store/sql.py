@@ -9,11 +9,12 @@ of :mod:`.sql_base`.
 
 from __future__ import annotations
 
+from .sql_health import HealthMethods
 from .sql_lease import LeaseMethods
 from .sql_monitor import MonitorMethods
 from .sql_runs import RunMethods
 from .sql_tasks import TaskMethods
 
 
-class SQLAlchemyStore(TaskMethods, RunMethods, MonitorMethods, LeaseMethods):
+class SQLAlchemyStore(TaskMethods, RunMethods, MonitorMethods, LeaseMethods, HealthMethods):
     """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite)."""

@@ -1,0 +1,9 @@
+"""The scheduler's HTTP API (``swh scheduler rpc-serve``): task types,
+tasks, runs, conditions, health and metrics over one store."""
+
+from __future__ import annotations
+
+from .app import ApiSettings, create_app
+from .auth import TOKENS_ENV, Access, Token, parse_tokens
+
+__all__ = ["TOKENS_ENV", "Access", "ApiSettings", "Token", "create_app", "parse_tokens"]

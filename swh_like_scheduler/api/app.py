@@ -1,0 +1,121 @@
+"""The HTTP API's application: ``create_app(store, settings)``.
+
+The caller owns the store (and closes it); nothing here reads the
+environment. Errors have one shape: 422 ``{"detail": [{"loc", "msg",
+"type"}]}`` naming the field for bad input (pydantic's and the scheduler's
+own :class:`InvalidInput` alike), ``{"detail": "..."}`` for the others (401,
+403, 404, 409, 413, 503). A store error is a 503 with its one-line cause,
+never a traceback."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from ..exceptions import Conflict, InvalidInput, NotFound, SchedulerError, StoreError
+from ..store import SchedulerStore
+from .auth import Token
+from .limits import BodyLimit
+
+logger = logging.getLogger(__name__)
+
+#: largest request body accepted (bytes)
+MAX_BODY_BYTES = 2_000_000
+
+
+def utcnow() -> datetime:
+    return datetime.now(tz=UTC)
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """How the API serves."""
+
+    tokens: tuple[Token, ...] = ()
+    #: reads need no token
+    open_reads: bool = False
+    max_body_bytes: int = MAX_BODY_BYTES
+    #: the Celery broker (revokes on cancel, reachability in /health)
+    broker_url: str | None = None
+
+
+@dataclass
+class ApiState:
+    """What every route reaches through ``request.app.state.api``."""
+
+    store: SchedulerStore
+    settings: ApiSettings
+    clock: Callable[[], datetime]
+    #: ``None`` when the broker answers, else why not (``None`` as a
+    #: whole: no broker configured)
+    broker_check: Callable[[], str | None] | None = None
+    #: revokes dispatched runs by backend id (``None`` when it worked, else
+    #: why not); ``None`` as a whole: cancelled runs are refused at start only
+    revoke: Callable[[Sequence[str]], str | None] | None = None
+
+
+def field_error(loc: list[str | int], message: str, kind: str = "value_error") -> JSONResponse:
+    return JSONResponse(
+        status_code=422, content={"detail": [{"loc": loc, "msg": message, "type": kind}]}
+    )
+
+
+def _invalid(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, InvalidInput)
+    where: list[str | int] = list(getattr(request.state, "error_prefix", ["body"]))
+    return field_error([*where, exc.field], exc.message)
+
+
+def _scheduler_error(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, Conflict):
+        return JSONResponse(status_code=409, content={"detail": str(exc)})
+    if isinstance(exc, NotFound):
+        return JSONResponse(status_code=404, content={"detail": str(exc)})
+    if isinstance(exc, InvalidInput):
+        return _invalid(request, exc)
+    if isinstance(exc, StoreError):
+        logger.error("%s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse(status_code=503, content={"detail": str(exc)})
+    logger.error("%s %s: %s", request.method, request.url.path, exc)
+    return JSONResponse(status_code=500, content={"detail": str(exc)})
+
+
+def _validation(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+        for e in exc.errors()
+    ]
+    return JSONResponse(status_code=422, content={"detail": errors})
+
+
+def create_app(
+    store: SchedulerStore,
+    settings: ApiSettings | None = None,
+    *,
+    clock: Callable[[], datetime] = utcnow,
+    broker_check: Callable[[], str | None] | None = None,
+    revoke: Callable[[Sequence[str]], str | None] | None = None,
+) -> FastAPI:
+    """The ASGI application serving ``store``."""
+    from . import routes_observe, routes_tasks, routes_types
+
+    settings = settings or ApiSettings()
+    app = FastAPI(
+        title="swh_like_scheduler",
+        summary="Recurring and one-shot Celery tasks kept fresh by deadline",
+        version="1",
+    )
+    app.state.api = ApiState(store, settings, clock, broker_check, revoke)
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(SchedulerError, _scheduler_error)
+    for module in (routes_types, routes_tasks, routes_observe):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    return app

@@ -1,0 +1,76 @@
+"""Bearer tokens of the HTTP API: ``SECRET:rw`` may read and write,
+``SECRET:ro`` may only read. Tokens are compared in constant time and never
+logged or echoed back."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import IntEnum
+
+from ..exceptions import InvalidInput
+
+#: environment variable holding the tokens (comma-separated entries)
+TOKENS_ENV = "SWH_SCHEDULER_API_TOKENS"
+#: shortest secret accepted: a guessable token is no protection
+MIN_SECRET = 16
+
+
+class Access(IntEnum):
+    """What a request may do (ordered: write implies read)."""
+
+    NONE = 0
+    READ = 1
+    WRITE = 2
+
+
+_MODES = {"ro": Access.READ, "rw": Access.WRITE}
+
+
+@dataclass(frozen=True)
+class Token:
+    secret: bytes
+    access: Access
+
+    def __repr__(self) -> str:  # never show the secret
+        return f"Token(access={self.access.name})"
+
+
+def parse_tokens(entries: str | Iterable[str], *, field: str = "api_tokens") -> tuple[Token, ...]:
+    """Tokens from ``SECRET:rw`` / ``SECRET:ro`` entries (a comma-separated
+    string or a list); a secret without a mode may write."""
+    items = entries.split(",") if isinstance(entries, str) else list(entries)
+    tokens = []
+    for number, raw in enumerate(items, start=1):
+        entry = str(raw).strip()
+        if not entry:
+            continue
+        secret, _, mode = entry.rpartition(":")
+        if not secret or mode not in _MODES:
+            secret, mode = entry, "rw"
+        if len(secret) < MIN_SECRET:
+            raise InvalidInput(
+                field,
+                f"token {number} is shorter than {MIN_SECRET} characters "
+                "(generate one: python -c 'import secrets; print(secrets.token_urlsafe())')",
+            )
+        tokens.append(Token(secret.encode(), _MODES[mode]))
+    return tuple(tokens)
+
+
+def access_of(tokens: Iterable[Token], authorization: str | None) -> Access:
+    """What the ``Authorization`` header grants (``Access.NONE``: no valid
+    bearer token). Every token is compared, so the time taken does not say
+    which one nearly matched."""
+    if not authorization:
+        return Access.NONE
+    scheme, _, given = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        return Access.NONE
+    offered = given.strip().encode()
+    granted = Access.NONE
+    for token in tokens:
+        if hmac.compare_digest(token.secret, offered):
+            granted = max(granted, token.access)
+    return granted

@@ -1,0 +1,43 @@
+"""What routes depend on: the API's state and the caller's access."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Header, HTTPException, Request
+
+from .app import ApiState
+from .auth import Access, access_of
+
+
+def api_state(request: Request) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state
+
+
+State = Annotated[ApiState, Depends(api_state)]
+
+
+def _needs(wanted: Access):  # type: ignore[no-untyped-def]
+    def check(
+        state: State,
+        authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    ) -> None:
+        if wanted is Access.READ and state.settings.open_reads:
+            return
+        granted = access_of(state.settings.tokens, authorization)
+        if granted is Access.NONE:
+            raise HTTPException(
+                status_code=401,
+                detail="a bearer token is required (Authorization: Bearer SECRET)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        if granted < wanted:
+            raise HTTPException(status_code=403, detail="this token may only read")
+
+    return Depends(check)
+
+
+#: route dependencies: the request may read / write
+READ = _needs(Access.READ)
+WRITE = _needs(Access.WRITE)

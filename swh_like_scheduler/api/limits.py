@@ -1,0 +1,73 @@
+"""A request body size limit, as an ASGI middleware: a declared
+``Content-Length`` over the limit is refused before anything is read; a
+body streamed without one is read up to the limit (413 past it) and then
+handed to the application whole."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class BodyLimit:
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    await _refuse(send, 400, "Content-Length is not a number")
+                    return
+                if declared > self.limit:
+                    await _refuse(send, 413, self._message())
+                    return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await _refuse(send, 413, self._message())
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Any:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: the disconnect, when it comes
+
+        await self.app(scope, replay, send)
+
+    def _message(self) -> str:
+        return f"request body larger than {self.limit} bytes"
+
+
+async def _refuse(send: Any, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,152 @@
+"""Observation: ``/runs/{backend_id}``, ``/conditions``, ``/health``, ``/metrics``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from .. import conditions
+from ..exceptions import NotFound, SchedulerError
+from ..jsonable import plain, run_json
+from ..store import SchedulerStore
+from .app import ApiState
+from .deps import READ, State
+
+router = APIRouter(tags=["observation"])
+
+
+@router.get("/runs/{backend_id}", dependencies=[READ])
+def get_run(state: State, backend_id: Annotated[str, Path(max_length=200)]) -> dict[str, Any]:
+    """A run by its Celery task id."""
+    found = state.store.get_task_run(backend_id)
+    if found is None:
+        raise NotFound(f"no run with backend id {backend_id!r}")
+    return plain(run_json(found))
+
+
+@router.get("/conditions", dependencies=[READ])
+def get_conditions(
+    state: State,
+    type: Annotated[str | None, Query(max_length=200)] = None,
+    show: Literal["ERROR", "WARNING"] | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 20,
+) -> dict[str, Any]:
+    """How many live and disabled tasks are OK, WARNING or in ERROR, per
+    type (``swh scheduler task status``), with up to ``limit`` tasks at
+    level ``show`` or worse. Reads every live task: for dashboards, not for
+    tight polling (``/metrics`` is cheap)."""
+    summary = conditions.summarise(
+        state.store, state.clock(), task_type=type, show=show, limit=limit
+    )
+    return summary.to_dict()
+
+
+def _age(state: ApiState, instant: Any) -> float | None:
+    return None if instant is None else (state.clock() - instant).total_seconds()
+
+
+@router.get("/health")
+def health(state: State) -> Response:
+    """200 when the database answers (and the broker, when one is
+    configured), 503 otherwise; with the last claim by a runner, the last
+    worker sign of life recorded by the listener and the oldest overdue
+    task per type. Open to all: no token needed."""
+    now = state.clock()
+    body: dict[str, Any] = {"status": "ok"}
+    try:
+        figures = state.store.schedule_health(now=now, counts=False)
+    except SchedulerError as error:
+        body.update(status="unavailable", database={"ok": False, "error": str(error)})
+        return JSONResponse(status_code=503, content=body)
+    body["database"] = {"ok": True}
+    if state.broker_check is not None:
+        problem = state.broker_check()
+        body["broker"] = {"ok": problem is None, "error": problem}
+        if problem is not None:
+            body["status"] = "degraded"
+    body.update(
+        last_claim_at=plain(figures.last_claim_at),
+        last_claim_age_seconds=_age(state, figures.last_claim_at),
+        last_worker_seen_at=plain(figures.last_worker_seen_at),
+        last_worker_seen_age_seconds=_age(state, figures.last_worker_seen_at),
+        oldest_overdue_seconds={
+            name: (now - deadline).total_seconds()
+            for name, deadline in figures.oldest_overdue.items()
+        },
+    )
+    return JSONResponse(status_code=200 if body["status"] == "ok" else 503, content=body)
+
+
+class ScheduleCollector(Collector):
+    """The store's schedule-health figures as Prometheus gauges, read at
+    each scrape."""
+
+    def __init__(self, store: SchedulerStore, state: ApiState) -> None:
+        self.store, self.state = store, state
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        started = time.perf_counter()
+        now = self.state.clock()
+        figures = self.store.schedule_health(now=now)
+        tasks = GaugeMetricFamily(
+            "swh_scheduler_tasks", "Tasks per type and status", labels=["type", "status"]
+        )
+        for (name, status), count in sorted(figures.tasks.items()):
+            tasks.add_metric([name, status], count)
+        yield tasks
+        overdue = GaugeMetricFamily(
+            "swh_scheduler_oldest_overdue_seconds",
+            "Seconds past its deadline (should_start_by) of the oldest waiting task, per type",
+            labels=["type"],
+        )
+        for name in sorted({t for t, _ in figures.tasks} | set(figures.oldest_overdue)):
+            deadline = figures.oldest_overdue.get(name)
+            overdue.add_metric(
+                [name], 0.0 if deadline is None else (now - deadline).total_seconds()
+            )
+        yield overdue
+        runs = GaugeMetricFamily(
+            "swh_scheduler_runs_open",
+            "Runs scheduled (published, not started) or started, per type and status",
+            labels=["type", "status"],
+        )
+        for (name, status), count in sorted(figures.open_runs.items()):
+            runs.add_metric([name, status], count)
+        yield runs
+        for metric, instant, text in (
+            (
+                "swh_scheduler_last_claim_age_seconds",
+                figures.last_claim_at,
+                "a runner's last claim",
+            ),
+            (
+                "swh_scheduler_last_worker_seen_age_seconds",
+                figures.last_worker_seen_at,
+                "a worker's last sign of life recorded by the listener",
+            ),
+        ):
+            if instant is not None:
+                yield GaugeMetricFamily(
+                    metric, f"Seconds since {text}", value=(now - instant).total_seconds()
+                )
+        yield GaugeMetricFamily(
+            "swh_scheduler_scrape_seconds",
+            "Seconds the database took to answer this scrape",
+            value=time.perf_counter() - started,
+        )
+
+
+@router.get("/metrics", dependencies=[READ], response_class=Response)
+def metrics(state: State) -> Response:
+    """Prometheus text format: tasks per type and status, the oldest overdue
+    task per type, open runs, the age of the last claim and worker sign of life."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ScheduleCollector(state.store, state))
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

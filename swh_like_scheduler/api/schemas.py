@@ -1,0 +1,91 @@
+"""Request bodies of the HTTP API (pydantic): the shapes and JSON types,
+documented in the OpenAPI document. What a value means (a duration's text,
+a cron expression, a time zone) is checked by :mod:`..builders`, the same
+code as the command line's and the importer's, so every interface refuses
+the same input with the same message."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+
+#: most tasks one ``POST /tasks`` creates
+MAX_TASKS_PER_REQUEST = 1000
+
+#: seconds, or text: ``"90"``, ``"5 min"``, ``"1h30m"``, ``"3 days"``, ``"PT5M"``
+Duration = StrictInt | StrictFloat | StrictStr
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    def given(self) -> dict[str, Any]:
+        """The fields the client sent."""
+        return self.model_dump(exclude_unset=True)
+
+
+class BlackoutIn(Body):
+    start: StrictStr = Field(examples=["23:00"])
+    end: StrictStr = Field(examples=["01:00"])
+
+
+class TaskTypeIn(Body):
+    """A new task type (as ``swh scheduler task-type add``)."""
+
+    type: StrictStr = Field(min_length=1, max_length=200, examples=["load-git"])
+    backend_name: StrictStr = Field(min_length=1, max_length=500, examples=["swh.loader.git"])
+    description: StrictStr | None = None
+    queue: StrictStr | None = None
+    default_interval: Duration | None = None
+    min_interval: Duration | None = None
+    max_interval: Duration | None = None
+    backoff_factor: StrictFloat | StrictInt | None = None
+    max_queue_length: StrictInt | None = None
+    num_retries: StrictInt | None = None
+    retry_delay: Duration | None = None
+    retry_growth: StrictFloat | StrictInt | None = None
+    retry_cap: Duration | None = None
+    retry_jitter: Duration | None = None
+    max_expected_duration: Duration | None = None
+    max_allowed_duration: Duration | None = None
+    uses_lease: bool | None = None
+
+
+class TaskIn(Body):
+    """A new task (as ``swh scheduler task add``); the schedule kind comes
+    from ``kind``, else from the parameters given (``cron``, ``period``),
+    else from ``policy`` (recurring: adaptive)."""
+
+    type: StrictStr = Field(min_length=1, examples=["load-git"])
+    args: list[Any] | None = None
+    kwargs: dict[str, Any] | None = None
+    key: StrictStr | None = Field(default=None, min_length=1, max_length=500)
+    policy: Literal["recurring", "oneshot"] | None = None
+    kind: Literal["oneshot", "periodic", "cron", "adaptive"] | None = None
+    next_run: StrictStr | None = Field(
+        default=None, description="First allowed start, ISO 8601 (default: now)"
+    )
+    interval: Duration | None = None
+    period: Duration | None = None
+    cooldown: Duration | None = None
+    cron: StrictStr | None = None
+    cron_max_duration: Duration | None = None
+    max_delay: Duration | None = None
+    priority: Literal["high", "normal", "low"] | None = None
+    tz: StrictStr | None = None
+    blackout_periods: list[BlackoutIn] | None = None
+    dont_run_on_nodes: list[StrictStr] | None = None
+    max_expected_duration: Duration | None = None
+    max_allowed_duration: Duration | None = None
+    expected_duration: Duration | None = None
+
+
+class TasksIn(Body):
+    tasks: list[TaskIn] = Field(min_length=1, max_length=MAX_TASKS_PER_REQUEST)
+
+
+class RespawnIn(Body):
+    next_run: StrictStr | None = Field(
+        default=None, description="When the task may run, ISO 8601 (default: now)"
+    )

@@ -1,0 +1,101 @@
+"""``swh scheduler rpc-serve``: the HTTP API (swh-scheduler's command name)."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable, Sequence
+
+import click
+
+from ..config import ENV_PREFIX
+from ..exceptions import InvalidInput
+from .base import CliContext, pass_cli, scheduler
+
+logger = logging.getLogger(__name__)
+
+
+def broker_hooks(
+    broker_url: str,
+) -> tuple[Callable[[], str | None], Callable[[Sequence[str]], str | None]]:
+    """``(check, revoke)`` of the API over the Celery broker at ``broker_url``."""
+    from ..broker.connection import connection_scope, error_text
+    from ..broker.revoke import revoke_runs
+    from ..celery_factory import make_app
+
+    app = make_app(broker_url=broker_url, load_workers=False)
+
+    def check() -> str | None:
+        try:
+            with connection_scope(app, None):
+                return None
+        except Exception as exc:  # any transport error: the broker is out of reach
+            return error_text(exc)
+
+    def revoke(backend_ids: Sequence[str]) -> str | None:
+        return revoke_runs(app, list(backend_ids))
+
+    return check, revoke
+
+
+@scheduler.command("rpc-serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", "-p", default=5008, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--tokens",
+    envvar=f"{ENV_PREFIX}_API_TOKENS",
+    show_envvar=True,
+    help="Comma-separated bearer tokens, SECRET:rw (read and write) or SECRET:ro "
+    "(read only); default: api_tokens in the config file, else one generated "
+    "read-write token printed at start.",
+)
+@click.option(
+    "--open-reads/--no-open-reads",
+    default=None,
+    help="Let reads (GET) through without a token (default: api_open_reads in "
+    "the config file, else no).",
+)
+@click.option(
+    "--broker-url",
+    envvar=f"{ENV_PREFIX}_BROKER_URL",
+    show_envvar=True,
+    help="Celery broker: checked by /health, revokes on cancel (default: "
+    "broker_url in the config file; none: cancelled runs are refused at start).",
+)
+@click.option("--log-level", default="info", show_default=True)
+@pass_cli
+def rpc_serve(
+    cli: CliContext,
+    host: str,
+    port: int,
+    tokens: str | None,
+    open_reads: bool | None,
+    broker_url: str | None,
+    log_level: str,
+) -> None:
+    """Serve the scheduler over HTTP: task types, tasks, runs, conditions,
+    /health and /metrics, with an OpenAPI document at /openapi.json and
+    interactive docs at /docs."""
+    import uvicorn
+
+    from ..api import ApiSettings, create_app, parse_tokens
+
+    settings = cli.settings
+    entries = tokens if tokens is not None else settings.api_tokens
+    parsed = parse_tokens(entries or (), field="tokens" if tokens is not None else "api_tokens")
+    if not parsed:
+        generated = secrets.token_urlsafe(24)
+        parsed = parse_tokens([f"{generated}:rw"])
+        click.echo(f"API token (read-write, generated for this run): {generated}", err=True)
+    broker = broker_url or settings.broker_url
+    check, revoke = broker_hooks(broker) if broker else (None, None)
+    api = ApiSettings(
+        tokens=parsed,
+        open_reads=settings.api_open_reads if open_reads is None else open_reads,
+        broker_url=broker,
+    )
+    app = create_app(cli.store, api, broker_check=check, revoke=revoke)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    except SystemExit as exc:  # uvicorn exits when it cannot bind
+        raise InvalidInput("port", f"cannot serve on {host}:{port}") from exc

@@ -1,0 +1,61 @@
+"""The store's schedule-health figures (``/health``, ``/metrics``): counts
+and extremes read through indexes, never a task evaluated in Python."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from ..model import OPEN_RUN_STATUSES, Priority, TaskStatus
+from .interface import ScheduleHealth
+from .sql_base import SQLBase
+from .tables import dispatch_batch as batch_t
+from .tables import task as task_t
+from .tables import task_run as run_t
+from .tables import task_type as type_t
+from .tables import worker as worker_t
+
+
+class HealthMethods(SQLBase):
+    """:meth:`SchedulerStore.schedule_health`."""
+
+    def schedule_health(self, *, now: datetime, counts: bool = True) -> ScheduleHealth:
+        tasks = sa.select(task_t.c.type, task_t.c.status, sa.func.count()).group_by(
+            task_t.c.type, task_t.c.status
+        )
+        open_runs = (
+            sa.select(task_t.c.type, run_t.c.status, sa.func.count())
+            .select_from(run_t)
+            .join(task_t, task_t.c.id == run_t.c.task_id)
+            .where(run_t.c.status.in_([s.value for s in OPEN_RUN_STATUSES]))
+            .group_by(task_t.c.type, run_t.c.status)
+        )
+        with self._read("read schedule health") as conn:
+            names = list(conn.scalars(sa.select(type_t.c.type).order_by(type_t.c.type)))
+            overdue: dict[str, datetime] = {}
+            for name in names:
+                # per class: the first entry of the dispatch-order index
+                earliest = [
+                    conn.scalar(
+                        sa.select(sa.func.min(task_t.c.deadline)).where(
+                            task_t.c.type == name,
+                            task_t.c.priority == priority.value,
+                            task_t.c.status == TaskStatus.WAITING.value,
+                        )
+                    )
+                    for priority in Priority
+                ]
+                past = [d for d in earliest if d is not None and d < now]
+                if past:
+                    overdue[name] = min(past)
+            return ScheduleHealth(
+                now=now,
+                tasks={(t, s): n for t, s, n in conn.execute(tasks)} if counts else {},
+                oldest_overdue=overdue,
+                open_runs={(t, s): n for t, s, n in conn.execute(open_runs)} if counts else {},
+                last_claim_at=conn.scalar(sa.select(sa.func.max(batch_t.c.claimed_at))),
+                last_worker_seen_at=conn.scalar(
+                    sa.select(sa.func.max(worker_t.c.last_heartbeat_at))
+                ),
+            )

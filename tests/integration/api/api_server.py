@@ -1,0 +1,47 @@
+"""A real HTTP server (uvicorn, in a thread, on a free loopback port) over
+an app, for tests that talk to the API as a client does."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import uvicorn
+from waiting import wait_until
+
+WRITER = "writer-secret-0123456789"
+READER = "reader-secret-0123456789"
+
+
+class Clock:
+    """The API's clock, set by the test."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """The base URL of ``app`` served until the block ends."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, 10, "the API server to start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()

@@ -1,0 +1,235 @@
+"""The HTTP API over a real server, against SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from api_server import READER, WRITER, Clock, serving
+
+from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
+from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.model import TaskStatus, TaskType
+from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
+
+SLEEP_TASK = {"type": "sleep", "args": [1]}
+
+
+def detail(response: httpx.Response) -> Any:
+    return response.json()["detail"]
+
+
+def only_error(response: httpx.Response) -> tuple[list[Any], str]:
+    """``(loc, msg)`` of a 422 with one error."""
+    assert response.status_code == 422, response.text
+    (error,) = detail(response)
+    return error["loc"], error["msg"]
+
+
+# -- access -----------------------------------------------------------------
+
+
+def test_reads_and_writes_need_a_token(
+    anonymous: httpx.Client, reader: httpx.Client, sleep_type: TaskType
+) -> None:
+    refused = anonymous.get("/task-types")
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"] == "Bearer"
+    assert anonymous.post("/tasks", json={"tasks": [SLEEP_TASK]}).status_code == 401
+    wrong = anonymous.get("/tasks", headers={"Authorization": f"Bearer {WRITER}x"})
+    assert wrong.status_code == 401
+    assert reader.get("/task-types").json()[0]["type"] == "sleep"
+    read_only = reader.post("/tasks", json={"tasks": [SLEEP_TASK]})
+    assert read_only.status_code == 403
+    assert "only read" in detail(read_only)
+    assert anonymous.get("/health").status_code == 200  # open to probes
+
+
+def test_open_reads_let_gets_through_only(store: SQLAlchemyStore, clock: Clock) -> None:
+    settings = ApiSettings(tokens=parse_tokens([f"{WRITER}:rw"]), open_reads=True)
+    with (
+        serving(create_app(store, settings, clock=clock)) as url,
+        httpx.Client(base_url=url) as http,
+    ):
+        assert http.get("/task-types").status_code == 200
+        assert http.post("/task-types", json={"type": "x", "backend_name": "y"}).status_code == 401
+
+
+def test_tokens_are_checked_when_read() -> None:
+    with pytest.raises(InvalidInput, match="api_tokens: token 2 is shorter than 16"):
+        parse_tokens(f"{WRITER}:rw,short:ro")
+    (token,) = parse_tokens(f"{READER}:ro")
+    assert READER not in repr(token)
+
+
+# -- task types ---------------------------------------------------------------
+
+
+def test_task_types(client: httpx.Client) -> None:
+    body = {"type": "load-git", "backend_name": "loaders.git", "default_interval": "1 day"}
+    created = client.post("/task-types", json=body)
+    assert created.status_code == 201
+    assert created.json()["default_interval"] == 86400.0
+    assert client.get("/task-types/load-git").json()["queue"] == "loaders.git"
+    assert client.post("/task-types", json=body).status_code == 409
+    assert client.get("/task-types/nope").status_code == 404
+    bad = client.post("/task-types", json={**body, "type": "t2", "retry_delay": "soon"})
+    loc, msg = only_error(bad)
+    assert loc == ["body", "retry_delay"] and "'soon' is not a duration" in msg
+    assert [t["type"] for t in client.get("/task-types").json()] == ["load-git"]
+
+
+# -- tasks --------------------------------------------------------------------
+
+
+def test_bulk_create_is_all_or_none(
+    client: httpx.Client, store: SQLAlchemyStore, sleep_type: TaskType
+) -> None:
+    bad = client.post(
+        "/tasks", json={"tasks": [SLEEP_TASK, {"type": "sleep", "cron": "61 * * * *"}]}
+    )
+    loc, msg = only_error(bad)
+    assert loc == ["body", "tasks", 1, "cron"], msg
+    unknown = client.post("/tasks", json={"tasks": [SLEEP_TASK, {"type": "nope"}]})
+    assert only_error(unknown)[0] == ["body", "tasks", 1, "type"]
+    extra = client.post("/tasks", json={"tasks": [{"type": "sleep", "intervall": 5}]})
+    assert only_error(extra)[0] == ["body", "tasks", 0, "intervall"]
+    too_many = client.post("/tasks", json={"tasks": [SLEEP_TASK] * 1001})
+    assert only_error(too_many)[0] == ["body", "tasks"]
+    assert store.count_tasks() == 0
+    created = client.post(
+        "/tasks",
+        json={
+            "tasks": [
+                {"type": "sleep", "args": [1], "key": "k1", "interval": 3600},
+                {"type": "sleep", "kind": "cron", "cron": "0 3 * * *", "tz": "Europe/Paris"},
+                {"type": "sleep", "policy": "oneshot", "next_run": "2026-03-02T08:00:00Z"},
+            ]
+        },
+    )
+    assert created.status_code == 201, created.text
+    kinds = [t["schedule_kind"] for t in created.json()["tasks"]]
+    assert kinds == ["adaptive", "cron", "oneshot"]
+    assert store.count_tasks() == 3
+
+
+def test_a_key_with_another_definition_is_a_conflict(
+    client: httpx.Client, store: SQLAlchemyStore, sleep_type: TaskType
+) -> None:
+    first = client.post("/tasks", json={"tasks": [{**SLEEP_TASK, "key": "same"}]})
+    again = client.post("/tasks", json={"tasks": [{**SLEEP_TASK, "key": "same"}]})
+    assert first.json()["tasks"][0]["id"] == again.json()["tasks"][0]["id"]
+    other = client.post("/tasks", json={"tasks": [{"type": "sleep", "args": [2], "key": "same"}]})
+    assert other.status_code == 409
+    assert "same" in detail(other)
+    assert client.get("/tasks/by-key/same").json()["args"] == [1]
+    assert store.count_tasks() == 1
+
+
+def test_search_pages_by_id(client: httpx.Client, sleep_type: TaskType) -> None:
+    tasks = [{"type": "sleep", "args": [i]} for i in range(25)]
+    ids = [t["id"] for t in client.post("/tasks", json={"tasks": tasks}).json()["tasks"]]
+    client.post(f"/tasks/{ids[0]}/disable")
+    seen: list[int] = []
+    after: int | None = 0
+    while after is not None:
+        page = client.get("/tasks", params={"after_id": after, "limit": 10}).json()
+        seen.extend(t["id"] for t in page["tasks"])
+        after = page["next_after_id"]
+    assert seen == sorted(ids)
+    waiting = client.get("/tasks", params={"status": "waiting", "limit": 1000}).json()
+    assert len(waiting["tasks"]) == 24 and waiting["next_after_id"] is None
+    both = client.get("/tasks", params=[("status", "waiting"), ("status", "disabled")]).json()
+    assert len(both["tasks"]) == 25
+    loc, msg = only_error(client.get("/tasks", params={"next_run_before": "yesterday"}))
+    assert loc == ["query", "next_run_before"], msg
+    assert only_error(client.get("/tasks", params={"limit": 0}))[0] == ["query", "limit"]
+
+
+def test_actions(client: httpx.Client, store: SQLAlchemyStore, sleep_type: TaskType) -> None:
+    (task,) = client.post("/tasks", json={"tasks": [SLEEP_TASK]}).json()["tasks"]
+    path = f"/tasks/{task['id']}"
+    disabled = client.post(f"{path}/disable").json()
+    assert disabled["changed"] and disabled["task"]["status"] == "disabled"
+    assert client.post(f"{path}/disable").json()["changed"] is False
+    assert client.post(f"{path}/enable").json()["task"]["status"] == "waiting"
+    later = client.post(f"{path}/respawn", json={"next_run": "2030-01-01T00:00:00Z"}).json()
+    assert later["task"]["next_run"] == "2030-01-01T00:00:00+00:00"
+    assert client.post(f"{path}/cancel").json()["task"]["status"] == "cancelled"
+    (stored,) = store.get_tasks([task["id"]])
+    assert stored.status is TaskStatus.CANCELLED
+    assert client.post("/tasks/999999/cancel").status_code == 404
+    assert client.get("/tasks/0").status_code == 422
+    assert client.get(f"/tasks/{2**64}").status_code == 422
+
+
+def test_explain_runs_and_run(
+    client: httpx.Client, store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    (task,) = client.post("/tasks", json={"tasks": [SLEEP_TASK]}).json()["tasks"]
+    (claimed,) = store.claim_ready_tasks("sleep", now=now + timedelta(seconds=1), limit=10)
+    runs = client.get(f"/tasks/{task['id']}/runs").json()
+    assert [r["backend_id"] for r in runs] == [claimed.backend_id]
+    run = client.get(f"/runs/{claimed.backend_id}").json()
+    assert run["status"] == "scheduled" and run["task_id"] == task["id"]
+    assert client.get("/runs/nope").status_code == 404
+    explained = client.get(f"/tasks/{task['id']}/explain", params={"at": now.isoformat()}).json()
+    assert explained["condition"]["level"] == "OK"
+    assert only_error(client.get(f"/tasks/{task['id']}/explain", params={"at": "x"}))[0] == [
+        "query",
+        "at",
+    ]
+
+
+def test_conditions_and_metrics(
+    client: httpx.Client, store: SQLAlchemyStore, sleep_type: TaskType, clock: Clock
+) -> None:
+    tasks = [{"type": "sleep", "args": [i], "interval": "1h"} for i in range(3)]
+    client.post("/tasks", json={"tasks": tasks})
+    clock.now += timedelta(days=2)  # all three far past their deadline
+    summary = client.get("/conditions", params={"show": "ERROR"}).json()
+    assert summary["counts"] == {"sleep": {"OK": 0, "WARNING": 0, "ERROR": 3}}
+    assert {t["reason"] for t in summary["tasks"]} == {"never_run"}
+    text = client.get("/metrics").text
+    assert 'swh_scheduler_tasks{status="waiting",type="sleep"} 3.0' in text
+    overdue = next(
+        line for line in text.splitlines() if line.startswith("swh_scheduler_oldest_overdue")
+    )
+    assert float(overdue.split()[-1]) > 86400
+    assert client.get("/conditions", params={"type": "nope"}).status_code == 404
+
+
+def test_health(store: SQLAlchemyStore, clock: Clock, anonymous: httpx.Client) -> None:
+    assert anonymous.get("/health").json()["database"] == {"ok": True}
+    broken = create_app(store, clock=clock, broker_check=lambda: "ConnectionRefusedError")
+    with serving(broken) as url:
+        answer = httpx.get(f"{url}/health")
+    assert answer.status_code == 503
+    assert answer.json()["broker"] == {"ok": False, "error": "ConnectionRefusedError"}
+
+
+def test_health_without_a_database(clock: Clock) -> None:
+    unreachable = SQLAlchemyStore.from_url("postgresql://nobody@127.0.0.1:9/none")
+    try:
+        with serving(create_app(unreachable, clock=clock)) as url:
+            answer = httpx.get(f"{url}/health", timeout=30)
+    finally:
+        unreachable.close()
+    assert answer.status_code == 503
+    assert answer.json()["database"]["ok"] is False
+
+
+def test_body_size_limit(store: SQLAlchemyStore, clock: Clock, sleep_type: TaskType) -> None:
+    settings = ApiSettings(tokens=parse_tokens([f"{WRITER}:rw"]), max_body_bytes=1000)
+    headers = {"Authorization": f"Bearer {WRITER}"}
+    big = {"tasks": [{"type": "sleep", "args": ["x" * 2000]}]}
+    with serving(create_app(store, settings, clock=clock)) as url:
+        declared = httpx.post(f"{url}/tasks", json=big, headers=headers)
+        assert declared.status_code == 413
+        streamed = httpx.post(
+            f"{url}/tasks", content=iter([b'{"tasks": [', b" " * 2000, b"]}"]), headers=headers
+        )
+        assert streamed.status_code == 413
+    assert store.count_tasks(TaskFilter()) == 0

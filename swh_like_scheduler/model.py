@@ -142,6 +142,7 @@ class TaskType:
     def __post_init__(self) -> None:
         validation.identifier("type", self.type)
         validation.identifier("backend_name", self.backend_name)
+        validation.storable("description", self.description)
         if self.queue is not None:
             validation.identifier("queue", self.queue)
         for name in TASK_TYPE_DURATIONS:
@@ -323,11 +324,21 @@ class Task:
             text = canonical_json({"args": list(self.args), "kwargs": self.kwargs})
         except (TypeError, ValueError) as exc:
             raise InvalidInput("arguments", f"must be JSON-serialisable: {exc}") from None
-        encoded = text.encode()
+        if "\\u0000" in text:  # how JSON writes NUL (rare: then look closer)
+            validation.storable("args", self.args)
+            validation.storable("kwargs", self.kwargs)
+        try:
+            encoded = text.encode()
+        except UnicodeEncodeError:  # a lone surrogate
+            validation.storable("args", self.args)
+            validation.storable("kwargs", self.kwargs)
+            raise
         object.__setattr__(self, "_arguments_hash", hashlib.sha256(encoded).hexdigest())
         object.__setattr__(self, "_arguments_size", len(encoded))
         if self.key is not None and not (isinstance(self.key, str) and 0 < len(self.key) <= 500):
             raise InvalidInput("key", "must be a non-empty string of at most 500 characters")
+        validation.storable("key", self.key)
+        validation.storable("dont_run_on_nodes", self.dont_run_on_nodes)
         validation.zone("tz", self.tz)
         if self.retries_left < 0:
             raise InvalidInput("retries_left", f"{self.retries_left} is negative")

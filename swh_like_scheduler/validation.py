@@ -6,6 +6,7 @@ exactly which field is wrong: ``interval: '3 dayz' is not a duration ...``.
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime, time, timedelta
 from functools import lru_cache
@@ -19,6 +20,14 @@ from .exceptions import InvalidInput
 
 _NUMBER = re.compile(r"^\s*\d+(\.\d+)?\s*$")
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
+
+
+#: the instants accepted anywhere: a schedule (plus its longest duration)
+#: stays far from the ends of the calendar
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+#: the longest duration accepted anywhere (a period, a delay...): a century
+MAX_DURATION = timedelta(days=36_525)
 
 
 def parse_duration(field: str, value: str | int | float | timedelta) -> timedelta:
@@ -62,8 +71,12 @@ def parse_duration(field: str, value: str | int | float | timedelta) -> timedelt
             seconds = float(result)
     else:
         raise InvalidInput(field, f"{value!r} is not a duration")
+    if math.isnan(seconds):
+        raise InvalidInput(field, f"{value!r} is not a duration")
     if seconds < 0:
         raise InvalidInput(field, f"{value!r} is negative; a duration must be >= 0")
+    if seconds > MAX_DURATION.total_seconds():
+        raise InvalidInput(field, f"{value!r} is longer than {MAX_DURATION.days:,} days")
     return timedelta(seconds=seconds)
 
 
@@ -89,7 +102,43 @@ def parse_datetime(field: str, value: str | datetime, tz: str = "UTC") -> dateti
             ) from None
     if result.tzinfo is None:
         result = result.replace(tzinfo=zone(field, tz))
-    return result.astimezone(UTC)
+    try:
+        result = result.astimezone(UTC)
+    except OverflowError:
+        result = EARLIEST - timedelta(days=1) if result.year < 2000 else LATEST
+    if not EARLIEST <= result < LATEST:
+        raise InvalidInput(
+            field, f"{value!r} is outside the years {EARLIEST.year}-{LATEST.year - 1}"
+        )
+    return result
+
+
+def unstorable(value: object) -> str | None:
+    """What in a string of ``value`` (a JSON-like value: strings, lists,
+    mappings and their keys) no database can store: a NUL character or a
+    lone surrogate (text that is not Unicode); ``None`` if nothing."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "contains a NUL character (\\u0000), which cannot be stored"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "contains a lone surrogate (\\ud800-\\udfff): it is not Unicode text"
+        return None
+    if isinstance(value, dict):
+        items: list[object] = [*value.keys(), *value.values()]
+        return next(filter(None, map(unstorable, items)), None)
+    if isinstance(value, list | tuple):
+        return next(filter(None, map(unstorable, value)), None)
+    return None
+
+
+def storable(field: str, value: object) -> None:
+    """Refuse text PostgreSQL cannot store, in text or JSON columns (SQLite
+    would store what PostgreSQL refuses: one rule for both)."""
+    problem = unstorable(value)
+    if problem is not None:
+        raise InvalidInput(field, problem)
 
 
 def zone(field: str, name: str) -> ZoneInfo:
@@ -108,6 +157,7 @@ def cron_expression(field: str, expr: str) -> str:
     """A 5-field cron expression, normalised to single spaces."""
     if not isinstance(expr, str) or not expr.strip():
         raise InvalidInput(field, "a cron expression is required (example: '0 3 * * *')")
+    storable(field, expr)
     normalised = " ".join(expr.split())
     if len(normalised.split(" ")) != 5:
         raise InvalidInput(

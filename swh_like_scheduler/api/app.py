@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
@@ -105,9 +105,11 @@ def create_app(
 ) -> FastAPI:
     """The ASGI application serving ``store``."""
     from . import routes_observe, routes_tasks, routes_types
+    from .deps import no_nul_parameters
 
     settings = settings or ApiSettings()
     app = FastAPI(
+        dependencies=[Depends(no_nul_parameters)],
         title="swh_like_scheduler",
         summary="Recurring and one-shot Celery tasks kept fresh by deadline",
         version="1",

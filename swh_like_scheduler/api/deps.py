@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request
 
+from ..exceptions import InvalidInput
 from .app import ApiState
 from .auth import Access, access_of
 
@@ -16,6 +17,16 @@ def api_state(request: Request) -> ApiState:
 
 
 State = Annotated[ApiState, Depends(api_state)]
+
+
+def no_nul_parameters(request: Request) -> None:
+    """A NUL character in a path or query parameter is a 422 naming it (the
+    database could not even compare such text)."""
+    for where, values in (("path", request.path_params), ("query", request.query_params)):
+        for name, value in values.items():
+            if isinstance(value, str) and "\x00" in value:
+                request.state.error_prefix = [where]
+                raise InvalidInput(name, "contains a NUL character (%00)")
 
 
 def _needs(wanted: Access):  # type: ignore[no-untyped-def]

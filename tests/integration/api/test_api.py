@@ -233,3 +233,28 @@ def test_body_size_limit(store: SQLAlchemyStore, clock: Clock, sleep_type: TaskT
         )
         assert streamed.status_code == 413
     assert store.count_tasks(TaskFilter()) == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "raw"),
+    [
+        ("args", b'["a\\u0000"]'),
+        ("kwargs", b'{"\\u0000": 1}'),
+        ("key", b'"k\\u0000"'),
+        ("dont_run_on_nodes", b'["\\u0000"]'),
+        ("args", b'["\\ud800"]'),
+        ("cron", b'"0 3 * * *\\u0000"'),
+    ],
+)
+def test_text_no_database_stores_is_refused(
+    client: httpx.Client, store: SQLAlchemyStore, sleep_type: TaskType, field: str, raw: bytes
+) -> None:
+    body = b'{"tasks": [{"type": "sleep", "%s": %s}]}' % (field.encode(), raw)
+    answer = client.post("/tasks", content=body, headers={"content-type": "application/json"})
+    loc, msg = only_error(answer)
+    assert loc[:3] == ["body", "tasks", 0] and loc[3] == field, msg
+    assert store.count_tasks() == 0
+    assert only_error(client.get("/tasks", params={"key_prefix": "a\x00"}))[0] == [
+        "query",
+        "key_prefix",
+    ]

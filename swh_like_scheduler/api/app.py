@@ -69,7 +69,9 @@ def field_error(loc: list[str | int], message: str, kind: str = "value_error") -
 def _invalid(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, InvalidInput)
     where: list[str | int] = list(getattr(request.state, "error_prefix", ["body"]))
-    return field_error([*where, exc.field], exc.message)
+    # a dotted field (``callback.data.queue``, ``schedules.2``) is a path
+    path = [int(p) if p.isdigit() else p for p in exc.field.split(".")]
+    return field_error([*where, *path], exc.message)
 
 
 def _scheduler_error(request: Request, exc: Exception) -> JSONResponse:
@@ -104,7 +106,7 @@ def create_app(
     revoke: Callable[[Sequence[str]], str | None] | None = None,
 ) -> FastAPI:
     """The ASGI application serving ``store``."""
-    from . import routes_observe, routes_tasks, routes_types
+    from . import routes_jobs, routes_observe, routes_tasks, routes_types
     from .deps import no_nul_parameters
 
     settings = settings or ApiSettings()
@@ -117,7 +119,7 @@ def create_app(
     app.state.api = ApiState(store, settings, clock, broker_check, revoke)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(SchedulerError, _scheduler_error)
-    for module in (routes_types, routes_tasks, routes_observe):
+    for module in (routes_types, routes_tasks, routes_jobs, routes_observe):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     return app

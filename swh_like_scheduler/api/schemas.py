@@ -89,3 +89,23 @@ class RespawnIn(Body):
     next_run: StrictStr | None = Field(
         default=None, description="When the task may run, ISO 8601 (default: now)"
     )
+
+
+class CallbackIn(Body):
+    type: Literal["rabbitmq", "http"]
+    data: dict[str, Any] = Field(
+        description="rabbitmq: queue, payload; http: url, payload, method (POST, PUT), headers",
+        examples=[{"queue": "training.invitations.notifications", "payload": {"id": "42"}}],
+    )
+
+
+class JobIn(Body):
+    """Seed 004's job: a key, the instants, a callback."""
+
+    key: StrictStr | None = Field(default=None, description="if given, the key in the path")
+    schedules: list[StrictStr] = Field(
+        max_length=1000, examples=[["2020-12-24T14:00:00Z", "2020-12-25T14:00:00Z"]]
+    )
+    callback: CallbackIn
+    max_delay: Duration | None = Field(default=None, description="how late an instant may run")
+    priority: Literal["high", "normal", "low"] | None = None

@@ -1,11 +1,12 @@
 """The ``swh scheduler`` command line (click)."""
 
-from . import api, db, listener, monitor, runner, standalone, task, task_type
+from . import api, db, job, listener, monitor, runner, standalone, task, task_type
 from .base import main, scheduler, swh
 
 __all__ = [
     "api",
     "db",
+    "job",
     "listener",
     "main",
     "monitor",

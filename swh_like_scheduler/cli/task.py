@@ -122,7 +122,9 @@ def add(
         raise UnknownTaskType(type_name)
     current = now()
     created = cli.store.create_tasks([task_from_input(values, task_type, now=current)], now=current)
-    show_tasks(created, as_json, f"Created {plural(len(created), 'task')}")
+    existed = created[0].created_at is not None and created[0].created_at < current
+    heading = f"Task {created[0].id} already existed" if existed else "Created 1 task"
+    show_tasks(created, as_json, heading)
 
 
 def _window(text: str) -> dict[str, str]:

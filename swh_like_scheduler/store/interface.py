@@ -26,6 +26,7 @@ from ..model import (
 )
 
 if TYPE_CHECKING:
+    from ..jobs import Job, JobView
     from ..lease.protocol import LeaseGrant, PingReply, StealReport
     from ..monitor.records import Expiry, LockState, WorkerSighting, WorkerState, WorkerSweep
 
@@ -171,7 +172,10 @@ class SchedulerStore(Protocol):
 
         - a task with a client ``key`` already used returns the existing task
           if its definition (type, arguments, schedule, priority, constraints)
-          is the same, and raises :class:`KeyConflict` otherwise;
+          is the same, and raises :class:`KeyConflict` otherwise — also for a
+          one-shot task at another instant than the stored one, which has not
+          run yet (to move it: :meth:`respawn_tasks`, or a job's
+          :meth:`put_job`);
         - a task without a key that is identical (same type, arguments,
           schedule kind and priority) to a *live* task (waiting or scheduled)
           returns that task instead of creating a second one — also when the
@@ -401,6 +405,29 @@ class SchedulerStore(Protocol):
         it after publishing a claim's messages; until then the claim's runs
         are *orphans* for :meth:`reclaim_unstarted_runs`. Marking a batch
         twice keeps the first time."""
+        ...
+
+    # -- jobs by key (seed 004, :mod:`..jobs`) --------------------------------
+
+    def put_job(self, job: Job, *, now: datetime) -> JobView:
+        """Create the job ``job.key`` or replace its instants, in one
+        transaction: instants given again are kept (one that already ran
+        does not run again; one cancelled before is scheduled again; one not
+        run yet takes the new callback, unless its message is already
+        queued), new ones get a one-shot task, and those no longer given that
+        have not run are cancelled. Raises :class:`InvalidInput`
+        (``callback.type``) when the callback's task type is not registered;
+        nothing is written then."""
+        ...
+
+    def get_job(self, key: str) -> JobView | None:
+        """Every instant the job ever had, with its task and latest run; ``None``
+        for an unknown key."""
+        ...
+
+    def delete_job(self, key: str, *, now: datetime) -> JobView | None:
+        """Cancel the job's instants that have not run (one running goes on);
+        ``None`` for an unknown key. The instants stay, as history."""
         ...
 
     def schedule_health(self, *, now: datetime, counts: bool = True) -> ScheduleHealth:

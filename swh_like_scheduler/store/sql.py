@@ -10,11 +10,14 @@ of :mod:`.sql_base`.
 from __future__ import annotations
 
 from .sql_health import HealthMethods
+from .sql_jobs import JobMethods
 from .sql_lease import LeaseMethods
 from .sql_monitor import MonitorMethods
 from .sql_runs import RunMethods
 from .sql_tasks import TaskMethods
 
 
-class SQLAlchemyStore(TaskMethods, RunMethods, MonitorMethods, LeaseMethods, HealthMethods):
+class SQLAlchemyStore(
+    TaskMethods, RunMethods, MonitorMethods, LeaseMethods, HealthMethods, JobMethods
+):
     """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite)."""

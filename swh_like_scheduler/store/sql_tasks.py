@@ -192,7 +192,7 @@ class TaskMethods(SQLBase):
             else:
                 first_index[item.key] = i
                 continue
-            if known.definition() != item.definition():
+            if known.definition() != item.definition() or _moved_instant(known, item):
                 raise KeyConflict(item.key, known.id or 0)
             if item.key in existing:
                 found[i] = known
@@ -431,6 +431,23 @@ class TaskMethods(SQLBase):
         if exists is None:
             raise NotFound(f"no task {task.id}")
         raise Conflict(f"task {task.id} was changed by someone else; read it again and retry")
+
+
+def _moved_instant(known: Task, item: Task) -> bool:
+    """A one-shot task asked for again with its key at another instant,
+    while the stored one has not run yet (once it has run or been retried,
+    its ``next_run`` no longer tells the instant it was created for). A task
+    asked for "now" (``next_run`` is its creation time: no instant given)
+    matches whatever instant the stored one has, so repeating a command or
+    an import stays idempotent."""
+    return (
+        item.next_run != item.created_at
+        and item.schedule_kind is ScheduleKind.ONESHOT
+        and known.schedule_kind is ScheduleKind.ONESHOT
+        and known.last_start_at is None
+        and known.failure_count == 0
+        and known.next_run != item.next_run
+    )
 
 
 def _identity(item: Task) -> tuple[str, str, str, str]:

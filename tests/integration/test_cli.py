@@ -324,3 +324,48 @@ def test_cron_without_a_duration_bound_gets_its_shortest_gap(run, registered) ->
     )  # fmt: skip
     durations = [t[0]["cron_max_duration"] for t in (daily, quarter, bounded)]
     assert durations == [86400.0, 900.0, 7200.0], durations
+
+
+def test_a_oneshot_key_at_another_instant_is_refused(run, registered) -> None:  # type: ignore[no-untyped-def]
+    at = "2030-01-01T10:00:00+00:00"
+    add = ("task", "add", "notify", "queue=q", "payload={}", "--policy", "oneshot", "--key", "r1")
+    assert ok(run(*add, "--next-run", at)).startswith("Created 1 task\n")
+    assert ok(run(*add, "--next-run", at)).startswith("Task 1 already existed\n")
+    refused(run(*add, "--next-run", "2030-01-02T10:00:00Z"), "key: key 'r1' already names task 1")
+    # without an instant ("now"), the command stays idempotent
+    ok(run(*add[:-2], "--key", "r2"))
+    assert ok(run(*add[:-2], "--key", "r2")).startswith("Task 2 already existed\n")
+
+
+def test_jobs_by_key(run, registered, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    body = {
+        "key": "training-invitations-42",
+        "schedules": ["2030-12-24T14:00:00Z", "2030-12-25T14:00:00Z"],
+        "callback": {"type": "rabbitmq", "data": {"queue": "q", "payload": {"id": "42"}}},
+    }
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(body))
+    out = ok(run("job", "put", "training-invitations-42", "--file", str(path)))
+    assert out.startswith("Added 2, removed 0, kept 0 instant(s)\nJob training-invitations-42\n")
+    out = ok(
+        run(
+            "job",
+            "put",
+            "training-invitations-42",
+            "--at",
+            "2030-12-25T14:00:00Z",
+            "--queue",
+            "q",
+            "--payload",
+            '{"id": "42"}',
+        )
+    )
+    assert out.startswith("Added 0, removed 1, kept 1 instant(s)")
+    shown = json.loads(ok(run("job", "get", "training-invitations-42", "--json")))
+    assert [i["state"] for i in shown["instants"]] == ["cancelled", "pending"]
+    assert ok(run("job", "delete", "training-invitations-42")).startswith("Cancelled 1 instant(s)")
+    refused(run("job", "get", "nope"), "no job with key 'nope'")
+    refused(run("job", "put", "k", "--at", "2030-01-01T00:00:00Z"), "callback: give --queue")
+    refused(
+        run("job", "put", "k", "--at", "someday", "--queue", "q"), "schedules.0: 'someday' is not"
+    )

@@ -258,3 +258,40 @@ def test_text_no_database_stores_is_refused(
         "query",
         "key_prefix",
     ]
+
+
+SEED_JOB = {
+    "key": "training-invitations-42",
+    "schedules": ["2026-03-02T14:00:00Z", "2026-03-03T14:00:00Z"],
+    "callback": {
+        "type": "rabbitmq",
+        "data": {"queue": "training.invitations.notifications", "payload": {"id": "42"}},
+    },
+}
+
+
+def test_jobs_by_key(client: httpx.Client, reader: httpx.Client, store: SQLAlchemyStore) -> None:
+    path = "/jobs/training-invitations-42"
+    unregistered = client.put(path, json=SEED_JOB)
+    assert only_error(unregistered)[0] == ["body", "callback", "type"]
+    store.create_task_type(TaskType(type="notify", backend_name="notify"))
+    created = client.put(path, json=SEED_JOB)
+    assert created.status_code == 201, created.text
+    assert [i["state"] for i in created.json()["instants"]] == ["pending", "pending"]
+    changed = client.put(path, json={**SEED_JOB, "schedules": ["2026-03-03T14:00:00Z"]})
+    assert changed.status_code == 200
+    assert changed.json()["removed"] == ["2026-03-02T14:00:00+00:00"]
+    shown = reader.get(path).json()
+    assert [(i["at"], i["state"]) for i in shown["instants"]] == [
+        ("2026-03-02T14:00:00+00:00", "cancelled"),
+        ("2026-03-03T14:00:00+00:00", "pending"),
+    ]
+    assert reader.delete(path).status_code == 403
+    deleted = client.delete(path).json()
+    assert deleted["removed"] == ["2026-03-03T14:00:00+00:00"]
+    assert client.delete("/jobs/nope").status_code == 404
+    assert client.get("/jobs/nope").status_code == 404
+    bad = client.put(path, json={**SEED_JOB, "schedules": ["2026-03-03T14:00:00Z", "soon"]})
+    assert only_error(bad)[0] == ["body", "schedules", 1]
+    other = client.put(path, json={**SEED_JOB, "key": "other"})
+    assert only_error(other)[0] == ["body", "key"]

@@ -1,0 +1,165 @@
+"""Jobs by key in the store (SQLite and PostgreSQL): create, replace, delete."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.jobs import Callback, Job, idempotency_key, job_from_input, task_key
+from swh_like_scheduler.model import RunStatus, TaskStatus, TaskType
+from swh_like_scheduler.store import SQLAlchemyStore
+
+H = timedelta(hours=1)
+SEED_BODY = {
+    "key": "training-invitations-42",
+    "schedules": [
+        "2020-12-24T14:00:00Z",
+        "2020-12-25T14:00:00Z",
+        "2020-12-26T14:00:00Z",
+        "2020-12-27T08:00:00Z",
+    ],
+    "callback": {
+        "type": "rabbitmq",
+        "data": {"queue": "training.invitations.notifications", "payload": {"id": "42"}},
+    },
+}
+
+
+@pytest.fixture
+def callback_types(store: SQLAlchemyStore) -> None:
+    store.create_task_type(TaskType(type="notify", backend_name="notify", num_retries=2))
+    store.create_task_type(TaskType(type="webhook", backend_name="webhook"))
+
+
+def states(view: object) -> dict[str, str]:
+    return {i["at"]: i["state"] for i in view.to_dict()["instants"]}  # type: ignore[attr-defined]
+
+
+def test_the_seed_body_makes_one_oneshot_task_per_instant(
+    store: SQLAlchemyStore, callback_types: None, now: datetime
+) -> None:
+    job = job_from_input("training-invitations-42", SEED_BODY)
+    view = store.put_job(job, now=now)
+    assert len(view.added) == 4 and not view.removed and not view.kept
+    assert set(states(view).values()) == {"pending"}
+    first = view.instants[0].task
+    assert first.type == "notify" and first.schedule_kind == "oneshot"
+    assert first.key == "training-invitations-42@2020-12-24T14:00:00+00:00"
+    assert first.kwargs == {
+        "queue": "training.invitations.notifications",
+        "payload": {"id": "42"},
+        "key": first.key,
+    }
+    assert first.retries_left == 2  # the type's retry policy
+    # the same body again changes nothing
+    again = store.put_job(job, now=now)
+    assert len(again.kept) == 4 and not again.added
+    assert store.count_tasks() == 4
+
+
+def test_a_replacement_adds_removes_and_keeps(
+    store: SQLAlchemyStore, callback_types: None, now: datetime
+) -> None:
+    at = [now + i * H for i in range(1, 4)]
+    job = Job("reminder", tuple(at), Callback("rabbitmq", {"queue": "q", "payload": {}}))
+    store.put_job(job, now=now)
+    # the first instant runs (claimed: dispatched), then the job changes
+    (claimed,) = store.claim_ready_tasks("notify", now=at[0], limit=10)
+    store.start_task_run(claimed.backend_id, worker="w", started=at[0])
+    store.end_task_run(
+        claimed.backend_id,
+        status=RunStatus.EVENTFUL,
+        ended=at[0],
+        apply=lambda task, run: task.updated(status=TaskStatus.COMPLETED),
+    )
+    later = now + 10 * H
+    changed = Job(
+        "reminder",
+        (at[0], at[2], later),
+        Callback("rabbitmq", {"queue": "q2", "payload": {"v": 2}}),
+    )
+    view = store.put_job(changed, now=at[0])
+    assert view.added == (later,) and view.removed == (at[1],) and view.kept == (at[0], at[2])
+    assert states(view) == {
+        at[0].isoformat(): "done",
+        at[1].isoformat(): "cancelled",
+        at[2].isoformat(): "pending",
+        later.isoformat(): "pending",
+    }
+    by_at = {i.at: i.task for i in view.instants}
+    assert by_at[at[0]].kwargs["queue"] == "q"  # it ran: it stays as it was
+    assert by_at[at[2]].kwargs == {
+        "queue": "q2",
+        "payload": {"v": 2},
+        "key": task_key("reminder", at[2]),
+    }
+    # nothing runs twice: only the two pending instants are ever claimed again
+    claimed_later = store.claim_ready_tasks("notify", now=later + H, limit=10)
+    assert sorted(c.task_id for c in claimed_later) == sorted([by_at[at[2]].id, by_at[later].id])
+    # an instant given back after its removal is scheduled again
+    back = store.put_job(Job("reminder", (at[1],), changed.callback), now=at[0])
+    assert states(back)[at[1].isoformat()] == "pending"
+
+
+def test_delete_cancels_what_has_not_run_and_revokes_queued_messages(
+    store: SQLAlchemyStore, callback_types: None, now: datetime
+) -> None:
+    assert store.delete_job("nope", now=now) is None
+    assert store.get_job("nope") is None
+    at = (now + H, now + 2 * H)
+    store.put_job(Job("j", at, Callback("rabbitmq", {"queue": "q"})), now=now)
+    (claimed,) = store.claim_ready_tasks("notify", now=at[0], limit=1)  # dispatched
+    view = store.delete_job("j", now=at[0])
+    assert view is not None and set(view.removed) == set(at)
+    assert view.cancelled_runs == (claimed.backend_id,)
+    assert all(i.task.status is TaskStatus.CANCELLED for i in view.instants)
+    assert store.claim_ready_tasks("notify", now=at[1] + H, limit=10) == []
+    assert store.get_job("j") is not None  # the history stays
+
+
+def test_http_callbacks_carry_an_idempotency_key(
+    store: SQLAlchemyStore, callback_types: None, now: datetime
+) -> None:
+    body = {
+        "schedules": [(now + H).isoformat()],
+        "callback": {"type": "http", "data": {"url": "http://example.test/hook", "payload": {}}},
+    }
+    view = store.put_job(job_from_input("hook", body), now=now)
+    kwargs = view.instants[0].task.kwargs
+    assert kwargs["idempotency_key"] == idempotency_key("hook", now + H)
+    assert view.instants[0].task.type == "webhook"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({**SEED_BODY, "key": "other"}, "key"),
+        ({**SEED_BODY, "schedules": "2020-12-24T14:00:00Z"}, "schedules"),
+        ({**SEED_BODY, "schedules": ["tomorrow"]}, "schedules.0"),
+        ({**SEED_BODY, "callback": {"type": "smtp", "data": {}}}, "callback.type"),
+        (
+            {**SEED_BODY, "callback": {"type": "rabbitmq", "data": {"queue": ""}}},
+            "callback.data.queue",
+        ),
+        (
+            {**SEED_BODY, "callback": {"type": "http", "data": {"url": "ftp://x"}}},
+            "callback.data.url",
+        ),
+        ({**SEED_BODY, "when": 1}, "when"),
+    ],
+)
+def test_bad_job_bodies_name_the_field(body: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        job_from_input("training-invitations-42", body)
+    assert caught.value.field == field
+
+
+def test_an_unregistered_callback_type_writes_nothing(
+    store: SQLAlchemyStore, now: datetime
+) -> None:
+    with pytest.raises(InvalidInput, match="task-type register") as caught:
+        store.put_job(job_from_input("training-invitations-42", SEED_BODY), now=now)
+    assert caught.value.field == "callback.type"
+    assert store.count_tasks() == 0

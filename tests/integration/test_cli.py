@@ -124,7 +124,7 @@ def test_bad_input_is_refused_with_a_message_naming_the_field(  # type: ignore[n
     refused(run("task", "schedule", "-q", str(bad)), "line 7", "args")
     assert count_tasks(db_url) == 0
     types = [t.type for t in SQLAlchemyStore.from_url(db_url).get_task_types()]
-    assert types == ["check-page", "notify", "sleep"]
+    assert types == ["check-page", "notify", "sleep", "webhook"]
 
 
 def test_add_list_and_pending_order(run, registered) -> None:  # type: ignore[no-untyped-def]

@@ -15,12 +15,13 @@ from swh_like_scheduler.builders import task_from_input, task_type_from_input
 from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.exceptions import InvalidInput
 from swh_like_scheduler.model import ScheduleKind
-from swh_like_workers import notify, webcheck
+from swh_like_workers import notify, webcheck, webhook
 
 NOW = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 REGISTRATIONS: dict[str, Callable[[], dict[str, Any]]] = {
     "check-page": webcheck.register,
     "notify": notify.register,
+    "webhook": webhook.register,
 }
 
 

@@ -1,0 +1,108 @@
+"""HTTP callback: post a JSON payload to a URL at given instants (a job's
+``http`` callback, see :mod:`swh_like_scheduler.jobs`).
+
+Each request carries an ``Idempotency-Key`` header (seed 001): the job's
+key and instant turned into a UUID, the same on every attempt of that
+instant — a retry after a timeout, a redelivered message, a re-published
+run. A receiver that remembers the keys it has handled does the work once.
+The run's Celery task id goes in ``X-Swh-Task-Id``.
+
+A 2xx answer is a success (*eventful*). A network error, a timeout, 408,
+429 or a 5xx raises (*failed*: retried under the type's retry policy).
+Another 4xx gives *permfailed*: sending the same request again would get
+the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+from celery import Task, shared_task
+
+from swh_like_scheduler.worker import SchedulerTask
+
+TASK_NAME = "swh_like_workers.webhook.post"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+TASK_ID_HEADER = "X-Swh-Task-Id"
+USER_AGENT = "swh-like-scheduler-webhook/0.1"
+TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+#: 4xx answers worth trying again later
+RETRIED = frozenset({408, 425, 429})
+
+
+class CallbackFailed(RuntimeError):
+    """The receiver could not be reached or answered with an error worth retrying."""
+
+
+def input_problem(url: Any, payload: Any, method: Any, headers: Any) -> str | None:
+    """Why these arguments cannot be sent, or None."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return f"url must be an http:// or https:// URL, not {url!r}"
+    if not isinstance(payload, dict):
+        return f"payload must be a JSON object, not {type(payload).__name__}"
+    if method not in ("POST", "PUT"):
+        return f"method must be POST or PUT, not {method!r}"
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        return "headers must map header names to strings"
+    return None
+
+
+@shared_task(name=TASK_NAME, bind=True, base=SchedulerTask)
+def post(
+    self: Task,
+    url: str,
+    payload: dict[str, Any],
+    idempotency_key: str,
+    method: str = "POST",
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Send ``payload`` as JSON to ``url``; ``{"status": "eventful", "code": 2xx}``
+    on success."""
+    headers = dict(headers or {})
+    problem = input_problem(url, payload, method, headers)
+    if problem is not None:
+        return {"status": "permfailed", "error": problem}
+    headers.update(
+        {
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            IDEMPOTENCY_HEADER: idempotency_key,
+            TASK_ID_HEADER: self.request.id or "",
+        }
+    )
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    try:
+        answer = httpx.request(method, url, content=body, headers=headers, timeout=TIMEOUT)
+    except httpx.HTTPError as exc:
+        raise CallbackFailed(f"{method} {url}: {type(exc).__name__}: {exc}") from None
+    code = answer.status_code
+    if 200 <= code < 300:
+        return {"status": "eventful", "code": code}
+    if code >= 500 or code in RETRIED:
+        raise CallbackFailed(f"{method} {url}: HTTP {code}")
+    return {"status": "permfailed", "code": code, "error": f"HTTP {code}: {answer.text[:200]}"}
+
+
+def register() -> dict[str, Any]:
+    """Entry point of the ``swh.workers`` group (see :mod:`swh_like_workers.sleep`)."""
+    return {
+        "task_modules": [__name__],
+        "task_types": [
+            {
+                "type": "webhook",
+                "backend_name": TASK_NAME,
+                "description": "POST a JSON payload to a URL at given instants",
+                "max_queue_length": 100_000,
+                "num_retries": 4,
+                "retry_delay": "30 seconds",
+                "retry_growth": 2.0,
+                "retry_cap": "10 min",
+                "max_expected_duration": "30 seconds",
+                "max_allowed_duration": "2 min",
+            }
+        ],
+    }

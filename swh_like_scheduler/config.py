@@ -46,6 +46,8 @@ class Settings:
     api_tokens: tuple[str, ...] = ()
     #: the HTTP API lets reads through without a token
     api_open_reads: bool = False
+    #: the token this client sends to a server ``db_url`` (``http://…``)
+    api_token: str | None = None
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -75,6 +77,7 @@ def load_settings(
     broker_url: str | None = None,
     config_file: Path | None = None,
     max_argument_bytes: int | None = None,
+    api_token: str | None = None,
 ) -> Settings:
     """Merge flags/environment (already resolved by click) with the file and defaults."""
     from_file: dict[str, Any] = {}
@@ -101,4 +104,5 @@ def load_settings(
         max_argument_bytes=limit,
         api_tokens=tuple(tokens),
         api_open_reads=open_reads,
+        api_token=api_token or from_file.get("api_token"),
     )

@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 #: largest request body accepted (bytes)
 MAX_BODY_BYTES = 2_000_000
+#: largest body of a remote store's call (an import of many tasks is one call)
+MAX_RPC_BODY_BYTES = 256_000_000
 
 
 def utcnow() -> datetime:
@@ -41,6 +43,7 @@ class ApiSettings:
     #: reads need no token
     open_reads: bool = False
     max_body_bytes: int = MAX_BODY_BYTES
+    max_rpc_body_bytes: int = MAX_RPC_BODY_BYTES
     #: the Celery broker (revokes on cancel, reachability in /health)
     broker_url: str | None = None
 
@@ -106,7 +109,7 @@ def create_app(
     revoke: Callable[[Sequence[str]], str | None] | None = None,
 ) -> FastAPI:
     """The ASGI application serving ``store``."""
-    from . import routes_jobs, routes_observe, routes_tasks, routes_types
+    from . import routes_jobs, routes_observe, routes_rpc, routes_tasks, routes_types
     from .deps import no_nul_parameters
 
     settings = settings or ApiSettings()
@@ -119,7 +122,11 @@ def create_app(
     app.state.api = ApiState(store, settings, clock, broker_check, revoke)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(SchedulerError, _scheduler_error)
-    for module in (routes_types, routes_tasks, routes_jobs, routes_observe):
+    for module in (routes_types, routes_tasks, routes_jobs, routes_observe, routes_rpc):
         app.include_router(module.router)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimit,
+        limit=settings.max_body_bytes,
+        larger={"/rpc/": settings.max_rpc_body_bytes},
+    )
     return app

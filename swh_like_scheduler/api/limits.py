@@ -10,14 +10,22 @@ from typing import Any
 
 
 class BodyLimit:
-    def __init__(self, app: Any, limit: int) -> None:
+    """``limit`` bytes at most; ``larger``: other limits for paths under
+    these prefixes."""
+
+    def __init__(self, app: Any, limit: int, larger: dict[str, int] | None = None) -> None:
         self.app = app
-        self.limit = limit
+        self.default = limit
+        self.larger = dict(larger or {})
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        path = str(scope.get("path", ""))
+        limit = next(
+            (n for prefix, n in self.larger.items() if path.startswith(prefix)), self.default
+        )
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
@@ -25,8 +33,8 @@ class BodyLimit:
                 except ValueError:
                     await _refuse(send, 400, "Content-Length is not a number")
                     return
-                if declared > self.limit:
-                    await _refuse(send, 413, self._message())
+                if declared > limit:
+                    await _refuse(send, 413, f"request body larger than {limit} bytes")
                     return
         chunks: list[bytes] = []
         size = 0
@@ -36,8 +44,8 @@ class BodyLimit:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.limit:
-                await _refuse(send, 413, self._message())
+            if size > limit:
+                await _refuse(send, 413, f"request body larger than {limit} bytes")
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -53,9 +61,6 @@ class BodyLimit:
             return await receive()  # after the body: the disconnect, when it comes
 
         await self.app(scope, replay, send)
-
-    def _message(self) -> str:
-        return f"request body larger than {self.limit} bytes"
 
 
 async def _refuse(send: Any, status: int, detail: str) -> None:

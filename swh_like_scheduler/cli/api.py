@@ -94,7 +94,7 @@ def rpc_serve(
         open_reads=settings.api_open_reads if open_reads is None else open_reads,
         broker_url=broker,
     )
-    app = create_app(cli.store, api, broker_check=check, revoke=revoke)
+    app = create_app(cli.sql_store("rpc-serve"), api, broker_check=check, revoke=revoke)
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
     except SystemExit as exc:  # uvicorn exits when it cannot bind

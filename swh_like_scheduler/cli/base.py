@@ -12,7 +12,7 @@ import click
 
 from ..config import ENV_PREFIX, Settings, load_settings
 from ..exceptions import InvalidInput, NotFound, SchedulerError, StoreError
-from ..store import SQLAlchemyStore
+from ..store import SchedulerStore, SQLAlchemyStore
 
 
 class Refused(click.ClickException):
@@ -60,26 +60,52 @@ class CliContext:
     #: also create the schema in a given database that holds no table at all
     #: (``standalone``: the whole platform, its database included)
     create_empty: bool = False
-    _store: SQLAlchemyStore | None = field(default=None, repr=False)
+    _store: SchedulerStore | None = field(default=None, repr=False)
 
     @property
-    def store(self) -> SQLAlchemyStore:
-        if self._store is None:
-            from .. import migrations
+    def remote(self) -> bool:
+        """The store is a server (``--db-url http://…``), not a database."""
+        return self.settings.db_url.startswith(("http://", "https://"))
 
-            store = SQLAlchemyStore.from_url(
-                self.settings.db_url, max_argument_bytes=self.settings.max_argument_bytes
-            )
-            if self.settings.db_is_default:
-                # the embedded default is created (and kept current) on first use
-                if not migrations.is_current(store.engine):
-                    migrations.upgrade(store.engine)
-            elif self.create_empty and migrations.is_empty(store.engine):
-                migrations.upgrade(store.engine)
+    @property
+    def store(self) -> SchedulerStore:
+        """The store: the database, or the server ``--db-url`` names."""
+        if self._store is None:
+            if self.remote:
+                from ..client import open_remote
+
+                self._store = open_remote(self.settings.db_url, token=self.settings.api_token)
             else:
-                migrations.check(store.engine)
-            self._store = store
+                self._store = self._open_sql()
         return self._store
+
+    def sql_store(self, command: str) -> SQLAlchemyStore:
+        """The database itself, for ``command`` (a daemon, the server...)."""
+        if self.remote:
+            raise InvalidInput(
+                "db-url",
+                f"{command} needs the database itself, not a server: give a "
+                "postgresql:// or sqlite:// URL",
+            )
+        store = self.store
+        assert isinstance(store, SQLAlchemyStore)
+        return store
+
+    def _open_sql(self) -> SQLAlchemyStore:
+        from .. import migrations
+
+        store = SQLAlchemyStore.from_url(
+            self.settings.db_url, max_argument_bytes=self.settings.max_argument_bytes
+        )
+        if self.settings.db_is_default:
+            # the embedded default is created (and kept current) on first use
+            if not migrations.is_current(store.engine):
+                migrations.upgrade(store.engine)
+        elif self.create_empty and migrations.is_empty(store.engine):
+            migrations.upgrade(store.engine)
+        else:
+            migrations.check(store.engine)
+        return store
 
     def close(self) -> None:
         if self._store is not None:
@@ -104,8 +130,15 @@ def swh() -> None:
     "--db-url",
     envvar=f"{ENV_PREFIX}_DB_URL",
     show_envvar=True,
-    help="Database URL (postgresql://… or sqlite:///…). "
+    help="Database URL (postgresql://… or sqlite:///…), or the URL of a "
+    "scheduler server (http://…, see rpc-serve). "
     "Default: a SQLite file in your data directory, created on first use.",
+)
+@click.option(
+    "--api-token",
+    envvar=f"{ENV_PREFIX}_API_TOKEN",
+    show_envvar=True,
+    help="Bearer token for a server --db-url (default: api_token in the config file).",
 )
 @click.option(
     "--config-file",
@@ -127,13 +160,17 @@ def swh() -> None:
 def scheduler(
     ctx: click.Context,
     db_url: str | None,
+    api_token: str | None,
     config_file: Path | None,
     max_argument_bytes: int | None,
 ) -> None:
     """Manage the scheduler: task types, tasks, runs and the database."""
     try:
         settings = load_settings(
-            db_url=db_url, config_file=config_file, max_argument_bytes=max_argument_bytes
+            db_url=db_url,
+            config_file=config_file,
+            max_argument_bytes=max_argument_bytes,
+            api_token=api_token,
         )
     except SchedulerError as error:
         raise reported(error) from None

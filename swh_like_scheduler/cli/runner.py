@@ -121,10 +121,11 @@ def start_runner(
         if monitor
         else None
     )
+    store = cli.sql_store("start-runner")
     if once:
         workers = LiveWorkers(app)
         report = tick(
-            cli.store,
+            store,
             app,
             now(),
             types=type_list,
@@ -135,9 +136,9 @@ def start_runner(
         duties = None
         if settings is not None:
             try:
-                duties = monitor_tick(cli.store, now(), settings=settings, app=app, workers=workers)
+                duties = monitor_tick(store, now(), settings=settings, app=app, workers=workers)
             finally:
-                release(cli.store, settings)
+                release(store, settings)
         if as_json:
             data = _report_json(report)
             data["monitor"] = duties.to_json() if duties is not None else None
@@ -161,10 +162,10 @@ def start_runner(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    waker = waker_for(cli.store.engine, stop)
+    waker = waker_for(store.engine, stop)
     try:
         steps = loop.RunnerLoop(
-            cli.store,
+            store,
             app,
             period=period,
             types=type_list,

@@ -113,7 +113,9 @@ def standalone(
     handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.signal(sig, on_signal) for sig in handled}
     try:
-        store = cli.store  # creates/upgrades the embedded database before anything starts
+        store = cli.sql_store(
+            "standalone"
+        )  # creates/upgrades the embedded database before anything starts
         code = Platform(options, store, sys.stdout).run(stop)
     except (EmbeddedRedisError, OSError) as error:
         raise Failed(f"standalone: {error}") from None

@@ -172,6 +172,11 @@ class _RecentStarts:
             return self._ids.pop(backend_id, False) is None
 
 
+#: what a remote store sends for :func:`outcome_applier`'s function: the
+#: server applies its own (a function does not travel)
+APPLY_WIRE_NAME = "outcome-policy"
+
+
 def outcome_applier(
     task_types: TaskTypeCache, rng: RandomSource
 ) -> Callable[[Task, TaskRun], Task]:
@@ -216,6 +221,7 @@ def outcome_applier(
             after = after.updated(status=TaskStatus.WAITING)
         return after
 
+    apply.wire_name = APPLY_WIRE_NAME  # type: ignore[attr-defined]
     return apply
 
 

@@ -29,6 +29,7 @@ from ..model import (
 )
 from ..monitor.records import LATE_OUTCOME, SUPERSEDED, WORKER_OFFLINE
 from ..policy import leave_blackouts, window_at
+from ..validation import unstorable
 from . import rows
 from .interface import ApplyOutcome, RunEnd
 from .sql_claim import (
@@ -504,6 +505,8 @@ class RunMethods(DispatchMethods):
         return run
 
     def get_task_run(self, backend_id: str) -> TaskRun | None:
+        if unstorable(backend_id):  # no run has such an id (nor could the database compare it)
+            return None
         with self._read("get task run") as conn:
             row = conn.execute(sa.select(run_t).where(run_t.c.backend_id == backend_id)).first()
         return rows.run_from_row(row._mapping) if row else None

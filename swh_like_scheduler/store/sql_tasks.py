@@ -27,6 +27,7 @@ from ..model import (
     TaskStatus,
     TaskType,
 )
+from ..validation import unstorable
 from . import rows
 from .interface import (
     ALL_TASKS,
@@ -59,6 +60,8 @@ class TaskMethods(SQLBase):
         return task_type
 
     def get_task_type(self, name: str) -> TaskType | None:
+        if unstorable(name):  # no type has such a name (nor could the database compare it)
+            return None
         with self._read("get task type") as conn:
             row = conn.execute(sa.select(type_t).where(type_t.c.type == name)).first()
         return rows.task_type_from_row(row._mapping) if row else None
@@ -238,6 +241,8 @@ class TaskMethods(SQLBase):
         return [by_id[i] for i in ids if i in by_id]
 
     def get_task_by_key(self, key: str) -> Task | None:
+        if unstorable(key):
+            return None
         with self._read("get task by key") as conn:
             row = conn.execute(sa.select(task_t).where(task_t.c.key == key)).first()
         return rows.task_from_row(row._mapping) if row else None

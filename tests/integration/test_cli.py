@@ -56,7 +56,7 @@ def count_tasks(db_url: str) -> int:
 def test_task_type_listing_follows_swh_layout(run, registered) -> None:  # type: ignore[no-untyped-def]
     listing = ok(run("task-type", "list")).splitlines()
     assert listing[0] == "Known task types:"
-    assert listing[1::2] == ["check-page:", "notify:", "sleep:"]  # by name
+    assert listing[1::2] == ["check-page:", "notify:", "sleep:", "webhook:"]  # by name
     assert "  Sleep or burn CPU for a while, failing at a given rate" in listing
     verbose = ok(run("task-type", "list", "-v", "-t", "sleep")).splitlines()
     assert verbose[:4] == [

@@ -45,3 +45,18 @@ def serving(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+@contextmanager
+def remote(store: Any) -> Iterator[Any]:
+    """``store`` served over HTTP, as seen through the remote store client."""
+    from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
+    from swh_like_scheduler.client import RemoteStore
+
+    settings = ApiSettings(tokens=parse_tokens([f"{WRITER}:rw"]))
+    with serving(create_app(store, settings)) as url:
+        client = RemoteStore(url, token=WRITER)
+        try:
+            yield client
+        finally:
+            client.close()

@@ -3,7 +3,7 @@ real server: inputs that fit the schema and inputs that break it. No
 answer is a 5xx, and every 4xx says what is wrong (``detail``; a 422 lists
 each problem with its location).
 
-Examples per operation and mode: ``SWH_FUZZ_EXAMPLES`` (default 20, the
+Examples per operation and mode: ``SWH_FUZZ_EXAMPLES`` (default 15, the
 quick cut; 300 to search harder)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
 from swh_like_scheduler.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
-EXAMPLES = int(os.environ.get("SWH_FUZZ_EXAMPLES", "20"))
+EXAMPLES = int(os.environ.get("SWH_FUZZ_EXAMPLES", "15"))
 H = timedelta(hours=1)
 
 

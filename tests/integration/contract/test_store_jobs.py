@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import random
 from datetime import datetime, timedelta
 
 import pytest
 
 from swh_like_scheduler.exceptions import InvalidInput
 from swh_like_scheduler.jobs import Callback, Job, idempotency_key, job_from_input, task_key
+from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import RunStatus, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
@@ -72,7 +74,8 @@ def test_a_replacement_adds_removes_and_keeps(
         claimed.backend_id,
         status=RunStatus.EVENTFUL,
         ended=at[0],
-        apply=lambda task, run: task.updated(status=TaskStatus.COMPLETED),
+        # the listener's outcome policy (what a remote store's server applies)
+        apply=outcome_applier(TaskTypeCache(store), random.Random(0)),
     )
     later = now + 10 * H
     changed = Job(

@@ -1,0 +1,173 @@
+"""``POST /rpc/{method}``: every method of the store interface, for the
+remote store (:mod:`..client`), swh-scheduler's RPC pattern.
+
+The body is ``{"args": [...], "kwargs": {...}}`` in the wire format
+(:mod:`..wire`); the answer ``{"result": ...}``. Reads need a read token,
+everything else a read-write one. A scheduler error travels as itself
+(its class and fields, with the status the other routes give it), so the
+client raises what the local store would have raised."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import random
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Header, HTTPException, Path
+from fastapi.responses import JSONResponse
+
+from .. import wire
+from ..exceptions import Conflict, InvalidInput, NotFound, SchedulerError, StoreError
+from ..listener.handler import APPLY_WIRE_NAME, TaskTypeCache, outcome_applier
+from ..validation import storable
+from .auth import Access, access_of
+from .deps import State
+
+logger = logging.getLogger(__name__)
+router = APIRouter(prefix="/rpc", tags=["remote store"])
+
+#: the store methods served; every other one writes
+READ_METHODS = frozenset(
+    {
+        "get_task_type",
+        "get_task_types",
+        "get_tasks",
+        "get_task_by_key",
+        "search_tasks",
+        "count_tasks",
+        "next_ready_time",
+        "list_pending",
+        "ready_task_ids",
+        "get_job",
+        "schedule_health",
+        "unstarted_run_counts",
+        "get_task_run",
+        "get_task_runs",
+        "get_workers",
+    }
+)
+WRITE_METHODS = frozenset(
+    {
+        "create_task_type",
+        "update_task_type",
+        "create_tasks",
+        "import_tasks",
+        "disable_tasks",
+        "enable_tasks",
+        "cancel_tasks",
+        "respawn_tasks",
+        "delete_tasks",
+        "update_task",
+        "claim_ready_tasks",
+        "schedule_task_run",
+        "start_task_run",
+        "start_task_runs",
+        "end_task_run",
+        "end_task_runs",
+        "mark_published",
+        "put_job",
+        "delete_job",
+        "reclaim_unstarted_runs",
+        "delete_old_runs",
+        "delete_old_batches",
+        "delete_finished_oneshot_tasks",
+        "acquire_lease",
+        "guard_start",
+        "release_start",
+        "ping_lease",
+        "finish_lease",
+        "yield_lease",
+        "steal_expired_leases",
+        "record_worker_sightings",
+        "end_worker_runs",
+        "sweep_silent_workers",
+        "expire_oneshot_tasks",
+        "acquire_lock",
+        "release_lock",
+    }
+)
+METHODS = READ_METHODS | WRITE_METHODS
+
+
+def error_status(error: SchedulerError) -> int:
+    if isinstance(error, Conflict):
+        return 409
+    if isinstance(error, NotFound):
+        return 404
+    if isinstance(error, InvalidInput):
+        return 422
+    return 503 if isinstance(error, StoreError) else 500
+
+
+def _access(
+    state: State,
+    method: Annotated[str, Path(max_length=100)],
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> str:
+    if method not in METHODS:
+        raise HTTPException(status_code=404, detail=f"no store method {method!r}")
+    wanted = Access.READ if method in READ_METHODS else Access.WRITE
+    if wanted is Access.READ and state.settings.open_reads:
+        return method
+    granted = access_of(state.settings.tokens, authorization)
+    if granted is Access.NONE:
+        raise HTTPException(
+            status_code=401,
+            detail="a bearer token is required (Authorization: Bearer SECRET)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if granted < wanted:
+        raise HTTPException(status_code=403, detail="this token may only read")
+    return method
+
+
+@router.post("/{method}")
+def call(
+    state: State,
+    method: Annotated[str, Depends(_access)],
+    body: Annotated[dict[str, Any] | None, Body()] = None,
+) -> Any:
+    """Call store method ``method`` with ``args`` and ``kwargs``."""
+    body = body or {}
+    unknown = sorted(set(body) - {"args", "kwargs"})
+    if unknown:
+        raise InvalidInput(unknown[0], "is not args or kwargs")
+    # no stored text holds a NUL or a lone surrogate: nothing to look for
+    storable("args", body.get("args"))
+    storable("kwargs", body.get("kwargs"))
+    args = wire.decode(body.get("args", []), where="args")
+    kwargs = wire.decode(body.get("kwargs", {}), where="kwargs")
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise InvalidInput("args", "args must be a list and kwargs an object")
+    if "apply" in kwargs and kwargs["apply"] is not None:
+        if kwargs["apply"] != APPLY_WIRE_NAME:
+            raise InvalidInput("apply", f"only {APPLY_WIRE_NAME!r} is applied by a server")
+        kwargs["apply"] = outcome_applier(TaskTypeCache(state.store), random.Random())
+    target = getattr(state.store, method)
+    try:
+        inspect.signature(target).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise InvalidInput("kwargs", str(exc)) from None
+    try:
+        result = target(*args, **kwargs)
+    except SchedulerError as error:
+        return JSONResponse(
+            status_code=error_status(error),
+            content={"detail": str(error), "error": wire.encode_error(error)},
+        )
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        # values of the wrong kind (a text where ids go...): the caller's
+        logger.warning("rpc %s: arguments refused", method, exc_info=True)
+        raise InvalidInput("args", f"do not fit {method}: {type(exc).__name__}: {exc}") from None
+    return {"result": wire.encode(result)}
+
+
+@router.get("")
+def capabilities(state: State) -> dict[str, Any]:
+    """The store's capability flags and the methods served."""
+    return {
+        "capabilities": wire.encode(state.store.capabilities),
+        "methods": sorted(METHODS),
+        "max_argument_bytes": getattr(state.store, "max_argument_bytes", None),
+    }

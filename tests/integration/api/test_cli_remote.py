@@ -1,0 +1,59 @@
+"""The command line through a server: ``--db-url http://…``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from api_server import READER, WRITER, serving
+from click.testing import CliRunner, Result
+
+from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
+from swh_like_scheduler.cli import swh
+from swh_like_scheduler.store import SQLAlchemyStore
+
+
+@pytest.fixture
+def server(sqlite_url: str) -> Iterator[tuple[str, SQLAlchemyStore]]:
+    store = SQLAlchemyStore.from_url(sqlite_url)
+    settings = ApiSettings(tokens=parse_tokens(f"{WRITER}:rw,{READER}:ro"))
+    with serving(create_app(store, settings)) as url:
+        yield url, store
+    store.close()
+
+
+def cli(url: str, token: str, *args: str) -> Result:
+    env = {"SWH_SCHEDULER_DB_URL": url, "SWH_SCHEDULER_API_TOKEN": token}
+    return CliRunner().invoke(swh, ["scheduler", *args], env=env)
+
+
+def test_task_and_job_commands_work_through_a_server(
+    server: tuple[str, SQLAlchemyStore],
+) -> None:
+    url, store = server
+    done = cli(url, WRITER, "task-type", "add", "notify", "swh_like_workers.notify.notify")
+    assert done.exit_code == 0, done.output
+    done = cli(url, WRITER, "task", "add", "notify", "queue=q", "--interval", "1h", "--key", "k")
+    assert done.exit_code == 0 and done.output.startswith("Created 1 task"), done.output
+    listed = cli(url, READER, "task", "list", "--json")
+    assert [t["key"] for t in json.loads(listed.output)] == ["k"]
+    job = cli(url, WRITER, "job", "put", "j", "--at", "2030-01-01T10:00:00Z", "--queue", "q")
+    assert job.exit_code == 0, job.output
+    assert store.count_tasks() == 2  # written in the server's database
+    status = cli(url, READER, "task", "status", "--json")
+    assert json.loads(status.output)["counts"]["notify"]["OK"] == 2
+
+
+def test_a_server_refusal_is_one_line(server: tuple[str, SQLAlchemyStore]) -> None:
+    url, _ = server
+    refused = cli(url, READER, "task-type", "add", "t", "b")
+    assert refused.exit_code == 1
+    assert refused.stderr.strip().endswith("this token may only read (set SWH_SCHEDULER_API_TOKEN)")
+    unknown = cli(url, WRITER, "task", "add", "nope")
+    assert unknown.exit_code == 2 and "nope" in unknown.stderr
+    daemon = cli(url, WRITER, "start-runner", "--once")
+    assert daemon.exit_code == 2
+    assert "start-runner needs the database itself, not a server" in daemon.stderr
+    down = cli("http://127.0.0.1:9", WRITER, "task", "list")
+    assert down.exit_code == 1 and "ConnectError" in down.stderr

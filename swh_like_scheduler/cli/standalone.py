@@ -41,6 +41,12 @@ from .base import CliContext, Failed, pass_cli, scheduler
     help="Do not create the example tasks (they are created only in an empty database).",
 )
 @click.option(
+    "--no-api",
+    is_flag=True,
+    help="Do not serve the HTTP API (by default it listens on a free port of "
+    "127.0.0.1 with a token generated for the run, both printed at start).",
+)
+@click.option(
     "--workers-concurrency",
     type=click.IntRange(min=1),
     default=2,
@@ -75,14 +81,16 @@ def standalone(
     db_url: str | None,
     duration: float | None,
     no_examples: bool,
+    no_api: bool,
     workers_concurrency: int,
     pool: str,
     refresh: float,
     run_dir: Path | None,
 ) -> None:
     """Run the whole platform on this machine: the database (the embedded SQLite
-    file unless --db-url is given), a broker, the runner, the listener and one
-    Celery worker per task type; show a live table; Ctrl-C stops every process.
+    file unless --db-url is given), a broker, the runner, the listener, one
+    Celery worker per task type and the HTTP API; show a live table; Ctrl-C
+    stops every process.
 
     In an empty database, a few example tasks are created so that runs show
     up within a minute.
@@ -100,6 +108,7 @@ def standalone(
         result_backend=os.environ.get("SWH_SCHEDULER_RESULT_BACKEND") or None,
         duration=duration,
         examples=not no_examples,
+        api=not no_api,
         concurrency=workers_concurrency,
         pool=pool,
         refresh=refresh,

@@ -9,12 +9,14 @@ with its output in ``<run dir>/<name>.log``:
    events of the very first runs;
 3. one Celery worker per task queue
    (``celery -A swh_like_scheduler.celery_app worker -Q QUEUE -E -n TYPE@%h``);
-4. the runner (``swh scheduler start-runner --period 1``).
+4. the runner (``swh scheduler start-runner --period 1``);
+5. the HTTP API (``swh scheduler rpc-serve``) on a free loopback port, with
+   a read-write token generated for the run (both printed).
 
 Every child gets ``SWH_SCHEDULER_DB_URL``, ``SWH_SCHEDULER_BROKER_URL`` and
 ``SWH_SCHEDULER_RESULT_BACKEND``, and ``SWH_SCHEDULER_STANDALONE_RUN`` (the run
 directory) to be recognisable. ``children.json`` in the run directory lists
-their pids. Stopping goes the other way round: runner and workers, then the
+their pids. Stopping goes the other way round: runner, workers and API, then the
 listener (so it records the last events), then Redis.
 """
 
@@ -22,7 +24,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
+import socket
 import sys
 import threading
 import time
@@ -62,6 +66,13 @@ def swh_command() -> list[str]:
     return [sys.executable, "-c", _SWH_FALLBACK]
 
 
+def free_port() -> int:
+    """A loopback port free right now (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
 
@@ -80,6 +91,8 @@ class Options:
     refresh: float = 2.0
     run_dir: Path | None = None
     runner_period: float = 1.0
+    #: serve the HTTP API (``rpc-serve``) on a free loopback port
+    api: bool = True
 
 
 def _now() -> datetime:
@@ -109,6 +122,10 @@ class Platform:
         self.runner: list[Child] = []
         self.workers: list[Child] = []
         self.listener: list[Child] = []
+        self.api: list[Child] = []
+        #: the API's address and its read-write token (generated for this run)
+        self.api_url: str | None = None
+        self.api_token = secrets.token_urlsafe(24)
         self.tty = out.isatty()
         self._drawn = False
         self.last: Snapshot | None = None
@@ -217,11 +234,24 @@ class Platform:
                 )
             )
         ]
+        if self.options.api:
+            self.start_api(swh, env)
         self.write_pids()
+
+    def start_api(self, swh: list[str], env: dict[str, str]) -> None:
+        """``rpc-serve`` on a free loopback port, with this run's token (in its
+        environment, not on its command line)."""
+        port = free_port()
+        self.api_url = f"http://127.0.0.1:{port}"
+        serve = [*swh, "rpc-serve", "--host", "127.0.0.1", "--port", str(port)]
+        api_env = {**env, "SWH_SCHEDULER_API_TOKENS": f"{self.api_token}:rw"}
+        self.api = [spawn(ChildSpec("api", serve, self.run_dir / "api.log", api_env))]
+        self.say(f"HTTP API on {self.api_url} (docs: {self.api_url}/docs)")
+        self.say(f"  curl -H 'Authorization: Bearer {self.api_token}' {self.api_url}/conditions")
 
     def children(self) -> list[Child]:
         redis = [self.redis.child] if self.redis is not None else []
-        return [*redis, *self.listener, *self.workers, *self.runner]
+        return [*redis, *self.listener, *self.workers, *self.runner, *self.api]
 
     def write_pids(self) -> None:
         data = {
@@ -236,7 +266,7 @@ class Platform:
     def stop(self) -> list[str]:
         """Stop every child (runner and workers, then the listener, then the
         broker); the names of the children that had to be killed."""
-        killed = stop_children([[*self.runner, *self.workers], self.listener])
+        killed = stop_children([[*self.runner, *self.workers, *self.api], self.listener])
         if self.redis is not None:
             killed += stop_children([[self.redis.child]])
             shutil.rmtree(self.redis.data_dir, ignore_errors=True)
@@ -256,6 +286,7 @@ class Platform:
             + (" - Ctrl-C stops everything" if self.tty else ""),
             f"database {self.options.db_url}",
             f"broker   {broker}",
+            *([f"api      {self.api_url} (token {self.api_token})"] if self.api_url else []),
             f"logs     {self.run_dir}",
             "",
         ]

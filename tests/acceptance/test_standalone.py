@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -16,6 +17,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
 from swh_like_scheduler import migrations
@@ -120,6 +122,13 @@ def start(env: dict[str, str], tmp_path: Path, *args: str) -> tuple[subprocess.P
     return process, out
 
 
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 def children(run_dir: Path) -> dict[str, int]:
     data = json.loads((run_dir / "children.json").read_text())
     return {name: int(pid) for name, pid in data["children"].items()}
@@ -136,8 +145,19 @@ def test_standalone_runs_tasks_and_ctrl_c_leaves_no_process(
     try:
         wait_for(lambda: (run_dir / "children.json").exists(), 30, "the children to start")
         pids = children(run_dir)
-        assert {"redis", "listener", "runner", "worker sleep", "worker notify"} <= set(pids)
+        assert {"redis", "listener", "runner", "worker sleep", "worker notify", "api"} <= set(pids)
         assert len(processes_of(run_dir)) >= len(pids)  # the check below sees them
+        # the API it printed answers with the token it printed
+        api = re.search(r"HTTP API on (http://127\.0\.0\.1:\d+)", out.read_text())
+        token = re.search(r"Authorization: Bearer (\S+)'", out.read_text())
+        assert api is not None and token is not None, out.read_text()
+        wait_for(lambda: _answers(f"{api.group(1)}/health"), 30, "the API to answer")
+        conditions = httpx.get(
+            f"{api.group(1)}/conditions",
+            headers={"Authorization": f"Bearer {token.group(1)}"},
+            timeout=30,
+        )
+        assert "sleep" in conditions.json()["counts"]
         wait_for(
             lambda: ended_runs(db_path) >= 3 or process.poll() is not None,
             45,
@@ -170,7 +190,7 @@ def test_standalone_runs_tasks_and_ctrl_c_leaves_no_process(
     rows = {line.split()[0] for line in stdout.splitlines() if line.strip()}
     assert {"sleep", "notify", "check-page", "total"} <= rows
     assert f"Logs and pids of this run: {run_dir}" in stdout
-    assert "Stopped 6 processes." in stdout
+    assert f"Stopped {len(pids)} processes." in stdout
     assert_nothing_left(run_dir, pids)
     assert (run_dir / "runner.log").read_text().strip().endswith("runner stopped")
 

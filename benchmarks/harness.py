@@ -28,6 +28,7 @@ SCENARIOS = {
     "peers": "scenario_peers",
     "end-to-end": "scenario_e2e",
     "idle": "scenario_idle",
+    "api": "scenario_api",
 }
 
 

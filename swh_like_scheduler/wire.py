@@ -36,11 +36,10 @@ def _registry(modules: Iterable[Any]) -> tuple[dict[str, type], dict[str, type[E
 
 
 def _modules() -> list[Any]:
-    from .lease import protocol
-    from .monitor import records
-    from .store import interface
+    from . import records
+    from .store import values
 
-    return [model, interface, jobs, protocol, records]
+    return [model, values, jobs, records]
 
 
 _RECORDS: dict[str, type] = {}

@@ -1,115 +1,38 @@
-"""Plain values shared by the store, the listener and the monitor duties.
-
-No store, Celery or database import: the store imports this module.
-"""
+"""Plain values shared by the store, the listener and the monitor duties: now
+in :mod:`swh_like_scheduler.records` (the model layer), re-exported here."""
 
 from __future__ import annotations
 
-import os
-import socket
-import uuid
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from ..records import (
+    EXPIRED,
+    HEARTBEAT_MISSES,
+    LATE_OUTCOME,
+    MIN_WORKER_TIMEOUT,
+    MONITOR_LOCK,
+    SUPERSEDED,
+    WORKER_OFFLINE,
+    Expiry,
+    LockState,
+    WorkerSighting,
+    WorkerState,
+    WorkerSweep,
+    default_holder,
+    worker_timeout,
+)
 
-from ..model import Task, TaskRun
-
-#: The name of the monitor's lock in ``scheduler_lock``.
-MONITOR_LOCK = "monitor"
-
-#: Without a ``worker_timeout`` setting, a worker is silent after this many
-#: missed heartbeats (``freq`` seconds each) ...
-HEARTBEAT_MISSES = 3
-#: ... but never before this long (so that a listener restart, during which
-#: no heartbeat is recorded, does not declare every worker offline).
-MIN_WORKER_TIMEOUT = timedelta(seconds=180)
-
-#: History entry written on a run ended ``lost`` because its worker went away.
-WORKER_OFFLINE = "worker_offline"
-#: the real outcome of a run ended ``worker_offline`` arrived afterwards and replaced ``lost``
-LATE_OUTCOME = "late_outcome"
-#: a run ended ``cancelled`` because the late outcome of the run before it arrived
-SUPERSEDED = "superseded"
-#: History entry written on the run that records a one-shot task's expiry.
-EXPIRED = "expired"
-
-
-def worker_timeout(freq: float | None, setting: timedelta | None) -> timedelta:
-    """How long a worker whose heartbeat period is ``freq`` seconds may stay
-    silent: ``setting`` when given, else the longer of ``HEARTBEAT_MISSES *
-    freq`` and :data:`MIN_WORKER_TIMEOUT` (180 s when ``freq`` is unknown)."""
-    if setting is not None:
-        return setting
-    if freq is None or freq <= 0:
-        return MIN_WORKER_TIMEOUT
-    return max(MIN_WORKER_TIMEOUT, timedelta(seconds=HEARTBEAT_MISSES * freq))
-
-
-_holder: tuple[int, str] | None = None
-
-
-def default_holder() -> str:
-    """This process's identity as a lock holder: ``hostname:pid:random``
-    (computed again in a forked child, whose pid differs)."""
-    global _holder
-    pid = os.getpid()
-    if _holder is None or _holder[0] != pid:
-        _holder = (pid, f"{socket.gethostname()}:{pid}:{uuid.uuid4().hex[:12]}")
-    return _holder[1]
-
-
-@dataclass(frozen=True)
-class WorkerSighting:
-    """One worker event as the store records it: ``hostname`` (Celery's
-    ``name@node``), ``at`` (the event's own timestamp, aware UTC),
-    ``online`` (False for ``worker-offline``), the heartbeat period
-    ``freq`` in seconds and the ``pid`` of the worker's main process when
-    the event tells them."""
-
-    hostname: str
-    at: datetime
-    online: bool
-    freq: float | None = None
-    pid: int | None = None
-
-
-@dataclass(frozen=True)
-class WorkerState:
-    """A row of the ``worker`` table."""
-
-    hostname: str
-    last_heartbeat_at: datetime
-    online: bool
-    freq: float | None = None
-    pid: int | None = None
-
-
-@dataclass(frozen=True)
-class LockState:
-    """The answer to a lock request: whether ``holder`` (the asker) holds the
-    lock now, who holds it (the asker, another process, or ``None`` when
-    nobody does) and until when, on the database clock ``db_now``."""
-
-    name: str
-    held: bool
-    holder: str | None
-    expires_at: datetime | None
-    db_now: datetime
-
-
-@dataclass(frozen=True)
-class WorkerSweep:
-    """What the silent-worker duty did: workers it marked offline, and the
-    runs it ended ``lost`` (of those workers and of workers already offline)."""
-
-    marked_offline: tuple[str, ...] = ()
-    lost: tuple[TaskRun, ...] = field(default=())
-
-
-@dataclass(frozen=True)
-class Expiry:
-    """One one-shot task expired: the task as disabled, the run that records
-    why, and the should-start-by instant it missed."""
-
-    task: Task
-    run: TaskRun
-    should_start_by: datetime
+__all__ = [
+    "EXPIRED",
+    "HEARTBEAT_MISSES",
+    "LATE_OUTCOME",
+    "MIN_WORKER_TIMEOUT",
+    "MONITOR_LOCK",
+    "SUPERSEDED",
+    "WORKER_OFFLINE",
+    "Expiry",
+    "LockState",
+    "WorkerSighting",
+    "WorkerState",
+    "WorkerSweep",
+    "default_holder",
+    "worker_timeout",
+]

@@ -25,7 +25,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..exceptions import InvalidInput
-from ..lease.protocol import (
+from ..model import OPEN_RUN_STATUSES, RunStatus, Task, TaskRun, TaskStatus, final_run_status
+from ..policy import blackout_at
+from ..records import (
     ASSIGNED,
     PINGED_LATE,
     REFUSED_COPY,
@@ -39,8 +41,6 @@ from ..lease.protocol import (
     Refusal,
     StealReport,
 )
-from ..model import OPEN_RUN_STATUSES, RunStatus, Task, TaskRun, TaskStatus, final_run_status
-from ..policy import blackout_at
 from . import rows
 from .interface import ApplyOutcome
 from .sql_base import SQLBase

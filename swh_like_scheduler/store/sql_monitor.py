@@ -38,7 +38,9 @@ from ..model import (
     TaskStatus,
     run_backend_id,
 )
-from ..monitor.records import (
+from ..policy import start_times
+from ..policy.times import fmt_duration, fmt_instant
+from ..records import (
     EXPIRED,
     MIN_WORKER_TIMEOUT,
     WORKER_OFFLINE,
@@ -49,8 +51,6 @@ from ..monitor.records import (
     WorkerSweep,
     worker_timeout,
 )
-from ..policy import start_times
-from ..policy.times import fmt_duration, fmt_instant
 from . import rows
 from .interface import ApplyOutcome
 from .sql_lease import _TICK, LeaseMethods, _entry

@@ -27,8 +27,8 @@ from ..model import (
     final_run_status,
     run_backend_id,
 )
-from ..monitor.records import LATE_OUTCOME, SUPERSEDED, WORKER_OFFLINE
 from ..policy import leave_blackouts, window_at
+from ..records import LATE_OUTCOME, SUPERSEDED, WORKER_OFFLINE
 from ..validation import unstorable
 from . import rows
 from .interface import ApplyOutcome, RunEnd

@@ -1,0 +1,141 @@
+"""The lease and steal protocols (DESIGN.md §4)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..model import (
+    RunStatus,
+    TaskRun,
+)
+
+if TYPE_CHECKING:
+    from ..records import (
+        LeaseGrant,
+        PingReply,
+        StealReport,
+    )
+
+
+from .values import ApplyOutcome
+
+
+class LeaseStore(Protocol):
+    """The lease and steal protocols (DESIGN.md §4): instants are the
+    database's clock; each call is one transaction."""
+
+    def acquire_lease(
+        self,
+        backend_id: str,
+        *,
+        node: str,
+        name: str,
+        tag: str,
+        apply: ApplyOutcome | None = None,
+    ) -> LeaseGrant:
+        """Claim the run ``backend_id`` and its task's ownership for the
+        worker ``name`` on ``node``, under the unique ``tag`` of this copy.
+
+        Granted (``ok``): the run becomes ``started`` (its start kept if the
+        listener recorded one, else the DB's now), ``worker = name@node``,
+        history entry ``assigned``; the task gets ``owner_*`` with
+        ``owner_started_at = owner_last_ping_at = now`` and no steal pending.
+        Asking again with the owning tag is granted again, changing nothing.
+        Refused, in this order: ``unknown_run``; ``finished_run`` (the run
+        ended: a late duplicate); ``already_running`` (another tag owns the
+        task); ``cancelled`` / ``disabled`` (task status); ``banned_node``
+        (``node`` in ``dont_run_on_nodes``); ``blackout`` (now inside a
+        window). With ``apply``, a cancelled/disabled refusal ends the run
+        ``cancelled`` and a blackout refusal ends it ``lost`` (the task is
+        given back to its schedule); ``already_running`` and ``finished_run``
+        add the history entry ``refused_copy``; other refusals write nothing."""
+        ...
+
+    def guard_start(
+        self,
+        backend_id: str,
+        *,
+        node: str,
+        name: str,
+        tag: str,
+        apply: ApplyOutcome | None = None,
+    ) -> LeaseGrant:
+        """The start guard of every task type: exactly :meth:`acquire_lease`
+        (same checks, same refusals, same writes) except that the owner does
+        not ping: ``owner_last_ping_at`` stays null, so the steal step leaves
+        the task alone and the worker's liveness (heartbeats, offline events)
+        decides instead. The ownership is released when the run ends, by
+        whatever ends it. A refused second copy (``already_running``,
+        ``finished_run``) adds the history entry ``refused_copy`` to the run;
+        its body must not run. A grant may carry ``db_now`` only (``task``
+        and ``run`` ``None``: the common case is decided in one statement)."""
+        ...
+
+    def release_start(self, backend_id: str, *, tag: str) -> bool:
+        """The body of the run asked Celery for a retry (a new delivery with
+        the same id): when ``tag`` owns the task and the run is open, the
+        ownership is released (the run stays open and started, history
+        ``retrying``) so that the retried delivery passes the guard. True
+        then; otherwise nothing is written."""
+        ...
+
+    def ping_lease(self, backend_id: str, *, tag: str, progress: float | None = None) -> PingReply:
+        """The owner's heartbeat. Stop (``proceed`` false) with ``stolen``
+        when ``tag`` no longer owns the task, ``finished`` when the run has
+        ended, ``cancelled`` when the task is cancelled or disabled,
+        ``blackout`` when now is in a blackout window; nothing is written
+        then. Otherwise ``ok``: ``owner_last_ping_at = now``, ``progress``
+        stored on the run, and a pending steal cleared (``steal_start_at``
+        back to null, history entry ``pinged_late``)."""
+        ...
+
+    def finish_lease(
+        self,
+        backend_id: str,
+        *,
+        tag: str,
+        status: RunStatus,
+        result: Any = None,
+        error: str | None = None,
+        apply: ApplyOutcome | None = None,
+    ) -> TaskRun | None:
+        """The owner's final write: when ``tag`` still owns the task and the
+        run is open, end the run exactly as :meth:`end_task_run` (``ended`` =
+        the DB's now, ``apply`` in the same transaction) and release the
+        ownership (without ``apply``, a ``scheduled`` task goes back to
+        ``waiting``). ``timed_out`` adds the history entry ``timed_out``.
+        Otherwise (ended, stolen, yielded, unknown) nothing is written and the
+        run is returned as stored: calling it twice is harmless."""
+        ...
+
+    def yield_lease(
+        self, backend_id: str, *, tag: str, apply: ApplyOutcome | None = None
+    ) -> TaskRun | None:
+        """Warm shutdown: when ``tag`` owns the task and the run is open, the
+        run ends ``lost`` (a neutral outcome: no statistic moves) with the
+        history entry ``yielded``, the ownership is released and the task is
+        runnable at once in a new slot (``waiting``, ``next_run = max(now,
+        slot + 1 µs)``: the run's own slot and backend id are taken; when now
+        is in a blackout window, the policy's time past it). Otherwise nothing
+        is written."""
+        ...
+
+    def steal_expired_leases(
+        self,
+        *,
+        ping_timeout: timedelta,
+        grace: timedelta,
+        apply: ApplyOutcome | None = None,
+        limit: int = 1000,
+    ) -> StealReport:
+        """The monitor's steal step. Owned tasks whose last ping is older
+        than ``ping_timeout`` and with no steal pending get ``steal_start_at
+        = now`` (their open run: history ``pinged_late``); owned tasks whose
+        ``steal_start_at`` is older than ``grace`` lose their run: it ends
+        ``lost`` (history ``stolen``, ``apply`` in the same transaction), the
+        ownership is released and the task is runnable at once as in
+        :meth:`yield_lease`. A late ping from the old owner then answers
+        ``stolen``. Rows another transaction holds are skipped (PostgreSQL),
+        at most ``limit`` tasks per step."""
+        ...

@@ -1,0 +1,112 @@
+"""The monitor's duties (DESIGN.md §4): workers, one-shot expiry, the monitor's lock."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Protocol
+
+from ..model import (
+    TaskRun,
+)
+
+if TYPE_CHECKING:
+    from ..records import (
+        Expiry,
+        LockState,
+        WorkerSighting,
+        WorkerState,
+        WorkerSweep,
+    )
+
+
+from .values import ApplyOutcome
+
+
+class MonitorStore(Protocol):
+    """The monitor's duties (DESIGN.md §4): workers, one-shot expiry, the monitor's lock."""
+
+    # Runs whose task is leased (an owner that pings, ``owner_last_ping_at``
+    # set) are never ended by these calls: the steal protocol decides about
+    # them. Runs let through by the start guard (owner, no pings) are.
+
+    def record_worker_sightings(self, sightings: Sequence[WorkerSighting]) -> list[WorkerSighting]:
+        """Record worker events (heartbeat, online, offline) in the ``worker``
+        table: per hostname, the latest event of the batch sets
+        ``last_heartbeat_at`` (the event's own timestamp), ``online``,
+        ``freq`` and ``pid`` (kept when the event has none) -- unless the
+        stored heartbeat is newer (events out of order change nothing).
+
+        Returns the sightings that show a **restart**: a worker of a known
+        name whose main process changed (another ``pid`` than recorded, not
+        older than the record). The old process is gone; its open runs are
+        for :meth:`end_worker_runs` at the sighting's time. A worker that
+        went offline is not ended here: after a grace (a warm shutdown says
+        offline first and then finishes its runs, a broker reconnect says
+        offline and online again), :meth:`sweep_silent_workers` does it."""
+        ...
+
+    def get_workers(self) -> list[WorkerState]:
+        """Every worker the listener has seen, ordered by hostname."""
+        ...
+
+    def end_worker_runs(
+        self,
+        worker: str,
+        *,
+        at: datetime,
+        apply: ApplyOutcome | None = None,
+        limit: int = 1000,
+    ) -> list[TaskRun]:
+        """A ``worker-offline`` event: end as ``lost`` at ``at`` the open runs
+        (started or dispatched) whose ``worker`` is ``worker`` and that did
+        not start after ``at`` (a worker restarted under the same name keeps
+        its new runs), exactly as a stolen lease: ``apply`` in the same
+        transaction, history entry ``worker_offline``, the task runnable at
+        once in a new slot. Returns the runs ended (at most ``limit``)."""
+        ...
+
+    def sweep_silent_workers(
+        self,
+        *,
+        now: datetime,
+        timeout: timedelta | None = None,
+        offline_grace: timedelta = timedelta(0),
+        apply: ApplyOutcome | None = None,
+        limit: int = 1000,
+    ) -> WorkerSweep:
+        """The monitor's catch-up for missed offline events (lossy Redis
+        events, ``kill -9``). Online workers whose ``last_heartbeat_at`` is
+        older than ``now - timeout`` are marked offline (``timeout`` ``None``:
+        per worker, the longer of 3 x its heartbeat ``freq`` and 180 s).
+        Then the open runs of every worker offline for longer than
+        ``offline_grace`` or its timeout, whichever is shorter (since its
+        last event), that started no later
+        than its last heartbeat, or longer ago than its timeout, end ``lost``
+        at ``now`` as in :meth:`end_worker_runs`. Raises InvalidInput for a
+        timeout <= 0."""
+        ...
+
+    def expire_oneshot_tasks(
+        self, *, now: datetime, grace: timedelta = timedelta(0), limit: int = 1000
+    ) -> list[Expiry]:
+        """One-shot tasks that are ``waiting``, were never dispatched (no run,
+        no recorded start or end) and whose should_start_by (the policy's
+        :func:`start_times` at ``now``: T + ``max_delay``) passed more than
+        ``grace`` ago become ``disabled``; each gets a ``cancelled`` run (its
+        slot, ended at ``now``, ``error`` saying why, history ``expired``) and
+        ``next_run`` moves 1 µs past that slot. At most ``limit`` per call,
+        earliest deadline first; rows being claimed are skipped (PostgreSQL)."""
+        ...
+
+    def acquire_lock(self, name: str, *, holder: str, ttl: timedelta) -> LockState:
+        """Take or renew the lock ``name`` for ``holder`` until the database's
+        now + ``ttl``, with one conditional UPSERT: it succeeds when nobody
+        holds the lock, ``holder`` already does, or the holder's time ran out
+        (a crashed holder loses the lock after ``ttl``). The answer says who
+        holds it and until when."""
+        ...
+
+    def release_lock(self, name: str, *, holder: str) -> bool:
+        """Give up the lock ``name`` if ``holder`` holds it (True then)."""
+        ...

@@ -1,0 +1,212 @@
+"""Claims, runs, dispatch batches, retention and the schedule's health."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..model import (
+    Claimed,
+    Priority,
+    RunStatus,
+    TaskRun,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+from .values import ApplyOutcome, RunEnd, ScheduleHealth
+
+
+class RunStore(Protocol):
+    """Claims, runs, dispatch batches, retention and the schedule's health."""
+
+    def claim_ready_tasks(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        limit: int,
+        priorities: Sequence[Priority] | None = None,
+        nodes: Sequence[str] | None = None,
+        among: Sequence[int] | None = None,
+    ) -> list[Claimed]:
+        """Claim up to ``limit`` ready tasks of ``task_type`` for dispatch.
+
+        ``nodes`` are the nodes of the live workers of the type's queue: a task
+        with ``dont_run_on_nodes`` is claimed only if one of them is allowed,
+        and never when ``nodes`` is ``None`` (unknown).
+
+        With ``among`` (task ids, as :meth:`ready_task_ids` returns them),
+        only those tasks are considered, in that order; those no longer
+        ready, or being claimed by someone else, are skipped. Several claims
+        can so share out the next tasks in dispatch order and run at once.
+
+        Ready: status ``waiting`` and ``next_run <= now``. Order: priority
+        class then ``deadline`` (as :meth:`list_pending`). In one transaction,
+        each claimed task becomes ``scheduled`` and gets a run (status
+        ``scheduled``, ``slot`` = its ``next_run``, ``backend_id`` derived
+        from the task id and the slot, see :func:`run_backend_id`). The runs
+        of one claim form a dispatch batch (:attr:`Claimed.batch`), to be
+        marked published (:meth:`mark_published`) once their messages are
+        sent.
+
+        On PostgreSQL rows are locked ``FOR UPDATE SKIP LOCKED``: concurrent
+        runners never claim the same task, and never wait on each other.
+        SQLite serialises writers, so claims are still exclusive, but only one
+        runner should be used (``capabilities.skip_locked`` is False).
+        """
+        ...
+
+    def ready_task_ids(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        limit: int,
+        priorities: Sequence[Priority] | None = None,
+        nodes: Sequence[str] | None = None,
+    ) -> list[int]:
+        """The ids of the tasks :meth:`claim_ready_tasks` with the same
+        arguments would claim now (up to ``limit``), in dispatch order.
+        Reads only and locks nothing: another claim may take them first."""
+        ...
+
+    # -- runs ---------------------------------------------------------------
+
+    def schedule_task_run(
+        self, task_id: int, *, now: datetime, backend_id: str | None = None
+    ) -> TaskRun:
+        """Create the run of one waiting task for its current slot (whether
+        or not it is due), marking the task ``scheduled``.
+
+        Raises :class:`InvalidTransition` if the task is not waiting (for
+        example it already has an open run), :class:`NotFound` if unknown.
+        """
+        ...
+
+    def start_task_run(
+        self, backend_id: str, *, started: datetime, worker: str | None = None
+    ) -> TaskRun | None:
+        """Mark a dispatched run as started. Idempotent: a run already started
+        or ended is returned unchanged. ``None`` for an unknown backend id."""
+        ...
+
+    def start_task_runs(
+        self, starts: Sequence[tuple[str, datetime, str | None]]
+    ) -> dict[str, TaskRun]:
+        """:meth:`start_task_run` for many ``(backend_id, started, worker)`` at
+        once, in two statements; the first start of a backend id counts.
+        Returns each known run as it is afterwards, by backend id (unknown
+        ids are left out)."""
+        ...
+
+    def end_task_run(
+        self,
+        backend_id: str,
+        *,
+        status: RunStatus,
+        ended: datetime,
+        result: Any = None,
+        error: str | None = None,
+        apply: ApplyOutcome | None = None,
+    ) -> TaskRun | None:
+        """End an open run with a final ``status`` (not scheduled/started).
+
+        With ``apply``, the run's task is locked and replaced by
+        ``apply(task, ended_run)`` in the same transaction, so a run's end
+        and its effect on the task are recorded together or not at all.
+        Idempotent: a run that has already ended is returned unchanged and
+        ``apply`` is not called. ``None`` for an unknown backend id.
+        """
+        ...
+
+    def end_task_runs(
+        self, ends: Sequence[RunEnd], *, apply: ApplyOutcome | None = None
+    ) -> list[TaskRun | None]:
+        """:meth:`end_task_run` for many runs in one transaction, as if called
+        for each of ``ends`` in order (a second end of a run finds it ended; a
+        task whose two runs end is given to ``apply`` as the first end left
+        it), in a few statements. Returns, per end, its run afterwards
+        (``None`` for an unknown backend id). Raises :class:`InvalidInput`,
+        writing nothing, if a status is not final."""
+        ...
+
+    def mark_published(self, batches: Collection[int], *, at: datetime) -> None:
+        """Record that the messages of these dispatch batches' runs
+        (:attr:`Claimed.batch`) are on the broker, at ``at``. A runner calls
+        it after publishing a claim's messages; until then the claim's runs
+        are *orphans* for :meth:`reclaim_unstarted_runs`. Marking a batch
+        twice keeps the first time."""
+        ...
+
+    def schedule_health(self, *, now: datetime, counts: bool = True) -> ScheduleHealth:
+        """Figures that say whether the schedule keeps up, read with
+        aggregate queries (no per-task computation): the oldest overdue
+        waiting task per type, the last claim, the last worker sign of life
+        and, with ``counts``, tasks per type and status and open runs (left
+        empty without: those read whole tables)."""
+        ...
+
+    def unstarted_run_counts(self, *, task_types: Sequence[str] | None = None) -> dict[str, int]:
+        """Per task type (of ``task_types``, default all), how many runs are
+        ``scheduled`` with their message published (or from before dispatch
+        batches): the messages that are in a queue, prefetched by a worker,
+        or lost. Types with none are absent."""
+        ...
+
+    def reclaim_unstarted_runs(
+        self,
+        *,
+        now: datetime,
+        limit: int = 1000,
+        published_before: datetime | None = None,
+        claimed_before: datetime | None = None,
+        task_types: Sequence[str] | None = None,
+    ) -> list[tuple[str, Claimed]]:
+        """Take runs that never started so that their message can be
+        published again with the same id: with ``claimed_before``, runs whose
+        dispatch batch was claimed before it and never marked published
+        (orphans: no message was ever sent); with ``published_before``, runs
+        whose message went out before it (it may be lost: broker data gone,
+        purged queue), up to ``limit``, oldest first, of ``task_types``
+        (default all).
+
+        The runs taken form a new dispatch batch (:attr:`Claimed.batch`, to
+        mark published once sent), get ``scheduled = now`` and a
+        ``republished`` history entry in the same transaction; rows are
+        locked ``SKIP LOCKED`` so several runners never take the same run.
+        Runs of tasks that are no longer ``scheduled`` (cancelled, disabled)
+        are left alone. Returns ``(task type, claim)`` pairs, oldest first."""
+        ...
+
+    def get_task_run(self, backend_id: str) -> TaskRun | None:
+        """The run with this Celery task id, or ``None``."""
+        ...
+
+    def get_task_runs(self, task_id: int, *, limit: int = 20) -> list[TaskRun]:
+        """The most recent runs of a task, newest first."""
+        ...
+
+    # -- retention ----------------------------------------------------------
+
+    def delete_old_runs(self, *, ended_before: datetime, limit: int = 10_000) -> int:
+        """Delete up to ``limit`` ended runs that ended before ``ended_before``.
+        Open runs are never deleted. Returns the number deleted."""
+        ...
+
+    def delete_old_batches(self, *, claimed_before: datetime, limit: int = 10_000) -> int:
+        """Delete up to ``limit`` dispatch batches claimed before
+        ``claimed_before``; a run whose batch is gone counts as published
+        when it was scheduled. Returns the number deleted."""
+        ...
+
+    def delete_finished_oneshot_tasks(
+        self, *, updated_before: datetime, limit: int = 10_000
+    ) -> int:
+        """Delete up to ``limit`` one-shot tasks that are completed, disabled
+        or cancelled and unchanged since ``updated_before``, with their runs.
+        A task with an open run (disabled while its run goes on) is kept."""
+        ...

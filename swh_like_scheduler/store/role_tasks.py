@@ -1,0 +1,175 @@
+"""Task types and tasks: create, read, search, act on them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..model import (
+    Priority,
+    Task,
+    TaskType,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+from .values import ALL_TASKS, ImportSummary, TaskFilter
+
+
+class TaskStore(Protocol):
+    """Task types and tasks: create, read, search, act on them."""
+
+    def create_task_type(self, task_type: TaskType) -> TaskType:
+        """Register a new task type.
+
+        Raises :class:`DuplicateTaskType` if one of that name exists; nothing
+        is written then.
+        """
+        ...
+
+    def get_task_type(self, name: str) -> TaskType | None:
+        """The task type called ``name``, or ``None``."""
+        ...
+
+    def get_task_types(self) -> list[TaskType]:
+        """Every task type, ordered by name."""
+        ...
+
+    def update_task_type(self, name: str, **changes: Any) -> TaskType:
+        """Change fields of a task type (not its name) and return it.
+
+        The result is validated as a whole before anything is written.
+        Raises :class:`NotFound` for an unknown type.
+        """
+        ...
+
+    # -- tasks --------------------------------------------------------------
+
+    def create_tasks(self, tasks: Iterable[Task], *, now: datetime) -> list[Task]:
+        """Create tasks atomically and return them in the order given.
+
+        A task whose arguments take more than the store's
+        ``max_argument_bytes`` of canonical JSON is refused
+        (:class:`InvalidInput` ``arguments``) and nothing is written.
+
+        Each task must have ``id=None``; its ``next_run`` and ``deadline`` are
+        stored as given. Creation is idempotent:
+
+        - a task with a client ``key`` already used returns the existing task
+          if its definition (type, arguments, schedule, priority, constraints)
+          is the same, and raises :class:`KeyConflict` otherwise — also for a
+          one-shot task at another instant than the stored one, which has not
+          run yet (to move it: :meth:`respawn_tasks`, or a job's
+          :meth:`put_job`);
+        - a task without a key that is identical (same type, arguments,
+          schedule kind and priority) to a *live* task (waiting or scheduled)
+          returns that task instead of creating a second one — also when the
+          same batch holds it twice.
+
+        Unknown task types raise :class:`UnknownTaskType`. On any error,
+        nothing of the batch is written.
+        """
+        ...
+
+    def import_tasks(
+        self,
+        tasks: Iterable[Task],
+        *,
+        now: datetime,
+        batch_size: int = 1000,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ImportSummary:
+        """Create a stream of tasks (millions) in one transaction, reading
+        ``batch_size`` at a time, with the idempotence rules of
+        :meth:`create_tasks`. ``progress(created, existing)`` is called after
+        each batch. An error raised by the stream or the database (a bad line
+        of an input file, a key conflict) rolls everything back: the import
+        is written whole or not at all."""
+        ...
+
+    def get_tasks(self, ids: Sequence[int]) -> list[Task]:
+        """The tasks with these ids, in the order given; unknown ids are left out."""
+        ...
+
+    def get_task_by_key(self, key: str) -> Task | None:
+        """The task created with client key ``key``, or ``None``."""
+        ...
+
+    def search_tasks(
+        self, criteria: TaskFilter = ALL_TASKS, *, after_id: int = 0, limit: int = 100
+    ) -> list[Task]:
+        """Tasks matching ``criteria`` with ``id > after_id``, by increasing id.
+
+        Page by passing the last id of a page as ``after_id`` of the next
+        (keyset paging: stable and cheap however deep the page).
+        """
+        ...
+
+    def count_tasks(self, criteria: TaskFilter = ALL_TASKS) -> int:
+        """How many tasks match ``criteria``."""
+        ...
+
+    def next_ready_time(
+        self, task_type: str, *, priorities: Sequence[Priority] | None = None
+    ) -> datetime | None:
+        """The earliest ``next_run`` of the waiting tasks of ``task_type``
+        (``None`` if there is none): when the runner has work again."""
+        ...
+
+    def list_pending(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        limit: int = 100,
+        priorities: Sequence[Priority] | None = None,
+    ) -> list[Task]:
+        """Waiting tasks of ``task_type`` ready at ``now`` (``next_run <= now``)
+        in dispatch order: priority class (high, normal, low), then earliest
+        ``deadline``, then id. Reads only; :meth:`claim_ready_tasks` is the
+        claiming counterpart and uses the same order."""
+        ...
+
+    def disable_tasks(self, ids: Sequence[int], *, now: datetime) -> list[Task]:
+        """Take waiting or scheduled tasks out of scheduling (status
+        ``disabled``); an open run is left to finish. Tasks in another status,
+        and unknown ids, are left out of the result."""
+        ...
+
+    def enable_tasks(self, ids: Sequence[int], *, now: datetime) -> list[Task]:
+        """Put disabled tasks back to ``waiting`` keeping their ``next_run``.
+
+        Raises :class:`Conflict` if an identical live task exists meanwhile.
+        """
+        ...
+
+    def cancel_tasks(self, ids: Sequence[int], *, now: datetime) -> list[Task]:
+        """Cancel tasks (status ``cancelled``). Their runs that were dispatched
+        but not started are ended as ``cancelled`` at ``now``; a started run
+        is left running (its worker learns of the cancellation through its
+        lease). Returns the tasks that were cancelled."""
+        ...
+
+    def respawn_tasks(self, ids: Sequence[int], *, next_run: datetime, now: datetime) -> list[Task]:
+        """Make tasks runnable again at ``next_run`` with ``deadline =
+        next_run`` (run as soon as allowed), whatever their status, except
+        tasks with an open run, which are left out of the result.
+        Retry counters are reset. Raises :class:`Conflict` if an identical
+        live task exists."""
+        ...
+
+    def delete_tasks(self, ids: Sequence[int]) -> int:
+        """Delete tasks and their runs; returns how many tasks were deleted."""
+        ...
+
+    def update_task(self, task: Task, *, expected_updated_at: datetime | None = None) -> Task:
+        """Write every field of ``task`` (identified by its id) and return it.
+
+        With ``expected_updated_at``, the write happens only if the stored
+        task still has that ``updated_at`` (optimistic concurrency); otherwise
+        :class:`Conflict` is raised. Raises :class:`NotFound` for an unknown id.
+        """
+        ...

@@ -91,6 +91,27 @@ class ScheduleCollector(Collector):
     def __init__(self, store: SchedulerStore, state: ApiState) -> None:
         self.store, self.state = store, state
 
+    def _conditions(self) -> Iterator[GaugeMetricFamily]:
+        if self.state.condition_counts is None:
+            return
+        summary, age = self.state.condition_counts.latest()
+        if summary is None or age is None:
+            return
+        levels = GaugeMetricFamily(
+            "swh_scheduler_task_conditions",
+            "Live and disabled tasks per type and condition (OK, WARNING, ERROR), as last counted",
+            labels=["type", "condition"],
+        )
+        for name, per_level in sorted(summary.counts.items()):
+            for level, count in per_level.items():
+                levels.add_metric([name, level], count)
+        yield levels
+        yield GaugeMetricFamily(
+            "swh_scheduler_task_conditions_age_seconds",
+            "Seconds since the conditions were counted",
+            value=age,
+        )
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
         started = time.perf_counter()
         now = self.state.clock()
@@ -120,6 +141,15 @@ class ScheduleCollector(Collector):
         for (name, status), count in sorted(figures.open_runs.items()):
             runs.add_metric([name, status], count)
         yield runs
+        ended = GaugeMetricFamily(
+            "swh_scheduler_runs_ended_last_hour",
+            "Runs ended within the last hour, per type and final status",
+            labels=["type", "status"],
+        )
+        for (name, status), count in sorted(figures.ended_runs.items()):
+            ended.add_metric([name, status], count)
+        yield ended
+        yield from self._conditions()
         for metric, instant, text in (
             (
                 "swh_scheduler_last_claim_age_seconds",

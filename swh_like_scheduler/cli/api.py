@@ -62,6 +62,15 @@ def broker_hooks(
     help="Celery broker: checked by /health, revokes on cancel (default: "
     "broker_url in the config file; none: cancelled runs are refused at start).",
 )
+@click.option(
+    "--conditions-every",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="/metrics recounts the tasks' conditions (it reads every live task, in the "
+    "background) when its counts are older than this; 0: never.",
+)
 @click.option("--log-level", default="info", show_default=True)
 @pass_cli
 def rpc_serve(
@@ -71,6 +80,7 @@ def rpc_serve(
     tokens: str | None,
     open_reads: bool | None,
     broker_url: str | None,
+    conditions_every: float,
     log_level: str,
 ) -> None:
     """Serve the scheduler over HTTP: task types, tasks, runs, conditions,
@@ -93,6 +103,7 @@ def rpc_serve(
         tokens=parsed,
         open_reads=settings.api_open_reads if open_reads is None else open_reads,
         broker_url=broker,
+        conditions_every=conditions_every,
     )
     app = create_app(cli.sql_store("rpc-serve"), api, broker_check=check, revoke=revoke)
     try:

@@ -8,13 +8,13 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from ..model import OPEN_RUN_STATUSES, Priority, TaskStatus
-from .interface import ScheduleHealth
 from .sql_base import SQLBase
 from .tables import dispatch_batch as batch_t
 from .tables import task as task_t
 from .tables import task_run as run_t
 from .tables import task_type as type_t
 from .tables import worker as worker_t
+from .values import ENDED_WINDOW, ScheduleHealth
 
 
 class HealthMethods(SQLBase):
@@ -29,6 +29,13 @@ class HealthMethods(SQLBase):
             .select_from(run_t)
             .join(task_t, task_t.c.id == run_t.c.task_id)
             .where(run_t.c.status.in_([s.value for s in OPEN_RUN_STATUSES]))
+            .group_by(task_t.c.type, run_t.c.status)
+        )
+        ended = (
+            sa.select(task_t.c.type, run_t.c.status, sa.func.count())
+            .select_from(run_t)
+            .join(task_t, task_t.c.id == run_t.c.task_id)
+            .where(run_t.c.ended > now - ENDED_WINDOW, run_t.c.ended <= now)
             .group_by(task_t.c.type, run_t.c.status)
         )
         with self._read("read schedule health") as conn:
@@ -58,4 +65,5 @@ class HealthMethods(SQLBase):
                 last_worker_seen_at=conn.scalar(
                     sa.select(sa.func.max(worker_t.c.last_heartbeat_at))
                 ),
+                ended_runs={(t, s): n for t, s, n in conn.execute(ended)} if counts else {},
             )

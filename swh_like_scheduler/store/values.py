@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..model import (
@@ -83,6 +83,12 @@ class ScheduleHealth:
     last_claim_at: datetime | None
     #: the latest sign of life of a worker recorded by the listener
     last_worker_seen_at: datetime | None
+    #: runs ended within :data:`ENDED_WINDOW` before ``now``, per ``(type, run status)``
+    ended_runs: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+#: the window of :attr:`ScheduleHealth.ended_runs`
+ENDED_WINDOW = timedelta(hours=1)
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ from typing import Any
 import httpx
 import pytest
 from api_server import READER, WRITER, Clock, serving
+from waiting import wait_until
 
 from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
 from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import TaskStatus, TaskType
+from swh_like_scheduler.model import RunStatus, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 
 SLEEP_TASK = {"type": "sleep", "args": [1]}
@@ -198,6 +199,14 @@ def test_conditions_and_metrics(
         line for line in text.splitlines() if line.startswith("swh_scheduler_oldest_overdue")
     )
     assert float(overdue.split()[-1]) > 86400
+    # the conditions are counted in the background: a later scrape has them
+    errors = 'swh_scheduler_task_conditions{condition="ERROR",type="sleep"} 3.0'
+    wait_until(lambda: errors in client.get("/metrics").text, 30, "the conditions counted")
+    # runs ended within the hour, per type and status
+    (claimed, *_) = store.claim_ready_tasks("sleep", now=clock.now, limit=10)
+    store.end_task_run(claimed.backend_id, status=RunStatus.FAILED, ended=clock.now)
+    ended = 'swh_scheduler_runs_ended_last_hour{status="failed",type="sleep"} 1.0'
+    assert ended in client.get("/metrics").text
     assert client.get("/conditions", params={"type": "nope"}).status_code == 404
 
 

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from ..exceptions import Conflict, InvalidInput, NotFound, SchedulerError, StoreError
 from ..store import SchedulerStore
 from .auth import Token
-from .condition_counts import ConditionCounts
+from .condition_counts import TableCounts
 from .limits import BodyLimit
 
 logger = logging.getLogger(__name__)
@@ -47,9 +47,10 @@ class ApiSettings:
     max_rpc_body_bytes: int = MAX_RPC_BODY_BYTES
     #: the Celery broker (revokes on cancel, reachability in /health)
     broker_url: str | None = None
-    #: /metrics recounts the tasks' conditions (a read of every live task)
-    #: when its counts are older than this many seconds; 0: never
-    conditions_every: float = 60.0
+    #: /metrics counts the tasks per status and condition again (a read of
+    #: the whole task table, in the background) when its counts are older
+    #: than this many seconds; 0: never
+    count_every: float = 300.0
 
 
 @dataclass
@@ -65,8 +66,8 @@ class ApiState:
     #: revokes dispatched runs by backend id (``None`` when it worked, else
     #: why not); ``None`` as a whole: cancelled runs are refused at start only
     revoke: Callable[[Sequence[str]], str | None] | None = None
-    #: the conditions /metrics reports (``None``: not counted)
-    condition_counts: ConditionCounts | None = None
+    #: the whole-table counts /metrics reports (``None``: not counted)
+    table_counts: TableCounts | None = None
 
 
 def field_error(loc: list[str | int], message: str, kind: str = "value_error") -> JSONResponse:
@@ -125,11 +126,7 @@ def create_app(
         summary="Recurring and one-shot Celery tasks kept fresh by deadline",
         version="1",
     )
-    counts = (
-        ConditionCounts(store, clock, settings.conditions_every)
-        if settings.conditions_every > 0
-        else None
-    )
+    counts = TableCounts(store, clock, settings.count_every) if settings.count_every > 0 else None
     app.state.api = ApiState(store, settings, clock, broker_check, revoke, counts)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(SchedulerError, _scheduler_error)

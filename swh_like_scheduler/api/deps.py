@@ -29,22 +29,27 @@ def no_nul_parameters(request: Request) -> None:
                 raise InvalidInput(name, "contains a NUL character (%00)")
 
 
+def require(state: ApiState, authorization: str | None, wanted: Access) -> None:
+    """401 without a valid token, 403 with one that may not do ``wanted``."""
+    if wanted is Access.READ and state.settings.open_reads:
+        return
+    granted = access_of(state.settings.tokens, authorization)
+    if granted is Access.NONE:
+        raise HTTPException(
+            status_code=401,
+            detail="a bearer token is required (Authorization: Bearer SECRET)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if granted < wanted:
+        raise HTTPException(status_code=403, detail="this token may only read")
+
+
 def _needs(wanted: Access):  # type: ignore[no-untyped-def]
     def check(
         state: State,
         authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> None:
-        if wanted is Access.READ and state.settings.open_reads:
-            return
-        granted = access_of(state.settings.tokens, authorization)
-        if granted is Access.NONE:
-            raise HTTPException(
-                status_code=401,
-                detail="a bearer token is required (Authorization: Bearer SECRET)",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        if granted < wanted:
-            raise HTTPException(status_code=403, detail="this token may only read")
+        require(state, authorization, wanted)
 
     return Depends(check)
 

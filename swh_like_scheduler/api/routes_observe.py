@@ -91,43 +91,47 @@ class ScheduleCollector(Collector):
     def __init__(self, store: SchedulerStore, state: ApiState) -> None:
         self.store, self.state = store, state
 
-    def _conditions(self) -> Iterator[GaugeMetricFamily]:
-        if self.state.condition_counts is None:
+    def _table_counts(self) -> Iterator[GaugeMetricFamily]:
+        if self.state.table_counts is None:
             return
-        summary, age = self.state.condition_counts.latest()
-        if summary is None or age is None:
+        counts, age = self.state.table_counts.latest()
+        if counts is None or age is None:
             return
+        tasks = GaugeMetricFamily(
+            "swh_scheduler_tasks",
+            "Tasks per type and status, as last counted",
+            labels=["type", "status"],
+        )
+        for (name, status), count in sorted(counts.tasks.items()):
+            tasks.add_metric([name, status], count)
+        yield tasks
         levels = GaugeMetricFamily(
             "swh_scheduler_task_conditions",
             "Live and disabled tasks per type and condition (OK, WARNING, ERROR), as last counted",
             labels=["type", "condition"],
         )
-        for name, per_level in sorted(summary.counts.items()):
+        for name, per_level in sorted(counts.conditions.items()):
             for level, count in per_level.items():
                 levels.add_metric([name, level], count)
         yield levels
         yield GaugeMetricFamily(
-            "swh_scheduler_task_conditions_age_seconds",
-            "Seconds since the conditions were counted",
+            "swh_scheduler_counts_age_seconds",
+            "Seconds since the tasks were counted per status and condition",
             value=age,
         )
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         started = time.perf_counter()
         now = self.state.clock()
-        figures = self.store.schedule_health(now=now)
-        tasks = GaugeMetricFamily(
-            "swh_scheduler_tasks", "Tasks per type and status", labels=["type", "status"]
-        )
-        for (name, status), count in sorted(figures.tasks.items()):
-            tasks.add_metric([name, status], count)
-        yield tasks
+        figures = self.store.schedule_health(now=now, counts=False)
+        yield from self._table_counts()
         overdue = GaugeMetricFamily(
             "swh_scheduler_oldest_overdue_seconds",
             "Seconds past its deadline (should_start_by) of the oldest waiting task, per type",
             labels=["type"],
         )
-        for name in sorted({t for t, _ in figures.tasks} | set(figures.oldest_overdue)):
+        names = {t.type for t in self.store.get_task_types()} | set(figures.oldest_overdue)
+        for name in sorted(names):  # 0 for a type on time: an alert sees it
             deadline = figures.oldest_overdue.get(name)
             overdue.add_metric(
                 [name], 0.0 if deadline is None else (now - deadline).total_seconds()
@@ -149,7 +153,6 @@ class ScheduleCollector(Collector):
         for (name, status), count in sorted(figures.ended_runs.items()):
             ended.add_metric([name, status], count)
         yield ended
-        yield from self._conditions()
         for metric, instant, text in (
             (
                 "swh_scheduler_last_claim_age_seconds",

@@ -21,8 +21,8 @@ from .. import wire
 from ..exceptions import Conflict, InvalidInput, NotFound, SchedulerError, StoreError
 from ..listener.handler import APPLY_WIRE_NAME, TaskTypeCache, outcome_applier
 from ..validation import storable
-from .auth import Access, access_of
-from .deps import State
+from .auth import Access
+from .deps import State, require
 
 logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/rpc", tags=["remote store"])
@@ -107,18 +107,7 @@ def _access(
 ) -> str:
     if method not in METHODS:
         raise HTTPException(status_code=404, detail=f"no store method {method!r}")
-    wanted = Access.READ if method in READ_METHODS else Access.WRITE
-    if wanted is Access.READ and state.settings.open_reads:
-        return method
-    granted = access_of(state.settings.tokens, authorization)
-    if granted is Access.NONE:
-        raise HTTPException(
-            status_code=401,
-            detail="a bearer token is required (Authorization: Bearer SECRET)",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    if granted < wanted:
-        raise HTTPException(status_code=403, detail="this token may only read")
+    require(state, authorization, Access.READ if method in READ_METHODS else Access.WRITE)
     return method
 
 

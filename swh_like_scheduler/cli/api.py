@@ -63,13 +63,13 @@ def broker_hooks(
     "broker_url in the config file; none: cancelled runs are refused at start).",
 )
 @click.option(
-    "--conditions-every",
+    "--count-every",
     type=click.FloatRange(min=0),
-    default=60.0,
+    default=300.0,
     show_default=True,
     metavar="SECONDS",
-    help="/metrics recounts the tasks' conditions (it reads every live task, in the "
-    "background) when its counts are older than this; 0: never.",
+    help="/metrics counts the tasks per status and condition again (a read of the "
+    "whole task table, in the background) when its counts are older than this; 0: never.",
 )
 @click.option("--log-level", default="info", show_default=True)
 @pass_cli
@@ -80,7 +80,7 @@ def rpc_serve(
     tokens: str | None,
     open_reads: bool | None,
     broker_url: str | None,
-    conditions_every: float,
+    count_every: float,
     log_level: str,
 ) -> None:
     """Serve the scheduler over HTTP: task types, tasks, runs, conditions,
@@ -103,7 +103,7 @@ def rpc_serve(
         tokens=parsed,
         open_reads=settings.api_open_reads if open_reads is None else open_reads,
         broker_url=broker,
-        conditions_every=conditions_every,
+        count_every=count_every,
     )
     app = create_app(cli.sql_store("rpc-serve"), api, broker_check=check, revoke=revoke)
     try:

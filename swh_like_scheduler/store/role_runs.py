@@ -143,11 +143,11 @@ class RunStore(Protocol):
         ...
 
     def schedule_health(self, *, now: datetime, counts: bool = True) -> ScheduleHealth:
-        """Figures that say whether the schedule keeps up, read with
-        aggregate queries (no per-task computation): the oldest overdue
-        waiting task per type, the last claim, the last worker sign of life
-        and, with ``counts``, tasks per type and status and open runs (left
-        empty without: those read whole tables)."""
+        """Figures that say whether the schedule keeps up, read through
+        indexes (no per-task computation): the oldest overdue waiting task
+        per type, open runs, runs ended within the hour, the last claim, the
+        last worker sign of life and, with ``counts``, tasks per type and
+        status (left empty without: that reads the whole task table)."""
         ...
 
     def unstarted_run_counts(self, *, task_types: Sequence[str] | None = None) -> dict[str, int]:

@@ -60,10 +60,10 @@ class HealthMethods(SQLBase):
                 now=now,
                 tasks={(t, s): n for t, s, n in conn.execute(tasks)} if counts else {},
                 oldest_overdue=overdue,
-                open_runs={(t, s): n for t, s, n in conn.execute(open_runs)} if counts else {},
+                open_runs={(t, s): n for t, s, n in conn.execute(open_runs)},
                 last_claim_at=conn.scalar(sa.select(sa.func.max(batch_t.c.claimed_at))),
                 last_worker_seen_at=conn.scalar(
                     sa.select(sa.func.max(worker_t.c.last_heartbeat_at))
                 ),
-                ended_runs={(t, s): n for t, s, n in conn.execute(ended)} if counts else {},
+                ended_runs={(t, s): n for t, s, n in conn.execute(ended)},
             )

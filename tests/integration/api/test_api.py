@@ -194,14 +194,16 @@ def test_conditions_and_metrics(
     assert summary["counts"] == {"sleep": {"OK": 0, "WARNING": 0, "ERROR": 3}}
     assert {t["reason"] for t in summary["tasks"]} == {"never_run"}
     text = client.get("/metrics").text
-    assert 'swh_scheduler_tasks{status="waiting",type="sleep"} 3.0' in text
     overdue = next(
         line for line in text.splitlines() if line.startswith("swh_scheduler_oldest_overdue")
     )
     assert float(overdue.split()[-1]) > 86400
-    # the conditions are counted in the background: a later scrape has them
+    # the whole-table counts are made in the background: a later scrape has them
     errors = 'swh_scheduler_task_conditions{condition="ERROR",type="sleep"} 3.0'
-    wait_until(lambda: errors in client.get("/metrics").text, 30, "the conditions counted")
+    wait_until(lambda: errors in client.get("/metrics").text, 30, "the tasks counted")
+    text = client.get("/metrics").text
+    assert 'swh_scheduler_tasks{status="waiting",type="sleep"} 3.0' in text
+    assert "swh_scheduler_counts_age_seconds " in text
     # runs ended within the hour, per type and status
     (claimed, *_) = store.claim_ready_tasks("sleep", now=clock.now, limit=10)
     store.end_task_run(claimed.backend_id, status=RunStatus.FAILED, ended=clock.now)

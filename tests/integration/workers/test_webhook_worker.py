@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
-from workertest import closed_port, make_test_app, unique_queue, worker
+from workertest import closed_port, http_server, make_test_app, unique_queue, worker
 
 from swh_like_workers.webhook import IDEMPOTENCY_HEADER, TASK_ID_HEADER, TASK_NAME
 
@@ -52,17 +51,9 @@ def receiver() -> Iterator[Receiver]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    site.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+    with http_server(Handler) as port:
+        site.port = port
         yield site
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 @pytest.mark.redis

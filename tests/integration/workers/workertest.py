@@ -144,20 +144,27 @@ def _handler(site: PageServer) -> type[BaseHTTPRequestHandler]:
 
 
 @contextlib.contextmanager
-def page_server() -> Iterator[PageServer]:
-    """A :class:`PageServer` on 127.0.0.1 (a free port), served by a thread."""
-    site = PageServer()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(site))
+def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
+    """``handler`` served on 127.0.0.1 by a thread; yields the (free) port."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    site.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
-        yield site
+        yield server.server_address[1]
     finally:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@contextlib.contextmanager
+def page_server() -> Iterator[PageServer]:
+    """A :class:`PageServer` on 127.0.0.1 (a free port), served by a thread."""
+    site = PageServer()
+    with http_server(_handler(site)) as port:
+        site.port = port
+        yield site
 
 
 def closed_port() -> int:

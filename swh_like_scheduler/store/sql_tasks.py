@@ -35,7 +35,7 @@ from .interface import (
     TaskFilter,
 )
 from .sql_base import SQLBase, _chunks
-from .tables import TASK_LIVE_STATUSES
+from .tables import LIVE_STATUS, TASK_LIVE_STATUSES
 from .tables import task as task_t
 from .tables import task_run as run_t
 from .tables import task_type as type_t
@@ -217,13 +217,7 @@ class TaskMethods(SQLBase):
             digests_by_type.setdefault(type_name, set()).add(digest)
         for type_name, digests in digests_by_type.items():
             for chunk in _chunks(sorted(digests)):
-                query = sa.select(task_t).where(
-                    task_t.c.type == type_name,
-                    task_t.c.arguments_hash.in_(chunk),
-                    task_t.c.key.is_(None),
-                    task_t.c.status.in_(TASK_LIVE_STATUSES),
-                )
-                for row in conn.execute(query):
+                for row in conn.execute(identical_query(type_name, chunk)):
                     known = rows.task_from_row(row._mapping)
                     for i in wanted.pop(_identity(known), ()):
                         found[i] = known
@@ -436,6 +430,18 @@ class TaskMethods(SQLBase):
         if exists is None:
             raise NotFound(f"no task {task.id}")
         raise Conflict(f"task {task.id} was changed by someone else; read it again and retry")
+
+
+def identical_query(type_name: str, digests: Sequence[str]) -> sa.Select[Any]:
+    """The live tasks without a key of ``type_name`` whose arguments have
+    one of these digests: what ``ux_task_identical`` answers (its predicate
+    written as it is, see :data:`LIVE_STATUS`)."""
+    return sa.select(task_t).where(
+        task_t.c.type == type_name,
+        task_t.c.arguments_hash.in_(digests),
+        task_t.c.key.is_(None),
+        LIVE_STATUS,
+    )
 
 
 def _moved_instant(known: Task, item: Task) -> bool:

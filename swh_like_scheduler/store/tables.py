@@ -101,6 +101,11 @@ task_type = sa.Table(
 )
 
 TASK_LIVE_STATUSES = [TaskStatus.WAITING.value, TaskStatus.SCHEDULED.value]
+#: ``status IN ('waiting', 'scheduled')`` with the values written in the SQL,
+#: as in the predicate of ``ux_task_identical``: a query with it stays able
+#: to use that partial index under a generic plan (a prepared statement run
+#: often), where bound values could not prove the predicate
+LIVE_STATUS = sa.text("task.status IN ('waiting', 'scheduled')")
 
 _ONESHOT_FINISHED = "schedule_kind = 'oneshot' AND status IN ('completed', 'disabled', 'cancelled')"
 

@@ -47,6 +47,23 @@ _PRIORITY_RANK = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
 PRIORITY_ORDER: tuple[Priority, ...] = (Priority.HIGH, Priority.NORMAL, Priority.LOW)
 
 
+class DispatchOrder(StrEnum):
+    """The order in which a claim takes the ready tasks of one priority class."""
+
+    #: earliest should_start_by first: the task closest to breaking its promise
+    DEADLINE = "deadline"
+    #: earliest can_start_by first (swh-scheduler's runner, Celery beat)
+    FIFO = "fifo"
+    #: a pseudo-random order, reproducible: drawn from the task's id and the
+    #: instant of the claim
+    RANDOM = "random"
+    #: deadline order among the tasks that can still start in time
+    #: (should_start_by not passed), then the late ones, in deadline order:
+    #: under overload the tasks already lost wait for spare capacity instead
+    #: of making the next ones late too
+    SALVAGE = "salvage"
+
+
 class TaskStatus(StrEnum):
     WAITING = "waiting"  # may be dispatched once next_run has passed
     SCHEDULED = "scheduled"  # has an open run (dispatched or running)

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ..model import Priority
+from ..model import DispatchOrder, Priority
 from .base import CliContext, emit_json, now, pass_cli, scheduler
 from .monitor import monitor_options, monitor_settings, republish_delay
 
@@ -46,6 +46,16 @@ HIGH_PRIORITY_PERIOD = 5.0
     type=click.IntRange(min=1, max=16),
     help="Claims run at once, each in its own transaction and connection "
     "(PostgreSQL; SQLite claims one chunk at a time). Default: 2.",
+)
+@click.option(
+    "--dispatch-order",
+    type=click.Choice([o.value for o in DispatchOrder]),
+    default=DispatchOrder.DEADLINE.value,
+    show_default=True,
+    help="Order of the ready tasks within a priority class: deadline (closest to "
+    "breaking its promise first), salvage (deadline order among the tasks that can "
+    "still start in time, late ones after: for sustained overload), fifo (earliest "
+    "can_start_by first) or random. `swh scheduler simulate` compares them.",
 )
 @click.option(
     "--broker-url",
@@ -86,6 +96,7 @@ def start_runner(
     period: float | None,
     once: bool,
     claimers: int | None,
+    dispatch_order: str,
     broker_url: str | None,
     metrics_port: int | None,
     republish_after: str,
@@ -132,6 +143,7 @@ def start_runner(
             priorities=chosen,
             workers=workers,
             claimers=claimers,
+            order=DispatchOrder(dispatch_order),
         )
         duties = None
         if settings is not None:
@@ -173,6 +185,7 @@ def start_runner(
             workers=LiveWorkers(app),
             monitor=settings,
             claimers=claimers,
+            order=DispatchOrder(dispatch_order),
         )
         loop.run(steps, waker, stop=stop)
     finally:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -25,10 +25,11 @@ from typing import Any
 
 from celery import Celery
 
-from ..broker import BrokerError, Message, PublishError, publish_batch, queue_depths
+from ..broker import BrokerError, Message, PublishError
 from ..broker.connection import open_connection
+from ..broker.port import CeleryBroker, QueuePort
 from ..exceptions import SchedulerError, StatementTimeout
-from ..model import Claimed, Priority, TaskType
+from ..model import Claimed, DispatchOrder, Priority, TaskType
 from ..store import SchedulerStore
 from . import metrics
 from .routing import LiveWorkers
@@ -150,7 +151,7 @@ def capacity_of(task_type: TaskType, depth: int) -> int:
 
 def tick(
     store: SchedulerStore,
-    app: Celery,
+    app: Celery | None,
     now: datetime,
     *,
     types: Sequence[str] | None = None,
@@ -158,6 +159,9 @@ def tick(
     connection: Any = None,
     workers: LiveWorkers | None = None,
     claimers: int = CLAIMERS,
+    order: DispatchOrder = DispatchOrder.DEADLINE,
+    broker: QueuePort | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> PassReport:
     """One pass over the task types named in ``types`` (default: all).
 
@@ -165,7 +169,14 @@ def tick(
     idle pass costs one indexed query per type. Without ``workers`` (the live
     workers, for routing), tasks with ``dont_run_on_nodes`` are left waiting.
     ``claimers`` claims run at once where the store allows it (see
-    :data:`CLAIMERS`)."""
+    :data:`CLAIMERS`); ``order`` is the order of the ready tasks within a
+    priority class (:class:`DispatchOrder`).
+
+    The queues are ``app``'s broker's, over ``connection`` (one is opened
+    for the pass without it), or those of ``broker`` when given (``app`` is
+    then not used). ``clock`` (monotonic seconds) moves ``now`` on during
+    the pass: each claim is stamped with ``now`` plus the time the pass has
+    taken so far."""
     task_types = [t for t in store.get_task_types() if types is None or t.type in types]
     if types is not None:
         for name in sorted(set(types) - {t.type for t in task_types}):
@@ -175,10 +186,16 @@ def tick(
     later = [ready for ready in upcoming.values() if ready is not None and ready > now]
     if not due:
         return PassReport(now=now, next_ready=min(later, default=None))
+    if broker is not None:
+        context = _Pass(store, broker, now, priorities, workers, claimers, order, clock)
+        return _serve(context, due, later)
+    if app is None:
+        raise ValueError("a pass needs a Celery app or a broker")
     # one broker connection for the whole pass (depths, then every chunk)
     owned = open_connection(app) if connection is None else None
     try:
-        context = _Pass(store, app, now, priorities, connection or owned, workers, claimers)
+        queues = CeleryBroker(app, connection or owned)
+        context = _Pass(store, queues, now, priorities, workers, claimers, order, clock)
         return _serve(context, due, later)
     finally:
         if owned is not None:
@@ -186,10 +203,10 @@ def tick(
 
 
 def _serve(context: _Pass, due: list[TaskType], later: list[datetime]) -> PassReport:
-    store, app, now, priorities = context.store, context.app, context.now, context.priorities
+    store, now, priorities = context.store, context.now, context.priorities
     queues = sorted({t.effective_queue for t in due})
     try:
-        depths = queue_depths(app, queues, connection=context.connection)
+        depths = context.broker.depths(queues)
     except BrokerError as error:
         logger.error("cannot read queue depths; nothing is claimed this pass: %s", error)
         metrics.PASS_ERRORS.labels(stage="depth").inc()
@@ -217,21 +234,26 @@ def _serve(context: _Pass, due: list[TaskType], later: list[datetime]) -> PassRe
 @dataclass(frozen=True)
 class _Pass:
     store: SchedulerStore
-    app: Celery
+    broker: QueuePort
     now: datetime
     priorities: Sequence[Priority] | None
-    connection: Any
     workers: LiveWorkers | None
     claimers: int = CLAIMERS
-    #: the monotonic clock when the pass began
-    began: float = field(default_factory=time.monotonic)
+    order: DispatchOrder = DispatchOrder.DEADLINE
+    #: monotonic seconds
+    clock: Callable[[], float] = time.monotonic
+    #: the clock when the pass began
+    began: float = field(default=0.0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "began", self.clock())
 
     def at(self) -> datetime:
         """The pass's ``now`` moved on by the time the pass has taken so
         far: a chunk claimed late in a long pass is stamped (its runs'
         ``scheduled``, from which re-publishing waits) when it is claimed,
         seconds before it is published, not when the pass began."""
-        return self.now + timedelta(seconds=time.monotonic() - self.began)
+        return self.now + timedelta(seconds=self.clock() - self.began)
 
 
 class ChunkSizes:
@@ -361,6 +383,7 @@ class _Serving:
                 limit=want,
                 priorities=context.priorities,
                 nodes=self.nodes,
+                order=context.order,
             )
         except SchedulerError as exc:
             self._claim_failed(exc, want)
@@ -383,6 +406,7 @@ class _Serving:
                 priorities=context.priorities,
                 nodes=self.nodes,
                 among=among,
+                order=context.order,
             )
             if len(claimed) == self.chunk:
                 CHUNKS.grow(self.task_type.type)
@@ -426,7 +450,7 @@ def _publish(context: _Pass, task_type: TaskType, batch: list[Claimed]) -> int:
     (until then its runs are orphans that the monitor publishes)."""
     limits = time_limits(task_type)
     messages = [message_for(c, task_type, context.workers, limits) for c in batch]
-    published = publish_batch(context.app, messages, connection=context.connection)
+    published = context.broker.publish(messages)
     batches = {c.batch for c in batch if c.batch is not None}
     try:
         context.store.mark_published(batches, at=context.at())

@@ -15,7 +15,7 @@ from celery import Celery
 
 from ..exceptions import SchedulerError
 from ..listener.handler import TaskTypeCache, outcome_applier
-from ..model import Priority
+from ..model import DispatchOrder, Priority
 from ..monitor.duties import MonitorSettings, monitor_tick, release
 from ..outage import Outage
 from ..store import SchedulerStore
@@ -43,8 +43,8 @@ class RunnerLoop:
     included (``monitor.republish_after``); :meth:`close` releases the lock.
     Without ``monitor``, each pass publishes the orphans of dead runners and,
     with ``republish_after``, re-publishes runs dispatched that long ago
-    whose message seems lost (:mod:`.republish`). ``claimers``: see
-    :func:`~.dispatch.tick`."""
+    whose message seems lost (:mod:`.republish`). ``claimers`` and
+    ``order``: see :func:`~.dispatch.tick`."""
 
     def __init__(
         self,
@@ -60,10 +60,12 @@ class RunnerLoop:
         republish_after: timedelta | None = None,
         monitor: MonitorSettings | None = None,
         claimers: int = CLAIMERS,
+        order: DispatchOrder = DispatchOrder.DEADLINE,
     ) -> None:
         self.store, self.app, self.period = store, app, period
         self.types, self.priorities, self.clock = types, priorities, clock
         self.on_pass, self.workers, self.claimers = on_pass, workers, claimers
+        self.order = order
         self.republish_after, self.monitor = republish_after, monitor
         self._apply = outcome_applier(TaskTypeCache(store), random.Random()) if monitor else None
         self._monitor_due = time.monotonic()
@@ -109,6 +111,7 @@ class RunnerLoop:
                 priorities=self.priorities,
                 workers=self.workers,
                 claimers=self.claimers,
+                order=self.order,
             )
             if self.monitor is None:
                 republish_unstarted(

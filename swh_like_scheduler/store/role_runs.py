@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model import (
     Claimed,
+    DispatchOrder,
     Priority,
     RunStatus,
     TaskRun,
@@ -32,6 +33,7 @@ class RunStore(Protocol):
         priorities: Sequence[Priority] | None = None,
         nodes: Sequence[str] | None = None,
         among: Sequence[int] | None = None,
+        order: DispatchOrder = DispatchOrder.DEADLINE,
     ) -> list[Claimed]:
         """Claim up to ``limit`` ready tasks of ``task_type`` for dispatch.
 
@@ -45,7 +47,8 @@ class RunStore(Protocol):
         can so share out the next tasks in dispatch order and run at once.
 
         Ready: status ``waiting`` and ``next_run <= now``. Order: priority
-        class then ``deadline`` (as :meth:`list_pending`). In one transaction,
+        class, then within a class ``order`` (:class:`DispatchOrder`; the
+        default, ``deadline`` first, is that of :meth:`list_pending`). In one transaction,
         each claimed task becomes ``scheduled`` and gets a run (status
         ``scheduled``, ``slot`` = its ``next_run``, ``backend_id`` derived
         from the task id and the slot, see :func:`run_backend_id`). The runs
@@ -68,6 +71,7 @@ class RunStore(Protocol):
         limit: int,
         priorities: Sequence[Priority] | None = None,
         nodes: Sequence[str] | None = None,
+        order: DispatchOrder = DispatchOrder.DEADLINE,
     ) -> list[int]:
         """The ids of the tasks :meth:`claim_ready_tasks` with the same
         arguments would claim now (up to ``limit``), in dispatch order.

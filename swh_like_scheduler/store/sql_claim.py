@@ -31,13 +31,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from ..model import RUN_NAMESPACE, Priority, RunStatus, TaskStatus
+from ..model import RUN_NAMESPACE, DispatchOrder, Priority, RunStatus, TaskStatus
 from .tables import UTCDateTime
 from .tables import task as task_t
 from .tables import task_run as run_t
@@ -115,6 +116,45 @@ BOUND = sa.bindparam("claim_bound", type_=sa.Integer)
 IDS = sa.bindparam("claim_ids", type_=postgresql.ARRAY(sa.BigInteger))
 #: the dispatch batch of the runs a claim creates
 BATCH = sa.bindparam("claim_batch", type_=sa.BigInteger)
+#: the seed of :attr:`DispatchOrder.RANDOM` (see :func:`random_salt`)
+SALT = sa.bindparam("claim_salt", type_=sa.BigInteger)
+#: the parameters given at each run of a prepared statement
+PARAMETERS = (NOW, LIMIT, BOUND, IDS, BATCH, SALT)
+
+#: a prime modulus and a multiplier of full period (Lehmer's): the product of
+#: two values below the modulus fits a bigint
+_MODULUS, _MULTIPLIER = 2_147_483_647, 48_271
+
+
+def random_salt(now: datetime) -> int:
+    """The seed of a random-order claim at ``now``: the order changes from
+    one claim to the next and is the same when a claim is run again at the
+    same instant (a simulation is reproducible)."""
+    micros = int(now.timestamp() * 1_000_000)
+    return (micros * _MULTIPLIER) % _MODULUS
+
+
+def order_keys(
+    order: DispatchOrder,
+    id_: sa.ColumnElement[Any],
+    deadline: sa.ColumnElement[Any],
+    next_run: sa.ColumnElement[Any],
+) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any], sa.ColumnElement[Any]]:
+    """The sort keys of ``order`` (then the id), from a task's columns: the
+    same three in every dialect, so that picks of several classes can be
+    unioned and the result sorted again by them.
+
+    RANDOM hashes the id with :data:`SALT` (``(a | b) - (a & b)`` is their
+    exclusive or, which SQLite has no operator for)."""
+    if order is DispatchOrder.FIFO:
+        return sa.literal(0, sa.BigInteger), next_run, id_
+    if order is DispatchOrder.RANDOM:
+        mixed = (id_.op("|")(SALT) - id_.op("&")(SALT)) % _MODULUS
+        return (mixed * _MULTIPLIER) % _MODULUS, deadline, id_
+    if order is DispatchOrder.SALVAGE:
+        late = sa.case((deadline < NOW, 1), else_=0)
+        return sa.cast(late, sa.BigInteger), deadline, id_
+    return sa.literal(0, sa.BigInteger), deadline, id_
 
 
 def _ready(task_type: str, priority: Priority) -> list[sa.ColumnElement[bool]]:
@@ -154,23 +194,29 @@ def _picks(
     runnable: sa.ColumnElement[bool],
     sparse: Collection[Priority],
     lock: bool,
+    order: DispatchOrder = DispatchOrder.DEADLINE,
 ) -> list[sa.CTE]:
     """Per class, a CTE of up to :data:`LIMIT` (less what the classes before
-    it took) ready tasks ``(id, rank, deadline)`` in dispatch order; locked
-    ``FOR UPDATE SKIP LOCKED`` with ``lock``."""
+    it took) ready tasks ``(id, rank, k0, k1)`` in ``order`` (its keys:
+    :func:`order_keys`); locked ``FOR UPDATE SKIP LOCKED`` with ``lock``.
+
+    DEADLINE and FIFO read an index in their order (``ix_task_dispatch_order``,
+    ``ix_task_ready``) and stop at the rows they need; RANDOM and SALVAGE
+    sort the class's ready tasks."""
     picks: list[sa.CTE] = []
+    keys = order_keys(order, task_t.c.id, task_t.c.deadline, task_t.c.next_run)
     for rank, priority in enumerate(classes):
         taken = [sa.select(sa.func.count()).select_from(p).scalar_subquery() for p in picks]
         remaining: Any = LIMIT - sum(taken) if taken else LIMIT
         ready = [*_ready(task_type, priority), runnable]
         rank_column = sa.literal(rank, sa.Integer).label("rank")
-        pick = sa.select(task_t.c.id, rank_column, task_t.c.deadline)
+        pick = sa.select(task_t.c.id, rank_column, keys[0].label("k0"), keys[1].label("k1"))
         if priority in sparse:
             # all of the class's ready tasks (fewer than the bound, the probe
             # said): ordered and limited so that the plan is a bounded range
             # scan of ix_task_ready even when the statistics are stale
             due = (
-                sa.select(task_t.c.id, task_t.c.deadline)
+                sa.select(task_t.c.id, task_t.c.deadline, task_t.c.next_run)
                 .where(*ready)
                 .order_by(task_t.c.next_run)
                 .limit(BOUND)
@@ -187,7 +233,7 @@ def _picks(
             # again on the locked rows (another runner may have claimed them)
             first = (
                 sa.select(due.c.id)
-                .order_by(due.c.deadline, due.c.id)
+                .order_by(*order_keys(order, due.c.id, due.c.deadline, due.c.next_run))
                 .limit(LIMIT * 2)
                 .subquery(f"first_{priority.value}")
             )
@@ -197,15 +243,11 @@ def _picks(
                 sa.select(sa.func.array_agg(first.c.id)).scalar_subquery(),
                 sa.cast(sa.literal("{}"), postgresql.ARRAY(sa.BigInteger)),
             )
-            pick = (
-                pick.where(task_t.c.id == sa.any_(ids))
-                .where(*ready)
-                .order_by(task_t.c.deadline, task_t.c.id)
-            )
+            pick = pick.where(task_t.c.id == sa.any_(ids)).where(*ready).order_by(*keys)
             if lock:
                 pick = pick.with_for_update(of=task_t, skip_locked=True)
         else:
-            pick = pick.where(*ready).order_by(task_t.c.deadline, task_t.c.id)
+            pick = pick.where(*ready).order_by(*keys)
             if lock:
                 pick = pick.with_for_update(skip_locked=True)
         picks.append(pick.limit(remaining).cte(f"picked_{priority.value}"))
@@ -217,13 +259,14 @@ def candidates_statement(
     classes: Sequence[Priority],
     runnable: sa.ColumnElement[bool],
     sparse: Collection[Priority] = (),
+    order: DispatchOrder = DispatchOrder.DEADLINE,
 ) -> sa.Select[Any]:
     """The ids of the tasks :func:`claim_statement` would claim (the same
     picks, without locks), in dispatch order: a cheap read that lets
     several claims share out the next tasks by id (:data:`IDS`)."""
-    picks = _picks(task_type, classes, runnable, sparse, lock=False)
-    picked = sa.union_all(*(sa.select(p.c.id, p.c.rank, p.c.deadline) for p in picks)).cte()
-    return sa.select(picked.c.id).order_by(picked.c.rank, picked.c.deadline, picked.c.id)
+    picks = _picks(task_type, classes, runnable, sparse, False, order)
+    picked = sa.union_all(*(sa.select(p.c.id, p.c.rank, p.c.k0, p.c.k1) for p in picks)).cte()
+    return sa.select(picked.c.id).order_by(picked.c.rank, picked.c.k0, picked.c.k1, picked.c.id)
 
 
 def _picked_among(
@@ -259,6 +302,7 @@ def claim_statement(
     runnable: sa.ColumnElement[bool],
     sparse: Collection[Priority] = (),
     among: bool = False,
+    order: DispatchOrder = DispatchOrder.DEADLINE,
 ) -> sa.Select[Any]:
     """The statement above, claiming up to :data:`LIMIT` tasks ready at
     :data:`NOW`, their runs in dispatch batch :data:`BATCH`: its rows are
@@ -268,19 +312,24 @@ def claim_statement(
     classes in ``sparse`` (fewer than :data:`BOUND` ready tasks, as counted by
     :func:`probe_statement` with the same bound) are picked from their
     materialised ready set. With ``among``, the tasks are those of
-    :data:`IDS` (see :func:`candidates_statement`), in its order."""
+    :data:`IDS` (see :func:`candidates_statement`), in its order; else
+    in ``order`` (within each class)."""
     if among:
         picked = _picked_among(task_type, classes, runnable)
+        ranked = [picked.c.rank]
     else:
-        picks = _picks(task_type, classes, runnable, sparse, lock=True)
-        picked = sa.union_all(*(sa.select(p.c.id, p.c.rank) for p in picks)).cte("picked")
+        picks = _picks(task_type, classes, runnable, sparse, True, order)
+        picked = sa.union_all(*(sa.select(p.c.id, p.c.rank, p.c.k0, p.c.k1) for p in picks)).cte(
+            "picked"
+        )
+        ranked = [picked.c.rank, picked.c.k0, picked.c.k1]
     updated = (
         sa.update(task_t)
         .where(task_t.c.id == picked.c.id)
         .values(status=TaskStatus.SCHEDULED.value, updated_at=NOW)
         .returning(
             task_t.c.id,
-            picked.c.rank,
+            *(c.label(f"sort{i}") for i, c in enumerate(ranked)),
             task_t.c.next_run,
             task_t.c.deadline,
             # as text: the runner decodes it where it builds the message
@@ -325,7 +374,7 @@ def claim_statement(
             claimed.c.blackouts,
         )
         .add_cte(runs)
-        .order_by(claimed.c.rank, claimed.c.deadline, claimed.c.id)
+        .order_by(*(claimed.c[f"sort{i}"] for i in range(len(ranked))), claimed.c.id)
     )
 
 
@@ -347,7 +396,7 @@ class Prepared:
         assert isinstance(compiled, sa.sql.compiler.SQLCompiler)
         if "POSTCOMPILE" in compiled.string:  # an expanding IN: not for the driver
             raise ValueError("a prepared statement cannot hold an expanding parameter")
-        given = {bind.key: bind for bind in (NOW, LIMIT, BOUND, IDS, BATCH)}
+        given = {bind.key: bind for bind in PARAMETERS}
         fixed: dict[str, Any] = {}
         processors: dict[str, tuple[str, Callable[[Any], Any] | None]] = {}
         for bind, name in compiled.bind_names.items():
@@ -383,11 +432,13 @@ def prepared_claim(
     nodes: tuple[str, ...] | None,
     sparse: frozenset[Priority],
     among: bool = False,
+    order: DispatchOrder = DispatchOrder.DEADLINE,
 ) -> Prepared:
     """:func:`claim_statement` for tasks runnable on ``nodes`` (see
     :func:`runnable_on`), compiled for ``dialect``."""
     runnable = runnable_on(dialect.name, nodes)
-    return Prepared.of(claim_statement(task_type, classes, runnable, sparse, among), dialect)
+    statement = claim_statement(task_type, classes, runnable, sparse, among, order)
+    return Prepared.of(statement, dialect)
 
 
 @lru_cache(maxsize=256)
@@ -397,7 +448,8 @@ def prepared_candidates(
     classes: tuple[Priority, ...],
     nodes: tuple[str, ...] | None,
     sparse: frozenset[Priority],
+    order: DispatchOrder = DispatchOrder.DEADLINE,
 ) -> Prepared:
     """:func:`candidates_statement`, compiled for ``dialect``."""
     runnable = runnable_on(dialect.name, nodes)
-    return Prepared.of(candidates_statement(task_type, classes, runnable, sparse), dialect)
+    return Prepared.of(candidates_statement(task_type, classes, runnable, sparse, order), dialect)

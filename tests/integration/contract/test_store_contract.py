@@ -18,6 +18,7 @@ from swh_like_scheduler.exceptions import (
 )
 from swh_like_scheduler.model import (
     BlackoutPeriod,
+    DispatchOrder,
     Priority,
     RunStatus,
     ScheduleKind,
@@ -378,6 +379,50 @@ def test_claim_by_priority_class(
     ] == ["h"]
     assert store.claim_ready_tasks("sleep", now=now, limit=0) == []
     assert [c.args[0] for c in store.claim_ready_tasks("sleep", now=now, limit=5)] == ["n"]
+
+
+@pytest.mark.parametrize("limit", [12, 1])
+def test_dispatch_orders(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime, limit: int
+) -> None:
+    # task n became ready n+1 minutes ago; its deadline is (n - 6) * 10 min
+    # from now: 0-5 are late, 6 is due now, 7-11 are ahead. With a limit of
+    # 1 the PostgreSQL claim walks an index (more than 10 x the limit are
+    # ready), with 12 it sorts the ready set: both must give the same order
+    minute = timedelta(minutes=1)
+    store.create_tasks(
+        [
+            make_task(now, n, offset=-(n + 1) * minute, deadline=(n - 6) * 10 * minute)
+            for n in range(12)
+        ]
+        + [make_task(now, "high", offset=-minute, priority=Priority.HIGH, deadline=H)],
+        now=now,
+    )
+    by_id = {t.id: t.args[0] for t in store.search_tasks(TaskFilter(type="sleep"))}
+    expected = {
+        DispatchOrder.DEADLINE: list(range(12)),
+        DispatchOrder.FIFO: list(range(11, -1, -1)),
+        DispatchOrder.SALVAGE: [*range(6, 12), *range(6)],
+    }
+    for order, normal in expected.items():
+        ids = store.ready_task_ids("sleep", now=now, limit=limit, order=order)
+        assert [by_id[i] for i in ids] == ["high", *normal][:limit], order
+    shuffled = [
+        by_id[i] for i in store.ready_task_ids("sleep", now=now, limit=13, order="random")
+    ]
+    assert shuffled[0] == "high" and sorted(shuffled[1:]) == list(range(12))
+    # reproducible at one instant, another order at another
+    again = store.ready_task_ids("sleep", now=now, limit=13, order=DispatchOrder.RANDOM)
+    assert [by_id[i] for i in again] == shuffled
+    later = store.ready_task_ids("sleep", now=now + S, limit=13, order=DispatchOrder.RANDOM)
+    assert [by_id[i] for i in later] != shuffled
+    # claims take the same order, one chunk after another
+    claimed: list[object] = []
+    while batch := store.claim_ready_tasks(
+        "sleep", now=now, limit=limit, order=DispatchOrder.SALVAGE
+    ):
+        claimed.extend(c.args[0] for c in batch)
+    assert claimed == ["high", *expected[DispatchOrder.SALVAGE]]
 
 
 def test_ready_ids_then_claims_among_them_share_out_the_dispatch_order(

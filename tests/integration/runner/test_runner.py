@@ -222,16 +222,14 @@ def test_publish_failure_after_claim_leaves_runs_scheduled(
     now = datetime.now(tz=UTC)
     task_type = new_type(pg_store, 100)
     [created] = pg_store.create_tasks(list(ready_tasks(task_type, 1, now)), now=now)
-    from swh_like_scheduler.runner import dispatch
+    from swh_like_scheduler.broker.port import CeleryBroker
 
-    real_publish = dispatch.publish_batch
+    class StopsBeforePublishing(CeleryBroker):
+        def publish(self, messages):  # type: ignore[no-untyped-def]
+            server.stop()
+            return super().publish(messages)
 
-    def publish_after_outage(*args, **kwargs):  # type: ignore[no-untyped-def]
-        server.stop()
-        return real_publish(*args, **kwargs)
-
-    monkeypatch.setattr(dispatch, "publish_batch", publish_after_outage)
-    report = tick(pg_store, app, now)
+    report = tick(pg_store, None, now, broker=StopsBeforePublishing(app))
     assert report.claimed == 1 and report.published == 0
     assert report.errors and "stay scheduled" in report.errors[0]
     [run] = pg_store.get_task_runs(created.id or 0)

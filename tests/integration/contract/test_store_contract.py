@@ -407,9 +407,7 @@ def test_dispatch_orders(
     for order, normal in expected.items():
         ids = store.ready_task_ids("sleep", now=now, limit=limit, order=order)
         assert [by_id[i] for i in ids] == ["high", *normal][:limit], order
-    shuffled = [
-        by_id[i] for i in store.ready_task_ids("sleep", now=now, limit=13, order="random")
-    ]
+    shuffled = [by_id[i] for i in store.ready_task_ids("sleep", now=now, limit=13, order="random")]
     assert shuffled[0] == "high" and sorted(shuffled[1:]) == list(range(12))
     # reproducible at one instant, another order at another
     again = store.ready_task_ids("sleep", now=now, limit=13, order=DispatchOrder.RANDOM)

@@ -1,6 +1,17 @@
 """The ``swh scheduler`` command line (click)."""
 
-from . import api, db, job, listener, monitor, runner, standalone, task, task_type
+from . import (
+    api,
+    db,
+    job,
+    listener,
+    monitor,
+    runner,
+    simulate,
+    standalone,
+    task,
+    task_type,
+)
 from .base import main, scheduler, swh
 
 __all__ = [
@@ -12,6 +23,7 @@ __all__ = [
     "monitor",
     "runner",
     "scheduler",
+    "simulate",
     "standalone",
     "swh",
     "task",

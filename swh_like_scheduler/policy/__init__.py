@@ -15,7 +15,14 @@ The runner, listener, API, CLI and simulator all call these functions.
 """
 
 from .blackout import blackout_at, blackout_end, covers_whole_day, leave_blackouts, window_at
-from .condition import REASON_LEVEL, Condition, ConditionReport, Reason, condition
+from .condition import (
+    REASON_LEVEL,
+    Condition,
+    ConditionReport,
+    Reason,
+    condition,
+    level_holds_until,
+)
 from .cron import cron_times, next_cron_time, shortest_cron_gap
 from .explain import Explanation, explain
 from .outcome import (
@@ -93,6 +100,7 @@ __all__ = [
     "interval_of",
     "is_real_wall_time",
     "leave_blackouts",
+    "level_holds_until",
     "local_to_utc",
     "max_allowed_duration",
     "max_expected_duration",

@@ -245,3 +245,38 @@ def condition(
             f"The task has not run yet; it may start from {when(times.can_start_by)}.",
         )
     return _report(Reason.OK, "The task is running as promised.")
+
+
+def level_holds_until(
+    task: Task, task_type: TaskType, now: datetime, *, times: StartTimes | None = None
+) -> datetime | None:
+    """The last instant up to which the level of ``condition(task,
+    task_type, t)`` stays what it is at ``now``, for every ``t`` between,
+    as long as the task itself does not change; ``None``: for as long as it
+    does not change. Lets a caller that watches many tasks over time (the
+    simulator) compute a task's condition again only when it may differ.
+
+    The level moves with time only where a rule compares ``now`` with an
+    instant: the finish-by bound (ERROR after it), the time limit and the
+    expected duration of a running run, and the last start that can end in
+    time (``finish_by - average``, WARNING after it). A task with blackout
+    windows is answered ``now``: its start times themselves depend on it."""
+    now = to_utc(now)
+    if _status_report(task) is not None:
+        return None
+    if task.blackout_periods:
+        return now
+    times = times or start_times(task, task_type, now)
+    assert times.finish_by is not None
+    finish_by = times.finish_by
+    started = to_utc(task.owner_started_at) if task.owner_started_at is not None else None
+    allowed = max_allowed_duration(task, task_type)
+    if now > finish_by or (started is not None and allowed is not None and now - started > allowed):
+        return None  # ERROR until the task changes
+    limits = [finish_by]
+    if started is None:
+        limits.append(finish_by - effective_average(task))
+    else:
+        expected = max_expected_duration(task, task_type)
+        limits += [started + d for d in (allowed, expected) if d is not None]
+    return min(t for t in limits if t >= now)  # finish_by is one

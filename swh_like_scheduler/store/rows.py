@@ -49,7 +49,7 @@ def task_from_row(row: Mapping[Any, Any]) -> Task:
         for b in row["blackout_periods"] or ()
     )
     values["dont_run_on_nodes"] = tuple(row["dont_run_on_nodes"] or ())
-    return Task(**values)
+    return Task.stored(values, arguments_hash=row["arguments_hash"])
 
 
 def run_to_row(run: TaskRun) -> dict[str, Any]:

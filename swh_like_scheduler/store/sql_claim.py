@@ -116,6 +116,8 @@ BOUND = sa.bindparam("claim_bound", type_=sa.Integer)
 IDS = sa.bindparam("claim_ids", type_=postgresql.ARRAY(sa.BigInteger))
 #: the dispatch batch of the runs a claim creates
 BATCH = sa.bindparam("claim_batch", type_=sa.BigInteger)
+#: the task type of a statement built for any
+TYPE = sa.bindparam("claim_type", type_=sa.Text)
 #: the seed of :attr:`DispatchOrder.RANDOM` (see :func:`random_salt`)
 SALT = sa.bindparam("claim_salt", type_=sa.BigInteger)
 #: the parameters given at each run of a prepared statement
@@ -157,7 +159,23 @@ def order_keys(
     return sa.literal(0, sa.BigInteger), deadline, id_
 
 
-def _ready(task_type: str, priority: Priority) -> list[sa.ColumnElement[bool]]:
+@lru_cache(maxsize=256)
+def ordered_ids_statement(
+    dialect_name: str, priority: Priority, order: DispatchOrder, nodes: tuple[str, ...] | None
+) -> sa.Select[Any]:
+    """The ids of up to :data:`LIMIT` tasks of type :data:`TYPE` and class
+    ``priority`` ready at :data:`NOW` and runnable on ``nodes``, in
+    ``order`` (the claim where there are no writable CTEs: SQLite)."""
+    keys = order_keys(order, task_t.c.id, task_t.c.deadline, task_t.c.next_run)
+    return (
+        sa.select(task_t.c.id)
+        .where(*_ready(TYPE, priority), runnable_on(dialect_name, nodes))
+        .order_by(*keys)
+        .limit(LIMIT)
+    )
+
+
+def _ready(task_type: Any, priority: Priority) -> list[sa.ColumnElement[bool]]:
     return [
         task_t.c.type == task_type,
         task_t.c.status == TaskStatus.WAITING.value,

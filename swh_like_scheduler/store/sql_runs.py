@@ -37,7 +37,7 @@ from . import rows
 from .interface import ApplyOutcome, RunEnd
 from .sql_claim import (
     SPARSE_FACTOR,
-    order_keys,
+    ordered_ids_statement,
     prepared_candidates,
     prepared_claim,
     prepared_probe,
@@ -312,19 +312,17 @@ class RunMethods(DispatchMethods):
     ) -> list[int]:
         """The ids of up to ``limit`` ready tasks of one class, in ``order``
         (the keys of :func:`order_keys`, their parameters bound here)."""
-        keys = order_keys(order, task_t.c.id, task_t.c.deadline, task_t.c.next_run)
-        query = (
-            self._ready_query(task_type, priority, now, limit)
-            .with_only_columns(task_t.c.id)
-            .where(self._runnable_on(nodes))
-            .order_by(None)
-            .order_by(*keys)
-        )
+        query = ordered_ids_statement(self.engine.dialect.name, priority, order, _node_key(nodes))
         if among is not None:
             query = query.where(task_t.c.id.in_(among))
         if self._capabilities.skip_locked:
             query = query.with_for_update(skip_locked=True)
-        params = {"claim_now": now, "claim_salt": random_salt(now)}
+        params = {
+            "claim_type": task_type,
+            "claim_now": now,
+            "claim_limit": limit,
+            "claim_salt": random_salt(now),
+        }
         return list(conn.scalars(query, params))
 
     def _runnable_on(self, nodes: Sequence[str] | None) -> sa.ColumnElement[bool]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
+from functools import lru_cache
 from itertools import islice
 from typing import Any
 
@@ -298,21 +299,10 @@ class TaskMethods(SQLBase):
     def next_ready_time(
         self, task_type: str, *, priorities: Sequence[Priority] | None = None
     ) -> datetime | None:
-        # one index probe per class (ix_task_ready is per type and class)
         wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
-        earliest = [
-            sa.select(sa.func.min(task_t.c.next_run))
-            .where(
-                task_t.c.type == task_type,
-                task_t.c.status == TaskStatus.WAITING.value,
-                task_t.c.priority == priority.value,
-            )
-            .scalar_subquery()
-            for priority in PRIORITY_ORDER
-            if priority in wanted
-        ]
+        statement = _next_ready_statement(tuple(p for p in PRIORITY_ORDER if p in wanted))
         with self._read("next ready time") as conn:
-            found = conn.execute(sa.select(*earliest)).one()
+            found = conn.execute(statement, {"ready_type": task_type}).one()
         return min((t for t in found if t is not None), default=None)
 
     def list_pending(
@@ -464,3 +454,25 @@ def _moved_instant(known: Task, item: Task) -> bool:
 def _identity(item: Task) -> tuple[str, str, str, str]:
     """What makes two tasks without a key the same task."""
     return (item.type, item.arguments_hash, item.schedule_kind.value, item.priority.value)
+
+
+@lru_cache(maxsize=8)
+def _next_ready_statement(classes: tuple[Priority, ...]) -> sa.Select[Any]:
+    """The earliest next_run of the waiting tasks of a type (parameter
+    ``ready_type``) in each of ``classes``: one index probe per class
+    (``ix_task_ready`` is per type and class). Built once: a runner asks
+    for it at every pass, and building the expression cost more than
+    running it."""
+    task_type = sa.bindparam("ready_type", type_=sa.Text)
+    return sa.select(
+        *(
+            sa.select(sa.func.min(task_t.c.next_run))
+            .where(
+                task_t.c.type == task_type,
+                task_t.c.status == TaskStatus.WAITING.value,
+                task_t.c.priority == priority.value,
+            )
+            .scalar_subquery()
+            for priority in classes
+        )
+    )

@@ -1,0 +1,195 @@
+"""``swh scheduler simulate``: the scheduler's own code on a virtual clock."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..exceptions import InvalidInput
+from ..model import DispatchOrder
+from ..validation import parse_duration
+from .base import CliContext, emit_json, now, pass_cli, scheduler
+
+
+def _assignments(option: str, values: tuple[str, ...]) -> dict[str, str]:
+    """``TYPE=VALUE`` pairs of a repeated option."""
+    pairs = {}
+    for value in values:
+        name, sep, right = value.partition("=")
+        if not sep or not name.strip() or not right.strip():
+            raise InvalidInput(option, f"{value!r} is not TYPE=VALUE")
+        pairs[name.strip()] = right.strip()
+    return pairs
+
+
+def _workers(values: tuple[str, ...]) -> dict[str, int]:
+    counts = {}
+    for name, text in _assignments("workers", values).items():
+        if not text.isdigit() or not 1 <= int(text) <= 100_000:
+            raise InvalidInput(f"workers.{name}", f"{text!r} is not a number of workers (1+)")
+        counts[name] = int(text)
+    return counts
+
+
+@scheduler.command("simulate")
+@click.argument("workload", required=False)
+@click.option("--tasks", type=click.IntRange(min=1), help="Scale the workload to N tasks.")
+@click.option(
+    "--days",
+    type=click.FloatRange(min=0.001, max=366),
+    help="Simulated days (default: the file's).",
+)
+@click.option(
+    "--load",
+    "loads",
+    type=click.FloatRange(min=0.01, max=100),
+    multiple=True,
+    help="Give each task type the workers at which its tasks ask for F times what they "
+    "can do (1.5 = 150 %; at least one worker); repeat to compare loads. Default: the "
+    "workers as written.",
+)
+@click.option(
+    "--policy",
+    "orders",
+    type=click.Choice([o.value for o in DispatchOrder]),
+    multiple=True,
+    help="Dispatch order to simulate (repeat to compare; default: all four).",
+)
+@click.option("--seed", type=int, help="Seed of every random draw (default: the file's).")
+@click.option(
+    "--workers",
+    "worker_counts",
+    multiple=True,
+    metavar="TYPE=N",
+    help="Worker slots of a task type (repeatable).",
+)
+@click.option(
+    "--interval",
+    "intervals",
+    multiple=True,
+    metavar="TYPE=DURATION",
+    help="With --from-store: a new default interval for a type and its adaptive tasks.",
+)
+@click.option(
+    "--from-store",
+    is_flag=True,
+    help="Simulate the next --days (default 1) of the configured database's task types "
+    "and live tasks (read only: nothing is written to it).",
+)
+@click.option(
+    "--find-workers",
+    is_flag=True,
+    help="Search the smallest worker count per type that keeps ERROR-hours at or under "
+    "--target-error-hours (with the first --policy).",
+)
+@click.option(
+    "--target-error-hours",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="The ERROR-hours --find-workers aims at, per type.",
+)
+@click.option(
+    "--sim-db-url",
+    help="An EMPTY database for the simulation's own tables (default: a private SQLite "
+    "file); they are dropped after.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option(
+    "--report",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write report.md, results.json and the plots (PNG) into this folder.",
+)
+@pass_cli
+def simulate(
+    cli: CliContext,
+    workload: str | None,
+    tasks: int | None,
+    days: float | None,
+    loads: tuple[float, ...],
+    orders: tuple[str, ...],
+    seed: int | None,
+    worker_counts: tuple[str, ...],
+    intervals: tuple[str, ...],
+    from_store: bool,
+    find_workers: bool,
+    target_error_hours: float,
+    sim_db_url: str | None,
+    as_json: bool,
+    report: Path | None,
+) -> None:
+    """Run WORKLOAD (a TOML file, or a shipped one: crawler-fleet, reminders,
+    mixed-platform; default crawler-fleet) through the real runner pass,
+    store, policy and listener on a virtual clock, with simulated queues and
+    workers, and compare dispatch orders: ERROR- and WARNING-hours, lateness
+    at dispatch, outcomes, queue depths."""
+    from ..simulator import compare as comparing
+    from ..simulator.live import from_store as live_workload
+    from ..simulator.report import dumps, page, write_report
+    from ..simulator.workload import load_workload
+
+    chosen = [DispatchOrder(o) for o in orders] or list(comparing.DEFAULT_ORDERS)
+    given = None
+    if from_store:
+        if workload is not None:
+            raise InvalidInput(
+                "workload", "--from-store simulates the database's tasks: give no file"
+            )
+        durations = {
+            name: parse_duration(f"interval.{name}", text)
+            for name, text in _assignments("interval", intervals).items()
+        }
+        model, given = live_workload(
+            cli.store,
+            now(),
+            days=days or 1.0,
+            workers=_workers(worker_counts),
+            intervals=durations,
+            seed=1 if seed is None else seed,
+        )
+    else:
+        if intervals:
+            raise InvalidInput("interval", "--interval goes with --from-store")
+        model = load_workload(workload)
+        if tasks is not None:
+            model = model.with_tasks(tasks)
+        if days is not None:
+            model = model.with_days(days)
+        if seed is not None:
+            model = model.with_seed(seed)
+        model = model.with_workers(_workers(worker_counts))
+
+    def progress(line: str) -> None:
+        click.echo(line, err=True)
+
+    if find_workers:
+        scaled = model.with_load(loads[0]) if loads else model
+        sizing = comparing.find_workers(
+            scaled, chosen[0], target=target_error_hours, db_url=sim_db_url, progress=progress
+        )
+        if as_json:
+            emit_json(sizing.to_json())
+        else:
+            for name, count in sorted(sizing.workers.items()):
+                click.echo(
+                    f"{name}: {count} workers ({sizing.error_hours[name]:g} ERROR-hours, "
+                    f"target {target_error_hours:g})"
+                )
+        return
+    results = comparing.compare(
+        model,
+        chosen,
+        list(loads) or [None],
+        db_url=sim_db_url,
+        progress=progress,
+        tasks=given,
+    )
+    if report is not None:
+        for path in write_report(results, report):
+            progress(f"wrote {path}")
+    if as_json:
+        sys.stdout.write(dumps(results) + "\n")
+    else:
+        click.echo(page(results, []))

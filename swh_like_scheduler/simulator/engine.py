@@ -1,0 +1,293 @@
+"""One simulation: a workload under one dispatch order, on a virtual clock.
+
+What runs for real: the store (a private SQLite database, or an empty
+PostgreSQL one), the policy engine, the runner's pass
+(:func:`~swh_like_scheduler.runner.dispatch.tick`, the same claims and
+messages) and the listener's outcome handling
+(:class:`~swh_like_scheduler.listener.handler.EventHandler`, fed Celery-shaped
+events). What is simulated: time (SimPy's clock, passed as ``now`` to
+everything), the broker's queues (:class:`.queues.SimQueues`) and the
+workers (one SimPy process per worker slot, drawing each run's duration and
+outcome from :mod:`.behaviour`).
+
+The runner behaves as it does on PostgreSQL: after a pass it sleeps until
+the next task is ready, at most its period (a full period when a queue was
+full), and an outcome that makes a task ready within a minute wakes it (the
+store's notification); but it sleeps at least ``min_sleep`` (30 s by
+default), so that a pass serves the tasks that fell ready meanwhile rather
+than one pass per task. The listener records a worker's events
+``listener_delay`` after the first one of a batch.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Generator, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import simpy
+import sqlalchemy as sa
+
+from .. import migrations
+from ..broker.message import Message
+from ..builders import task_from_input
+from ..exceptions import InvalidInput
+from ..listener.handler import EventHandler
+from ..model import Claimed, DispatchOrder, RunStatus, TaskType
+from ..runner.dispatch import tick
+from ..store import SQLAlchemyStore
+from ..store.tables import metadata
+from .behaviour import SUCCESS, TaskBehaviour, stream
+from .queues import SimQueues
+from .results import Recorder, TypeRecord
+from .watch import ConditionWatch
+from .workload import Workload
+
+#: tasks created per store call
+CREATE_CHUNK = 2000
+
+
+class SimStore(SQLAlchemyStore):
+    """The SQL store, observed: each claim is reported to the recorder, and
+    the types the store would announce to sleeping runners (PostgreSQL's
+    NOTIFY) are kept for the simulated runner."""
+
+    recorder: Recorder
+    announced: set[str]
+
+    def claim_ready_tasks(self, task_type: str, **kwargs: Any) -> list[Claimed]:
+        claimed = super().claim_ready_tasks(task_type, **kwargs)
+        if claimed:
+            self.recorder.claimed(task_type, kwargs["now"], [c.deadline for c in claimed])
+        return claimed
+
+    def _announce(self, conn: sa.Connection, type_names: Any) -> None:
+        names = set(type_names)
+        self.announced |= names
+        super()._announce(conn, names)
+
+
+@contextmanager
+def sim_store(db_url: str | None) -> Iterator[SimStore]:
+    """A store with the current schema for one simulation: a private SQLite
+    file (in memory-backed ``/dev/shm`` when there is one), removed after;
+    or the empty database at ``db_url``, whose tables are dropped after."""
+    folder = None
+    if db_url is None:
+        shm = Path("/dev/shm")
+        folder = Path(tempfile.mkdtemp(prefix="swh-sim-", dir=shm if shm.is_dir() else None))
+        url = f"sqlite:///{folder / 'simulation.sqlite'}"
+    else:
+        url = db_url
+    store = SimStore.from_url(url)
+    try:
+        if db_url is not None and not migrations.is_empty(store.engine):
+            raise InvalidInput(
+                "db_url",
+                "a simulation writes its own tables and drops them after: "
+                "give an empty database, never a live one (--from-store reads a live one)",
+            )
+        migrations.upgrade(store.engine)
+        yield store
+    finally:
+        if db_url is not None:
+            with store.engine.begin() as conn:
+                metadata.drop_all(conn)
+                conn.execute(sa.text("DROP TABLE IF EXISTS alembic_version"))
+        store.close()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+class Simulation:
+    """``workload`` dispatched in ``order``; :meth:`run` returns the results
+    (:meth:`.results.Recorder.to_json`)."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        order: DispatchOrder,
+        *,
+        db_url: str | None = None,
+        tasks: Sequence[Any] | None = None,
+    ) -> None:
+        self.workload = workload
+        self.order = order
+        self.db_url = db_url
+        #: tasks given as they are (``--from-store``) instead of the groups'
+        self.given_tasks = tasks
+        self.env = simpy.Environment()
+        self.queues = SimQueues(self.env)
+        self.start = workload.start
+        self.recorder = Recorder(
+            start=workload.start,
+            sample_every=workload.runner.sample_every.total_seconds(),
+            types={
+                t.type: TypeRecord(workload.workers[t.type], workload.natural_load()[t.type])
+                for t in workload.types
+            },
+        )
+        self.behaviours: dict[tuple[int, int], TaskBehaviour] = {}
+        self.attempts: dict[tuple[int, int], int] = {}
+        self.last_visit: dict[tuple[int, int], float] = {}
+        self.failed_last: set[tuple[int, int]] = set()
+        self.pending: list[dict[str, Any]] = []
+        self.flush_due = False
+        self.wake: simpy.Event | None = None
+
+    def now(self) -> datetime:
+        return self.start + timedelta(seconds=self.env.now)
+
+    def run(self) -> dict[str, Any]:
+        with sim_store(self.db_url) as store:
+            store.recorder, store.announced = self.recorder, set()
+            self.store = store
+            self._populate(store)
+            self.handler = EventHandler(store, rng=stream(self.workload.seed, "listener"))
+            self.watch = ConditionWatch(store, {t.type: t for t in self.workload.types})
+            for task_type in self.workload.types:
+                for slot in range(self.workload.workers[task_type.type]):
+                    self.env.process(self._worker(task_type, f"sim{slot}@{task_type.type}"))
+            self.env.process(self._runner())
+            self.env.process(self._sampler())
+            # samples at 0, every, 2 every... each standing for the time
+            # until the next: the horizon is covered once
+            self.env.run(until=self.workload.horizon.total_seconds())
+        return self.recorder.to_json()
+
+    # -- set-up -----------------------------------------------------------------------
+
+    def _populate(self, store: SQLAlchemyStore) -> None:
+        for task_type in self.workload.types:
+            store.create_task_type(task_type)
+        if self.given_tasks is not None:
+            for index, (_task, behaviour) in enumerate(self.given_tasks):
+                self.behaviours[(0, index)] = behaviour
+            tasks = [task for task, _ in self.given_tasks]
+            for i in range(0, len(tasks), CREATE_CHUNK):
+                store.create_tasks(tasks[i : i + CREATE_CHUNK], now=self.start)
+            return
+        batch = []
+        for g, group in enumerate(self.workload.groups):
+            task_type = self.workload.task_type(group.type)
+            for n in range(group.count):
+                rng = stream(self.workload.seed, "task", g, n)
+                low, high = (d.total_seconds() for d in group.spread)
+                first = self.start + timedelta(seconds=rng.uniform(low, high))
+                values = {**group.fields, "args": [g, n], "next_run": first.isoformat()}
+                try:
+                    batch.append(task_from_input(values, task_type, now=self.start))
+                except InvalidInput as error:
+                    raise InvalidInput(f"tasks[{g}].{error.field}", error.message) from None
+                self.behaviours[(g, n)] = TaskBehaviour.draw(group, rng)
+                if len(batch) >= CREATE_CHUNK:
+                    store.create_tasks(batch, now=self.start)
+                    batch = []
+        if batch:
+            store.create_tasks(batch, now=self.start)
+
+    # -- the processes ----------------------------------------------------------------
+
+    def _runner(self) -> Generator[simpy.Event, Any, None]:
+        period = self.workload.runner.period.total_seconds()
+        shortest = min(period, self.workload.runner.min_sleep.total_seconds())
+        env = self.env
+        while True:
+            self.store.announced.clear()
+            report = tick(
+                self.store,
+                None,
+                self.now(),
+                broker=self.queues,
+                clock=lambda: env.now,
+                order=self.order,
+                claimers=1,
+            )
+            self.recorder.events["pass"] += 1
+            self.wake = env.event()
+            yield env.timeout(max(shortest, report.sleep_seconds(period))) | self.wake
+            self.wake = None
+
+    def _worker(self, task_type: TaskType, hostname: str) -> Generator[simpy.Event, Any, None]:
+        env, seed = self.env, self.workload.seed
+        queue = self.queues.queue(task_type.effective_queue)
+        allowed = task_type.max_allowed_duration
+        limit = allowed.total_seconds() if allowed else None
+        while True:
+            message: Message = yield queue.get()
+            key = (int(message.args[0]), int(message.args[1]))
+            attempt = self.attempts.get(key, 0) + 1
+            self.attempts[key] = attempt
+            started = env.now
+            last = self.last_visit.get(key)
+            fate = self.behaviours[key].fate(
+                stream(seed, "run", *key, attempt), None if last is None else started - last
+            )
+            seconds, status = fate.seconds, fate.status
+            if limit is not None and seconds > limit:
+                seconds, status = limit, RunStatus.TIMED_OUT
+            self._event("task-started", message.task_id, hostname)
+            yield env.timeout(seconds)
+            self._end(message.task_id, hostname, status, seconds)
+            retry = key in self.failed_last
+            if status in SUCCESS:
+                self.last_visit[key] = started
+                self.failed_last.discard(key)
+            else:
+                self.failed_last.add(key)
+            self.recorder.ended(task_type.type, status.value, retry)
+
+    def _end(self, backend_id: str, hostname: str, status: RunStatus, seconds: float) -> None:
+        if status is RunStatus.FAILED:
+            self._event("task-failed", backend_id, hostname, exception="RuntimeError('failed')")
+        elif status is RunStatus.TIMED_OUT:
+            error = f"SoftTimeLimitExceeded('after {seconds:.0f} s')"
+            self._event("task-failed", backend_id, hostname, exception=error)
+        else:
+            result = {"status": status.value}
+            self._event("task-result", backend_id, hostname, result=result, runtime=seconds)
+
+    def _event(self, kind: str, backend_id: str, hostname: str, **fields: Any) -> None:
+        self.pending.append(
+            {
+                "type": kind,
+                "uuid": backend_id,
+                "hostname": hostname,
+                "timestamp": self.now().timestamp(),
+                **fields,
+            }
+        )
+        if not self.flush_due:
+            self.flush_due = True
+            self.env.process(self._flush())
+
+    def _flush(self) -> Generator[simpy.Event, Any, None]:
+        yield self.env.timeout(self.workload.runner.listener_delay.total_seconds())
+        events, self.pending, self.flush_due = self.pending, [], False
+        self.store.announced.clear()
+        self.handler.handle_batch(events)
+        self.recorder.events["listener_batch"] += 1
+        if self.store.announced and self.wake is not None and not self.wake.triggered:
+            self.wake.succeed()
+
+    def _sampler(self) -> Generator[simpy.Event, Any, None]:
+        every = self.workload.runner.sample_every.total_seconds()
+        while True:
+            self._sample()
+            yield self.env.timeout(every)
+
+    def _sample(self) -> None:
+        counts = self.watch.counts(self.now())
+        depths = {t.type: self.queues.depth(t.effective_queue) for t in self.workload.types}
+        self.recorder.sample(self.now(), counts, depths)
+
+
+def simulate(
+    workload: Workload, order: DispatchOrder | str, *, db_url: str | None = None
+) -> dict[str, Any]:
+    """The results of ``workload`` dispatched in ``order`` (see :class:`Simulation`)."""
+    return Simulation(workload, DispatchOrder(order), db_url=db_url).run()

@@ -1,0 +1,156 @@
+"""What a simulation measures, and its results as JSON.
+
+* **ERROR-hours / WARNING-hours**: every ``sample_every`` of simulated time
+  each live task's condition is read (the same summary as ``swh scheduler
+  task status``); a task in ERROR at a sample counts ``sample_every`` of
+  ERROR time. Summed over tasks, in hours.
+* **Lateness at dispatch**: for every claimed task, the claim's instant
+  minus its should_start_by (negative: early). Percentiles are of the
+  positive part (0 for a task dispatched in time).
+* Dispatches, run outcomes, retries (runs of a task whose previous run
+  failed), queue depths at the samples, the share of tasks OK over time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+#: the levels of a condition, in order
+LEVELS = ("OK", "WARNING", "ERROR")
+#: points of the lateness CDF kept in the results (for plots)
+CDF_POINTS = 41
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) of sorted ``values``, by linear
+    interpolation between closest ranks; 0 for none."""
+    if not values:
+        return 0.0
+    position = (len(values) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (position - low)
+
+
+def _round(value: float, digits: int = 4) -> float:
+    rounded = round(value, digits)
+    return 0.0 if rounded == 0 else rounded
+
+
+@dataclass
+class TypeRecord:
+    """What happened to one task type."""
+
+    workers: int
+    natural_load: float
+    lateness: list[float] = field(default_factory=list)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    retries: int = 0
+    level_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LEVELS, 0.0))
+    depth_max: int = 0
+    depth_sum: int = 0
+
+    def to_json(self, samples: int) -> dict[str, Any]:
+        late = sorted(max(0.0, x) for x in self.lateness)
+        return {
+            "workers": self.workers,
+            "natural_load": _round(self.natural_load),
+            "dispatches": len(self.lateness),
+            "outcomes": dict(sorted(self.outcomes.items())),
+            "retries": self.retries,
+            "error_hours": _round(self.level_seconds["ERROR"] / 3600, 3),
+            "warning_hours": _round(self.level_seconds["WARNING"] / 3600, 3),
+            "lateness_p50_s": _round(percentile(late, 50), 1),
+            "lateness_p99_s": _round(percentile(late, 99), 1),
+            "dispatched_late": sum(1 for x in self.lateness if x > 0),
+            "queue_depth_max": self.depth_max,
+            "queue_depth_mean": _round(self.depth_sum / samples if samples else 0.0, 2),
+        }
+
+
+@dataclass
+class Recorder:
+    """Collects a simulation's measurements as it runs."""
+
+    start: datetime
+    sample_every: float
+    types: dict[str, TypeRecord]
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    #: simulated events handled: claims, run starts and ends, listener
+    #: batches, runner passes, samples
+    events: Counter[str] = field(default_factory=Counter)
+
+    def claimed(self, task_type: str, now: datetime, deadlines: Sequence[datetime]) -> None:
+        record = self.types[task_type]
+        record.lateness.extend((now - d).total_seconds() for d in deadlines)
+        self.events["dispatch"] += len(deadlines)
+
+    def ended(self, task_type: str, status: str, retry: bool) -> None:
+        record = self.types[task_type]
+        record.outcomes[status] += 1
+        record.retries += int(retry)
+        self.events["run"] += 1
+
+    def sample(
+        self, now: datetime, counts: Mapping[str, Mapping[str, int]], depths: Mapping[str, int]
+    ) -> None:
+        """One reading of every task's condition (``{type: {level: n}}``) and
+        of every type's queue depth; its levels count for the time until the
+        next sample."""
+        totals: Counter[str] = Counter()
+        for name, record in self.types.items():
+            levels = counts.get(name, {})
+            for level in LEVELS:
+                record.level_seconds[level] += levels.get(level, 0) * self.sample_every
+                totals[level] += levels.get(level, 0)
+            depth = depths.get(name, 0)
+            record.depth_max = max(record.depth_max, depth)
+            record.depth_sum += depth
+        hours = (now - self.start).total_seconds() / 3600
+        self.timeline.append(
+            {"hours": _round(hours, 3), **{level: totals[level] for level in LEVELS}}
+        )
+        self.events["sample"] += 1
+
+    def to_json(self) -> dict[str, Any]:
+        samples = len(self.timeline)
+        per_type = {name: r.to_json(samples) for name, r in sorted(self.types.items())}
+        lateness = sorted(x for r in self.types.values() for x in r.lateness)
+        positive = [max(0.0, x) for x in lateness]
+        outcomes: Counter[str] = Counter()
+        for record in self.types.values():
+            outcomes.update(record.outcomes)
+        shares = [t["OK"] / total for t in self.timeline if (total := sum(t[lv] for lv in LEVELS))]
+        return {
+            "error_hours": _round(sum(t["error_hours"] for t in per_type.values()), 3),
+            "warning_hours": _round(sum(t["warning_hours"] for t in per_type.values()), 3),
+            "ok_share_mean": _round(sum(shares) / len(shares) if shares else 1.0),
+            "ok_share_min": _round(min(shares, default=1.0)),
+            "dispatches": len(lateness),
+            "dispatched_late": sum(1 for x in lateness if x > 0),
+            "lateness_p50_s": _round(percentile(positive, 50), 1),
+            "lateness_p99_s": _round(percentile(positive, 99), 1),
+            "lateness_cdf": _cdf(positive),
+            "outcomes": dict(sorted(outcomes.items())),
+            "retries": sum(r.retries for r in self.types.values()),
+            "queue_depth_max": max((r.depth_max for r in self.types.values()), default=0),
+            "events": dict(sorted(self.events.items())),
+            "types": per_type,
+            "timeline": self.timeline,
+        }
+
+
+def _cdf(sorted_values: Sequence[float]) -> list[list[float]]:
+    """``[[seconds, share of values <= seconds], ...]`` at the quantiles."""
+    if not sorted_values:
+        return []
+    points = []
+    for i in range(CDF_POINTS):
+        q = i / (CDF_POINTS - 1)
+        points.append([_round(percentile(sorted_values, q * 100), 1), _round(q)])
+    return points

@@ -1,0 +1,401 @@
+"""Workload files: the task types, their workers, and groups of tasks with
+the way their runs behave, read from TOML.
+
+A workload names its task types with the fields ``swh scheduler task-type
+add`` takes, plus ``workers`` (the Celery worker slots serving the type),
+and its tasks in groups (``[[tasks]]``) with the fields ``swh scheduler task
+add`` takes (``kind``, ``interval``, ``period``, ``cron``, ``tz``,
+``priority``, ``max_delay``, ``blackout_periods``...) plus how many tasks the
+group has and how their runs behave::
+
+    name = "crawler-fleet"
+    start = 2026-03-02T00:00:00Z   # the simulated clock's first instant
+    days = 7
+    seed = 1
+
+    [runner]
+    period = "60 s"            # longest sleep of the runner between passes
+    min_sleep = "30 s"         # and shortest (a task waits at most that much more)
+    listener_delay = "10 s"    # a worker's events are recorded this long after
+    sample_every = "1 h"       # every task's condition is read this often
+
+    [types.load-git]
+    workers = 8
+    default_interval = "1 day"
+    min_interval = "1 h"
+    max_interval = "30 days"
+    backoff_factor = 2
+    max_queue_length = 100
+
+    [[tasks]]
+    name = "git origins"
+    type = "load-git"
+    count = 5000
+    kind = "adaptive"
+    spread = ["0 s", "1 day"]      # first next_run: uniform over these offsets
+    duration = { median = "3 min", sigma = 1.0 }   # log-normal
+    failure = 0.02                 # a run fails (retried by the type's policy)
+    changes_every = ["2 h", "180 days"]   # per task, log-uniform: a visit is
+                                          # eventful with p = 1 - exp(-elapsed / it)
+
+Everything is checked when the file is read; a refusal names the field
+(``tasks[2].duration.median``).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .. import validation
+from ..builders import TASK_FIELDS, task_type_from_input
+from ..exceptions import InvalidInput
+from ..model import ScheduleKind, TaskType
+from ..policy import cron_times
+
+#: the workloads shipped with the package (``simulator/workloads/*.toml``)
+SHIPPED = ("crawler-fleet", "reminders", "mixed-platform")
+DEFAULT_WORKLOAD = "crawler-fleet"
+#: fields of a task group that are not task fields
+GROUP_FIELDS = ("name", "count", "spread", "duration", "failure", "permfailure", "changes_every")
+#: the task fields a group may set (its tasks' arguments, key, first run
+#: and nodes are the simulation's)
+GROUP_TASK_FIELDS = tuple(
+    f for f in TASK_FIELDS if f not in ("args", "kwargs", "key", "next_run", "dont_run_on_nodes")
+)
+#: fields of a task type that are not type fields
+TYPE_SIM_FIELDS = ("workers",)
+
+
+@dataclass(frozen=True)
+class Duration:
+    """A log-normal run duration: ``median`` and the ``sigma`` of its log."""
+
+    median: timedelta
+    sigma: float = 0.0
+
+    @property
+    def mean(self) -> timedelta:
+        return self.median * math.exp(self.sigma**2 / 2)
+
+
+@dataclass(frozen=True)
+class TaskGroup:
+    """``count`` tasks sharing a definition and a behaviour."""
+
+    name: str
+    type: str
+    count: int
+    #: the task fields, as ``swh scheduler task add`` takes them
+    fields: Mapping[str, Any]
+    #: offsets from the start between which each task's first next_run is drawn
+    spread: tuple[timedelta, timedelta]
+    duration: Duration
+    failure: float = 0.0
+    permfailure: float = 0.0
+    #: per task, the mean time between two changes of what it visits is
+    #: drawn log-uniformly between these (None: every run is eventful)
+    changes_every: tuple[timedelta, timedelta] | None = None
+
+    @property
+    def kind(self) -> ScheduleKind:
+        return ScheduleKind(self.fields.get("kind", "adaptive"))
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    """How the simulated daemons pace themselves."""
+
+    #: the runner's longest sleep between passes (``start-runner --period``)
+    period: timedelta = timedelta(seconds=60)
+    #: the runner's shortest sleep: a pass per ready task would cost one
+    #: pass per dispatch; a task is dispatched at most this much later
+    min_sleep: timedelta = timedelta(seconds=30)
+    #: a worker's events are recorded this long after the first of a batch
+    listener_delay: timedelta = timedelta(seconds=10)
+    #: every task's condition is read this often
+    sample_every: timedelta = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    start: datetime
+    days: float
+    seed: int
+    types: tuple[TaskType, ...]
+    workers: Mapping[str, int]
+    groups: tuple[TaskGroup, ...]
+    runner: RunnerSettings = field(default_factory=RunnerSettings)
+    description: str = ""
+
+    @property
+    def horizon(self) -> timedelta:
+        return timedelta(days=self.days)
+
+    @property
+    def task_count(self) -> int:
+        return sum(g.count for g in self.groups)
+
+    def task_type(self, name: str) -> TaskType:
+        return next(t for t in self.types if t.type == name)
+
+    # -- scaling ------------------------------------------------------------------
+
+    def demand(self) -> dict[str, float]:
+        """Per type, the worker-seconds its tasks ask for per second, at
+        their nominal rate (adaptive: the first interval; periodic: the
+        period; cron: the firings of the first week; one-shot: once over the
+        horizon) and mean duration: the number of workers that would be
+        busy all the time. Retries are not counted. A periodic task counts
+        once per cooldown plus its mean duration: it may run again that soon
+        after its last good end."""
+        demand = dict.fromkeys(self.workers, 0.0)
+        for group in self.groups:
+            rate = nominal_rate(group, self.task_type(group.type), self.start, self.horizon)
+            demand[group.type] += group.count * rate * group.duration.mean.total_seconds()
+        return demand
+
+    def natural_load(self) -> dict[str, float]:
+        """Per type, :meth:`demand` over its workers."""
+        return {t: d / max(1, self.workers[t]) for t, d in self.demand().items()}
+
+    def with_tasks(self, total: int) -> Workload:
+        """The workload with ``total`` tasks, its groups (and its workers)
+        scaled alike; every group and type keeps at least one."""
+        if total < 1:
+            raise InvalidInput("tasks", f"{total} is not a positive number of tasks")
+        factor = total / self.task_count
+        groups = tuple(replace(g, count=max(1, round(g.count * factor))) for g in self.groups)
+        workers = {t: max(1, round(w * factor)) for t, w in self.workers.items()}
+        return replace(self, groups=groups, workers=workers)
+
+    def with_load(self, load: float) -> Workload:
+        """The workload with, per type, the worker count at which its tasks
+        ask for ``load`` times what the workers can do (1.0: exactly; 1.5:
+        half as much again): :meth:`demand` over ``load``, rounded, at
+        least one worker (a type whose demand is below ``load`` of one
+        worker stays under it: :meth:`natural_load` tells the load reached)."""
+        if not (0 < load <= 100) or math.isnan(load):
+            raise InvalidInput("load", f"{load} is not a load between 0 and 100 (1.0 = 100 %)")
+        workers = {t: max(1, round(d / load)) for t, d in self.demand().items()}
+        return replace(self, workers=workers)
+
+    def with_workers(self, workers: Mapping[str, int]) -> Workload:
+        unknown = sorted(set(workers) - set(self.workers))
+        if unknown:
+            raise InvalidInput("workers", f"{unknown[0]!r} is not a task type of the workload")
+        return replace(self, workers={**self.workers, **workers})
+
+    def with_seed(self, seed: int) -> Workload:
+        return replace(self, seed=seed)
+
+    def with_days(self, days: float) -> Workload:
+        if not (0 < days <= 366):
+            raise InvalidInput("days", f"{days} is not a number of days between 0 and 366")
+        return replace(self, days=days)
+
+
+def nominal_rate(
+    group: TaskGroup, task_type: TaskType, start: datetime, horizon: timedelta
+) -> float:
+    """Runs per second of one task of ``group`` (see :meth:`Workload.demand`)."""
+    kind = group.kind
+    if kind is ScheduleKind.ONESHOT:
+        return 1 / horizon.total_seconds()
+    if kind is ScheduleKind.PERIODIC:
+        # a periodic task may run again a cooldown after its last good end:
+        # as often as that, when the workers keep up (its period is a bound
+        # on staleness, not a rate)
+        raw = group.fields.get("cooldown")
+        cooldown = validation.parse_duration("cooldown", raw) if raw is not None else timedelta(0)
+        return 1 / max(1.0, (cooldown + group.duration.mean).total_seconds())
+    if kind is ScheduleKind.CRON:
+        week = timedelta(days=7)
+        count = 0
+        for instant in cron_times(group.fields["cron"], group.fields.get("tz", "UTC"), start):
+            if instant > start + week:
+                break
+            count += 1
+        return count / week.total_seconds()
+    raw = group.fields.get("interval")
+    interval = (
+        validation.parse_duration("interval", raw)
+        if raw is not None
+        else task_type.default_interval
+    )
+    return 1 / max(1.0, (interval or timedelta(days=1)).total_seconds())
+
+
+# -- reading ---------------------------------------------------------------------------
+
+
+def load_workload(source: str | Path | None = None) -> Workload:
+    """The workload in file ``source``, or the shipped one of that name
+    (default: :data:`DEFAULT_WORKLOAD`)."""
+    name = str(source) if source is not None else DEFAULT_WORKLOAD
+    if name in SHIPPED:
+        text = resources.files(__package__).joinpath(f"workloads/{name}.toml").read_text("utf-8")
+        where = f"workload {name}"
+    else:
+        path = Path(name)
+        if not path.is_file():
+            raise InvalidInput(
+                "workload", f"{name!r} is not a file nor a shipped workload ({', '.join(SHIPPED)})"
+            )
+        text, where = path.read_text("utf-8"), str(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise InvalidInput("workload", f"{where} is not valid TOML: {error}") from None
+    return parse_workload(data)
+
+
+def parse_workload(data: Mapping[str, Any]) -> Workload:
+    """A :class:`Workload` from the mapping of a workload file."""
+    known = {"name", "description", "start", "days", "seed", "runner", "types", "tasks"}
+    _no_unknown("", data, known)
+    start = data.get("start", datetime(2026, 3, 2, tzinfo=UTC))
+    if isinstance(start, str):
+        start = validation.parse_datetime("start", start, "UTC")
+    if not isinstance(start, datetime) or start.tzinfo is None:
+        raise InvalidInput("start", f"{start!r} is not an instant with a UTC offset")
+    days = _number("days", data.get("days", 7), low=1e-3, high=366)
+    seed = data.get("seed", 1)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise InvalidInput("seed", f"{seed!r} is not an integer")
+    runner = _runner(data.get("runner", {}))
+    types_data = data.get("types")
+    if not isinstance(types_data, Mapping) or not types_data:
+        raise InvalidInput("types", "a workload needs at least one [types.NAME] table")
+    types, workers = [], {}
+    for name, values in types_data.items():
+        task_type, count = _task_type(name, values)
+        types.append(task_type)
+        workers[name] = count
+    tasks_data = data.get("tasks")
+    if not isinstance(tasks_data, Sequence) or not tasks_data:
+        raise InvalidInput("tasks", "a workload needs at least one [[tasks]] group")
+    groups = tuple(_group(i, g, workers) for i, g in enumerate(tasks_data))
+    return Workload(
+        name=str(data.get("name", "workload")),
+        description=str(data.get("description", "")),
+        start=start.astimezone(UTC),
+        days=days,
+        seed=seed,
+        types=tuple(types),
+        workers=workers,
+        groups=groups,
+        runner=runner,
+    )
+
+
+def _no_unknown(where: str, values: Mapping[str, Any], known: set[str] | Sequence[str]) -> None:
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        name = f"{where}.{unknown[0]}" if where else unknown[0]
+        raise InvalidInput(
+            name, f"is not a workload field here (known: {', '.join(sorted(known))})"
+        )
+
+
+def _number(name: str, value: Any, *, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise InvalidInput(name, f"{value!r} is not a number")
+    if not low <= value <= high:
+        raise InvalidInput(name, f"{value} is not between {low:g} and {high:g}")
+    return float(value)
+
+
+def _runner(values: Any) -> RunnerSettings:
+    if not isinstance(values, Mapping):
+        raise InvalidInput("runner", "must be a table")
+    _no_unknown("runner", values, ("period", "min_sleep", "listener_delay", "sample_every"))
+    settings = RunnerSettings()
+    parsed = {
+        name: validation.parse_duration(f"runner.{name}", value) for name, value in values.items()
+    }
+    for name, value in parsed.items():
+        if value <= timedelta(0):
+            raise InvalidInput(f"runner.{name}", "must be longer than 0 s")
+    return replace(settings, **parsed)
+
+
+def _task_type(name: str, values: Any) -> tuple[TaskType, int]:
+    where = f"types.{name}"
+    if not isinstance(values, Mapping):
+        raise InvalidInput(where, "must be a table")
+    fields = {k: v for k, v in values.items() if k not in TYPE_SIM_FIELDS}
+    fields.setdefault("backend_name", f"sim.{name}")
+    fields["type"] = name
+    try:
+        task_type = task_type_from_input(fields)
+    except InvalidInput as error:
+        raise InvalidInput(f"{where}.{error.field}", error.message) from None
+    workers = values.get("workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 100_000:
+        raise InvalidInput(f"{where}.workers", f"{workers!r} is not a number of workers (1+)")
+    return task_type, workers
+
+
+def _group(index: int, values: Any, workers: Mapping[str, int]) -> TaskGroup:
+    where = f"tasks[{index}]"
+    if not isinstance(values, Mapping):
+        raise InvalidInput(where, "must be a table")
+    _no_unknown(where, values, (*GROUP_FIELDS, *GROUP_TASK_FIELDS))
+    type_name = values.get("type")
+    if type_name not in workers:
+        raise InvalidInput(f"{where}.type", f"{type_name!r} is not one of the workload's types")
+    count = values.get("count", 1)
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 10_000_000:
+        raise InvalidInput(f"{where}.count", f"{count!r} is not a number of tasks")
+    fields = {k: v for k, v in values.items() if k not in GROUP_FIELDS}
+    kind = fields.setdefault("kind", "adaptive")
+    try:
+        ScheduleKind(kind)
+    except ValueError:
+        choices = ", ".join(k.value for k in ScheduleKind)
+        raise InvalidInput(f"{where}.kind", f"{kind!r} is not one of {choices}") from None
+    spread = _span(f"{where}.spread", values.get("spread", ["0 s", "0 s"]))
+    duration = _duration(f"{where}.duration", values.get("duration", {"median": "1 min"}))
+    changes = values.get("changes_every")
+    return TaskGroup(
+        name=str(values.get("name", f"group {index}")),
+        type=str(type_name),
+        count=count,
+        fields=fields,
+        spread=spread,
+        duration=duration,
+        failure=_number(f"{where}.failure", values.get("failure", 0.0), low=0, high=1),
+        permfailure=_number(f"{where}.permfailure", values.get("permfailure", 0.0), low=0, high=1),
+        changes_every=None if changes is None else _span(f"{where}.changes_every", changes),
+    )
+
+
+def _span(name: str, value: Any) -> tuple[timedelta, timedelta]:
+    if isinstance(value, str) or not isinstance(value, Sequence) or len(value) != 2:
+        raise InvalidInput(name, f'{value!r} is not a pair of durations like ["1 h", "2 days"]')
+    low = validation.parse_duration(f"{name}[0]", value[0])
+    high = validation.parse_duration(f"{name}[1]", value[1])
+    if high < low:
+        raise InvalidInput(name, f"{value!r}: the second duration is shorter than the first")
+    return low, high
+
+
+def _duration(name: str, value: Any) -> Duration:
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        value = {"median": value}
+    if not isinstance(value, Mapping):
+        raise InvalidInput(name, f"{value!r} is not a duration nor {{median = ..., sigma = ...}}")
+    _no_unknown(name, value, ("median", "sigma"))
+    median = validation.parse_duration(f"{name}.median", value.get("median", "1 min"))
+    if median <= timedelta(0):
+        raise InvalidInput(f"{name}.median", "must be longer than 0 s")
+    sigma = _number(f"{name}.sigma", value.get("sigma", 0.0), low=0, high=5)
+    return Duration(median, sigma)

@@ -1,0 +1,200 @@
+"""Simulations on the real runner pass, store, policy and listener."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from swh_like_scheduler.conditions import summarise
+from swh_like_scheduler.model import DispatchOrder
+from swh_like_scheduler.simulator.compare import compare, find_workers
+from swh_like_scheduler.simulator.engine import Simulation
+from swh_like_scheduler.simulator.report import dumps, write_report
+from swh_like_scheduler.simulator.workload import parse_workload
+
+#: Worked by hand. Three one-shot tasks due at the start (max_delay 0,
+#: finish_by = start + 40 min, the type's max_allowed_duration), each run
+#: 30 min exactly, two workers, a queue of one message. The runner claims
+#: one task per pass (capacity 1 - depth) and, its queue full, sleeps its
+#: period (60 s): task 1 is claimed at 0 s, task 2 at 60 s, task 3 at 120 s
+#: (lateness 0, 60 and 120 s). Workers take 1 at 0 s and 2 at 60 s; 3 waits
+#: in the queue until 1 ends at 30 min, then runs until 60 min, so it is in
+#: ERROR after 40 min until its end is recorded at 60 min + 1 s. Samples
+#: every 7 min: 0, 7, ... 35 all OK (3, 3, 3, 3, 3 live tasks, then 1 at 35
+#: once 1 and 2 completed at 30 and 31 min), ERROR at 42, 49 and 56 min (3
+#: x 7 min = 0.35 ERROR-hours), nothing live from 63 min.
+HAND = {
+    "start": "2026-03-02T00:00:00Z",
+    "days": 0.1,
+    "seed": 3,
+    "runner": {
+        "period": "60 s",
+        "min_sleep": "1 s",
+        "listener_delay": "1 s",
+        "sample_every": "7 min",
+    },
+    "types": {"job": {"workers": 2, "max_queue_length": 1, "max_allowed_duration": "40 min"}},
+    "tasks": [
+        {
+            "type": "job",
+            "count": 3,
+            "kind": "oneshot",
+            "max_delay": "0 s",
+            "duration": {"median": "30 min", "sigma": 0},
+        }
+    ],
+}
+
+
+def test_a_scenario_worked_by_hand() -> None:
+    result = Simulation(parse_workload(HAND), DispatchOrder.DEADLINE).run()
+    assert result["dispatches"] == 3
+    assert result["dispatched_late"] == 2
+    assert result["lateness_p50_s"] == 60.0
+    assert result["lateness_p99_s"] == pytest.approx(118.8)
+    assert result["outcomes"] == {"eventful": 3}
+    assert result["error_hours"] == pytest.approx(0.35)
+    assert result["warning_hours"] == 0
+    levels = [
+        (round(t["hours"] * 60), t["OK"], t["WARNING"], t["ERROR"]) for t in result["timeline"]
+    ]
+    assert levels == [
+        (0, 3, 0, 0),
+        (7, 3, 0, 0),
+        (14, 3, 0, 0),
+        (21, 3, 0, 0),
+        (28, 3, 0, 0),
+        (35, 1, 0, 0),
+        (42, 0, 0, 1),
+        (49, 0, 0, 1),
+        (56, 0, 0, 1),
+        (63, 0, 0, 0),
+        *[(m, 0, 0, 0) for m in range(70, 144, 7)],
+    ]
+    assert result["types"]["job"]["queue_depth_max"] == 1
+
+
+#: a small mix that a laptop simulates in seconds: 3.3 workers' worth of
+#: periodic, adaptive and one-shot work for 3 workers, over 6 hours
+SMALL = {
+    "days": 0.25,
+    "seed": 5,
+    "runner": {"sample_every": "10 min"},
+    "types": {
+        "job": {
+            "workers": 3,
+            "max_queue_length": 20,
+            "num_retries": 1,
+            "retry_delay": "1 min",
+            "default_interval": "2 h",
+            "min_interval": "1 h",
+            "max_interval": "1 day",
+            "backoff_factor": 2,
+        }
+    },
+    "tasks": [
+        {
+            "type": "job",
+            "count": 40,
+            "kind": "periodic",
+            "period": "1 h",
+            "cooldown": "30 min",
+            "spread": ["0 s", "1 h"],
+            "duration": {"median": "5 min", "sigma": 0.5},
+            "failure": 0.1,
+        },
+        {
+            "type": "job",
+            "count": 10,
+            "kind": "adaptive",
+            "spread": ["0 s", "2 h"],
+            "duration": "4 min",
+            "changes_every": ["1 h", "1 day"],
+        },
+        {
+            "type": "job",
+            "count": 10,
+            "kind": "oneshot",
+            "max_delay": "10 min",
+            "priority": "high",
+            "spread": ["0 s", "6 h"],
+            "duration": "1 min",
+        },
+    ],
+}
+
+
+def test_same_workload_and_seed_give_the_same_bytes() -> None:
+    workload = parse_workload(SMALL)
+    orders = [DispatchOrder.DEADLINE, DispatchOrder.RANDOM]
+    first = dumps(compare(workload, orders))
+    assert first == dumps(compare(workload, orders))
+    other = json.loads(dumps(compare(workload.with_seed(99), orders[:1])))
+    assert other["runs"][0] != json.loads(first)["runs"][0]
+
+
+def test_orders_meet_the_same_world_and_overload_shows(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    workload = parse_workload(SMALL)
+    orders = [DispatchOrder.DEADLINE, DispatchOrder.FIFO]
+    results = compare(workload, orders, [0.5, 3.0])
+    runs = {(r["order"], r["load"]): r for r in results["runs"]}
+    for order in ("deadline", "fifo"):
+        # at half load only failures make tasks late (a periodic task whose
+        # retry fails too waits for its next period); at three times the
+        # capacity, many are
+        assert runs[(order, 0.5)]["error_hours"] * 5 < runs[(order, 3.0)]["error_hours"]
+        assert runs[(order, 0.5)]["dispatched_late"] * 5 < runs[(order, 3.0)]["dispatched_late"]
+        for load in (0.5, 3.0):
+            workers = round(workload.demand()["job"] / load)
+            assert runs[(order, load)]["types"]["job"]["workers"] == workers
+    # one world: the same tasks meet the same fates whatever the order, so
+    # at half load (everything runs, in time) the outcomes are the same
+    assert runs[("deadline", 0.5)]["outcomes"] == runs[("fifo", 0.5)]["outcomes"]
+    written = write_report(results, tmp_path / "report")
+    names = sorted(p.name for p in written)
+    assert names == [
+        "conditions-0.png",
+        "conditions-1.png",
+        "error-hours-by-load.png",
+        "lateness-0.png",
+        "lateness-1.png",
+        "report.md",
+        "results.json",
+    ]
+    page = (tmp_path / "report" / "report.md").read_text()
+    assert "## Load 300%" in page and "![error-hours-by-load.png]" in page
+    assert (tmp_path / "report" / "conditions-0.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_find_workers_finds_the_smallest_count() -> None:
+    # two one-shot tasks of 30 min due at once, ERROR after 40 min: one
+    # worker leaves the second in ERROR, two keep both OK
+    hand = {**HAND, "types": {"job": {"workers": 1, "max_allowed_duration": "40 min"}}}
+    hand["tasks"] = [{**HAND["tasks"][0], "count": 2}]  # type: ignore[index]
+    sizing = find_workers(parse_workload(hand), DispatchOrder.DEADLINE)
+    assert sizing.workers == {"job": 2}
+    assert sizing.error_hours == {"job": 0.0}
+    tried = [w["job"] for w, _ in sizing.trials]
+    assert tried[0] == 1 and 2 in tried
+
+
+class CheckedSimulation(Simulation):
+    """Compares, at every sample, the watch's counts with the operator's
+    summary (``task status``) computed from scratch."""
+
+    checked = 0
+
+    def _sample(self) -> None:
+        expected = summarise(self.store, self.now()).counts
+        assert self.watch.counts(self.now()) == expected, self.now()
+        self.checked += 1
+        super()._sample()
+
+
+def test_the_condition_watch_counts_as_task_status_does() -> None:
+    data = {**SMALL, "runner": {"sample_every": "3 min"}}
+    simulation = CheckedSimulation(parse_workload(data).with_load(2.0), DispatchOrder.DEADLINE)
+    result = simulation.run()
+    assert simulation.checked == 120
+    assert result["error_hours"] > 0 and result["warning_hours"] > 0

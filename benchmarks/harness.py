@@ -29,6 +29,7 @@ SCENARIOS = {
     "end-to-end": "scenario_e2e",
     "idle": "scenario_idle",
     "api": "scenario_api",
+    "simulate": "scenario_simulate",
 }
 
 

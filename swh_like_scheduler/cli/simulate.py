@@ -46,9 +46,9 @@ def _workers(values: tuple[str, ...]) -> dict[str, int]:
     "loads",
     type=click.FloatRange(min=0.01, max=100),
     multiple=True,
-    help="Give each task type the workers at which its tasks ask for F times what they "
-    "can do (1.5 = 150 %; at least one worker); repeat to compare loads. Default: the "
-    "workers as written.",
+    help="Give each task type the workers (and lengthen its runs by less than one "
+    "worker's worth) at which its tasks ask for F times what they can do (1.5 = 150 %); "
+    "repeat to compare loads. Default: the workload as written.",
 )
 @click.option(
     "--policy",

@@ -84,6 +84,9 @@ class Duration:
     def mean(self) -> timedelta:
         return self.median * math.exp(self.sigma**2 / 2)
 
+    def scaled(self, factor: float) -> Duration:
+        return replace(self, median=self.median * factor)
+
 
 @dataclass(frozen=True)
 class TaskGroup:
@@ -177,15 +180,22 @@ class Workload:
         return replace(self, groups=groups, workers=workers)
 
     def with_load(self, load: float) -> Workload:
-        """The workload with, per type, the worker count at which its tasks
-        ask for ``load`` times what the workers can do (1.0: exactly; 1.5:
-        half as much again): :meth:`demand` over ``load``, rounded, at
-        least one worker (a type whose demand is below ``load`` of one
-        worker stays under it: :meth:`natural_load` tells the load reached)."""
+        """The workload whose tasks ask, per type, ``load`` times what its
+        workers can do (1.0: exactly; 1.5: half as much again). The worker
+        count is the demand over ``load``, rounded up; the run durations are
+        then lengthened by the rest (less than one worker's worth: at most
+        twice as long) so that the load is exact. A type whose demand is
+        under ``load`` of one worker is given one worker and keeps its
+        durations: it stays under the load (:meth:`natural_load` tells)."""
         if not (0 < load <= 100) or math.isnan(load):
             raise InvalidInput("load", f"{load} is not a load between 0 and 100 (1.0 = 100 %)")
-        workers = {t: max(1, round(d / load)) for t, d in self.demand().items()}
-        return replace(self, workers=workers)
+        workers, factors = {}, {}
+        for name, demand in self.demand().items():
+            workers[name] = max(1, math.ceil(demand / load))
+            factor = load * workers[name] / demand if demand > 0 else 1.0
+            factors[name] = factor if factor <= 2 else 1.0
+        groups = tuple(replace(g, duration=g.duration.scaled(factors[g.type])) for g in self.groups)
+        return replace(self, workers=workers, groups=groups)
 
     def with_workers(self, workers: Mapping[str, int]) -> Workload:
         unknown = sorted(set(workers) - set(self.workers))

@@ -218,9 +218,10 @@ def _picks(
     it took) ready tasks ``(id, rank, k0, k1)`` in ``order`` (its keys:
     :func:`order_keys`); locked ``FOR UPDATE SKIP LOCKED`` with ``lock``.
 
-    DEADLINE and FIFO read an index in their order (``ix_task_dispatch_order``,
-    ``ix_task_ready``) and stop at the rows they need; RANDOM and SALVAGE
-    sort the class's ready tasks."""
+    DEADLINE, SALVAGE (two ranges) and FIFO read an index in their order
+    (``ix_task_dispatch_order``, ``ix_task_ready``) and stop at the rows
+    they need; RANDOM sorts the class's ready tasks (it is there to be
+    compared with, in simulations)."""
     picks: list[sa.CTE] = []
     keys = order_keys(order, task_t.c.id, task_t.c.deadline, task_t.c.next_run)
     for rank, priority in enumerate(classes):
@@ -264,6 +265,21 @@ def _picks(
             pick = pick.where(task_t.c.id == sa.any_(ids)).where(*ready).order_by(*keys)
             if lock:
                 pick = pick.with_for_update(of=task_t, skip_locked=True)
+        elif order is DispatchOrder.SALVAGE:
+            # two ranges of ix_task_dispatch_order, each read in order: the
+            # tasks still in time (deadline from now on), then the late ones
+            # (never a sort of the whole ready set)
+            for part, in_range in (
+                ("in_time", task_t.c.deadline >= NOW),
+                ("late", task_t.c.deadline < NOW),
+            ):
+                taken = [sa.select(sa.func.count()).select_from(p).scalar_subquery() for p in picks]
+                part_pick = pick.where(*ready, in_range).order_by(task_t.c.deadline, task_t.c.id)
+                if lock:
+                    part_pick = part_pick.with_for_update(skip_locked=True)
+                limit: Any = LIMIT - sum(taken) if taken else LIMIT
+                picks.append(part_pick.limit(limit).cte(f"picked_{priority.value}_{part}"))
+            continue
         else:
             pick = pick.where(*ready).order_by(*keys)
             if lock:

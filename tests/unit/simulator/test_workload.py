@@ -94,6 +94,15 @@ def test_scaling_tasks_and_load() -> None:
     assert workload.natural_load() == {"job": pytest.approx(1.5)}
     assert workload.with_load(0.5).workers == {"job": 12}
     assert workload.with_load(2.0).natural_load() == {"job": pytest.approx(2.0)}
+    # 6 / 1.6 = 3.75 workers: 4, with runs 4 x 1.6 / 6 times as long (the
+    # periodic tasks then run a little less often: within 1 %)
+    tuned = workload.with_load(1.6)
+    assert tuned.workers == {"job": 4}
+    assert tuned.natural_load() == {"job": pytest.approx(1.6, rel=0.01)}
+    assert tuned.groups[0].duration.median == timedelta(minutes=3) * (4 * 1.6 / 6)
+    # a demand of 6 workers at a load of 100: one worker, durations kept
+    assert workload.with_load(100).workers == {"job": 1}
+    assert workload.with_load(100).natural_load() == {"job": pytest.approx(6)}
     half = workload.with_tasks(55)
     assert [g.count for g in half.groups] == [50, 5] and half.workers == {"job": 2}
     assert workload.with_days(0.5).horizon == timedelta(hours=12)

@@ -58,11 +58,19 @@ class SimStore(SQLAlchemyStore):
 
     recorder: Recorder
     announced: set[str]
+    #: the ids of the tasks claimed, or whose runs' events were recorded,
+    #: since the last sample (:class:`.watch.ConditionWatch` reads only those)
+    changed: set[int]
+    #: the task of each run claimed, by the run's backend id
+    run_tasks: dict[str, int]
 
     def claim_ready_tasks(self, task_type: str, **kwargs: Any) -> list[Claimed]:
         claimed = super().claim_ready_tasks(task_type, **kwargs)
         if claimed:
             self.recorder.claimed(task_type, kwargs["now"], [c.deadline for c in claimed])
+            for c in claimed:
+                self.changed.add(c.task_id)
+                self.run_tasks[c.backend_id] = c.task_id
         return claimed
 
     def _announce(self, conn: sa.Connection, type_names: Any) -> None:
@@ -145,6 +153,7 @@ class Simulation:
     def run(self) -> dict[str, Any]:
         with sim_store(self.db_url) as store:
             store.recorder, store.announced = self.recorder, set()
+            store.changed, store.run_tasks = set(), {}
             self.store = store
             self._populate(store)
             self.handler = EventHandler(store, rng=stream(self.workload.seed, "listener"))
@@ -270,6 +279,12 @@ class Simulation:
         events, self.pending, self.flush_due = self.pending, [], False
         self.store.announced.clear()
         self.handler.handle_batch(events)
+        for event in events:
+            task_id = self.store.run_tasks.get(event["uuid"])
+            if task_id is not None:
+                self.store.changed.add(task_id)
+                if event["type"] != "task-started":
+                    del self.store.run_tasks[event["uuid"]]
         self.recorder.events["listener_batch"] += 1
         if self.store.announced and self.wake is not None and not self.wake.triggered:
             self.wake.succeed()
@@ -281,7 +296,8 @@ class Simulation:
             yield self.env.timeout(every)
 
     def _sample(self) -> None:
-        counts = self.watch.counts(self.now())
+        counts = self.watch.counts(self.now(), self.store.changed)
+        self.store.changed = set()
         depths = {t.type: self.queues.depth(t.effective_queue) for t in self.workload.types}
         self.recorder.sample(self.now(), counts, depths)
 

@@ -1,15 +1,17 @@
 """Every task's condition level, read at each sample of a simulation.
 
 The same levels as ``swh scheduler task status`` (:func:`policy.condition`
-on each watched task, read from the store), computed again for a task only
-when it changed since the last sample or when its level may have moved
-with time (:func:`policy.level_holds_until`): most tasks are neither
-between two samples, and computing thousands of conditions per sample was
-most of a simulation's time."""
+on each watched task), with two short cuts: a task is read again from the
+store only when the simulation changed it since the last sample (its claim,
+its run's events), and its condition is computed again only then or when
+its level may have moved with time (:func:`policy.level_holds_until`).
+Reading and judging every task at every sample was most of a
+simulation's time; most tasks change in neither way between two samples.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 
 from .. import policy
@@ -17,42 +19,63 @@ from ..conditions import LEVELS, PAGE, WATCHED
 from ..model import Task, TaskType
 from ..store import SchedulerStore, TaskFilter
 
+#: a known task: the task as last read, its level, until when it holds
+Known = tuple[Task, str, datetime | None]
+
 
 class ConditionWatch:
     """Counts of tasks per type and level, sample after sample."""
 
     def __init__(self, store: SchedulerStore, types: Mapping[str, TaskType]) -> None:
         self.store, self.types = store, dict(types)
-        #: per task id: the task as last read, its level, until when it holds
-        self._known: dict[int, tuple[Task, str, datetime | None]] = {}
-        self._until: datetime | None = None
+        self._known: dict[int, Known] | None = None
 
-    def counts(self, now: datetime) -> dict[str, dict[str, int]]:
+    def counts(
+        self, now: datetime, changed: Collection[int] | None = None
+    ) -> dict[str, dict[str, int]]:
+        """``{type: {level: tasks}}`` at ``now``. ``changed``: the ids of the
+        tasks written since the last call (None: read every task again)."""
+        if self._known is None or changed is None:
+            self._known = {}
+            criteria = TaskFilter(status=WATCHED)
+            after = 0
+            while page := self.store.search_tasks(criteria, after_id=after, limit=PAGE):
+                after = page[-1].id or 0
+                self._learn(page, now)
+        else:
+            # (a claim may put a task in a blackout window back unseen)
+            again = set(changed) | {i for i, (t, _, _) in self._known.items() if t.blackout_periods}
+            ids = sorted(again)
+            for start in range(0, len(ids), PAGE):
+                chunk = ids[start : start + PAGE]
+                found = self.store.get_tasks(chunk)
+                for gone in set(chunk) - {t.id for t in found}:
+                    self._known.pop(gone, None)
+                self._learn(found, now)
         counts: dict[str, dict[str, int]] = {}
-        known: dict[int, tuple[Task, str, datetime | None]] = {}
-        criteria = TaskFilter(status=WATCHED)
-        after = 0
-        while page := self.store.search_tasks(criteria, after_id=after, limit=PAGE):
-            after = page[-1].id or 0
-            for task in page:
-                assert task.id is not None
-                level = self._level(task, now)
-                known[task.id] = (task, level, self._until)
-                per_type = counts.setdefault(task.type, dict.fromkeys(LEVELS, 0))
-                per_type[level] += 1
-        self._known = known  # tasks no longer watched are forgotten
+        for task_id, (task, level, until) in self._known.items():
+            if until is not None and now > until:
+                self._known[task_id] = known = self._judge(task, now)
+                level = known[1]
+            per_type = counts.setdefault(task.type, dict.fromkeys(LEVELS, 0))
+            per_type[level] += 1
         return counts
 
-    def _level(self, task: Task, now: datetime) -> str:
-        assert task.id is not None
-        seen = self._known.get(task.id)
-        if seen is not None:
-            before, level, until = seen
-            if (until is None or now <= until) and before == task:
-                self._until = until
-                return level
+    def _learn(self, tasks: Collection[Task], now: datetime) -> None:
+        assert self._known is not None
+        for task in tasks:
+            assert task.id is not None
+            if task.status not in WATCHED:
+                self._known.pop(task.id, None)
+                continue
+            known = self._known.get(task.id)
+            if known is not None and known[0] == task:
+                continue  # read again, unchanged: judged when counted
+            self._known[task.id] = self._judge(task, now)
+
+    def _judge(self, task: Task, now: datetime) -> Known:
         task_type = self.types[task.type]
         times = policy.start_times(task, task_type, now)
         report = policy.condition(task, task_type, now, times=times)
-        self._until = policy.level_holds_until(task, task_type, now, times=times)
-        return report.level.value
+        until = policy.level_holds_until(task, task_type, now, times=times)
+        return task, report.level.value, until

@@ -444,11 +444,43 @@ class Task:
         }
 
     def updated(self, **changes: Any) -> Self:
-        return replace(self, **changes)
+        """A copy with ``changes``, checked as at creation. A change that
+        leaves the arguments, the type, the key, the zone, the nodes, the
+        blackout windows and the cron expression alone (the policy's: times,
+        statistics, status, owner) is checked alone, the rest carried over:
+        the listener updates tasks for every outcome, and hashing their
+        arguments again each time was most of that cost."""
+        if not _TASK_REBUILT.isdisjoint(changes):
+            return replace(self, **changes)
+        unknown = sorted(set(changes) - _TASK_CHANGEABLE)
+        if unknown:
+            raise TypeError(f"Task has no field {unknown[0]!r} that can be changed")
+        task = object.__new__(type(self))
+        task.__dict__.update(self.__dict__)
+        put = object.__setattr__
+        for name, value in changes.items():
+            if name in _TASK_INSTANTS:
+                _check_aware(name, value)
+            elif name in _TASK_DURATIONS:
+                _check_duration(name, value)
+            put(task, name, value)
+        put(task, "schedule_kind", ScheduleKind(task.schedule_kind))
+        put(task, "status", TaskStatus(task.status))
+        put(task, "priority", Priority(task.priority))
+        if task.retries_left < 0:
+            raise InvalidInput("retries_left", f"{task.retries_left} is negative")
+        task._check_schedule()
+        return task
 
 
 _TASK_INSTANTS = tuple(f.name for f in fields(Task) if f.type in ("datetime", "datetime | None"))
 _TASK_DURATIONS = tuple(f.name for f in fields(Task) if f.type == "timedelta | None")
+#: changes :meth:`Task.updated` builds a new task for, checked in full
+_TASK_REBUILT = frozenset(
+    {"args", "kwargs", "type", "key", "tz", "dont_run_on_nodes", "blackout_periods", "cron"}
+)
+#: the fields a change may name
+_TASK_CHANGEABLE = frozenset(f.name for f in fields(Task) if f.init)
 
 
 @dataclass(frozen=True)

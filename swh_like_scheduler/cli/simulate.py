@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -125,6 +126,48 @@ def simulate(
     store, policy and listener on a virtual clock, with simulated queues and
     workers, and compare dispatch orders: ERROR- and WARNING-hours, lateness
     at dispatch, outcomes, queue depths."""
+
+    # stopped by SIGTERM as by Ctrl-C: the simulation's database is removed
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        _simulate(
+            cli,
+            workload,
+            tasks,
+            days,
+            loads,
+            orders,
+            seed,
+            worker_counts,
+            intervals,
+            from_store,
+            find_workers,
+            target_error_hours,
+            sim_db_url,
+            as_json,
+            report,
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _simulate(
+    cli: CliContext,
+    workload: str | None,
+    tasks: int | None,
+    days: float | None,
+    loads: tuple[float, ...],
+    orders: tuple[str, ...],
+    seed: int | None,
+    worker_counts: tuple[str, ...],
+    intervals: tuple[str, ...],
+    from_store: bool,
+    find_workers: bool,
+    target_error_hours: float,
+    sim_db_url: str | None,
+    as_json: bool,
+    report: Path | None,
+) -> None:
     from ..simulator import compare as comparing
     from ..simulator.live import from_store as live_workload
     from ..simulator.report import dumps, page, write_report

@@ -259,13 +259,11 @@ class _Pass:
 class ChunkSizes:
     """How many tasks one claim of each type takes, in this process.
 
-    :data:`CLAIM_CHUNK` at first. A claim that took longer than
-    :data:`CLAIM_TARGET` makes its type's next claims smaller in proportion
-    (a claim holds its rows' locks and a connection until it ends: several
-    runners' claims of thousands of rows on a busy database each took
-    seconds); a claim cancelled for its time limit (:class:`StatementTimeout`)
-    halves the size (down to :data:`MIN_CHUNK`); a full claim that took less
-    than the target doubles it back towards :data:`CLAIM_CHUNK`."""
+    :data:`CLAIM_CHUNK` at first; a claim cancelled for its time limit
+    (:class:`StatementTimeout`) halves its type's size (down to
+    :data:`MIN_CHUNK`), and each full claim doubles it back towards
+    :data:`CLAIM_CHUNK`: a database that struggles gets smaller claims that
+    finish, instead of the same claim failing pass after pass."""
 
     def __init__(self) -> None:
         self._sizes: dict[str, int] = {}
@@ -281,21 +279,15 @@ class ChunkSizes:
             self._sizes[task_type] = size
             return size
 
-    def observe(self, task_type: str, claimed: int, seconds: float) -> None:
-        """A claim of ``task_type`` took ``claimed`` tasks in ``seconds``."""
+    def grow(self, task_type: str) -> None:
         with self._lock:
-            size = self._sizes.get(task_type, CLAIM_CHUNK)
-            if seconds > CLAIM_TARGET and claimed > MIN_CHUNK:
-                fitting = int(claimed * CLAIM_TARGET / seconds)
-                self._sizes[task_type] = max(MIN_CHUNK, min(size, fitting))
-            elif claimed >= size and seconds < CLAIM_TARGET and size < CLAIM_CHUNK:
+            size = self._sizes.get(task_type)
+            if size is not None:
                 self._sizes[task_type] = min(CLAIM_CHUNK, size * 2)
 
 
 #: the smallest claim a timed-out type falls back to
 MIN_CHUNK = 100
-#: how long one claim should take at most, seconds (see :class:`ChunkSizes`)
-CLAIM_TARGET = 0.5
 #: this process's claim sizes
 CHUNKS = ChunkSizes()
 
@@ -406,7 +398,6 @@ class _Serving:
 
     def _claim(self, limit: int, among: list[int] | None) -> list[Claimed]:
         context = self.context
-        started = time.monotonic()  # the claim's real duration, whatever the pass's clock
         try:
             claimed = context.store.claim_ready_tasks(
                 self.task_type.type,
@@ -417,7 +408,8 @@ class _Serving:
                 among=among,
                 order=context.order,
             )
-            CHUNKS.observe(self.task_type.type, len(claimed), time.monotonic() - started)
+            if len(claimed) == self.chunk:
+                CHUNKS.grow(self.task_type.type)
             return claimed
         except SchedulerError as exc:
             self._claim_failed(exc, limit)

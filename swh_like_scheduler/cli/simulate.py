@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -104,49 +105,16 @@ def _workers(values: tuple[str, ...]) -> dict[str, int]:
     help="Write report.md, results.json and the plots (PNG) into this folder.",
 )
 @pass_cli
-def simulate(
-    cli: CliContext,
-    workload: str | None,
-    tasks: int | None,
-    days: float | None,
-    loads: tuple[float, ...],
-    orders: tuple[str, ...],
-    seed: int | None,
-    worker_counts: tuple[str, ...],
-    intervals: tuple[str, ...],
-    from_store: bool,
-    find_workers: bool,
-    target_error_hours: float,
-    sim_db_url: str | None,
-    as_json: bool,
-    report: Path | None,
-) -> None:
+def simulate(cli: CliContext, **options: Any) -> None:
     """Run WORKLOAD (a TOML file, or a shipped one: crawler-fleet, reminders,
     mixed-platform; default crawler-fleet) through the real runner pass,
     store, policy and listener on a virtual clock, with simulated queues and
     workers, and compare dispatch orders: ERROR- and WARNING-hours, lateness
     at dispatch, outcomes, queue depths."""
-
     # stopped by SIGTERM as by Ctrl-C: the simulation's database is removed
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        _simulate(
-            cli,
-            workload,
-            tasks,
-            days,
-            loads,
-            orders,
-            seed,
-            worker_counts,
-            intervals,
-            from_store,
-            find_workers,
-            target_error_hours,
-            sim_db_url,
-            as_json,
-            report,
-        )
+        _simulate(cli, **options)
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, time, timedelta
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any, Self
 
 from . import validation
@@ -472,6 +473,21 @@ class Task:
         task._check_schedule()
         return task
 
+
+#: the owner fields of a task no run holds (the lease's and the start
+#: guard's): what an ended, stolen or yielded run leaves behind
+OWNER_CLEARED: Mapping[str, None] = MappingProxyType(
+    dict.fromkeys(
+        (
+            "owner_node",
+            "owner_name",
+            "owner_tag",
+            "owner_started_at",
+            "owner_last_ping_at",
+            "steal_start_at",
+        )
+    )
+)
 
 _TASK_INSTANTS = tuple(f.name for f in fields(Task) if f.type in ("datetime", "datetime | None"))
 _TASK_DURATIONS = tuple(f.name for f in fields(Task) if f.type == "timedelta | None")

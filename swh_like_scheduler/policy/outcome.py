@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..exceptions import InvalidInput
-from ..model import RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from ..model import OWNER_CLEARED, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from .retry import RandomSource, draw, num_retries, retry_state
 from .schedule import compute_start_times, interval_of
 from .times import to_utc
@@ -182,12 +182,7 @@ def apply_outcome(
     started = to_utc(known_start) if known_start is not None else ended
     changes: dict[str, Any] = {
         "last_end_at": ended,
-        "owner_node": None,
-        "owner_name": None,
-        "owner_tag": None,
-        "owner_started_at": None,
-        "owner_last_ping_at": None,
-        "steal_start_at": None,
+        **OWNER_CLEARED,
     }
     if outcome.is_good:
         changes.update(

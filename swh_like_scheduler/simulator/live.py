@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..exceptions import InvalidInput
-from ..model import ScheduleKind, Task, TaskStatus, TaskType
+from ..model import OWNER_CLEARED, ScheduleKind, Task, TaskStatus, TaskType
 from ..policy import start_times
 from ..store import SchedulerStore, TaskFilter
 from .behaviour import TaskBehaviour
@@ -114,12 +114,7 @@ def _copy(
         "args": (0, index),
         "kwargs": {},
         "status": TaskStatus.WAITING,
-        "owner_node": None,
-        "owner_name": None,
-        "owner_tag": None,
-        "owner_started_at": None,
-        "owner_last_ping_at": None,
-        "steal_start_at": None,
+        **OWNER_CLEARED,
         "dont_run_on_nodes": (),
     }
     copied = task.updated(**changes)

@@ -25,7 +25,15 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..exceptions import InvalidInput
-from ..model import OPEN_RUN_STATUSES, RunStatus, Task, TaskRun, TaskStatus, final_run_status
+from ..model import (
+    OPEN_RUN_STATUSES,
+    OWNER_CLEARED,
+    RunStatus,
+    Task,
+    TaskRun,
+    TaskStatus,
+    final_run_status,
+)
 from ..policy import blackout_at
 from ..records import (
     ASSIGNED,
@@ -50,14 +58,6 @@ from .tables import task_run as run_t
 
 _TICK = timedelta(microseconds=1)
 _OPEN = [s.value for s in OPEN_RUN_STATUSES]
-_OWNER_CLEARED: dict[str, Any] = {
-    "owner_node": None,
-    "owner_name": None,
-    "owner_tag": None,
-    "owner_started_at": None,
-    "owner_last_ping_at": None,
-    "steal_start_at": None,
-}
 
 
 def _entry(event: str, at: datetime, **details: Any) -> dict[str, Any]:
@@ -134,7 +134,7 @@ class LeaseMethods(SQLBase):
 
         def after(task: Task, ended_run: TaskRun) -> Task:
             new = apply(task, ended_run) if apply is not None else task
-            new = new.updated(**_OWNER_CLEARED)
+            new = new.updated(**OWNER_CLEARED)
             if apply is None and new.status is TaskStatus.SCHEDULED:
                 new = new.updated(status=TaskStatus.WAITING)
             if runnable_now and new.status is TaskStatus.WAITING:
@@ -377,7 +377,7 @@ class LeaseMethods(SQLBase):
             conn.execute(
                 sa.update(task_t)
                 .where(task_t.c.id == run.task_id, task_t.c.owner_tag == tag)
-                .values(**_OWNER_CLEARED)
+                .values(**OWNER_CLEARED)
             )
             self._add_history(conn, run, _entry(RETRYING, now, worker=run.worker))
             return True
@@ -437,7 +437,7 @@ class LeaseMethods(SQLBase):
                 owned = open_runs.get(task_id)
                 if owned is None:  # ownership without an open run: just release it
                     conn.execute(
-                        sa.update(task_t).where(task_t.c.id == task_id).values(**_OWNER_CLEARED)
+                        sa.update(task_t).where(task_t.c.id == task_id).values(**OWNER_CLEARED)
                     )
                     continue
                 ended = self._end_owned(

@@ -58,11 +58,25 @@ class DispatchOrder(StrEnum):
     #: a pseudo-random order, reproducible: drawn from the task's id and the
     #: instant of the claim
     RANDOM = "random"
-    #: deadline order among the tasks that can still start in time
-    #: (should_start_by not passed), then the late ones, in deadline order:
-    #: under overload the tasks already lost wait for spare capacity instead
-    #: of making the next ones late too
-    SALVAGE = "salvage"
+    #: the overload order: first the tasks due (late, or due within
+    #: :data:`DUE_MARGIN`), those whose run buys the longest time before
+    #: their next deadline first (one-shot tasks, which have no next
+    #: deadline, before all); then the others in deadline order. While every
+    #: task can be served in time it serves them as DEADLINE does; when not,
+    #: the capacity goes to the tasks a run keeps OK the longest, and the
+    #: ones that come due soonest again wait (not every task a little late)
+    TRIAGE = "triage"
+
+
+#: the order of a runner unless told otherwise (``start-runner
+#: --dispatch-order``): as DEADLINE while every task can be served in time,
+#: and the fewest ERROR-hours when not (``swh scheduler simulate``)
+RUNNER_ORDER = DispatchOrder.TRIAGE
+
+#: how long before its should_start_by a task counts as due in the
+#: :attr:`DispatchOrder.TRIAGE` order (a run dispatched then still has the
+#: time to wait in its queue and to run)
+DUE_MARGIN = timedelta(minutes=30)
 
 
 class TaskStatus(StrEnum):

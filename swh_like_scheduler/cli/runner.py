@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ..model import DispatchOrder, Priority
+from ..model import RUNNER_ORDER, DispatchOrder, Priority
 from .base import CliContext, emit_json, now, pass_cli, scheduler
 from .monitor import monitor_options, monitor_settings, republish_delay
 
@@ -50,12 +50,14 @@ HIGH_PRIORITY_PERIOD = 5.0
 @click.option(
     "--dispatch-order",
     type=click.Choice([o.value for o in DispatchOrder]),
-    default=DispatchOrder.DEADLINE.value,
+    default=RUNNER_ORDER.value,
     show_default=True,
-    help="Order of the ready tasks within a priority class: deadline (closest to "
-    "breaking its promise first), salvage (deadline order among the tasks that can "
-    "still start in time, late ones after: for sustained overload), fifo (earliest "
-    "can_start_by first) or random. `swh scheduler simulate` compares them.",
+    help="Order of the ready tasks within a priority class: triage (the tasks due "
+    "within 30 min or late first, those whose run keeps them OK the longest first, "
+    "then the others by deadline: deadline order while all can be served in time, "
+    "the fewest ERROR-hours under overload), deadline (closest to breaking its "
+    "promise first), fifo (earliest can_start_by first) or random. `swh scheduler "
+    "simulate` compares them.",
 )
 @click.option(
     "--broker-url",

@@ -29,7 +29,7 @@ from ..broker import BrokerError, Message, PublishError
 from ..broker.connection import open_connection
 from ..broker.port import CeleryBroker, QueuePort
 from ..exceptions import SchedulerError, StatementTimeout
-from ..model import Claimed, DispatchOrder, Priority, TaskType
+from ..model import RUNNER_ORDER, Claimed, DispatchOrder, Priority, TaskType
 from ..store import SchedulerStore
 from . import metrics
 from .routing import LiveWorkers
@@ -159,7 +159,7 @@ def tick(
     connection: Any = None,
     workers: LiveWorkers | None = None,
     claimers: int = CLAIMERS,
-    order: DispatchOrder = DispatchOrder.DEADLINE,
+    order: DispatchOrder = RUNNER_ORDER,
     broker: QueuePort | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> PassReport:
@@ -239,7 +239,7 @@ class _Pass:
     priorities: Sequence[Priority] | None
     workers: LiveWorkers | None
     claimers: int = CLAIMERS
-    order: DispatchOrder = DispatchOrder.DEADLINE
+    order: DispatchOrder = RUNNER_ORDER
     #: monotonic seconds
     clock: Callable[[], float] = time.monotonic
     #: the clock when the pass began

@@ -15,7 +15,7 @@ from celery import Celery
 
 from ..exceptions import SchedulerError
 from ..listener.handler import TaskTypeCache, outcome_applier
-from ..model import DispatchOrder, Priority
+from ..model import RUNNER_ORDER, DispatchOrder, Priority
 from ..monitor.duties import MonitorSettings, monitor_tick, release
 from ..outage import Outage
 from ..store import SchedulerStore
@@ -60,7 +60,7 @@ class RunnerLoop:
         republish_after: timedelta | None = None,
         monitor: MonitorSettings | None = None,
         claimers: int = CLAIMERS,
-        order: DispatchOrder = DispatchOrder.DEADLINE,
+        order: DispatchOrder = RUNNER_ORDER,
     ) -> None:
         self.store, self.app, self.period = store, app, period
         self.types, self.priorities, self.clock = types, priorities, clock

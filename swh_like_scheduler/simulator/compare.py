@@ -18,8 +18,8 @@ from .workload import Workload
 
 #: the orders compared when none is given
 DEFAULT_ORDERS = (
+    DispatchOrder.TRIAGE,
     DispatchOrder.DEADLINE,
-    DispatchOrder.SALVAGE,
     DispatchOrder.FIFO,
     DispatchOrder.RANDOM,
 )

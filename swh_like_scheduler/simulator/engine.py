@@ -37,7 +37,7 @@ from ..broker.message import Message
 from ..builders import task_from_input
 from ..exceptions import InvalidInput
 from ..listener.handler import EventHandler
-from ..model import Claimed, DispatchOrder, RunStatus, TaskType
+from ..model import Claimed, DispatchOrder, RunStatus, Task, TaskType
 from ..runner.dispatch import tick
 from ..store import SQLAlchemyStore
 from ..store.tables import metadata
@@ -157,7 +157,9 @@ class Simulation:
             self.store = store
             self._populate(store)
             self.handler = EventHandler(store, rng=stream(self.workload.seed, "listener"))
-            self.watch = ConditionWatch(store, {t.type: t for t in self.workload.types})
+            self.watch = ConditionWatch(
+                store, {t.type: t for t in self.workload.types}, self._group_of
+            )
             for task_type in self.workload.types:
                 for slot in range(self.workload.workers[task_type.type]):
                     self.env.process(self._worker(task_type, f"sim{slot}@{task_type.type}"))
@@ -299,7 +301,12 @@ class Simulation:
         counts = self.watch.counts(self.now(), self.store.changed)
         self.store.changed = set()
         depths = {t.type: self.queues.depth(t.effective_queue) for t in self.workload.types}
-        self.recorder.sample(self.now(), counts, depths)
+        self.recorder.sample(self.now(), counts, depths, self.watch.group_counts)
+
+    def _group_of(self, task: Task) -> str:
+        if self.given_tasks is not None:
+            return task.type
+        return self.workload.groups[task.args[0]].name
 
 
 def simulate(

@@ -104,10 +104,27 @@ def page(results: Mapping[str, Any], plots: Sequence[str]) -> str:
                 f"{_seconds(run['lateness_p99_s'])} | {run['dispatches']:,} | {failed:,} | "
                 f"{run['retries']:,} | {run['queue_depth_max']:,} |"
             )
-        lines.append("")
+        lines += ["", *_group_table(runs)]
     for name in plots:
         lines += [f"![{name}]({name})", ""]
     return "\n".join(lines)
+
+
+def _group_table(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """ERROR-hours per task group (rows) and order (columns)."""
+    groups = sorted({g for run in runs for g in run.get("groups", {})})
+    if not groups:
+        return []
+    lines = [
+        "ERROR-hours by task group:",
+        "",
+        "| group | " + " | ".join(run["order"] for run in runs) + " |",
+        "|---|" + "---|" * len(runs),
+    ]
+    for group in groups:
+        cells = [f"{run['groups'].get(group, {}).get('error_hours', 0):,.1f}" for run in runs]
+        lines.append(f"| {group} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def _seconds(value: float) -> str:

@@ -84,6 +84,8 @@ class Recorder:
     #: simulated events handled: claims, run starts and ends, listener
     #: batches, runner passes, samples
     events: Counter[str] = field(default_factory=Counter)
+    #: per task group (the workload's ``[[tasks]]``), seconds spent at each level
+    groups: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def claimed(self, task_type: str, now: datetime, deadlines: Sequence[datetime]) -> None:
         record = self.types[task_type]
@@ -97,11 +99,19 @@ class Recorder:
         self.events["run"] += 1
 
     def sample(
-        self, now: datetime, counts: Mapping[str, Mapping[str, int]], depths: Mapping[str, int]
+        self,
+        now: datetime,
+        counts: Mapping[str, Mapping[str, int]],
+        depths: Mapping[str, int],
+        groups: Mapping[str, Mapping[str, int]] | None = None,
     ) -> None:
-        """One reading of every task's condition (``{type: {level: n}}``) and
-        of every type's queue depth; its levels count for the time until the
-        next sample."""
+        """One reading of every task's condition (``{type: {level: n}}``,
+        and ``{group: {level: n}}``) and of every type's queue depth; its
+        levels count for the time until the next sample."""
+        for name, levels in (groups or {}).items():
+            seconds = self.groups.setdefault(name, dict.fromkeys(LEVELS, 0.0))
+            for level in LEVELS:
+                seconds[level] += levels.get(level, 0) * self.sample_every
         totals: Counter[str] = Counter()
         for name, record in self.types.items():
             levels = counts.get(name, {})
@@ -141,6 +151,13 @@ class Recorder:
             "queue_depth_max": max((r.depth_max for r in self.types.values()), default=0),
             "events": dict(sorted(self.events.items())),
             "types": per_type,
+            "groups": {
+                name: {
+                    "error_hours": _round(seconds["ERROR"] / 3600, 3),
+                    "warning_hours": _round(seconds["WARNING"] / 3600, 3),
+                }
+                for name, seconds in sorted(self.groups.items())
+            },
             "timeline": self.timeline,
         }
 

@@ -11,7 +11,7 @@ simulation's time; most tasks change in neither way between two samples.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 
 from .. import policy
@@ -24,10 +24,19 @@ Known = tuple[Task, str, datetime | None]
 
 
 class ConditionWatch:
-    """Counts of tasks per type and level, sample after sample."""
+    """Counts of tasks per type and level, sample after sample; with
+    ``group_of``, also per group (:attr:`group_counts`, ``{group: {level:
+    tasks}}`` at the last :meth:`counts`)."""
 
-    def __init__(self, store: SchedulerStore, types: Mapping[str, TaskType]) -> None:
+    def __init__(
+        self,
+        store: SchedulerStore,
+        types: Mapping[str, TaskType],
+        group_of: Callable[[Task], str] | None = None,
+    ) -> None:
         self.store, self.types = store, dict(types)
+        self.group_of = group_of
+        self.group_counts: dict[str, dict[str, int]] = {}
         self._known: dict[int, Known] | None = None
 
     def counts(
@@ -53,12 +62,16 @@ class ConditionWatch:
                     self._known.pop(gone, None)
                 self._learn(found, now)
         counts: dict[str, dict[str, int]] = {}
+        groups: dict[str, dict[str, int]] = {}
         for task_id, (task, level, until) in self._known.items():
             if until is not None and now > until:
                 self._known[task_id] = known = self._judge(task, now)
                 level = known[1]
             per_type = counts.setdefault(task.type, dict.fromkeys(LEVELS, 0))
             per_type[level] += 1
+            if self.group_of is not None:
+                groups.setdefault(self.group_of(task), dict.fromkeys(LEVELS, 0))[level] += 1
+        self.group_counts = groups
         return counts
 
     def _learn(self, tasks: Collection[Task], now: datetime) -> None:

@@ -170,14 +170,15 @@ class Workload:
         return {t: d / max(1, self.workers[t]) for t, d in self.demand().items()}
 
     def with_tasks(self, total: int) -> Workload:
-        """The workload with ``total`` tasks, its groups (and its workers)
-        scaled alike; every group and type keeps at least one."""
+        """The workload with ``total`` tasks, its groups (and its workers,
+        and their queue limits) scaled alike; every group and type keeps at
+        least one."""
         if total < 1:
             raise InvalidInput("tasks", f"{total} is not a positive number of tasks")
         factor = total / self.task_count
         groups = tuple(replace(g, count=max(1, round(g.count * factor))) for g in self.groups)
         workers = {t: max(1, round(w * factor)) for t, w in self.workers.items()}
-        return replace(self, groups=groups, workers=workers)
+        return replace(self, groups=groups)._staffed(workers)
 
     def with_load(self, load: float) -> Workload:
         """The workload whose tasks ask, per type, ``load`` times what its
@@ -186,7 +187,8 @@ class Workload:
         then lengthened by the rest (less than one worker's worth: at most
         twice as long) so that the load is exact. A type whose demand is
         under ``load`` of one worker is given one worker and keeps its
-        durations: it stays under the load (:meth:`natural_load` tells)."""
+        durations: it stays under the load (:meth:`natural_load` tells).
+        Queue limits follow the worker counts (:meth:`_staffed`)."""
         if not (0 < load <= 100) or math.isnan(load):
             raise InvalidInput("load", f"{load} is not a load between 0 and 100 (1.0 = 100 %)")
         workers, factors = {}, {}
@@ -195,7 +197,23 @@ class Workload:
             factor = load * workers[name] / demand if demand > 0 else 1.0
             factors[name] = factor if factor <= 2 else 1.0
         groups = tuple(replace(g, duration=g.duration.scaled(factors[g.type])) for g in self.groups)
-        return replace(self, workers=workers, groups=groups)
+        return replace(self, groups=groups)._staffed(workers)
+
+    def _staffed(self, workers: Mapping[str, int]) -> Workload:
+        """The workload with ``workers``, each type's ``max_queue_length``
+        scaled with its worker count (the same queue per worker: a queue
+        written for 18 workers would hold hours of work for two, and a
+        dispatch order decides nothing for the tasks already queued)."""
+        types = []
+        for task_type in self.types:
+            before, after = self.workers[task_type.type], workers[task_type.type]
+            limit = task_type.max_queue_length
+            if limit is not None and after != before:
+                task_type = replace(
+                    task_type, max_queue_length=max(1, round(limit * after / before))
+                )
+            types.append(task_type)
+        return replace(self, types=tuple(types), workers=dict(workers))
 
     def with_workers(self, workers: Mapping[str, int]) -> Workload:
         unknown = sorted(set(workers) - set(self.workers))

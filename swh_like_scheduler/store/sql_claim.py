@@ -37,8 +37,10 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
 
-from ..model import RUN_NAMESPACE, DispatchOrder, Priority, RunStatus, TaskStatus
+from ..model import DUE_MARGIN, RUN_NAMESPACE, DispatchOrder, Priority, RunStatus, TaskStatus
 from .tables import UTCDateTime
 from .tables import task as task_t
 from .tables import task_run as run_t
@@ -120,8 +122,11 @@ BATCH = sa.bindparam("claim_batch", type_=sa.BigInteger)
 TYPE = sa.bindparam("claim_type", type_=sa.Text)
 #: the seed of :attr:`DispatchOrder.RANDOM` (see :func:`random_salt`)
 SALT = sa.bindparam("claim_salt", type_=sa.BigInteger)
+#: the instant until which a task's deadline makes it due
+#: (:attr:`DispatchOrder.TRIAGE`; see :func:`order_values`)
+DUE = sa.bindparam("claim_due", type_=UTCDateTime)
 #: the parameters given at each run of a prepared statement
-PARAMETERS = (NOW, LIMIT, BOUND, IDS, BATCH, SALT)
+PARAMETERS = (NOW, LIMIT, BOUND, IDS, BATCH, SALT, DUE)
 
 #: a prime modulus and a multiplier of full period (Lehmer's): the product of
 #: two values below the modulus fits a bigint
@@ -136,26 +141,70 @@ def random_salt(now: datetime) -> int:
     return (micros * _MULTIPLIER) % _MODULUS
 
 
+def order_values(now: datetime) -> dict[str, Any]:
+    """The values a claim at ``now`` gives the parameters of its order
+    (:data:`SALT`, :data:`DUE`)."""
+    return {"claim_salt": random_salt(now), "claim_due": now + DUE_MARGIN}
+
+
+class Seconds(sa.sql.functions.FunctionElement[float]):
+    """``Seconds(a, b)``: the seconds from instant ``b`` to instant ``a``
+    (a float), in each dialect's own arithmetic."""
+
+    type = sa.Float()
+    name = "seconds_between"
+    inherit_cache = True
+
+
+@compiles(Seconds, "postgresql")
+def _seconds_postgresql(element: Seconds, compiler: SQLCompiler, **kw: Any) -> str:
+    a, b = (compiler.process(c, **kw) for c in element.clauses)
+    return f"EXTRACT(EPOCH FROM ({a} - {b}))"
+
+
+@compiles(Seconds)
+def _seconds_sqlite(element: Seconds, compiler: SQLCompiler, **kw: Any) -> str:
+    # (UTC text with microseconds: julianday reads it, in days)
+    a, b = (compiler.process(c, **kw) for c in element.clauses)
+    return f"((julianday({a}) - julianday({b})) * 86400.0)"
+
+
+#: the columns :func:`order_keys` reads (of the task table, or of a
+#: materialised copy of its ready rows)
+ORDER_COLUMNS = ("id", "deadline", "next_run", "schedule_kind", "last_good_end_at", "created_at")
+#: what a one-shot task's run buys in the TRIAGE order: it has no next
+#: deadline (seconds, more than any interval)
+_ONE_SHOT_CYCLE = 1e12
+
+
 def order_keys(
-    order: DispatchOrder,
-    id_: sa.ColumnElement[Any],
-    deadline: sa.ColumnElement[Any],
-    next_run: sa.ColumnElement[Any],
+    order: DispatchOrder, columns: Any
 ) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any], sa.ColumnElement[Any]]:
-    """The sort keys of ``order`` (then the id), from a task's columns: the
-    same three in every dialect, so that picks of several classes can be
-    unioned and the result sorted again by them.
+    """The sort keys of ``order`` (then the id), from a task's
+    :data:`ORDER_COLUMNS` (``columns.id``...): the same three in every
+    dialect, so that picks of several classes can be unioned and the result
+    sorted again by them.
 
     RANDOM hashes the id with :data:`SALT` (``(a | b) - (a & b)`` is their
-    exclusive or, which SQLite has no operator for)."""
+    exclusive or, which SQLite has no operator for). TRIAGE puts the tasks
+    due by :data:`DUE` first (key 0), those with the longest cycle first
+    (the time from their last good end, or creation, to their deadline: for
+    an adaptive task twice its interval, for a periodic one about its
+    period), then the others (key 1) by deadline."""
+    id_, deadline = columns.id, columns.deadline
     if order is DispatchOrder.FIFO:
-        return sa.literal(0, sa.BigInteger), next_run, id_
+        return sa.literal(0, sa.BigInteger), columns.next_run, id_
     if order is DispatchOrder.RANDOM:
         mixed = (id_.op("|")(SALT) - id_.op("&")(SALT)) % _MODULUS
         return (mixed * _MULTIPLIER) % _MODULUS, deadline, id_
-    if order is DispatchOrder.SALVAGE:
-        late = sa.case((deadline < NOW, 1), else_=0)
-        return sa.cast(late, sa.BigInteger), deadline, id_
+    if order is DispatchOrder.TRIAGE:
+        due = deadline <= DUE
+        since = sa.func.coalesce(columns.last_good_end_at, columns.created_at)
+        cycle = sa.case(
+            (columns.schedule_kind == "oneshot", _ONE_SHOT_CYCLE), else_=Seconds(deadline, since)
+        )
+        tier = sa.cast(sa.case((due, 0), else_=1), sa.BigInteger)
+        return tier, sa.case((due, -cycle), else_=Seconds(deadline, NOW)), id_
     return sa.literal(0, sa.BigInteger), deadline, id_
 
 
@@ -166,7 +215,7 @@ def ordered_ids_statement(
     """The ids of up to :data:`LIMIT` tasks of type :data:`TYPE` and class
     ``priority`` ready at :data:`NOW` and runnable on ``nodes``, in
     ``order`` (the claim where there are no writable CTEs: SQLite)."""
-    keys = order_keys(order, task_t.c.id, task_t.c.deadline, task_t.c.next_run)
+    keys = order_keys(order, task_t.c)
     return (
         sa.select(task_t.c.id)
         .where(*_ready(TYPE, priority), runnable_on(dialect_name, nodes))
@@ -218,12 +267,12 @@ def _picks(
     it took) ready tasks ``(id, rank, k0, k1)`` in ``order`` (its keys:
     :func:`order_keys`); locked ``FOR UPDATE SKIP LOCKED`` with ``lock``.
 
-    DEADLINE, SALVAGE (two ranges) and FIFO read an index in their order
-    (``ix_task_dispatch_order``, ``ix_task_ready``) and stop at the rows
-    they need; RANDOM sorts the class's ready tasks (it is there to be
-    compared with, in simulations)."""
+    DEADLINE, TRIAGE (past its due range) and FIFO read an index in their
+    order (``ix_task_dispatch_order``, ``ix_task_ready``) and stop at the
+    rows they need; TRIAGE sorts the tasks due; RANDOM sorts the class's
+    ready tasks (it is there to be compared with, in simulations)."""
     picks: list[sa.CTE] = []
-    keys = order_keys(order, task_t.c.id, task_t.c.deadline, task_t.c.next_run)
+    keys = order_keys(order, task_t.c)
     for rank, priority in enumerate(classes):
         taken = [sa.select(sa.func.count()).select_from(p).scalar_subquery() for p in picks]
         remaining: Any = LIMIT - sum(taken) if taken else LIMIT
@@ -235,7 +284,7 @@ def _picks(
             # said): ordered and limited so that the plan is a bounded range
             # scan of ix_task_ready even when the statistics are stale
             due = (
-                sa.select(task_t.c.id, task_t.c.deadline, task_t.c.next_run)
+                sa.select(*(task_t.c[name] for name in ORDER_COLUMNS))
                 .where(*ready)
                 .order_by(task_t.c.next_run)
                 .limit(BOUND)
@@ -252,7 +301,7 @@ def _picks(
             # again on the locked rows (another runner may have claimed them)
             first = (
                 sa.select(due.c.id)
-                .order_by(*order_keys(order, due.c.id, due.c.deadline, due.c.next_run))
+                .order_by(*order_keys(order, due.c))
                 .limit(LIMIT * 2)
                 .subquery(f"first_{priority.value}")
             )
@@ -265,16 +314,16 @@ def _picks(
             pick = pick.where(task_t.c.id == sa.any_(ids)).where(*ready).order_by(*keys)
             if lock:
                 pick = pick.with_for_update(of=task_t, skip_locked=True)
-        elif order is DispatchOrder.SALVAGE:
-            # two ranges of ix_task_dispatch_order, each read in order: the
-            # tasks still in time (deadline from now on), then the late ones
-            # (never a sort of the whole ready set)
-            for part, in_range in (
-                ("in_time", task_t.c.deadline >= NOW),
-                ("late", task_t.c.deadline < NOW),
+        elif order is DispatchOrder.TRIAGE:
+            # two ranges of ix_task_dispatch_order: the tasks due (their
+            # range sorted by the order's keys: under overload, every task
+            # due), then the others, read in deadline order
+            for part, in_range, by in (
+                ("due", task_t.c.deadline <= DUE, keys),
+                ("later", task_t.c.deadline > DUE, (task_t.c.deadline, task_t.c.id)),
             ):
                 taken = [sa.select(sa.func.count()).select_from(p).scalar_subquery() for p in picks]
-                part_pick = pick.where(*ready, in_range).order_by(task_t.c.deadline, task_t.c.id)
+                part_pick = pick.where(*ready, in_range).order_by(*by)
                 if lock:
                     part_pick = part_pick.with_for_update(skip_locked=True)
                 limit: Any = LIMIT - sum(taken) if taken else LIMIT

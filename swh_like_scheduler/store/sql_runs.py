@@ -37,11 +37,11 @@ from . import rows
 from .interface import ApplyOutcome, RunEnd
 from .sql_claim import (
     SPARSE_FACTOR,
+    order_values,
     ordered_ids_statement,
     prepared_candidates,
     prepared_claim,
     prepared_probe,
-    random_salt,
     runnable_on,
 )
 from .sql_dispatch import DispatchMethods
@@ -117,7 +117,7 @@ class RunMethods(DispatchMethods):
                 else:
                     values = {"claim_now": now, "claim_limit": limit, "claim_ids": list(among)}
                     sparse = frozenset()
-                values["claim_salt"] = random_salt(now)
+                values.update(order_values(now))
                 statement = prepared_claim(
                     self.engine.dialect,
                     task_type,
@@ -174,7 +174,7 @@ class RunMethods(DispatchMethods):
             self._limit_time(conn)
             if self._capabilities.writable_ctes:
                 values, sparse = self._probe(conn, task_type, classes, now, limit)
-                values["claim_salt"] = random_salt(now)
+                values.update(order_values(now))
                 statement = prepared_candidates(
                     self.engine.dialect, task_type, classes, _node_key(nodes), sparse, order
                 )
@@ -321,7 +321,7 @@ class RunMethods(DispatchMethods):
             "claim_type": task_type,
             "claim_now": now,
             "claim_limit": limit,
-            "claim_salt": random_salt(now),
+            **order_values(now),
         }
         return list(conn.scalars(query, params))
 

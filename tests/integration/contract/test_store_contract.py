@@ -402,7 +402,9 @@ def test_dispatch_orders(
     expected = {
         DispatchOrder.DEADLINE: list(range(12)),
         DispatchOrder.FIFO: list(range(11, -1, -1)),
-        DispatchOrder.SALVAGE: [*range(6, 12), *range(6)],
+        # due (deadline within the margin of 30 min: 0-9), the longest
+        # cycle (never run: from creation to deadline) first; then by deadline
+        DispatchOrder.TRIAGE: [*range(9, -1, -1), 10, 11],
     }
     for order, normal in expected.items():
         ids = store.ready_task_ids("sleep", now=now, limit=limit, order=order)
@@ -417,10 +419,52 @@ def test_dispatch_orders(
     # claims take the same order, one chunk after another
     claimed: list[object] = []
     while batch := store.claim_ready_tasks(
-        "sleep", now=now, limit=limit, order=DispatchOrder.SALVAGE
+        "sleep", now=now, limit=limit, order=DispatchOrder.TRIAGE
     ):
         claimed.extend(c.args[0] for c in batch)
-    assert claimed == ["high", *expected[DispatchOrder.SALVAGE]]
+    assert claimed == ["high", *expected[DispatchOrder.TRIAGE]]
+
+
+@pytest.mark.parametrize("limit", [6, 1])
+def test_triage_serves_the_due_tasks_whose_run_buys_the_longest_time_first(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime, limit: int
+) -> None:
+    minute = timedelta(minutes=1)
+
+    def task(name: str, deadline: timedelta, ended: timedelta | None, **fields: object) -> Task:
+        last_end = now - ended if ended is not None else None
+        return make_task(
+            now, name, offset=-minute, deadline=deadline, last_good_end_at=last_end, **fields
+        )
+
+    store.create_tasks(
+        [
+            task("late, cycle 1 h 50", -10 * minute, 2 * H),
+            task("late, cycle 23 h", -H, 24 * H),
+            task("due in 10 min, cycle 3 h 10", 10 * minute, 3 * H),
+            task("one-shot, due in 20 min", 20 * minute, None, schedule_kind=ScheduleKind.ONESHOT),
+            task("not due, in 2 h", 2 * H, 240 * H),
+            task("not due, in 1 h", H, None),
+        ],
+        now=now,
+    )
+    names = {t.id: t.args[0] for t in store.search_tasks(TaskFilter(type="sleep"))}
+    expected = [
+        "one-shot, due in 20 min",
+        "late, cycle 23 h",
+        "due in 10 min, cycle 3 h 10",
+        "late, cycle 1 h 50",
+        "not due, in 1 h",
+        "not due, in 2 h",
+    ]
+    ids = store.ready_task_ids("sleep", now=now, limit=6, order=DispatchOrder.TRIAGE)
+    assert [names[i] for i in ids] == expected
+    claimed: list[object] = []
+    while batch := store.claim_ready_tasks(
+        "sleep", now=now, limit=limit, order=DispatchOrder.TRIAGE
+    ):
+        claimed.extend(c.args[0] for c in batch)
+    assert claimed == expected
 
 
 def test_ready_ids_then_claims_among_them_share_out_the_dispatch_order(

@@ -57,9 +57,9 @@ def test_report_and_workers(tmp_path: Path) -> None:
     path = tmp_path / "w.toml"
     path.write_text(WORKLOAD)
     report = str(tmp_path / "r")
-    result = run(str(path), "--policy", "salvage", "--workers", "job=3", "--report", report)
+    result = run(str(path), "--policy", "triage", "--workers", "job=3", "--report", report)
     assert result.exit_code == 0, (result.output, result.stderr)
-    assert "| salvage | 0.0 |" in result.output  # three workers: nobody late
+    assert "| triage | 0.0 |" in result.output  # three workers: nobody late
     assert (tmp_path / "r" / "report.md").is_file()
     assert (
         json.loads((tmp_path / "r" / "results.json").read_text())["runs"][0]["types"]["job"][

@@ -7,11 +7,11 @@ import json
 import pytest
 
 from swh_like_scheduler.conditions import summarise
-from swh_like_scheduler.model import DispatchOrder
+from swh_like_scheduler.model import RUNNER_ORDER, DispatchOrder
 from swh_like_scheduler.simulator.compare import compare, find_workers
 from swh_like_scheduler.simulator.engine import Simulation
 from swh_like_scheduler.simulator.report import dumps, write_report
-from swh_like_scheduler.simulator.workload import parse_workload
+from swh_like_scheduler.simulator.workload import load_workload, parse_workload
 
 #: Worked by hand. Three one-shot tasks due at the start (max_delay 0,
 #: finish_by = start + 40 min, the type's max_allowed_duration), each run
@@ -164,6 +164,7 @@ def test_orders_meet_the_same_world_and_overload_shows(tmp_path) -> None:  # typ
     ]
     page = (tmp_path / "report" / "report.md").read_text()
     assert "## Load 300%" in page and "![error-hours-by-load.png]" in page
+    assert "| group | deadline | fifo |" in page
     assert (tmp_path / "report" / "conditions-0.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -210,3 +211,21 @@ def test_the_condition_watch_counts_as_task_status_does() -> None:
     result = simulation.run()
     assert simulation.checked == 120
     assert result["error_hours"] > 0 and result["warning_hours"] > 0
+
+
+def test_triage_keeps_more_of_an_overloaded_fleet_ok_than_fifo() -> None:
+    # the shipped crawler fleet, scaled down, at 150 % of its capacity: the
+    # triage order (the runner's default) ends with fewer ERROR-hours than
+    # FIFO (swh-scheduler's runner, Celery beat); the groups' hours add up
+    # to the totals
+    workload = load_workload("crawler-fleet").with_tasks(600).with_days(2.5)
+    results = compare(workload, [RUNNER_ORDER, DispatchOrder.FIFO], [1.5])
+    triage, fifo = results["runs"]
+    assert triage["order"] == "triage" and fifo["order"] == "fifo"
+    assert fifo["error_hours"] > 0
+    assert triage["error_hours"] < 0.7 * fifo["error_hours"]  # 0.39 when written
+    for run in (triage, fifo):
+        groups = run["groups"]
+        assert sorted(groups) == sorted(g.name for g in workload.groups)
+        total = sum(g["error_hours"] for g in groups.values())
+        assert total == pytest.approx(run["error_hours"])

@@ -75,7 +75,7 @@ def test_scaling_tasks_and_load() -> None:
     workload = parse_workload(
         {
             "days": 1,
-            "types": {"job": {"workers": 4, "default_interval": "1 h"}},
+            "types": {"job": {"workers": 4, "default_interval": "1 h", "max_queue_length": 20}},
             "tasks": [
                 {"type": "job", "count": 100, "kind": "adaptive", "duration": "3 min"},
                 {
@@ -105,6 +105,11 @@ def test_scaling_tasks_and_load() -> None:
     assert workload.with_load(100).natural_load() == {"job": pytest.approx(6)}
     half = workload.with_tasks(55)
     assert [g.count for g in half.groups] == [50, 5] and half.workers == {"job": 2}
+    # the queue per worker is kept: 5 per worker as written
+    assert half.task_type("job").max_queue_length == 10
+    assert workload.with_load(0.5).task_type("job").max_queue_length == 60
+    assert workload.with_load(100).task_type("job").max_queue_length == 5
+    assert workload.with_workers({"job": 8}).task_type("job").max_queue_length == 20
     assert workload.with_days(0.5).horizon == timedelta(hours=12)
     with pytest.raises(InvalidInput, match="load"):
         workload.with_load(0)

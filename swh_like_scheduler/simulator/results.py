@@ -42,6 +42,19 @@ def _round(value: float, digits: int = 4) -> float:
     return 0.0 if rounded == 0 else rounded
 
 
+def _accrue(seconds: dict[str, float], levels: Mapping[str, int], every: float) -> None:
+    """Add ``every`` seconds per task at each level to ``seconds``."""
+    for level in LEVELS:
+        seconds[level] += levels.get(level, 0) * every
+
+
+def _level_hours(seconds: Mapping[str, float]) -> dict[str, float]:
+    return {
+        "error_hours": _round(seconds["ERROR"] / 3600, 3),
+        "warning_hours": _round(seconds["WARNING"] / 3600, 3),
+    }
+
+
 @dataclass
 class TypeRecord:
     """What happened to one task type."""
@@ -63,8 +76,7 @@ class TypeRecord:
             "dispatches": len(self.lateness),
             "outcomes": dict(sorted(self.outcomes.items())),
             "retries": self.retries,
-            "error_hours": _round(self.level_seconds["ERROR"] / 3600, 3),
-            "warning_hours": _round(self.level_seconds["WARNING"] / 3600, 3),
+            **_level_hours(self.level_seconds),
             "lateness_p50_s": _round(percentile(late, 50), 1),
             "lateness_p99_s": _round(percentile(late, 99), 1),
             "dispatched_late": sum(1 for x in self.lateness if x > 0),
@@ -109,15 +121,14 @@ class Recorder:
         and ``{group: {level: n}}``) and of every type's queue depth; its
         levels count for the time until the next sample."""
         for name, levels in (groups or {}).items():
-            seconds = self.groups.setdefault(name, dict.fromkeys(LEVELS, 0.0))
-            for level in LEVELS:
-                seconds[level] += levels.get(level, 0) * self.sample_every
+            _accrue(
+                self.groups.setdefault(name, dict.fromkeys(LEVELS, 0.0)), levels, self.sample_every
+            )
         totals: Counter[str] = Counter()
         for name, record in self.types.items():
             levels = counts.get(name, {})
-            for level in LEVELS:
-                record.level_seconds[level] += levels.get(level, 0) * self.sample_every
-                totals[level] += levels.get(level, 0)
+            _accrue(record.level_seconds, levels, self.sample_every)
+            totals.update({level: levels.get(level, 0) for level in LEVELS})
             depth = depths.get(name, 0)
             record.depth_max = max(record.depth_max, depth)
             record.depth_sum += depth
@@ -151,13 +162,7 @@ class Recorder:
             "queue_depth_max": max((r.depth_max for r in self.types.values()), default=0),
             "events": dict(sorted(self.events.items())),
             "types": per_type,
-            "groups": {
-                name: {
-                    "error_hours": _round(seconds["ERROR"] / 3600, 3),
-                    "warning_hours": _round(seconds["WARNING"] / 3600, 3),
-                }
-                for name, seconds in sorted(self.groups.items())
-            },
+            "groups": {name: _level_hours(s) for name, s in sorted(self.groups.items())},
             "timeline": self.timeline,
         }
 

@@ -40,7 +40,15 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from ..model import DUE_MARGIN, RUN_NAMESPACE, DispatchOrder, Priority, RunStatus, TaskStatus
+from ..model import (
+    DUE_MARGIN,
+    RUN_NAMESPACE,
+    DispatchOrder,
+    Priority,
+    RunStatus,
+    ScheduleKind,
+    TaskStatus,
+)
 from .tables import UTCDateTime
 from .tables import task as task_t
 from .tables import task_run as run_t
@@ -201,7 +209,8 @@ def order_keys(
         due = deadline <= DUE
         since = sa.func.coalesce(columns.last_good_end_at, columns.created_at)
         cycle = sa.case(
-            (columns.schedule_kind == "oneshot", _ONE_SHOT_CYCLE), else_=Seconds(deadline, since)
+            (columns.schedule_kind == ScheduleKind.ONESHOT.value, _ONE_SHOT_CYCLE),
+            else_=Seconds(deadline, since),
         )
         tier = sa.cast(sa.case((due, 0), else_=1), sa.BigInteger)
         return tier, sa.case((due, -cycle), else_=Seconds(deadline, NOW)), id_

@@ -58,20 +58,21 @@ class DispatchOrder(StrEnum):
     #: a pseudo-random order, reproducible: drawn from the task's id and the
     #: instant of the claim
     RANDOM = "random"
-    #: the overload order: first the tasks due (late, or due within
-    #: :data:`DUE_MARGIN`), those whose run buys the longest time before
-    #: their next deadline first (one-shot tasks, which have no next
-    #: deadline, before all); then the others in deadline order. While every
-    #: task can be served in time it serves them as DEADLINE does; when not,
-    #: the capacity goes to the tasks a run keeps OK the longest, and the
-    #: ones that come due soonest again wait (not every task a little late)
+    #: first the tasks due (late, or due within :data:`DUE_MARGIN`), those
+    #: whose run buys the longest time before their next deadline first
+    #: (one-shot tasks, which have no next deadline, before all); then the
+    #: others in deadline order. While every task can be served in time it
+    #: serves them as DEADLINE does; when not, the capacity goes to the tasks
+    #: a run keeps OK the longest. Each claim sorts the tasks due
     TRIAGE = "triage"
 
 
 #: the order of a runner unless told otherwise (``start-runner
-#: --dispatch-order``): as DEADLINE while every task can be served in time,
-#: and the fewest ERROR-hours when not (``swh scheduler simulate``)
-RUNNER_ORDER = DispatchOrder.TRIAGE
+#: --dispatch-order``). With the adaptive interval rules of the policy
+#: engine (a late or first visit does not shrink an interval), DEADLINE
+#: keeps as many tasks OK as TRIAGE under overload in ``swh scheduler
+#: simulate`` and reads an index where TRIAGE sorts
+RUNNER_ORDER = DispatchOrder.DEADLINE
 
 #: how long before its should_start_by a task counts as due in the
 #: :attr:`DispatchOrder.TRIAGE` order (a run dispatched then still has the

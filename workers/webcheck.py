@@ -3,8 +3,10 @@ last visit.
 
 The outcome drives the adaptive interval of the task: *eventful* (the content
 changed, or the page is seen for the first time) shortens it, *uneventful*
-lengthens it. A network error, a timeout or an HTTP error other than 404/410
-raises (*failed*: retried by the scheduler); 404 and 410 give *permfailed*.
+lengthens it (the scheduler leaves it as it is after a task's first good
+run, which has nothing to compare with). A network error, a timeout or an
+HTTP error other than 404/410 raises (*failed*: retried by the scheduler);
+404 and 410 give *permfailed*.
 
 What was seen at the last visit (a SHA-256 of the body, the validators
 ``ETag`` / ``Last-Modified``, a version number) is kept in a small state store

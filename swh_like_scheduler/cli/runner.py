@@ -52,11 +52,11 @@ HIGH_PRIORITY_PERIOD = 5.0
     type=click.Choice([o.value for o in DispatchOrder]),
     default=RUNNER_ORDER.value,
     show_default=True,
-    help="Order of the ready tasks within a priority class: triage (the tasks due "
-    "within 30 min or late first, those whose run keeps them OK the longest first, "
-    "then the others by deadline: deadline order while all can be served in time, "
-    "the fewest ERROR-hours under overload), deadline (closest to breaking its "
-    "promise first), fifo (earliest can_start_by first) or random. `swh scheduler "
+    help="Order of the ready tasks within a priority class: deadline (closest to "
+    "breaking its promise first), triage (the tasks due within 30 min or late "
+    "first, those whose run keeps them OK the longest first, then the others by "
+    "deadline; each claim sorts the tasks due), fifo (earliest can_start_by "
+    "first, as swh-scheduler's runner and Celery beat) or random. `swh scheduler "
     "simulate` compares them.",
 )
 @click.option(

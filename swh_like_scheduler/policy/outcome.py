@@ -4,7 +4,9 @@ Outcomes fall in three families:
 
 * good (``eventful``, ``uneventful``): ``failure_count`` back to 0, retry
   budget refilled, ``last_good_*`` set, the duration folded into the EWMA when
-  the start is known, an adaptive interval adapted, a one-shot completed;
+  the start is known, an adaptive interval adapted (see :func:`next_interval`;
+  not on a task's first good run, which has no earlier visit to compare
+  with), a one-shot completed;
 * failed (``failed``, ``permfailed``, ``timed_out``): ``failure_count`` + 1
   and the retry position advanced (see :mod:`.retry`); ``permfailed``
   disables the task, and so does exhausting a one-shot task's retries;
@@ -115,18 +117,35 @@ def ewma(previous: timedelta | None, last: timedelta, alpha: float = EWMA_ALPHA)
     return last * alpha + previous * (1.0 - alpha)
 
 
-def next_interval(current: timedelta, task_type: TaskType, *, eventful: bool) -> timedelta:
+def next_interval(
+    current: timedelta,
+    task_type: TaskType,
+    *,
+    eventful: bool,
+    gap: timedelta | None = None,
+) -> timedelta:
     """An adaptive interval after a good run, kept within ``[min_interval, max_interval]``.
 
-    Eventful: ``max(min_interval, I / backoff_factor)`` (come back sooner);
-    uneventful: ``min(max_interval, I * backoff_factor)`` (come back later).
+    Eventful: ``min(I, G / backoff_factor)`` (come back sooner), where ``G``
+    (``gap``) is the time since the start of the previous good run. A run on
+    time (``G`` just over ``I``) gives about ``I / backoff_factor``; a run so
+    late that ``G >= I * backoff_factor`` keeps ``I``, because a change found
+    after waiting that long is what ``I`` already expects. Without this,
+    every late visit under overload would shrink its interval and add demand
+    where capacity is short. Without ``gap``: ``I / backoff_factor``.
+    Uneventful: ``I * backoff_factor`` (come back later).
     Without a ``backoff_factor`` the interval does not adapt. A missing bound
     leaves that side open (but never below one second).
     """
     factor = task_type.backoff_factor
     interval = current
     if factor is not None:
-        interval = current / factor if eventful else current * factor
+        if not eventful:
+            interval = current * factor
+        elif gap is not None and gap > timedelta(0):
+            interval = min(current, gap / factor)
+        else:
+            interval = current / factor
     lo, hi = task_type.min_interval, task_type.max_interval
     if lo is not None:
         interval = max(lo, interval)
@@ -196,11 +215,15 @@ def apply_outcome(
             changes["average_good_duration"] = ewma(
                 task.average_good_duration, ended - started, alpha
             )
-        if task.schedule_kind is ScheduleKind.ADAPTIVE:
+        previous = task.last_good_start_at
+        if task.schedule_kind is ScheduleKind.ADAPTIVE and previous is not None:
+            # a first good run finds everything new: it says nothing of how
+            # often the source changes, so the interval stays as it is
             changes["current_interval"] = next_interval(
                 interval_of(task, task_type),
                 task_type,
                 eventful=outcome.status is RunStatus.EVENTFUL,
+                gap=started - to_utc(previous),
             )
     elif outcome.is_failure:
         changes.update(failure_count=task.failure_count + 1, last_start_at=started)

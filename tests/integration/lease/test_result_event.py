@@ -73,6 +73,7 @@ def add_task(
                 deadline=now,
                 schedule_kind=ScheduleKind.ADAPTIVE,
                 current_interval=H,
+                last_good_start_at=now - H,  # not a first visit: the interval adapts
             )
         ],
         now=now,

@@ -71,7 +71,9 @@ def new_sleep_type(store: SQLAlchemyStore) -> TaskType:
 
 
 def sleep_tasks(task_type: TaskType, per_kind: int, now: datetime) -> list[Task]:
-    """``per_kind`` ready adaptive tasks for each entry of :data:`KINDS`."""
+    """``per_kind`` ready adaptive tasks for each entry of :data:`KINDS`,
+    last visited one interval before ``now`` (a first good run would leave
+    the interval as it is)."""
     tasks = []
     for (failure_rate, eventful_rate), _ in KINDS.items():
         for n in range(per_kind):
@@ -86,6 +88,7 @@ def sleep_tasks(task_type: TaskType, per_kind: int, now: datetime) -> list[Task]
                     },
                     schedule_kind=ScheduleKind.ADAPTIVE,
                     current_interval=H,
+                    last_good_start_at=now - H,
                     next_run=now - H,
                     deadline=now + timedelta(seconds=n),
                 )

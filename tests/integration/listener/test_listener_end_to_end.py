@@ -71,7 +71,7 @@ def test_every_run_recorded_with_its_outcome(pg_store: SQLAlchemyStore, broker_u
         assert task.owner_started_at is None
         if expected == "failed":
             assert task.failure_count == 1
-            assert task.last_good_start_at is None and task.average_good_duration is None
+            assert task.last_good_start_at == now - H and task.average_good_duration is None
             assert run.error and "simulated failure" in run.error
             assert task.next_run >= run.ended + timedelta(minutes=5)  # first retry delay
         else:
@@ -81,7 +81,9 @@ def test_every_run_recorded_with_its_outcome(pg_store: SQLAlchemyStore, broker_u
             assert task.average_good_duration == run.ended - run.started
             assert task.average_good_duration >= timedelta(seconds=0.01)
             assert run.result["status"] == expected
-            interval = H / 2 if expected == "eventful" else H * 2
+            # eventful: halved, from the gap since the previous visit (just over H)
+            gap = run.started - (now - H)
+            interval = min(H, gap / 2) if expected == "eventful" else H * 2
             assert task.current_interval == interval
             assert task.next_run == run.ended + interval
 

@@ -35,14 +35,20 @@ def ev(kind: str, backend_id: str, at: datetime, **fields: Any) -> dict[str, Any
 
 
 def scheduled_run(
-    store: SQLAlchemyStore, task_type: TaskType, *, oneshot: bool = False
+    store: SQLAlchemyStore,
+    task_type: TaskType,
+    *,
+    oneshot: bool = False,
+    visited: datetime | None = None,
 ) -> tuple[int, str]:
-    """A task with a dispatched run; returns the task id and the run's id."""
+    """A task with a dispatched run (its previous good run started at
+    ``visited``); returns the task id and the run's id."""
     task = Task(
         type=task_type.type,
         kwargs={"n": random.random()},
         schedule_kind=ScheduleKind.ONESHOT if oneshot else ScheduleKind.ADAPTIVE,
         current_interval=None if oneshot else H,
+        last_good_start_at=visited,
         next_run=T0 - H,
         deadline=T0,
     )
@@ -65,7 +71,7 @@ def handler(pg_store: SQLAlchemyStore) -> EventHandler:
 def test_success_before_start_records_both_and_duplicates_change_nothing(
     pg_store: SQLAlchemyStore, task_type: TaskType, handler: EventHandler
 ) -> None:
-    task_id, backend_id = scheduled_run(pg_store, task_type)
+    task_id, backend_id = scheduled_run(pg_store, task_type, visited=T0 - 2 * H)
     ended = T0 + timedelta(seconds=10)
     success = ev("task-succeeded", backend_id, ended, result="{'status': 'uneventful'}", runtime=4)
     assert handler.handle(success).action is Action.ENDED

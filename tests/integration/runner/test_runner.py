@@ -464,8 +464,8 @@ def test_concurrent_claims_keep_the_dispatch_order_in_the_queue(
     try:
         command = ["scheduler", "--db-url", postgres_url, "start-runner", "--once"]
         options = ["--claimers", str(claimers), "--broker-url", broker_url, "--no-monitor"]
-        # (the order whose keys the test can read back: the triage order's
-        # chunks are checked in the store's contract tests)
+        # (named, whatever the default: the test reads the deadlines back;
+        # the other orders' chunks are checked in the store's contract tests)
         options += ["--dispatch-order", "deadline"]
         result = CliRunner().invoke(swh, [*command, *options])
         assert result.exit_code == 0, result.output

@@ -114,7 +114,10 @@ class TestGoodRuns:
 
     def test_adaptive_eventful_shrinks_uneventful_grows(self) -> None:
         task_type = adaptive_type()
-        task = make_task(ScheduleKind.ADAPTIVE, current_interval=4 * DAY)
+        # the previous good run started 4 days before this one: on time
+        task = make_task(
+            ScheduleKind.ADAPTIVE, current_interval=4 * DAY, last_good_start_at=at(-96)
+        )
         eventful = apply_outcome(task, task_type, outcome("eventful", 0, 1), rng=rng())
         uneventful = apply_outcome(task, task_type, outcome("uneventful", 0, 1), rng=rng())
         assert eventful.current_interval == 2 * DAY
@@ -122,9 +125,37 @@ class TestGoodRuns:
         assert uneventful.next_run == at(1) + 8 * DAY
         assert uneventful.deadline == at(1) + 16 * DAY
 
+    def test_a_first_good_run_leaves_the_interval_alone(self) -> None:
+        task_type = adaptive_type()
+        task = make_task(ScheduleKind.ADAPTIVE, current_interval=4 * DAY)
+        for status in ("eventful", "uneventful"):
+            after = apply_outcome(task, task_type, outcome(status, 0, 1), rng=rng())
+            assert after.current_interval == 4 * DAY
+            assert after.last_good_start_at == at(0)
+
+    def test_a_late_eventful_run_shrinks_the_interval_by_its_gap(self) -> None:
+        task_type = adaptive_type()  # backoff factor 2
+        task = make_task(ScheduleKind.ADAPTIVE, current_interval=4 * DAY)
+
+        def after_gap(hours: float) -> timedelta | None:
+            last = task.updated(last_good_start_at=at(-hours))
+            return apply_outcome(
+                last, task_type, outcome("eventful", 0, 1), rng=rng()
+            ).current_interval
+
+        assert after_gap(96) == 2 * DAY  # on time: halved
+        assert after_gap(144) == 3 * DAY  # 2 days late: the gap halved
+        assert after_gap(192) == 4 * DAY  # twice the interval: a change was expected
+        assert after_gap(400) == 4 * DAY
+        assert after_gap(48) == DAY  # an early visit: its gap halved
+        late = task.updated(last_good_start_at=at(-400))
+        grown = apply_outcome(late, task_type, outcome("uneventful", 0, 1), rng=rng())
+        assert grown.current_interval == 8 * DAY
+
     def test_adaptive_interval_is_clamped(self) -> None:
         task_type = adaptive_type(min_interval=DAY, max_interval=3 * DAY)
         assert next_interval(DAY + HOUR, task_type, eventful=True) == DAY
+        assert next_interval(2 * DAY, task_type, eventful=True, gap=2 * HOUR) == DAY
         assert next_interval(2 * DAY, task_type, eventful=False) == 3 * DAY
         fixed = make_type(default_interval=DAY)  # no backoff_factor: no adaptation
         assert next_interval(DAY, fixed, eventful=True) == DAY
@@ -311,15 +342,20 @@ def test_invariants_over_random_histories(
 @settings(max_examples=100, deadline=None)
 @given(
     start=st.floats(1, 72 * 24),
-    eventful=st.lists(st.booleans(), min_size=1, max_size=30),
+    eventful=st.lists(
+        st.tuples(st.booleans(), st.none() | st.floats(-10, 200 * 24)), min_size=1, max_size=30
+    ),
 )
-def test_adaptive_interval_stays_within_bounds(start: float, eventful: list[bool]) -> None:
+def test_adaptive_interval_stays_within_bounds(
+    start: float, eventful: list[tuple[bool, float | None]]
+) -> None:
     task_type = adaptive_type()
     lo, hi = task_type.min_interval, task_type.max_interval
     assert lo is not None and hi is not None
     interval = min(max(timedelta(hours=start), lo), hi)
-    for flag in eventful:
-        new = next_interval(interval, task_type, eventful=flag)
+    for flag, hours in eventful:
+        gap = None if hours is None else timedelta(hours=hours)
+        new = next_interval(interval, task_type, eventful=flag, gap=gap)
         assert lo <= new <= hi
         if flag:
             assert new <= interval

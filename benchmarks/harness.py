@@ -22,6 +22,7 @@ from .common import DEFAULT_AMQP, DEFAULT_POSTGRES, DEFAULT_REDIS, Context, ensu
 SCENARIOS = {
     "dispatch": "scenario_dispatch",
     "claim": "scenario_claim",
+    "index": "scenario_index",
     "backlog": "scenario_backlog",
     "runners": "scenario_runners",
     "listener": "scenario_listener",

@@ -48,6 +48,8 @@ class Settings:
     api_open_reads: bool = False
     #: the token this client sends to a server ``db_url`` (``http://…``)
     api_token: str | None = None
+    #: the Redis index of waiting tasks (``redis://…``), off when ``None``
+    index_url: str | None = None
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -78,6 +80,7 @@ def load_settings(
     config_file: Path | None = None,
     max_argument_bytes: int | None = None,
     api_token: str | None = None,
+    index_url: str | None = None,
 ) -> Settings:
     """Merge flags/environment (already resolved by click) with the file and defaults."""
     from_file: dict[str, Any] = {}
@@ -105,4 +108,13 @@ def load_settings(
         api_tokens=tuple(tokens),
         api_open_reads=open_reads,
         api_token=api_token or from_file.get("api_token"),
+        index_url=_index_url(index_url or from_file.get("index_url")),
     )
+
+
+def _index_url(url: object) -> str | None:
+    if url is None or url == "":
+        return None
+    if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
+        raise InvalidInput("index_url", f"{url!r} is not a redis://, rediss:// or unix:// URL")
+    return url

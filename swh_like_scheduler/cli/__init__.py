@@ -3,6 +3,7 @@
 from . import (
     api,
     db,
+    index,
     job,
     listener,
     monitor,
@@ -17,6 +18,7 @@ from .base import main, scheduler, swh
 __all__ = [
     "api",
     "db",
+    "index",
     "job",
     "listener",
     "main",

@@ -105,7 +105,7 @@ def rpc_serve(
         broker_url=broker,
         count_every=count_every,
     )
-    app = create_app(cli.sql_store("rpc-serve"), api, broker_check=check, revoke=revoke)
+    app = create_app(cli.scheduling_store("rpc-serve"), api, broker_check=check, revoke=revoke)
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
     except SystemExit as exc:  # uvicorn exits when it cannot bind

@@ -6,13 +6,16 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
 from ..config import ENV_PREFIX, Settings, load_settings
 from ..exceptions import InvalidInput, NotFound, SchedulerError, StoreError
 from ..store import SchedulerStore, SQLAlchemyStore
+
+if TYPE_CHECKING:
+    from ..index import RedisIndex
 
 
 class Refused(click.ClickException):
@@ -61,6 +64,7 @@ class CliContext:
     #: (``standalone``: the whole platform, its database included)
     create_empty: bool = False
     _store: SchedulerStore | None = field(default=None, repr=False)
+    _index: RedisIndex | None = field(default=None, repr=False)
 
     @property
     def remote(self) -> bool:
@@ -69,7 +73,13 @@ class CliContext:
 
     @property
     def store(self) -> SchedulerStore:
-        """The store: the database, or the server ``--db-url`` names."""
+        """The store: the database (keeping the Redis index in line when one
+        is set, ``--index-url``), or the server ``--db-url`` names."""
+        if self.remote:
+            return self._opened()
+        return self.scheduling_store("this command")
+
+    def _opened(self) -> SchedulerStore:
         if self._store is None:
             if self.remote:
                 from ..client import open_remote
@@ -87,9 +97,30 @@ class CliContext:
                 f"{command} needs the database itself, not a server: give a "
                 "postgresql:// or sqlite:// URL",
             )
-        store = self.store
+        store = self._opened()
         assert isinstance(store, SQLAlchemyStore)
         return store
+
+    def scheduling_store(self, command: str) -> SchedulerStore:
+        """The database for ``command``, keeping the Redis index in line
+        with its writes when one is set (``--index-url``)."""
+        store = self.sql_store(command)
+        index = self.index()
+        if index is None:
+            return store
+        from ..index import IndexedStore
+
+        return cast(SchedulerStore, IndexedStore(store, index))
+
+    def index(self) -> RedisIndex | None:
+        """The Redis index (``--index-url``), or ``None`` when there is none."""
+        if self.settings.index_url is None:
+            return None
+        if self._index is None:
+            from ..index import RedisIndex
+
+            self._index = RedisIndex.from_url(self.settings.index_url)
+        return self._index
 
     def _open_sql(self) -> SQLAlchemyStore:
         from .. import migrations
@@ -110,6 +141,8 @@ class CliContext:
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
+        if self._index is not None:
+            self._index.client.close()
 
 
 def now() -> datetime:
@@ -156,6 +189,15 @@ def swh() -> None:
     help="Refuse new tasks whose arguments take more bytes of JSON "
     "(default: 65536, or max_argument_bytes in the config file).",
 )
+@click.option(
+    "--index-url",
+    envvar=f"{ENV_PREFIX}_INDEX_URL",
+    show_envvar=True,
+    help="Redis URL of the optional index of waiting tasks (redis://host:port/db): "
+    "runners find ready tasks there, the database stays the truth. Runners, the "
+    "listener, the monitor and the server must all be given it (default: "
+    "index_url in the config file; none).",
+)
 @click.pass_context
 def scheduler(
     ctx: click.Context,
@@ -163,6 +205,7 @@ def scheduler(
     api_token: str | None,
     config_file: Path | None,
     max_argument_bytes: int | None,
+    index_url: str | None,
 ) -> None:
     """Manage the scheduler: task types, tasks, runs and the database."""
     try:
@@ -171,6 +214,7 @@ def scheduler(
             config_file=config_file,
             max_argument_bytes=max_argument_bytes,
             api_token=api_token,
+            index_url=index_url,
         )
     except SchedulerError as error:
         raise reported(error) from None

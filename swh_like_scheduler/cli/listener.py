@@ -84,7 +84,7 @@ def start_listener(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
-    store = cli.sql_store("start-listener")
+    store = cli.scheduling_store("start-listener")
     rng = random.Random()
     handler = EventHandler(store, rng=rng)
     options = ListenerOptions(queue_name=queue_name, batch_size=batch_size, batch_wait=batch_wait)

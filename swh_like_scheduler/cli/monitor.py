@@ -198,7 +198,7 @@ def start_monitor(
     )
     app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
     workers = LiveWorkers(app)
-    store = cli.sql_store("start-monitor")
+    store = cli.scheduling_store("start-monitor")
     if once:
         report = monitor_loop(store, settings, once=True, app=app, workers=workers)
         assert report is not None

@@ -134,7 +134,13 @@ def start_runner(
         if monitor
         else None
     )
-    store = cli.sql_store("start-runner")
+    store = cli.scheduling_store("start-runner")
+    index = cli.index()
+    keeper = None
+    if index is not None:
+        from ..index.keeper import IndexKeeper
+
+        keeper = IndexKeeper(index, store, background=not once)
     if once:
         workers = LiveWorkers(app)
         report = tick(
@@ -146,6 +152,7 @@ def start_runner(
             workers=workers,
             claimers=claimers,
             order=DispatchOrder(dispatch_order),
+            index=keeper,
         )
         duties = None
         if settings is not None:
@@ -176,7 +183,7 @@ def start_runner(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    waker = waker_for(store.engine, stop)
+    waker = waker_for(cli.sql_store("start-runner").engine, stop)
     try:
         steps = loop.RunnerLoop(
             store,
@@ -188,6 +195,7 @@ def start_runner(
             monitor=settings,
             claimers=claimers,
             order=DispatchOrder(dispatch_order),
+            index=keeper,
         )
         loop.run(steps, waker, stop=stop)
     finally:

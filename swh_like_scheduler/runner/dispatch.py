@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celery import Celery
 
@@ -33,6 +33,9 @@ from ..model import RUNNER_ORDER, Claimed, DispatchOrder, Priority, TaskType
 from ..store import SchedulerStore
 from . import metrics
 from .routing import LiveWorkers
+
+if TYPE_CHECKING:
+    from ..index.keeper import IndexKeeper
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +165,7 @@ def tick(
     order: DispatchOrder = RUNNER_ORDER,
     broker: QueuePort | None = None,
     clock: Callable[[], float] = time.monotonic,
+    index: IndexKeeper | None = None,
 ) -> PassReport:
     """One pass over the task types named in ``types`` (default: all).
 
@@ -176,7 +180,9 @@ def tick(
     for the pass without it), or those of ``broker`` when given (``app`` is
     then not used). ``clock`` (monotonic seconds) moves ``now`` on during
     the pass: each claim is stamped with ``now`` plus the time the pass has
-    taken so far."""
+    taken so far. With ``index`` (the Redis index, deadline order only), the
+    ids to claim come from the index and are claimed in the database by id;
+    a round the index cannot fill is completed from the database."""
     task_types = [t for t in store.get_task_types() if types is None or t.type in types]
     if types is not None:
         for name in sorted(set(types) - {t.type for t in task_types}):
@@ -187,7 +193,7 @@ def tick(
     if not due:
         return PassReport(now=now, next_ready=min(later, default=None))
     if broker is not None:
-        context = _Pass(store, broker, now, priorities, workers, claimers, order, clock)
+        context = _Pass(store, broker, now, priorities, workers, claimers, order, clock, index)
         return _serve(context, due, later)
     if app is None:
         raise ValueError("a pass needs a Celery app or a broker")
@@ -195,7 +201,7 @@ def tick(
     owned = open_connection(app) if connection is None else None
     try:
         queues = CeleryBroker(app, connection or owned)
-        context = _Pass(store, queues, now, priorities, workers, claimers, order, clock)
+        context = _Pass(store, queues, now, priorities, workers, claimers, order, clock, index)
         return _serve(context, due, later)
     finally:
         if owned is not None:
@@ -242,6 +248,8 @@ class _Pass:
     order: DispatchOrder = RUNNER_ORDER
     #: monotonic seconds
     clock: Callable[[], float] = time.monotonic
+    #: the Redis index, when the runner uses one
+    index: IndexKeeper | None = None
     #: the clock when the pass began
     began: float = field(default=0.0)
 
@@ -295,6 +303,8 @@ CHUNKS = ChunkSizes()
 def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
     started = time.perf_counter()
     capacity = capacity_of(task_type, depth)
+    if context.index is not None:
+        context.index.return_stuck(task_type.type, now=context.now)
     claimers = context.claimers if context.store.capabilities.skip_locked else 1
     with (
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="publish") as publisher,
@@ -372,6 +382,10 @@ class _Serving:
     def _claim_round(self, want: int, claimers: int) -> tuple[list[list[Claimed]], bool]:
         """The batches of one round, in dispatch order, and whether the
         round was full (more tasks may be ready)."""
+        if self.context.index is not None and self.context.order is DispatchOrder.DEADLINE:
+            indexed = self._index_round(self.context.index, want, claimers)
+            if indexed is not None:
+                return indexed
         if claimers == 1:
             batch = self._claim(min(want, self.chunk), None)
             return [batch], len(batch) == min(want, self.chunk)
@@ -395,6 +409,39 @@ class _Serving:
         # like a single claim: stop when fewer tasks than asked were taken
         # (none left, or another runner took some: the next pass goes on)
         return batches, len(ids) == want and sum(map(len, batches)) == want
+
+    def _index_round(
+        self, index: IndexKeeper, want: int, claimers: int
+    ) -> tuple[list[list[Claimed]], bool] | None:
+        """A round whose ids come from the index (``None``: claim from the
+        database instead). The database claims them by id and refuses those
+        it no longer holds ready (they are filed again, never dispatched);
+        when the index has fewer than ``want``, the database is asked for
+        the rest, which catches any ready task the index lacks."""
+        context = self.context
+        ids = index.claim(
+            self.task_type.type, now=context.at(), limit=want, priorities=context.priorities
+        )
+        if ids is None:
+            return None
+        slices = [ids[i : i + self.chunk] for i in range(0, len(ids), self.chunk)]
+        width = max(1, claimers)
+        batches: list[list[Claimed]] = []
+        for start in range(0, len(slices), width):
+            group = slices[start : start + width]
+            others = [self.pool.submit(self._claim, len(s), s) for s in group[1:]]
+            batches.append(self._claim(len(group[0]), group[0]))
+            batches.extend(future.result() for future in others)
+        taken = {c.task_id for batch in batches for c in batch}
+        index.settle(self.task_type.type, ids, taken)
+        if self.error is not None:
+            return batches, False
+        if len(ids) < want:
+            rest = min(want - len(taken), self.chunk)
+            extra = self._claim(rest, None)
+            batches.append(extra)
+            return batches, len(extra) == rest
+        return batches, len(taken) == want
 
     def _claim(self, limit: int, among: list[int] | None) -> list[Claimed]:
         context = self.context

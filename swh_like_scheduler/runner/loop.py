@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from celery import Celery
 
@@ -24,6 +25,9 @@ from .dispatch import CLAIMERS, PassReport, tick
 from .republish import republish_unstarted
 from .routing import LiveWorkers
 from .wakeup import Waker
+
+if TYPE_CHECKING:
+    from ..index.keeper import IndexKeeper
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +65,10 @@ class RunnerLoop:
         monitor: MonitorSettings | None = None,
         claimers: int = CLAIMERS,
         order: DispatchOrder = RUNNER_ORDER,
+        index: IndexKeeper | None = None,
     ) -> None:
         self.store, self.app, self.period = store, app, period
+        self.index = index
         self.types, self.priorities, self.clock = types, priorities, clock
         self.on_pass, self.workers, self.claimers = on_pass, workers, claimers
         self.order = order
@@ -112,6 +118,7 @@ class RunnerLoop:
                 workers=self.workers,
                 claimers=self.claimers,
                 order=self.order,
+                index=self.index,
             )
             if self.monitor is None:
                 republish_unstarted(

@@ -1,0 +1,111 @@
+"""``swh scheduler index …``: the optional Redis index of waiting tasks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..exceptions import InvalidInput, SchedulerError
+from ..index import RedisIndex, drift, rebuild
+from .base import CliContext, emit_json, pass_cli, reported, scheduler
+
+
+@scheduler.group("index")
+def index_group() -> None:
+    """Inspect, check and rebuild the Redis index (--index-url)."""
+
+
+def _index(cli: CliContext) -> RedisIndex:
+    index = cli.index()
+    if index is None:
+        raise reported(InvalidInput("index-url", "no index is set: give --index-url"))
+    return index
+
+
+def _types(cli: CliContext, types: tuple[str, ...]) -> list[str]:
+    known = [t.type for t in cli.store.get_task_types()]
+    for name in types:
+        if name not in known:
+            raise reported(InvalidInput("task-type", f"{name!r} is not a registered task type"))
+    return list(types) or known
+
+
+@index_group.command("status")
+@click.option("-t", "--task-type", "types", multiple=True, help="Only these types.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_cli
+def status(cli: CliContext, types: tuple[str, ...], as_json: bool) -> None:
+    """Whether each type's index is complete (in use), and its sizes."""
+    index = _index(cli)
+    rows: dict[str, Any] = {}
+    try:
+        for name in _types(cli, types):
+            rows[name] = {"complete": index.is_complete(name), **index.sizes(name)}
+    except SchedulerError as error:
+        raise reported(error) from None
+    if as_json:
+        emit_json(rows)
+        return
+    for name, row in rows.items():
+        state = "complete" if row["complete"] else "not in use (to rebuild)"
+        click.echo(
+            f"{name}: {state}; waiting {row['wait']}, ready {row['ready']}, "
+            f"claimed {row['claimed']}"
+        )
+
+
+@index_group.command("rebuild")
+@click.option("-t", "--task-type", "types", multiple=True, help="Only these types.")
+@pass_cli
+def rebuild_command(cli: CliContext, types: tuple[str, ...]) -> None:
+    """Fill each type's index from the database (runners claim from the
+    database until it is complete)."""
+    index = _index(cli)
+    failed = False
+    try:
+        for name in _types(cli, types):
+            filed = rebuild(index, cli.store, name)
+            if filed is None:
+                failed = True
+                click.echo(f"{name}: not rebuilt (another rebuild holds it, or Redis was emptied)")
+            else:
+                click.echo(f"{name}: {filed} waiting tasks filed")
+    except SchedulerError as error:
+        raise reported(error) from None
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+@index_group.command("check")
+@click.option("-t", "--task-type", "types", multiple=True, help="Only these types.")
+@click.option("--page", type=click.IntRange(min=1), default=1000, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_cli
+def check(cli: CliContext, types: tuple[str, ...], page: int, as_json: bool) -> None:
+    """Compare every waiting task with its index entry and repair those that
+    differ (missing, or filed at other times)."""
+    index = _index(cli)
+    totals: dict[str, dict[str, int]] = {}
+    try:
+        for name in _types(cli, types):
+            checked = missing = wrong = 0
+            after = 0
+            while (found := drift(index, cli.store, name, after_id=after, limit=page)).checked:
+                checked, missing, wrong = (
+                    checked + found.checked,
+                    missing + found.missing,
+                    wrong + found.wrong,
+                )
+                after = found.last_id
+            totals[name] = {"checked": checked, "missing": missing, "wrong": wrong}
+    except SchedulerError as error:
+        raise reported(error) from None
+    if as_json:
+        emit_json(totals)
+        return
+    for name, row in totals.items():
+        click.echo(
+            f"{name}: {row['checked']} waiting tasks checked, {row['missing']} missing "
+            f"and {row['wrong']} filed at other times (repaired)"
+        )

@@ -1,0 +1,116 @@
+"""A runner's use of the Redis index: claims, settling, stuck claims and
+rebuilds, with the database as the fallback whenever the index cannot
+answer (Redis down, emptied, or being rebuilt)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+
+from ..exceptions import SchedulerError
+from ..model import Priority
+from ..outage import Outage
+from ..store import SchedulerStore
+from .redis_index import IndexUnavailable, RedisIndex
+from .sync import rebuild, repair
+
+logger = logging.getLogger(__name__)
+
+
+class IndexKeeper:
+    """The index of one runner process.
+
+    :meth:`claim` answers ``None`` whenever the runner must claim from the
+    database instead: Redis cannot be reached (one log line per outage), or
+    the type's index is not complete, in which case a rebuild is started in
+    a background thread (``background=False``: at once, in the caller's
+    thread, as ``--once`` and tests want) while the runners carry on from
+    the database."""
+
+    def __init__(
+        self, index: RedisIndex, store: SchedulerStore, *, background: bool = True
+    ) -> None:
+        self.index = index
+        self.store = store
+        self.background = background
+        self.outage = Outage(logger, "Redis index")
+        self._rebuilding: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+        #: entries the database contradicted and that were filed again
+        self.repaired = 0
+
+    def claim(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        limit: int,
+        priorities: Sequence[Priority] | None,
+    ) -> list[int] | None:
+        try:
+            ids = self.index.claim(task_type, now=now, limit=limit, priorities=priorities)
+        except IndexUnavailable as exc:
+            self.outage.failed(exc)
+            return None
+        self.outage.ok()
+        if ids is None:
+            self.request_rebuild(task_type)
+        return ids
+
+    def settle(self, task_type: str, offered: Sequence[int], claimed: set[int]) -> None:
+        """The database claimed ``claimed`` among the ``offered`` ids. The
+        claim itself took their entries out (the runner's store is an
+        :class:`.store.IndexedStore`); the others (the database said no: not
+        ready, or claimed elsewhere) are filed again as the database holds
+        them."""
+        stale = [i for i in offered if i not in claimed]
+        try:
+            self.repaired += repair(self.index, self.store, task_type, stale)
+        except (IndexUnavailable, SchedulerError) as exc:
+            # what is left in ``claimed`` comes back as a stuck claim
+            logger.warning("could not file %d index entries of %s: %s", len(stale), task_type, exc)
+
+    def return_stuck(self, task_type: str, *, now: datetime) -> int:
+        """File again the claims of runners that died before settling them."""
+        try:
+            ids = self.index.stuck(task_type, now=now)
+            if ids:
+                logger.info("%d stuck index claims of %s filed again", len(ids), task_type)
+            return repair(self.index, self.store, task_type, ids)
+        except (IndexUnavailable, SchedulerError) as exc:
+            self.outage.failed(exc)
+            return 0
+
+    def request_rebuild(self, task_type: str) -> None:
+        if not self.background:
+            self._rebuild(task_type)
+            return
+        with self._lock:
+            running = self._rebuilding.get(task_type)
+            if running is not None and running.is_alive():
+                return
+            thread = threading.Thread(
+                target=self._rebuild,
+                args=(task_type,),
+                name=f"index-rebuild-{task_type}",
+                daemon=True,
+            )
+            self._rebuilding[task_type] = thread
+            thread.start()
+
+    def _rebuild(self, task_type: str) -> None:
+        try:
+            rebuild(self.index, self.store, task_type)
+        except (IndexUnavailable, SchedulerError) as exc:
+            logger.warning(
+                "index rebuild of %s stopped (the database serves meanwhile): %s", task_type, exc
+            )
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the rebuilds under way (tests, shutdown)."""
+        with self._lock:
+            threads = list(self._rebuilding.values())
+        for thread in threads:
+            thread.join(timeout)

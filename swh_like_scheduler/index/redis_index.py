@@ -1,0 +1,224 @@
+"""The Redis index of waiting tasks: keys, entries, the atomic claim.
+
+A task is in the index of its type while it is ``waiting`` in the database:
+in ``wait`` scored by its can_start_by (``next_run``), moved by the claim
+script to its class's ``ready`` set scored by its should_start_by
+(``deadline``) once that has passed, and popped from there into ``claimed``
+when a runner takes it. The runner then claims the same ids in the
+database (:meth:`~swh_like_scheduler.store.SchedulerStore.claim_ready_tasks`
+with ``among``), which checks each is still ready: an entry the database
+contradicts is never dispatched, only repaired (:mod:`.sync`).
+
+Keys of a type share the hash tag ``{<prefix>:<type>}``. Scores are POSIX
+seconds (float). Nothing here reads the clock: ``now`` is always given.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import redis
+
+from ..exceptions import SchedulerError
+from ..model import PRIORITY_ORDER, Priority, Task, TaskStatus
+from . import scripts
+
+#: key prefix unless told otherwise
+DEFAULT_PREFIX = "swh-index"
+#: a claim not settled by its runner within this is returned (:meth:`RedisIndex.stuck`)
+CLAIM_TIMEOUT = timedelta(seconds=60)
+#: how long a rebuild may hold its type before another process may start over
+REBUILD_LEASE = timedelta(minutes=10)
+
+
+class IndexUnavailable(SchedulerError):
+    """Redis cannot be reached (or refused a command): use the database."""
+
+
+@dataclass(frozen=True)
+class TypeKeys:
+    """The Redis keys of one task type's index."""
+
+    state: str
+    wait: str
+    meta: str
+    claimed: str
+    ready: tuple[str, ...]
+    rebuild: str
+
+    @classmethod
+    def of(cls, prefix: str, task_type: str) -> TypeKeys:
+        tag = f"{{{prefix}:{task_type}}}"
+        ready = tuple(f"{tag}:ready:{p.rank}" for p in PRIORITY_ORDER)
+        return cls(
+            f"{tag}:state", f"{tag}:wait", f"{tag}:meta", f"{tag}:claimed", ready, f"{tag}:rebuild"
+        )
+
+    def all(self) -> list[str]:
+        return [self.state, self.wait, self.meta, self.claimed, *self.ready, self.rebuild]
+
+
+def seconds(moment: datetime) -> float:
+    return moment.timestamp()
+
+
+def entry(task: Task) -> tuple[str, float, str] | None:
+    """``(id, next_run score, meta)`` of a task the index should hold, or
+    ``None`` for one it should not (not waiting)."""
+    if task.status is not TaskStatus.WAITING or task.id is None:
+        return None
+    return str(task.id), seconds(task.next_run), f"{task.priority.rank} {seconds(task.deadline)!r}"
+
+
+class RedisIndex:
+    """The index of every task type on one Redis server (or database).
+
+    The caller owns ``client`` (a ``redis.Redis``). Every Redis failure is
+    raised as :class:`IndexUnavailable`; callers then use the database.
+    """
+
+    def __init__(self, client: redis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+        self.client = client
+        self.prefix = prefix
+        self._claim = client.register_script(scripts.CLAIM)
+        self._upsert = client.register_script(scripts.UPSERT)
+        self._remove = client.register_script(scripts.REMOVE)
+        self._settle = client.register_script(scripts.SETTLE)
+        self._stuck = client.register_script(scripts.STUCK)
+        self._begin = client.register_script(scripts.BEGIN)
+        self._finish = client.register_script(scripts.FINISH)
+
+    @classmethod
+    def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX) -> RedisIndex:
+        """An index on the Redis server at ``url`` (``redis://host:port/db``)."""
+        client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+        return cls(client, prefix=prefix)
+
+    def keys(self, task_type: str) -> TypeKeys:
+        return TypeKeys.of(self.prefix, task_type)
+
+    def _call(self, script: Any, task_type: str, args: Sequence[Any]) -> Any:
+        try:
+            return script(keys=self.keys(task_type).all(), args=list(args))
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+
+    # -- entries --------------------------------------------------------------
+
+    def put(self, task_type: str, tasks: Iterable[Task], *, chunk: int = 1000) -> int:
+        """Bring the entries of ``tasks`` (all of ``task_type``) in line with
+        them: a waiting task is (re)filed at its times, any other one taken
+        out. Returns how many entries were written or removed."""
+        keep: list[Any] = []
+        drop: list[str] = []
+        for task in tasks:
+            found = entry(task)
+            if found is not None:
+                keep.extend(found)
+            elif task.id is not None:
+                drop.append(str(task.id))
+        done = 0
+        for i in range(0, len(keep), 3 * chunk):
+            done += int(self._call(self._upsert, task_type, keep[i : i + 3 * chunk]))
+        for i in range(0, len(drop), chunk):
+            done += int(self._call(self._remove, task_type, drop[i : i + chunk]))
+        return done
+
+    def remove(self, task_type: str, ids: Iterable[int], *, chunk: int = 1000) -> None:
+        """Take these tasks out of the index (they are no longer waiting)."""
+        values = [str(i) for i in ids]
+        for i in range(0, len(values), chunk):
+            self._call(self._remove, task_type, values[i : i + chunk])
+
+    # -- claims ---------------------------------------------------------------
+
+    def claim(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        limit: int,
+        priorities: Sequence[Priority] | None = None,
+        moves: int | None = None,
+    ) -> list[int] | None:
+        """Up to ``limit`` ready task ids in dispatch order (class, then
+        deadline), taken out of the ready sets into ``claimed`` until
+        ``now + CLAIM_TIMEOUT``; ``None`` while the type's index is not
+        complete (never built, being rebuilt, or emptied)."""
+        if limit <= 0:
+            return []
+        wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
+        ranks = "".join(str(p.rank) for p in PRIORITY_ORDER if p in wanted)
+        args = [
+            repr(seconds(now)),
+            limit,
+            repr(seconds(now + CLAIM_TIMEOUT)),
+            moves if moves is not None else max(10 * limit, 1000),
+            ranks,
+        ]
+        found = self._call(self._claim, task_type, args)
+        if found is None:
+            return None
+        return [int(i) for i in found]
+
+    def settle(self, task_type: str, ids: Iterable[int], *, chunk: int = 1000) -> None:
+        """The database took these claimed ids (their tasks are ``scheduled``):
+        their entries go."""
+        values = [str(i) for i in ids]
+        for i in range(0, len(values), chunk):
+            self._call(self._settle, task_type, values[i : i + chunk])
+
+    def stuck(self, task_type: str, *, now: datetime, limit: int = 10_000) -> list[int]:
+        """Ids claimed from the index whose claim ran out (its runner died or
+        lost Redis before settling them), taken out of ``claimed``: the caller
+        files them again from the database (:func:`.sync.repair`)."""
+        found = self._call(self._stuck, task_type, [repr(seconds(now)), limit])
+        return [int(i) for i in found]
+
+    # -- completeness ---------------------------------------------------------
+
+    def is_complete(self, task_type: str) -> bool:
+        try:
+            return self.client.hget(self.keys(task_type).state, "synced") == b"1"
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+
+    def invalidate(self, task_type: str) -> None:
+        """Stop using the type's index until it is rebuilt (after writes too
+        many to file one by one, such as an import); a rebuild under way
+        then starts over."""
+        try:
+            self.client.hdel(self.keys(task_type).state, "synced", "building")
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+
+    def begin_rebuild(self, task_type: str, *, lease: timedelta = REBUILD_LEASE) -> str | None:
+        """Empty the type's index for a rebuild and return its token; ``None``
+        if another rebuild holds the lease (one rebuild of a type at a time,
+        whichever process)."""
+        token = secrets.token_hex(8)
+        ms = int(lease.total_seconds() * 1000)
+        return token if self._call(self._begin, task_type, [token, ms]) else None
+
+    def finish_rebuild(self, task_type: str, token: str) -> bool:
+        """Mark the index complete if nothing emptied it since
+        :meth:`begin_rebuild` gave ``token``; False if it must start over."""
+        return bool(self._call(self._finish, task_type, [token]))
+
+    def sizes(self, task_type: str) -> dict[str, int]:
+        """How many entries each set of the type holds (for metrics and drift)."""
+        keys = self.keys(task_type)
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zcard(keys.wait)
+            for key in keys.ready:
+                pipe.zcard(key)
+            pipe.zcard(keys.claimed)
+            wait, *ready, claimed = pipe.execute()
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+        return {"wait": wait, "ready": sum(ready), "claimed": claimed}

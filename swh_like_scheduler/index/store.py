@@ -1,0 +1,174 @@
+"""A store that keeps the Redis index in line with its writes.
+
+:class:`IndexedStore` wraps a store: every method is the wrapped store's,
+and those that change when tasks are ready (creation, outcomes, leases
+released, operator actions, jobs, claims) file the tasks they touched in
+the index once the database has committed. An index write that fails is
+logged and skipped: the database is already right, and what the index then
+lacks is still dispatched (a runner whose index claim came short also
+claims from the database) and repaired (:func:`.sync.drift`). Writes not
+covered here (lease steals, one-shot expiry) reach the index the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+from typing import Any
+
+from ..model import Task, TaskRun
+from .redis_index import IndexUnavailable, RedisIndex
+from .sync import file_tasks
+
+logger = logging.getLogger(__name__)
+
+#: at most one log line per this many seconds about failed index writes
+LOG_EVERY = 30.0
+
+
+class IndexedStore:
+    """``store`` with ``index`` kept in line (see the module doc)."""
+
+    def __init__(self, store: Any, index: RedisIndex) -> None:
+        self.store = store
+        self.index = index
+        self.write_failures = 0
+        self._logged = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    # -- filing ---------------------------------------------------------------
+
+    def _safely(self, what: str, write: Callable[[], object]) -> None:
+        try:
+            write()
+        except IndexUnavailable as exc:
+            self.write_failures += 1
+            if time.monotonic() - self._logged >= LOG_EVERY:
+                self._logged = time.monotonic()
+                logger.warning(
+                    "index not updated after %s (%d failures so far; the database is "
+                    "right and the runners claim from it what the index lacks): %s",
+                    what,
+                    self.write_failures,
+                    exc,
+                )
+
+    def _file(self, what: str, tasks: Iterable[Task]) -> None:
+        batch = list(tasks)
+        if batch:
+            self._safely(what, lambda: file_tasks(self.index, batch))
+
+    def _refile(self, what: str, task_ids: Iterable[int]) -> None:
+        ids = sorted(set(task_ids))
+        if ids:
+            self._file(what, self.store.get_tasks(ids))
+
+    def _runs(self, what: str, runs: Iterable[TaskRun | None]) -> None:
+        self._refile(what, (r.task_id for r in runs if r is not None))
+
+    # -- tasks ----------------------------------------------------------------
+
+    def create_tasks(self, tasks: Iterable[Task], **kwargs: Any) -> list[Task]:
+        created: list[Task] = self.store.create_tasks(tasks, **kwargs)
+        self._file("creating tasks", created)
+        return created
+
+    def import_tasks(self, tasks: Iterable[Task], **kwargs: Any) -> Any:
+        types: set[str] = set()
+
+        def seen() -> Iterable[Task]:
+            for task in tasks:
+                types.add(task.type)
+                yield task
+
+        summary = self.store.import_tasks(seen(), **kwargs)
+        # too many to file one by one: the types' indexes are rebuilt
+        for name in sorted(types):
+            self._safely("an import", partial(self.index.invalidate, name))
+        return summary
+
+    def update_task(self, task: Task, **kwargs: Any) -> Task:
+        updated: Task = self.store.update_task(task, **kwargs)
+        self._file("updating a task", [updated])
+        return updated
+
+    def _action(self, name: str, ids: Sequence[int], **kwargs: Any) -> list[Task]:
+        done: list[Task] = getattr(self.store, name)(ids, **kwargs)
+        self._file(name.replace("_", " "), done)
+        return done
+
+    def disable_tasks(self, ids: Sequence[int], **kwargs: Any) -> list[Task]:
+        return self._action("disable_tasks", ids, **kwargs)
+
+    def enable_tasks(self, ids: Sequence[int], **kwargs: Any) -> list[Task]:
+        return self._action("enable_tasks", ids, **kwargs)
+
+    def cancel_tasks(self, ids: Sequence[int], **kwargs: Any) -> list[Task]:
+        return self._action("cancel_tasks", ids, **kwargs)
+
+    def respawn_tasks(self, ids: Sequence[int], **kwargs: Any) -> list[Task]:
+        return self._action("respawn_tasks", ids, **kwargs)
+
+    def delete_tasks(self, ids: Sequence[int]) -> int:
+        before: list[Task] = self.store.get_tasks(list(ids))
+        deleted: int = self.store.delete_tasks(ids)
+        for task in before:
+            if task.id is not None:
+                self._safely("deleting tasks", partial(self.index.remove, task.type, [task.id]))
+        return deleted
+
+    # -- runs -----------------------------------------------------------------
+
+    def claim_ready_tasks(self, task_type: str, **kwargs: Any) -> Any:
+        claimed = self.store.claim_ready_tasks(task_type, **kwargs)
+        if claimed:
+            ids = [c.task_id for c in claimed]
+            self._safely("a claim", lambda: self.index.remove(task_type, ids))
+        return claimed
+
+    def schedule_task_run(self, task_id: int, **kwargs: Any) -> TaskRun:
+        run: TaskRun = self.store.schedule_task_run(task_id, **kwargs)
+        self._refile("scheduling a run", [task_id])
+        return run
+
+    def end_task_run(self, backend_id: str, **kwargs: Any) -> TaskRun | None:
+        run: TaskRun | None = self.store.end_task_run(backend_id, **kwargs)
+        self._runs("recording an outcome", [run])
+        return run
+
+    def end_task_runs(self, ends: Any, **kwargs: Any) -> list[TaskRun | None]:
+        runs: list[TaskRun | None] = self.store.end_task_runs(ends, **kwargs)
+        self._runs("recording outcomes", runs)
+        return runs
+
+    def end_worker_runs(self, *args: Any, **kwargs: Any) -> Any:
+        runs = self.store.end_worker_runs(*args, **kwargs)
+        self._runs("ending a worker's runs", runs)
+        return runs
+
+    def finish_lease(self, backend_id: str, **kwargs: Any) -> TaskRun | None:
+        run: TaskRun | None = self.store.finish_lease(backend_id, **kwargs)
+        self._runs("finishing a lease", [run])
+        return run
+
+    def yield_lease(self, backend_id: str, **kwargs: Any) -> TaskRun | None:
+        run: TaskRun | None = self.store.yield_lease(backend_id, **kwargs)
+        self._runs("yielding a lease", [run])
+        return run
+
+    # -- jobs -----------------------------------------------------------------
+
+    def put_job(self, job: Any, **kwargs: Any) -> Any:
+        view = self.store.put_job(job, **kwargs)
+        self._file("putting a job", [i.task for i in view.instants])
+        return view
+
+    def delete_job(self, key: str, **kwargs: Any) -> Any:
+        view = self.store.delete_job(key, **kwargs)
+        if view is not None:
+            self._file("deleting a job", [i.task for i in view.instants])
+        return view

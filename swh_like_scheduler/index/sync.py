@@ -1,0 +1,132 @@
+"""Keeping the Redis index in line with the database, which stays the truth.
+
+* :func:`file_tasks`: after a write that changed tasks' schedules (creation,
+  an outcome, respawn, disable, cancel, a job replaced), their entries are
+  filed again from what the database now holds.
+* :func:`repair`: ids the index handed out that the database did not let a
+  claim take (the task moved on, or is claimed elsewhere), or whose claim
+  went stuck, are filed again from the database.
+* :func:`rebuild`: an empty, emptied (``FLUSHALL``, a restart without
+  persistence) or never built index of a type is filled from the waiting
+  tasks, in pages by id, while the runners claim from the database; it is
+  used again only once complete.
+* :func:`drift`: how many of a sample of waiting tasks the index files at
+  other times, or lacks (repaired on the way).
+
+A task the index lacks is never lost: a runner whose index claim came short
+of its capacity also claims from the database (:mod:`..runner.dispatch`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import redis
+
+from ..model import Task, TaskStatus
+from ..store import SchedulerStore, TaskFilter
+from .redis_index import IndexUnavailable, RedisIndex, entry
+
+logger = logging.getLogger(__name__)
+
+#: tasks read from the database per page of a rebuild
+REBUILD_PAGE = 10_000
+
+
+def file_tasks(index: RedisIndex, tasks: Iterable[Task]) -> int:
+    """File ``tasks`` as the database holds them (waiting ones in, others out)."""
+    by_type: dict[str, list[Task]] = defaultdict(list)
+    for task in tasks:
+        by_type[task.type].append(task)
+    return sum(index.put(name, group) for name, group in by_type.items())
+
+
+def repair(index: RedisIndex, store: SchedulerStore, task_type: str, ids: Sequence[int]) -> int:
+    """File again, from the database, the tasks of these ids (ids of tasks
+    gone from the database are taken out). Returns how many were read."""
+    if not ids:
+        return 0
+    tasks = store.get_tasks(list(ids))
+    index.put(task_type, tasks)
+    gone = set(ids) - {t.id for t in tasks}
+    if gone:
+        index.remove(task_type, gone)
+    return len(tasks)
+
+
+def rebuild(
+    index: RedisIndex, store: SchedulerStore, task_type: str, *, page: int = REBUILD_PAGE
+) -> int | None:
+    """Fill the type's index from the database; the number of tasks filed,
+    or ``None`` if another process holds the rebuild or the index was
+    emptied while it ran (the next attempt starts over)."""
+    token = index.begin_rebuild(task_type)
+    if token is None:
+        return None
+    criteria = TaskFilter(type=task_type, status=[TaskStatus.WAITING])
+    after, filed = 0, 0
+    while batch := store.search_tasks(criteria, after_id=after, limit=page):
+        index.put(task_type, batch)
+        filed += len(batch)
+        after = batch[-1].id or after
+    if not index.finish_rebuild(task_type, token):
+        logger.warning("the index of %s was emptied during its rebuild; starting over", task_type)
+        return None
+    logger.info("index of %s rebuilt: %d waiting tasks", task_type, filed)
+    return filed
+
+
+@dataclass(frozen=True)
+class Drift:
+    """What :func:`drift` found in one page of waiting tasks."""
+
+    checked: int
+    #: waiting tasks the index did not hold
+    missing: int
+    #: waiting tasks the index held at another can_start_by or deadline
+    wrong: int
+    #: the last id checked (the next page starts after it)
+    last_id: int
+
+
+def drift(
+    index: RedisIndex,
+    store: SchedulerStore,
+    task_type: str,
+    *,
+    after_id: int = 0,
+    limit: int = 1000,
+) -> Drift:
+    """Compare a page of the type's waiting tasks (ids after ``after_id``)
+    with their index entries and repair those that differ. Paging through
+    the whole table, a page per call, measures and repairs all drift."""
+    criteria = TaskFilter(type=task_type, status=[TaskStatus.WAITING])
+    tasks = store.search_tasks(criteria, after_id=after_id, limit=limit)
+    if not tasks:
+        return Drift(0, 0, 0, 0)
+    keys = index.keys(task_type)
+    ids = [str(t.id) for t in tasks]
+    try:
+        pipe = index.client.pipeline(transaction=False)
+        pipe.hmget(keys.meta, ids)
+        for member in ids:
+            pipe.zscore(keys.wait, member)
+        metas, *scores = pipe.execute()
+    except redis.RedisError as exc:
+        raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+    missing, wrong, fix = 0, 0, []
+    for task, meta, score in zip(tasks, metas, scores, strict=True):
+        expected = entry(task)
+        assert expected is not None
+        if meta is None:
+            missing += 1
+            fix.append(task)
+        elif meta.decode() != expected[2] or (score is not None and score != expected[1]):
+            wrong += 1
+            fix.append(task)
+    if fix:
+        index.put(task_type, fix)
+    return Drift(len(tasks), missing, wrong, tasks[-1].id or after_id)

@@ -1,0 +1,303 @@
+"""The Redis index against a real Redis (and PostgreSQL and a Redis broker
+for the runner): claim order, maturation, stuck claims, rebuilds, and a
+runner that dispatches every ready task once whatever the index says."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+import services
+from celery import Celery
+
+from swh_like_scheduler.broker import queue_depth
+from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.index import CLAIM_TIMEOUT, IndexedStore, RedisIndex, drift, rebuild
+from swh_like_scheduler.index.keeper import IndexKeeper
+from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.runner import tick
+from swh_like_scheduler.store import SQLAlchemyStore
+
+pytestmark = [pytest.mark.redis]
+
+H = timedelta(hours=1)
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def index() -> Iterator[RedisIndex]:
+    client = redis.Redis.from_url(services.require("redis", services.redis_url))
+    prefix = f"swh-test-index-{uuid.uuid4().hex[:8]}"
+    yield RedisIndex(client, prefix=prefix)
+    keys = list(client.scan_iter(match=f"{{{prefix}:*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+def task(n: int, *, next_run: datetime, deadline: datetime, priority: str = "normal") -> Task:
+    return Task(
+        id=n,
+        type="crawl",
+        args=(n,),
+        schedule_kind=ScheduleKind.ADAPTIVE,
+        current_interval=H,
+        priority=Priority(priority),
+        next_run=next_run,
+        deadline=deadline,
+        created_at=T0,
+    )
+
+
+def complete(index: RedisIndex, task_type: str) -> None:
+    token = index.begin_rebuild(task_type)
+    assert token is not None
+    assert index.finish_rebuild(task_type, token)
+
+
+def test_claims_follow_class_then_deadline_and_only_ready_tasks(index: RedisIndex) -> None:
+    complete(index, "crawl")
+    index.put(
+        "crawl",
+        [
+            task(1, next_run=T0 - H, deadline=T0 + 3 * H),
+            task(2, next_run=T0 - H, deadline=T0 + H),
+            task(3, next_run=T0 - H, deadline=T0 + 9 * H, priority="high"),
+            task(4, next_run=T0 + H, deadline=T0),  # not ready yet
+            task(5, next_run=T0 - H, deadline=T0 - H, priority="low"),
+        ],
+    )
+    assert index.claim("crawl", now=T0, limit=2) == [3, 2]
+    assert index.claim("crawl", now=T0, limit=10) == [1, 5]
+    assert index.claim("crawl", now=T0, limit=10) == []
+    # task 4 matures an hour later
+    assert index.claim("crawl", now=T0 + H, limit=10) == [4]
+    assert index.sizes("crawl") == {"wait": 0, "ready": 0, "claimed": 5}
+    # only the classes asked for
+    index.put("crawl", [task(6, next_run=T0, deadline=T0, priority="low")])
+    assert index.claim("crawl", now=T0, limit=10, priorities=[Priority.HIGH]) == []
+    assert index.claim("crawl", now=T0, limit=10, priorities=[Priority.LOW]) == [6]
+
+
+def test_a_claim_not_settled_in_time_comes_back(index: RedisIndex) -> None:
+    complete(index, "crawl")
+    index.put("crawl", [task(n, next_run=T0, deadline=T0 + n * H) for n in (1, 2, 3)])
+    assert index.claim("crawl", now=T0, limit=3) == [1, 2, 3]
+    index.settle("crawl", [1])
+    assert index.stuck("crawl", now=T0 + CLAIM_TIMEOUT / 2) == []
+    assert sorted(index.stuck("crawl", now=T0 + 2 * CLAIM_TIMEOUT)) == [2, 3]
+    assert index.sizes("crawl")["claimed"] == 0
+
+
+def test_filing_a_task_that_no_longer_waits_takes_it_out(index: RedisIndex) -> None:
+    complete(index, "crawl")
+    index.put("crawl", [task(1, next_run=T0, deadline=T0)])
+    index.put("crawl", [task(1, next_run=T0, deadline=T0).updated(status=TaskStatus.DISABLED)])
+    assert index.claim("crawl", now=T0, limit=5) == []
+    # filed again at a later time: not ready before it
+    index.put("crawl", [task(1, next_run=T0 + H, deadline=T0 + 2 * H)])
+    assert index.claim("crawl", now=T0, limit=5) == []
+    assert index.claim("crawl", now=T0 + H, limit=5) == [1]
+
+
+def test_an_index_is_used_only_once_complete(index: RedisIndex) -> None:
+    index.put("crawl", [task(1, next_run=T0, deadline=T0)])
+    assert index.claim("crawl", now=T0, limit=5) is None  # never built
+    token = index.begin_rebuild("crawl")
+    assert token is not None
+    assert index.begin_rebuild("crawl") is None  # one rebuild at a time
+    assert index.claim("crawl", now=T0, limit=5) is None  # being built
+    # emptied while it was being built (FLUSHALL, a restart): not trusted
+    index.client.delete(*index.keys("crawl").all())
+    assert not index.finish_rebuild("crawl", token)
+    assert index.claim("crawl", now=T0, limit=5) is None
+    complete(index, "crawl")
+    index.put("crawl", [task(1, next_run=T0, deadline=T0)])
+    assert index.claim("crawl", now=T0, limit=5) == [1]
+    index.invalidate("crawl")
+    assert index.claim("crawl", now=T0, limit=5) is None
+
+
+# -- with the database and a runner ---------------------------------------------
+
+
+def runner_app() -> Celery:
+    return make_app(
+        config_module=None,
+        broker_url=services.redis_url(),
+        load_workers=False,
+        broker_connection_timeout=3,
+    )
+
+
+def new_type(store: SQLAlchemyStore) -> TaskType:
+    name = f"t{uuid.uuid4().hex[:8]}"
+    return store.create_task_type(
+        TaskType(type=name, backend_name="swh.test.nothing", queue=f"swh-test-{name}")
+    )
+
+
+def ready(task_type: TaskType, count: int, now: datetime) -> list[Task]:
+    return [
+        Task(
+            type=task_type.type,
+            args=(n,),
+            schedule_kind=ScheduleKind.ADAPTIVE,
+            current_interval=H,
+            next_run=now - H,
+            deadline=now + timedelta(seconds=(n * 7919) % count),
+        )
+        for n in range(count)
+    ]
+
+
+def open_runs(store: SQLAlchemyStore, task_type: str) -> list[int]:
+    import sqlalchemy as sa
+
+    from swh_like_scheduler.store.tables import task as task_t
+    from swh_like_scheduler.store.tables import task_run
+
+    query = (
+        sa.select(task_run.c.task_id)
+        .join(task_t, task_t.c.id == task_run.c.task_id)
+        .where(task_t.c.type == task_type)
+    )
+    with store.engine.connect() as conn:
+        return list(conn.scalars(query))
+
+
+@pytest.mark.postgresql
+def test_a_runner_with_the_index_dispatches_each_ready_task_once(
+    pg_store: SQLAlchemyStore, index: RedisIndex
+) -> None:
+    app = runner_app()
+    store = IndexedStore(pg_store, index)
+    keeper = IndexKeeper(index, store, background=False)  # type: ignore[arg-type]
+    now = datetime.now(tz=UTC)
+    task_type = new_type(pg_store)
+    queue = task_type.effective_queue
+    created = store.create_tasks(ready(task_type, 300, now), now=now)
+    ids = [t.id or 0 for t in created]
+    try:
+        # never built: this pass claims from the database and builds the index
+        first = tick(store, app, now, types=[task_type.type], index=keeper)  # type: ignore[arg-type]
+        assert first.published == 300
+        assert index.is_complete(task_type.type)
+        assert sorted(open_runs(pg_store, task_type.type)) == sorted(ids)
+        # the runs end: the tasks wait again, filed by the outcome's write
+        more = store.create_tasks(ready(task_type, 400, now)[300:], now=now)
+        # one filed at the wrong time by hand: made stale (the database says disabled)
+        stale = more[0]
+        store.disable_tasks([stale.id or 0], now=now)
+        index.put(task_type.type, [stale])
+        # one the index lost
+        lost = more[1]
+        index.remove(task_type.type, [lost.id or 0])
+        second = tick(store, app, now, types=[task_type.type], index=keeper)  # type: ignore[arg-type]
+        assert second.published == 99
+        runs = open_runs(pg_store, task_type.type)
+        assert len(runs) == len(set(runs)) == 399
+        assert stale.id not in runs and lost.id in runs
+        assert queue_depth(app, queue) == 399  # the broker's own count
+        assert index.sizes(task_type.type) == {"wait": 0, "ready": 0, "claimed": 0}
+        assert keeper.repaired == 1
+    finally:
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(queue)
+
+
+@pytest.mark.postgresql
+def test_stuck_claims_and_drift_are_repaired_from_the_database(
+    pg_store: SQLAlchemyStore, index: RedisIndex
+) -> None:
+    app = runner_app()
+    store = IndexedStore(pg_store, index)
+    keeper = IndexKeeper(index, store, background=False)  # type: ignore[arg-type]
+    now = datetime.now(tz=UTC)
+    task_type = new_type(pg_store)
+    queue = task_type.effective_queue
+    assert rebuild(index, store, task_type.type) == 0  # type: ignore[arg-type]
+    created = store.create_tasks(ready(task_type, 50, now), now=now)
+    try:
+        # a runner took 20 from the index, then died before claiming them
+        assert len(index.claim(task_type.type, now=now, limit=20) or []) == 20
+        # drift: ten entries lost, five filed at another time
+        index.remove(task_type.type, [t.id or 0 for t in created[20:30]])
+        index.put(task_type.type, [t.updated(next_run=now + 9 * H) for t in created[30:35]])
+        found = drift(index, store, task_type.type)  # type: ignore[arg-type]
+        assert (found.checked, found.missing, found.wrong) == (50, 10, 5)
+        assert drift(index, store, task_type.type).missing == 0  # type: ignore[arg-type]
+        later = now + 2 * CLAIM_TIMEOUT
+        report = tick(store, app, later, types=[task_type.type], index=keeper)  # type: ignore[arg-type]
+        assert report.published == 50
+        runs = open_runs(pg_store, task_type.type)
+        assert sorted(runs) == sorted(t.id for t in created)
+        assert queue_depth(app, queue) == 50
+    finally:
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(queue)
+
+
+@pytest.mark.postgresql
+def test_the_command_line_builds_checks_and_dispatches_through_the_index(
+    pg_store: SQLAlchemyStore, postgres_url: str
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from swh_like_scheduler.cli import swh
+
+    redis_url = services.redis_url()
+    app = runner_app()
+    task_type = new_type(pg_store)
+    now = datetime.now(tz=UTC)
+    pg_store.create_tasks(ready(task_type, 120, now), now=now)  # written without the index
+    base = ["scheduler", "--db-url", postgres_url, "--index-url", redis_url, "index"]
+    only = ["-t", task_type.type]
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(swh, list(args))
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    try:
+        status = json.loads(run(*base, "status", *only, "--json"))[task_type.type]
+        assert status["complete"] is False
+        assert run(*base, "rebuild", *only).strip() == f"{task_type.type}: 120 waiting tasks filed"
+        status = json.loads(run(*base, "status", *only, "--json"))[task_type.type]
+        assert status == {"complete": True, "wait": 120, "ready": 0, "claimed": 0}
+        assert json.loads(run(*base, "check", *only, "--json"))[task_type.type] == {
+            "checked": 120,
+            "missing": 0,
+            "wrong": 0,
+        }
+        runner = ["scheduler", "--db-url", postgres_url, "--index-url", redis_url]
+        output = run(
+            *runner,
+            "start-runner",
+            "--once",
+            "-t",
+            task_type.type,
+            "--broker-url",
+            redis_url,
+            "--no-monitor",
+        )
+        assert f"{task_type.type}: depth 0 capacity 10000 claimed 120 published 120" in output
+        assert queue_depth(app, task_type.effective_queue) == 120
+        status = json.loads(run(*base, "status", *only, "--json"))[task_type.type]
+        assert status == {"complete": True, "wait": 0, "ready": 0, "claimed": 0}
+        # a bad URL is refused by name, before anything runs
+        bad = CliRunner().invoke(
+            swh,
+            ["scheduler", "--db-url", postgres_url, "--index-url", "http://x", "index", "status"],
+        )
+        assert bad.exit_code != 0 and "index_url" in bad.output
+    finally:
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(task_type.effective_queue)
+        index = RedisIndex(redis.Redis.from_url(redis_url))
+        index.client.delete(*index.keys(task_type.type).all())

@@ -105,9 +105,12 @@ def lua_vs_zpopmin(ctx: Context, index: RedisIndex) -> None:
     ctx.measurement("index", "zpopmin_ids_per_s", "ids/s", ceiling, digits=0, batch=BATCH)
 
 
-def claims(ctx: Context, index: RedisIndex, count: int) -> tuple[list[float], list[float], float]:
-    """Milliseconds of claims by the index and by the database, and the
-    rebuild's seconds, with ``count`` tasks in the table."""
+def claims(
+    ctx: Context, index: RedisIndex, count: int
+) -> tuple[list[float], list[float], float, float]:
+    """Milliseconds of claims by the index and by the database, the
+    rebuild's seconds and Redis's bytes per entry, with ``count`` tasks in
+    the table."""
     by_index: list[float] = []
     by_db: list[float] = []
     with scratch_store(ctx.postgres, "swh_bench_index") as store:
@@ -116,11 +119,13 @@ def claims(ctx: Context, index: RedisIndex, count: int) -> tuple[list[float], li
         due = BATCH * CLAIMS
         fill_tasks(store, count, now=now, due=due, progress=count >= 1_000_000)
         _clear(index)
+        memory = int(index.client.info("memory")["used_memory"])
         begin = time.perf_counter()
         filed = rebuild(index, store, "bench")
         rebuilt = time.perf_counter() - begin
         assert filed == count, filed
-        log(f"index: {count:,} tasks filed in {rebuilt:.1f}s")
+        per_entry = (int(index.client.info("memory")["used_memory"]) - memory) / count
+        log(f"index: {count:,} tasks filed in {rebuilt:.1f}s, {per_entry:.0f} bytes each")
         indexed = IndexedStore(store, index)
         at = now + timedelta(seconds=1)
         for attempt in range(ctx.repeat):
@@ -151,7 +156,7 @@ def claims(ctx: Context, index: RedisIndex, count: int) -> tuple[list[float], li
                 + ", ".join(f"{s:.1f}" for s in by_db[-CLAIMS // 2 :])
                 + " ms"
             )
-    return by_index, by_db, rebuilt
+    return by_index, by_db, rebuilt, per_entry
 
 
 def dispatch(ctx: Context, index: RedisIndex, count: int) -> None:
@@ -204,8 +209,9 @@ def run(ctx: Context) -> None:
         sizes = QUICK_SIZES if ctx.quick else SIZES
         base: dict[str, float] = {}
         for count in sizes:
-            by_index, by_db, rebuilt = claims(ctx, index, count)
+            by_index, by_db, rebuilt, per_entry = claims(ctx, index, count)
             ctx.measurement("index", "rebuild", "s", [rebuilt], digits=1, tasks=count)
+            ctx.measurement("index", "bytes_per_entry", "B", [per_entry], digits=0, tasks=count)
             for way, samples in (("index", by_index), ("database", by_db)):
                 median = statistics.median(samples)
                 base.setdefault(way, median)

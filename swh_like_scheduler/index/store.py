@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 #: at most one log line per this many seconds about failed index writes
 LOG_EVERY = 30.0
+#: the attributes of the wrapper itself (any other is the wrapped store's)
+_OWN = frozenset({"store", "index", "write_failures", "invalidated", "_logged"})
 
 
 class IndexedStore:
@@ -35,10 +37,19 @@ class IndexedStore:
         self.store = store
         self.index = index
         self.write_failures = 0
+        #: types whose index an import invalidated (to rebuild)
+        self.invalidated: set[str] = set()
         self._logged = 0.0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # settings of the store (``max_argument_bytes``...) are the wrapped one's
+        if name in _OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.store, name, value)
 
     # -- filing ---------------------------------------------------------------
 
@@ -88,6 +99,7 @@ class IndexedStore:
         summary = self.store.import_tasks(seen(), **kwargs)
         # too many to file one by one: the types' indexes are rebuilt
         for name in sorted(types):
+            self.invalidated.add(name)
             self._safely("an import", partial(self.index.invalidate, name))
         return summary
 

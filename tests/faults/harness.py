@@ -59,8 +59,18 @@ class Row:
 class Platform:
     """The processes of one scenario, stopped (killed if need be) at the end."""
 
-    def __init__(self, db_url: str, broker_url: str, counter_url: str, logs: Path) -> None:
+    def __init__(
+        self,
+        db_url: str,
+        broker_url: str,
+        counter_url: str,
+        logs: Path,
+        *,
+        index_url: str | None = None,
+    ) -> None:
         self.db_url = db_url
+        #: the Redis index every daemon is given (``SWH_SCHEDULER_INDEX_URL``)
+        self.index_url = index_url
         self.broker_url = broker_url
         self.counter = redis.Redis.from_url(counter_url)
         self.counter_url = counter_url
@@ -138,8 +148,10 @@ class Platform:
     # -- processes ----------------------------------------------------------
 
     def environment(self) -> dict[str, str]:
+        index = {"SWH_SCHEDULER_INDEX_URL": self.index_url} if self.index_url else {}
         return {
             **os.environ,
+            **index,
             "SWH_SCHEDULER_DB_URL": self.db_url,
             "SWH_SCHEDULER_BROKER_URL": self.broker_url,
             "FAULT_BROKER": self.broker_url,

@@ -1,16 +1,22 @@
 """The ``store`` of the contract suites (this folder), local and remote: each test runs
-against SQLite, PostgreSQL, and the remote client (over a real HTTP server
-on a SQLite store)."""
+against SQLite, PostgreSQL, PostgreSQL with the Redis index kept in line
+(:class:`~swh_like_scheduler.index.IndexedStore`; after each test every
+waiting task must be filed in the index as the database holds it), and the
+remote client (over a real HTTP server on a SQLite store)."""
 
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+import services
 
+from swh_like_scheduler.index import IndexedStore, RedisIndex, drift
 from swh_like_scheduler.store import SQLAlchemyStore
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "api"))
@@ -19,22 +25,50 @@ from api_server import remote
 KINDS = [
     pytest.param("sqlite"),
     pytest.param("postgresql", marks=pytest.mark.postgresql),
+    pytest.param("indexed", marks=[pytest.mark.postgresql, pytest.mark.redis]),
     pytest.param("remote"),
 ]
 
 
 @pytest.fixture(params=KINDS)
 def store(request: pytest.FixtureRequest) -> Iterator[Any]:
-    fixture = "postgres_url" if request.param == "postgresql" else "sqlite_url"
+    on_postgres = request.param in ("postgresql", "indexed")
+    fixture = "postgres_url" if on_postgres else "sqlite_url"
     local = SQLAlchemyStore.from_url(str(request.getfixturevalue(fixture)))
     try:
         if request.param == "remote":
             with remote(local) as client:
                 yield client
+        elif request.param == "indexed":
+            yield from _indexed(local)
         else:
             yield local
     finally:
         local.close()
+
+
+def _indexed(local: SQLAlchemyStore) -> Iterator[Any]:
+    """``local`` with a Redis index under a private prefix; afterwards, no
+    waiting task may be missing from it or filed at other times."""
+    client = redis.Redis.from_url(services.require("redis", services.redis_url))
+    index = RedisIndex(client, prefix=f"swh-contract-{uuid.uuid4().hex[:8]}")
+    try:
+        indexed = IndexedStore(local, index)
+        yield indexed
+        for task_type in local.get_task_types():
+            if task_type.type in indexed.invalidated:
+                continue  # an import: the type's index is to be rebuilt
+            after, missing, wrong = 0, 0, 0
+            while (found := drift(index, local, task_type.type, after_id=after)).checked:
+                missing, wrong, after = missing + found.missing, wrong + found.wrong, found.last_id
+            assert (missing, wrong) == (0, 0), (
+                f"index drift in {task_type.type}: {missing} missing, {wrong} wrong"
+            )
+    finally:
+        keys = list(client.scan_iter(match=f"{{{index.prefix}:*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
 
 
 @pytest.fixture

@@ -14,9 +14,12 @@ from ..model import Priority
 from ..outage import Outage
 from ..store import SchedulerStore
 from .redis_index import IndexUnavailable, RedisIndex
-from .sync import rebuild, repair
+from .sync import drift, rebuild, repair
 
 logger = logging.getLogger(__name__)
+
+#: waiting tasks a runner's pass checks against the index (per due type)
+SWEEP_PAGE = 500
 
 
 class IndexKeeper:
@@ -40,6 +43,10 @@ class IndexKeeper:
         self._lock = threading.Lock()
         #: entries the database contradicted and that were filed again
         self.repaired = 0
+        #: per type, the last task id the drift sweep checked
+        self._swept: dict[str, int] = {}
+        #: waiting tasks the sweep found missing from the index, or filed wrong
+        self.drifted = 0
 
     def claim(
         self,
@@ -82,6 +89,33 @@ class IndexKeeper:
         except (IndexUnavailable, SchedulerError) as exc:
             self.outage.failed(exc)
             return 0
+
+    def sweep(self, task_type: str, *, page: int = SWEEP_PAGE) -> None:
+        """Check the next ``page`` waiting tasks of the type against the
+        index and repair what differs (:func:`.sync.drift`), going round the
+        table one page per call: what no write filed (a worker's start
+        guard, ``celery beat -S swh``, a Redis write that failed) is filed
+        within one sweep."""
+        try:
+            found = drift(
+                self.index,
+                self.store,
+                task_type,
+                after_id=self._swept.get(task_type, 0),
+                limit=page,
+            )
+        except (IndexUnavailable, SchedulerError) as exc:
+            self.outage.failed(exc)
+            return
+        self._swept[task_type] = found.last_id  # 0 at the end: start over
+        if found.missing or found.wrong:
+            self.drifted += found.missing + found.wrong
+            logger.info(
+                "index of %s: %d waiting tasks were missing and %d filed wrong; repaired",
+                task_type,
+                found.missing,
+                found.wrong,
+            )
 
     def request_rebuild(self, task_type: str) -> None:
         if not self.background:

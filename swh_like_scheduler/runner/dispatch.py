@@ -305,6 +305,7 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
     capacity = capacity_of(task_type, depth)
     if context.index is not None:
         context.index.return_stuck(task_type.type, now=context.now)
+        context.index.sweep(task_type.type)
     claimers = context.claimers if context.store.capabilities.skip_locked else 1
     with (
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="publish") as publisher,

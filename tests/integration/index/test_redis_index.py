@@ -203,7 +203,8 @@ def test_a_runner_with_the_index_dispatches_each_ready_task_once(
         assert stale.id not in runs and lost.id in runs
         assert queue_depth(app, queue) == 399  # the broker's own count
         assert index.sizes(task_type.type) == {"wait": 0, "ready": 0, "claimed": 0}
-        assert keeper.repaired == 1
+        assert keeper.repaired == 1  # the stale entry, filed again (out)
+        assert keeper.drifted == 1  # the lost one, found by the pass's sweep
     finally:
         with app.connection_for_write() as conn:
             conn.default_channel.queue_delete(queue)

@@ -4,6 +4,8 @@
   1,000 at a time until 200,000 ready entries are drained, against the
   ceiling of Redis itself on this machine: ``ZPOPMIN`` of 1,000 from a
   plain sorted set of as many members.
+* ``lua_claim_1000``: the claim script alone taking 1,000 ready entries
+  among 10k and 10M (quick: 100k) filed straight into Redis.
 * ``claim_1000``: one claim of 1,000 ready tasks with 10k and 10M tasks in
   the table (quick: 10k and 100k), by the index (the script, the database
   claim of those ids, the entries settled) and by the database alone, each
@@ -48,6 +50,8 @@ CLAIMS = 8
 DRAIN = 200_000
 DISPATCH, QUICK_DISPATCH = 50_000, 20_000
 PREFIX = "swh-bench-index"
+#: seconds Redis is left alone after a large fill
+SETTLE = 20.0
 
 
 def _index(ctx: Context) -> RedisIndex:
@@ -103,6 +107,55 @@ def lua_vs_zpopmin(ctx: Context, index: RedisIndex) -> None:
         entries=DRAIN,
     )
     ctx.measurement("index", "zpopmin_ids_per_s", "ids/s", ceiling, digits=0, batch=BATCH)
+
+
+def lua_by_size(ctx: Context, index: RedisIndex, sizes: tuple[int, ...]) -> None:
+    """Milliseconds of the claim script alone (1,000 ready of ``count``
+    entries, the rest not yet ready), filled straight into Redis."""
+    base: float | None = None
+    for count in sizes:
+        _clear(index)
+        keys = index.keys("sized")
+        token = index.begin_rebuild("sized")
+        assert token is not None and index.finish_rebuild("sized", token)
+        now = utcnow().timestamp()
+        pipe = index.client.pipeline(transaction=False)
+        for start in range(0, count, 10_000):
+            members = range(start, min(count, start + 10_000))
+            # BATCH * CLAIMS due, the others due within the next day
+            pipe.zadd(
+                keys.wait,
+                {str(n): now - 60 if n < BATCH * CLAIMS else now + 1 + n % 86_400 for n in members},
+            )
+            pipe.hset(keys.meta, mapping={str(n): f"1 {now + n % 3600}" for n in members})
+            pipe.execute()
+        # let Redis finish growing its hash tables (incremental rehashing
+        # costs every command meanwhile): a long-lived index has done so
+        time.sleep(SETTLE)
+        samples: list[float] = []
+        for _ in range(ctx.repeat):
+            for _ in range(CLAIMS):
+                begin = time.perf_counter()
+                ids = index.claim("sized", now=utcnow(), limit=BATCH)
+                samples.append((time.perf_counter() - begin) * 1000)
+                assert ids is not None and len(ids) == BATCH, ids
+            # the same entries ready again for the next repetition
+            stuck = index.stuck("sized", now=utcnow() + timedelta(hours=1), limit=BATCH * CLAIMS)
+            pipe.zadd(keys.wait, {str(n): now - 60 for n in stuck})
+            pipe.execute()
+        median = statistics.median(samples)
+        base = median if base is None else base
+        log(f"index: Lua claim of {BATCH} among {count:,} entries: {median:.2f} ms")
+        ctx.measurement(
+            "index",
+            "lua_claim_1000",
+            "ms",
+            samples,
+            ratios={f"vs_{sizes[0]}": ratio(median, base)},
+            digits=2,
+            entries=count,
+        )
+    _clear(index)
 
 
 def claims(
@@ -207,6 +260,7 @@ def run(ctx: Context) -> None:
     try:
         lua_vs_zpopmin(ctx, index)
         sizes = QUICK_SIZES if ctx.quick else SIZES
+        lua_by_size(ctx, index, sizes)
         base: dict[str, float] = {}
         for count in sizes:
             by_index, by_db, rebuilt, per_entry = claims(ctx, index, count)

@@ -169,15 +169,22 @@ def open_runs(store: SQLAlchemyStore, task_type: str) -> list[int]:
         return list(conn.scalars(query))
 
 
+def indexed_runner(
+    pg_store: SQLAlchemyStore, index: RedisIndex
+) -> tuple[Celery, IndexedStore, IndexKeeper, TaskType]:
+    """A runner's app, its store kept in line with ``index``, its keeper
+    (rebuilds at once) and a new task type."""
+    store = IndexedStore(pg_store, index)
+    keeper = IndexKeeper(index, store, background=False)  # type: ignore[arg-type]
+    return runner_app(), store, keeper, new_type(pg_store)
+
+
 @pytest.mark.postgresql
 def test_a_runner_with_the_index_dispatches_each_ready_task_once(
     pg_store: SQLAlchemyStore, index: RedisIndex
 ) -> None:
-    app = runner_app()
-    store = IndexedStore(pg_store, index)
-    keeper = IndexKeeper(index, store, background=False)  # type: ignore[arg-type]
+    app, store, keeper, task_type = indexed_runner(pg_store, index)
     now = datetime.now(tz=UTC)
-    task_type = new_type(pg_store)
     queue = task_type.effective_queue
     created = store.create_tasks(ready(task_type, 300, now), now=now)
     ids = [t.id or 0 for t in created]
@@ -187,7 +194,7 @@ def test_a_runner_with_the_index_dispatches_each_ready_task_once(
         assert first.published == 300
         assert index.is_complete(task_type.type)
         assert sorted(open_runs(pg_store, task_type.type)) == sorted(ids)
-        # the runs end: the tasks wait again, filed by the outcome's write
+        # 100 more tasks, filed by their creation
         more = store.create_tasks(ready(task_type, 400, now)[300:], now=now)
         # one filed at the wrong time by hand: made stale (the database says disabled)
         stale = more[0]
@@ -214,11 +221,8 @@ def test_a_runner_with_the_index_dispatches_each_ready_task_once(
 def test_stuck_claims_and_drift_are_repaired_from_the_database(
     pg_store: SQLAlchemyStore, index: RedisIndex
 ) -> None:
-    app = runner_app()
-    store = IndexedStore(pg_store, index)
-    keeper = IndexKeeper(index, store, background=False)  # type: ignore[arg-type]
+    app, store, keeper, task_type = indexed_runner(pg_store, index)
     now = datetime.now(tz=UTC)
-    task_type = new_type(pg_store)
     queue = task_type.effective_queue
     assert rebuild(index, store, task_type.type) == 0  # type: ignore[arg-type]
     created = store.create_tasks(ready(task_type, 50, now), now=now)

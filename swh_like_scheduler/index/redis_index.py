@@ -31,8 +31,9 @@ from . import scripts
 DEFAULT_PREFIX = "swh-index"
 #: a claim not settled by its runner within this is returned (:meth:`RedisIndex.stuck`)
 CLAIM_TIMEOUT = timedelta(seconds=60)
-#: how long a rebuild may hold its type before another process may start over
-REBUILD_LEASE = timedelta(minutes=10)
+#: how long a rebuild holds its type without renewing (it renews at each
+#: page) before another process may start over
+REBUILD_LEASE = timedelta(minutes=2)
 
 
 class IndexUnavailable(SchedulerError):
@@ -91,6 +92,7 @@ class RedisIndex:
         self._stuck = client.register_script(scripts.STUCK)
         self._begin = client.register_script(scripts.BEGIN)
         self._finish = client.register_script(scripts.FINISH)
+        self._renew = client.register_script(scripts.RENEW)
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX) -> RedisIndex:
@@ -203,6 +205,13 @@ class RedisIndex:
         token = secrets.token_hex(8)
         ms = int(lease.total_seconds() * 1000)
         return token if self._call(self._begin, task_type, [token, ms]) else None
+
+    def renew_rebuild(
+        self, task_type: str, token: str, *, lease: timedelta = REBUILD_LEASE
+    ) -> bool:
+        """Extend the lease of the rebuild ``token`` (False: it lost it)."""
+        ms = int(lease.total_seconds() * 1000)
+        return bool(self._call(self._renew, task_type, [token, ms]))
 
     def finish_rebuild(self, task_type: str, token: str) -> bool:
         """Mark the index complete if nothing emptied it since

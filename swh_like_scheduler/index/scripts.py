@@ -117,6 +117,16 @@ redis.call('HSET', KEYS[1], 'building', ARGV[1])
 return 1
 """
 
+#: KEYS: the type's keys. ARGV: the token of :data:`BEGIN`, the lease in
+#: ms. Extends the rebuild's lease while it goes on (0: it was lost).
+RENEW = """
+if redis.call('GET', KEYS[8]) ~= ARGV[1] then
+  return 0
+end
+redis.call('PEXPIRE', KEYS[8], tonumber(ARGV[2]))
+return 1
+"""
+
 #: KEYS: the type's keys. ARGV: the token of :data:`BEGIN`. Marks the
 #: index complete, unless it was emptied (or another rebuild began) since:
 #: a rebuild that lost part of its writes must not be trusted.

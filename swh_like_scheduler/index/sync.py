@@ -72,6 +72,9 @@ def rebuild(
         index.put(task_type, batch)
         filed += len(batch)
         after = batch[-1].id or after
+        if not index.renew_rebuild(task_type, token):
+            logger.warning("the rebuild of the index of %s lost its lease; giving up", task_type)
+            return None
     if not index.finish_rebuild(task_type, token):
         logger.warning("the index of %s was emptied during its rebuild; starting over", task_type)
         return None

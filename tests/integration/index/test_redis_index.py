@@ -110,8 +110,10 @@ def test_an_index_is_used_only_once_complete(index: RedisIndex) -> None:
     assert token is not None
     assert index.begin_rebuild("crawl") is None  # one rebuild at a time
     assert index.claim("crawl", now=T0, limit=5) is None  # being built
+    assert index.renew_rebuild("crawl", token)
     # emptied while it was being built (FLUSHALL, a restart): not trusted
     index.client.delete(*index.keys("crawl").all())
+    assert not index.renew_rebuild("crawl", token)
     assert not index.finish_rebuild("crawl", token)
     assert index.claim("crawl", now=T0, limit=5) is None
     complete(index, "crawl")

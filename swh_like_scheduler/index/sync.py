@@ -120,16 +120,31 @@ def drift(
         metas, *scores = pipe.execute()
     except redis.RedisError as exc:
         raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
-    missing, wrong, fix = 0, 0, []
+    suspects = []
     for task, meta, score in zip(tasks, metas, scores, strict=True):
         expected = entry(task)
         assert expected is not None
+        if (
+            meta is None
+            or meta.decode() != expected[2]
+            or (score is not None and score != expected[1])
+        ):
+            suspects.append(task.id or 0)
+    if not suspects:
+        return Drift(len(tasks), 0, 0, tasks[-1].id or after_id)
+    # read again: a task claimed (or changed) since the page was read is
+    # not drift, and must not be filed from the page's old state
+    fresh = {t.id: t for t in store.get_tasks(suspects)}
+    missing, wrong, fix = 0, 0, []
+    for task, meta in zip(tasks, metas, strict=True):
+        now = fresh.get(task.id)
+        if now is None or now != task:
+            continue
+        fix.append(now)
         if meta is None:
             missing += 1
-            fix.append(task)
-        elif meta.decode() != expected[2] or (score is not None and score != expected[1]):
+        else:
             wrong += 1
-            fix.append(task)
     if fix:
         index.put(task_type, fix)
     return Drift(len(tasks), missing, wrong, tasks[-1].id or after_id)

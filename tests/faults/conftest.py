@@ -83,6 +83,12 @@ def private_postgres() -> Iterator[PrivatePostgres]:
 
 
 @pytest.fixture
+def logs(tmp_path: Path) -> Path:
+    """Where a scenario's processes write their logs."""
+    return tmp_path
+
+
+@pytest.fixture
 def counter_url() -> str:
     """Where the probe tasks count (a Redis no scenario breaks)."""
     return services.require("redis", services.redis_url)

@@ -30,11 +30,6 @@ pytestmark = [pytest.mark.faults, pytest.mark.postgresql, pytest.mark.redis]
 RECOVERY_BOUND = 90.0
 
 
-@pytest.fixture
-def logs(tmp_path: Path) -> Path:
-    return tmp_path
-
-
 @contextlib.contextmanager
 def platform(db_url: str, broker_url: str, counter_url: str, logs: Path) -> Iterator[Platform]:
     running = Platform(db_url, broker_url, counter_url, logs)

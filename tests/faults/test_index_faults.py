@@ -33,9 +33,9 @@ def test_three_indexed_runners_one_killed_then_the_index_flushed(
 ) -> None:
     """Three runners on the index share tasks falling due over 20 s; one is
     killed (SIGKILL) mid-run, then the index's Redis loses everything
-    (FLUSHALL), and five tasks the database holds disabled are filed in
-    the index by hand as ready: every probe task runs once, the disabled
-    ones never."""
+    (FLUSHALL) and more tasks fall due, and five tasks the database holds
+    disabled are filed in the index by hand as ready: every probe task
+    runs once, the disabled ones never."""
     running = Platform(postgres_url, counter_url, counter_url, logs, index_url=private_redis.url)
     try:
         count = scale(600, 6000)
@@ -51,6 +51,9 @@ def test_three_indexed_runners_one_killed_then_the_index_flushed(
         running.wait_done(count // 2)
         private_redis.flushall()
         fault_ended = time.monotonic()
+        # more work falling due after the flush: claimed from the database
+        # until a runner has rebuilt the index, then through it
+        running.create_tasks(count // 2, spread=10.0, duration=0.01)
         # stale entries: tasks the database holds disabled, filed as ready
         running.wait_for(lambda: index.is_complete("probe"), 60, "the index to be rebuilt")
         now = datetime.now(UTC)

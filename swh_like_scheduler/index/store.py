@@ -7,7 +7,8 @@ the index once the database has committed. An index write that fails is
 logged and skipped: the database is already right, and what the index then
 lacks is still dispatched (a runner whose index claim came short also
 claims from the database) and repaired (:func:`.sync.drift`). Writes not
-covered here (lease steals, one-shot expiry) reach the index the same way.
+covered here (lease steals, one-shot expiry, ``celery beat -S swh``) reach
+the index the same way, and through each runner pass's sweep.
 """
 
 from __future__ import annotations
@@ -161,6 +162,21 @@ class IndexedStore:
         runs = self.store.end_worker_runs(*args, **kwargs)
         self._runs("ending a worker's runs", runs)
         return runs
+
+    def guard_start(self, backend_id: str, **kwargs: Any) -> Any:
+        grant = self.store.guard_start(backend_id, **kwargs)
+        self._grant("a start refused", grant)
+        return grant
+
+    def acquire_lease(self, backend_id: str, **kwargs: Any) -> Any:
+        grant = self.store.acquire_lease(backend_id, **kwargs)
+        self._grant("a lease refused", grant)
+        return grant
+
+    def _grant(self, what: str, grant: Any) -> None:
+        # a refusal may end the run and leave its task waiting again
+        if not grant.granted and grant.task is not None:
+            self._file(what, [grant.task])
 
     def finish_lease(self, backend_id: str, **kwargs: Any) -> TaskRun | None:
         run: TaskRun | None = self.store.finish_lease(backend_id, **kwargs)

@@ -32,7 +32,9 @@ The store comes from the Celery setting ``swh_scheduler_db_url``, else
 ``SWH_SCHEDULER_DB_URL``, else the scheduler's configuration file and its
 default (the embedded SQLite file), read at the first guarded start and kept
 per process (one connection pool per worker process, never shared across a
-fork).
+fork). With the Celery setting ``swh_scheduler_index_url`` (else
+``SWH_SCHEDULER_INDEX_URL``), the runs a worker ends itself (lease
+finishes, warm shutdowns) file their tasks in the scheduler's Redis index.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import socket
 import sys
 import threading
 import uuid
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from celery.exceptions import Ignore
 
@@ -92,14 +94,15 @@ class StartRefused(Ignore):
 
 # -- per-process store ------------------------------------------------------------
 
-_stores: dict[tuple[int, str], tuple[SQLAlchemyStore, ApplyOutcome]] = {}
+_stores: dict[tuple[int, str, str | None], tuple[SQLAlchemyStore, ApplyOutcome]] = {}
 _stores_lock = threading.Lock()
 
 
-def store_for(url: str) -> tuple[SQLAlchemyStore, ApplyOutcome]:
+def store_for(url: str, *, index_url: str | None = None) -> tuple[SQLAlchemyStore, ApplyOutcome]:
     """The store on ``url`` of this process, with the listener's outcome
-    rule (``apply``) for the runs a refusal ends."""
-    key = (os.getpid(), url)  # never share an engine across a fork
+    rule (``apply``) for the runs a refusal ends; with ``index_url``, a store
+    that keeps that Redis index in line with its writes."""
+    key = (os.getpid(), url, index_url)  # never share an engine across a fork
     with _stores_lock:
         found = _stores.get(key)
         if found is None:
@@ -107,6 +110,11 @@ def store_for(url: str) -> tuple[SQLAlchemyStore, ApplyOutcome]:
             # connection broken by a database restart fails one start, which
             # is delivered again (and the pool reconnects)
             store = SQLAlchemyStore.from_url(url, pool_pre_ping=False)
+            if index_url:
+                from ..index import IndexedStore, RedisIndex
+
+                # every method and attribute of the store, writes filed too
+                store = cast(SQLAlchemyStore, IndexedStore(store, RedisIndex.from_url(index_url)))
             found = (store, outcome_applier(TaskTypeCache(store), random.Random()))
             _stores[key] = found
         return found
@@ -134,8 +142,10 @@ class SchedulerTask(ResultEventTask):
 
     def scheduler_store(self) -> tuple[SQLAlchemyStore, ApplyOutcome]:
         """This process's store and outcome rule (module doc: where the URL comes from)."""
-        url = self.app.conf.get("swh_scheduler_db_url") or os.environ.get("SWH_SCHEDULER_DB_URL")
-        return store_for(str(url or load_settings().db_url))
+        conf = self.app.conf
+        url = conf.get("swh_scheduler_db_url") or os.environ.get("SWH_SCHEDULER_DB_URL")
+        index = conf.get("swh_scheduler_index_url") or os.environ.get("SWH_SCHEDULER_INDEX_URL")
+        return store_for(str(url or load_settings().db_url), index_url=index or None)
 
     def on_start_refused(self, grant: LeaseGrant) -> None:
         """Called when the guard refuses a delivery, before :class:`StartRefused`."""

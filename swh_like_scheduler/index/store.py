@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Any
@@ -129,9 +130,11 @@ class IndexedStore:
     def delete_tasks(self, ids: Sequence[int]) -> int:
         before: list[Task] = self.store.get_tasks(list(ids))
         deleted: int = self.store.delete_tasks(ids)
+        by_type: dict[str, list[int]] = defaultdict(list)
         for task in before:
-            if task.id is not None:
-                self._safely("deleting tasks", partial(self.index.remove, task.type, [task.id]))
+            by_type[task.type].append(task.id or 0)
+        for name, gone in by_type.items():
+            self._safely("deleting tasks", partial(self.index.remove, name, gone))
         return deleted
 
     # -- runs -----------------------------------------------------------------

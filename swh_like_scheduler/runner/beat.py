@@ -18,7 +18,9 @@ Settings (Celery configuration, read when beat starts the scheduler):
   settings), ``False`` (no monitor duties in beat: run ``swh scheduler
   start-monitor`` beside it), or a mapping of :class:`MonitorSettings`
   fields, durations in seconds, e.g. ``{"republish_after": 120, "period":
-  5}`` (``republish_after: None`` disables re-publishing).
+  5}`` (``republish_after: None`` disables re-publishing);
+* ``swh_scheduler_index_url`` (else ``SWH_SCHEDULER_INDEX_URL``): the Redis
+  index of waiting tasks, used and kept in line as ``start-runner`` does.
 """
 
 from __future__ import annotations
@@ -29,14 +31,14 @@ import os
 import threading
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from celery.beat import Scheduler
 
 from ..config import load_settings
 from ..exceptions import InvalidInput
 from ..monitor.duties import MonitorSettings
-from ..store import SQLAlchemyStore
+from ..store import SchedulerStore, SQLAlchemyStore
 from .interpreter import tune_interpreter
 from .loop import RunnerLoop
 from .routing import LiveWorkers
@@ -96,12 +98,26 @@ class RunnerScheduler(Scheduler):
         self._stepping = False
         self._closed = False
         super().__init__(app, *args, **kwargs)
+        index_url = app.conf.get("swh_scheduler_index_url") or os.environ.get(
+            "SWH_SCHEDULER_INDEX_URL"
+        )
+        store: SchedulerStore = self._store
+        keeper = None
+        if index_url:
+            from ..index import IndexedStore, RedisIndex
+            from ..index.keeper import IndexKeeper
+
+            checked = load_settings(db_url=url, index_url=index_url).index_url
+            index = RedisIndex.from_url(str(checked))
+            store = cast(SchedulerStore, IndexedStore(self._store, index))
+            keeper = IndexKeeper(index, store)
         self._loop = RunnerLoop(
-            self._store,
+            store,
             app,
             period=float(self.max_interval),
             workers=LiveWorkers(app),
             monitor=monitor,
+            index=keeper,
         )
 
     def setup_schedule(self) -> None:

@@ -12,18 +12,21 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import redis
 import services
 
 from swh_like_scheduler.broker import queue_depth
 from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.index import RedisIndex
 from swh_like_scheduler.model import ScheduleKind, Task, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.redis]
 
 
+@pytest.mark.parametrize("indexed", [False, True], ids=["database", "index"])
 def test_celery_beat_with_our_scheduler_dispatches_ready_tasks(
-    sqlite_url: str, tmp_path: Path
+    sqlite_url: str, tmp_path: Path, indexed: bool
 ) -> None:
     broker = services.redis_url()
     queue = f"swh-test-beat-{uuid.uuid4().hex[:8]}"
@@ -46,6 +49,10 @@ def test_celery_beat_with_our_scheduler_dispatches_ready_tasks(
     )
     store.close()
     env = {**os.environ, "SWH_SCHEDULER_DB_URL": sqlite_url, "SWH_SCHEDULER_BROKER_URL": broker}
+    index = RedisIndex(redis.Redis.from_url(broker))  # the default prefix, as beat's
+    if indexed:
+        env["SWH_SCHEDULER_INDEX_URL"] = broker
+        index.client.delete(*index.keys("beat-test").all())  # left by an earlier run
     celery = str(Path(sys.executable).with_name("celery"))
     process = subprocess.Popen(
         [celery, "-A", "swh_like_scheduler.celery_app", "beat", "-S", "swh", "-l", "INFO"],
@@ -62,9 +69,17 @@ def test_celery_beat_with_our_scheduler_dispatches_ready_tasks(
             assert process.poll() is None, process.communicate()[0]
             time.sleep(0.1)
         assert queue_depth(app, queue) == 25
+        while indexed and time.monotonic() < deadline and not index.is_complete("beat-test"):
+            time.sleep(0.1)  # the rebuild runs beside the passes
     finally:
         process.send_signal(signal.SIGTERM)
         output = process.communicate(timeout=30)[0]
         with app.connection_for_write() as conn:
             conn.default_channel.queue_delete(queue)
     assert "swh_like_scheduler runner" in output
+    # with the index, beat found it empty and built it (the tasks went out
+    # from the database meanwhile)
+    assert ("index of beat-test rebuilt" in output) is indexed
+    if indexed:
+        assert index.is_complete("beat-test")
+        index.client.delete(*index.keys("beat-test").all())

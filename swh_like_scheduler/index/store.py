@@ -2,13 +2,13 @@
 
 :class:`IndexedStore` wraps a store: every method is the wrapped store's,
 and those that change when tasks are ready (creation, outcomes, leases
-released, operator actions, jobs, claims) file the tasks they touched in
+released or stolen, monitor duties, operator actions, jobs, claims) file
+the tasks they touched in
 the index once the database has committed. An index write that fails is
 logged and skipped: the database is already right, and what the index then
 lacks is still dispatched (a runner whose index claim came short also
-claims from the database) and repaired (:func:`.sync.drift`). Writes not
-covered here (lease steals, one-shot expiry, ``celery beat -S swh``) reach
-the index the same way, and through each runner pass's sweep.
+claims from the database) and repaired (:func:`.sync.drift`): so do the
+writes of processes not given the index.
 """
 
 from __future__ import annotations
@@ -190,6 +190,23 @@ class IndexedStore:
         run: TaskRun | None = self.store.yield_lease(backend_id, **kwargs)
         self._runs("yielding a lease", [run])
         return run
+
+    # -- monitor duties -------------------------------------------------------
+
+    def steal_expired_leases(self, **kwargs: Any) -> Any:
+        report = self.store.steal_expired_leases(**kwargs)
+        self._runs("stealing leases", report.stolen)
+        return report
+
+    def sweep_silent_workers(self, **kwargs: Any) -> Any:
+        sweep = self.store.sweep_silent_workers(**kwargs)
+        self._runs("ending the runs of silent workers", sweep.lost)
+        return sweep
+
+    def expire_oneshot_tasks(self, **kwargs: Any) -> Any:
+        expired = self.store.expire_oneshot_tasks(**kwargs)
+        self._file("expiring one-shot tasks", [e.task for e in expired])
+        return expired
 
     # -- jobs -----------------------------------------------------------------
 

@@ -308,3 +308,30 @@ def test_the_command_line_builds_checks_and_dispatches_through_the_index(
             conn.default_channel.queue_delete(task_type.effective_queue)
         index = RedisIndex(redis.Redis.from_url(redis_url))
         index.client.delete(*index.keys(task_type.type).all())
+
+
+@pytest.mark.postgresql
+def test_an_expired_one_shot_task_leaves_the_index(
+    pg_store: SQLAlchemyStore, index: RedisIndex
+) -> None:
+    store = IndexedStore(pg_store, index)
+    task_type = new_type(pg_store)
+    now = datetime.now(tz=UTC)
+    [task] = store.create_tasks(
+        [
+            Task(
+                type=task_type.type,
+                args=(1,),
+                schedule_kind=ScheduleKind.ONESHOT,
+                next_run=now - 2 * H,
+                deadline=now - 2 * H,
+            )
+        ],
+        now=now - 2 * H,
+    )
+    assert rebuild(index, store, task_type.type) == 1  # type: ignore[arg-type]
+    assert index.sizes(task_type.type)["wait"] == 1
+    [expiry] = store.expire_oneshot_tasks(now=now)
+    assert expiry.task.id == task.id and expiry.task.status is TaskStatus.DISABLED
+    assert index.sizes(task_type.type) == {"wait": 0, "ready": 0, "claimed": 0}
+    assert index.claim(task_type.type, now=now, limit=10) == []

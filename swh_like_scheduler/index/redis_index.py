@@ -29,7 +29,8 @@ from . import scripts
 
 #: key prefix unless told otherwise
 DEFAULT_PREFIX = "swh-index"
-#: a claim not settled by its runner within this is returned (:meth:`RedisIndex.stuck`)
+#: a claim its runner did not take in the database within this is returned
+#: (:meth:`RedisIndex.stuck`)
 CLAIM_TIMEOUT = timedelta(seconds=60)
 #: how long a rebuild holds its type without renewing (it renews at each
 #: page) before another process may start over
@@ -88,7 +89,6 @@ class RedisIndex:
         self._claim = client.register_script(scripts.CLAIM)
         self._upsert = client.register_script(scripts.UPSERT)
         self._remove = client.register_script(scripts.REMOVE)
-        self._settle = client.register_script(scripts.SETTLE)
         self._stuck = client.register_script(scripts.STUCK)
         self._begin = client.register_script(scripts.BEGIN)
         self._finish = client.register_script(scripts.FINISH)
@@ -166,13 +166,6 @@ class RedisIndex:
         if found is None:
             return None
         return [int(i) for i in found]
-
-    def settle(self, task_type: str, ids: Iterable[int], *, chunk: int = 1000) -> None:
-        """The database took these claimed ids (their tasks are ``scheduled``):
-        their entries go."""
-        values = [str(i) for i in ids]
-        for i in range(0, len(values), chunk):
-            self._call(self._settle, task_type, values[i : i + chunk])
 
     def stuck(self, task_type: str, *, now: datetime, limit: int = 10_000) -> list[int]:
         """Ids claimed from the index whose claim ran out (its runner died or

@@ -81,18 +81,6 @@ redis.call('HDEL', KEYS[3], unpack(ARGV))
 return #ARGV
 """
 
-#: KEYS: the type's keys. ARGV: ids a runner claimed from the index and the
-#: database took (their tasks are ``scheduled``): out of ``claimed`` and
-#: ``meta``, the only places a claim left them.
-SETTLE = """
-if #ARGV == 0 then
-  return 0
-end
-redis.call('ZREM', KEYS[4], unpack(ARGV))
-redis.call('HDEL', KEYS[3], unpack(ARGV))
-return #ARGV
-"""
-
 #: KEYS: the type's keys. ARGV: now, most ids. The claimed ids whose claim
 #: went stuck (no runner settled them in time), taken out of ``claimed``.
 STUCK = """

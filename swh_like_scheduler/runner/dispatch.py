@@ -384,7 +384,7 @@ class _Serving:
         """The batches of one round, in dispatch order, and whether the
         round was full (more tasks may be ready)."""
         if self.context.index is not None and self.context.order is DispatchOrder.DEADLINE:
-            indexed = self._index_round(self.context.index, want, claimers)
+            indexed = self._index_round(self.context.index, want)
             if indexed is not None:
                 return indexed
         if claimers == 1:
@@ -403,16 +403,13 @@ class _Serving:
         except SchedulerError as exc:
             self._claim_failed(exc, want)
             return [], False
-        slices = [ids[i : i + self.chunk] for i in range(0, len(ids), self.chunk)]
-        others = [self.pool.submit(self._claim, len(s), s) for s in slices[1:]]
-        batches = [self._claim(len(slices[0]), slices[0])] if slices else []
-        batches.extend(future.result() for future in others)
+        batches = self._claim_ids(ids)
         # like a single claim: stop when fewer tasks than asked were taken
         # (none left, or another runner took some: the next pass goes on)
         return batches, len(ids) == want and sum(map(len, batches)) == want
 
     def _index_round(
-        self, index: IndexKeeper, want: int, claimers: int
+        self, index: IndexKeeper, want: int
     ) -> tuple[list[list[Claimed]], bool] | None:
         """A round whose ids come from the index (``None``: claim from the
         database instead). The database claims them by id and refuses those
@@ -425,14 +422,7 @@ class _Serving:
         )
         if ids is None:
             return None
-        slices = [ids[i : i + self.chunk] for i in range(0, len(ids), self.chunk)]
-        width = max(1, claimers)
-        batches: list[list[Claimed]] = []
-        for start in range(0, len(slices), width):
-            group = slices[start : start + width]
-            others = [self.pool.submit(self._claim, len(s), s) for s in group[1:]]
-            batches.append(self._claim(len(group[0]), group[0]))
-            batches.extend(future.result() for future in others)
+        batches = self._claim_ids(ids)
         taken = {c.task_id for batch in batches for c in batch}
         index.settle(self.task_type.type, ids, taken)
         if self.error is not None:
@@ -443,6 +433,15 @@ class _Serving:
             batches.append(extra)
             return batches, len(extra) == rest
         return batches, len(taken) == want
+
+    def _claim_ids(self, ids: list[int]) -> list[list[Claimed]]:
+        """Claim ``ids`` (at most ``claimers`` chunks of them), a chunk per
+        transaction, at once; the batches in the order of the ids."""
+        slices = [ids[i : i + self.chunk] for i in range(0, len(ids), self.chunk)]
+        others = [self.pool.submit(self._claim, len(s), s) for s in slices[1:]]
+        batches = [self._claim(len(slices[0]), slices[0])] if slices else []
+        batches.extend(future.result() for future in others)
+        return batches
 
     def _claim(self, limit: int, among: list[int] | None) -> list[Claimed]:
         context = self.context

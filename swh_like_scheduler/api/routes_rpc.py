@@ -35,6 +35,7 @@ READ_METHODS = frozenset(
         "get_tasks",
         "get_task_by_key",
         "search_tasks",
+        "waiting_entries",
         "count_tasks",
         "next_ready_time",
         "list_pending",

@@ -29,6 +29,7 @@ from .values import (
     RunEnd,
     ScheduleHealth,
     TaskFilter,
+    WaitingEntry,
 )
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "SchedulerStore",
     "TaskFilter",
     "TaskStore",
+    "WaitingEntry",
 ]
 
 

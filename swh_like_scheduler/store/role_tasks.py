@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     pass
 
 
-from .values import ALL_TASKS, ImportSummary, TaskFilter
+from .values import ALL_TASKS, ImportSummary, TaskFilter, WaitingEntry
 
 
 class TaskStore(Protocol):
@@ -106,6 +106,24 @@ class TaskStore(Protocol):
         Page by passing the last id of a page as ``after_id`` of the next
         (keyset paging: stable and cheap however deep the page).
         """
+        ...
+
+    def waiting_entries(
+        self,
+        task_type: str,
+        priority: Priority,
+        *,
+        after: tuple[datetime, int] | None = None,
+        until: tuple[datetime, int] | None = None,
+        limit: int = 10_000,
+    ) -> list[WaitingEntry]:
+        """The waiting tasks of ``task_type`` and class ``priority``, as
+        ``(id, next_run, deadline)`` only, in the class's dispatch order
+        (deadline, then id): those whose ``(deadline, id)`` is after
+        ``after`` and not after ``until`` (either bound optional), at most
+        ``limit``. What the Redis index files: a rebuild reads a type class
+        by class, earliest deadlines first, in pages of these (keyset
+        paging: pass a page's last key as the next one's ``after``)."""
         ...
 
     def count_tasks(self, criteria: TaskFilter = ALL_TASKS) -> int:

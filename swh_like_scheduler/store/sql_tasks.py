@@ -34,9 +34,10 @@ from .interface import (
     ALL_TASKS,
     ImportSummary,
     TaskFilter,
+    WaitingEntry,
 )
 from .sql_base import SQLBase, _chunks
-from .tables import LIVE_STATUS, TASK_LIVE_STATUSES
+from .tables import LIVE_STATUS, TASK_LIVE_STATUSES, UTCDateTime
 from .tables import task as task_t
 from .tables import task_run as run_t
 from .tables import task_type as type_t
@@ -272,6 +273,37 @@ class TaskMethods(SQLBase):
         with self._read("search tasks") as conn:
             return [rows.task_from_row(r._mapping) for r in conn.execute(query)]
 
+    def waiting_entries(
+        self,
+        task_type: str,
+        priority: Priority,
+        *,
+        after: tuple[datetime, int] | None = None,
+        until: tuple[datetime, int] | None = None,
+        limit: int = 10_000,
+    ) -> list[WaitingEntry]:
+        if limit <= 0:
+            raise InvalidInput("limit", f"{limit} must be a positive number")
+        key = sa.tuple_(task_t.c.deadline, task_t.c.id)
+        # the status as a literal: ix_task_dispatch_order's predicate, which
+        # a bound value could not prove under a generic plan
+        query = (
+            sa.select(task_t.c.id, task_t.c.next_run, task_t.c.deadline)
+            .where(
+                task_t.c.type == task_type,
+                task_t.c.priority == priority.value,
+                task_t.c.status == sa.literal_column("'waiting'"),
+            )
+            .order_by(task_t.c.deadline, task_t.c.id)
+            .limit(limit)
+        )
+        if after is not None:
+            query = query.where(key > sa.tuple_(*_key_values(after)))
+        if until is not None:
+            query = query.where(key <= sa.tuple_(*_key_values(until)))
+        with self._read("read waiting tasks") as conn:
+            return [WaitingEntry(*r) for r in conn.execute(query)]
+
     def count_tasks(self, criteria: TaskFilter = ALL_TASKS) -> int:
         query = sa.select(sa.func.count()).select_from(task_t).where(*self._where(criteria))
         with self._read("count tasks") as conn:
@@ -432,6 +464,11 @@ def identical_query(type_name: str, digests: Sequence[str]) -> sa.Select[Any]:
         task_t.c.key.is_(None),
         LIVE_STATUS,
     )
+
+
+def _key_values(key: tuple[datetime, int]) -> tuple[Any, Any]:
+    deadline, task_id = key
+    return sa.literal(deadline, UTCDateTime), sa.literal(task_id, sa.BigInteger)
 
 
 def _moved_instant(known: Task, item: Task) -> bool:

@@ -50,6 +50,21 @@ class TaskFilter:
     next_run_before: datetime | None = None
 
 
+@dataclass(frozen=True)
+class WaitingEntry:
+    """A waiting task as the Redis index files it
+    (:meth:`SchedulerStore.waiting_entries`): its id and its two instants."""
+
+    id: int
+    next_run: datetime
+    deadline: datetime
+
+    @property
+    def key(self) -> tuple[datetime, int]:
+        """Its place in the dispatch order of its class: (deadline, id)."""
+        return self.deadline, self.id
+
+
 #: PostgreSQL notification channel on which writers announce task types that
 #: may have new ready tasks (payload: the type name).
 READY_CHANNEL = "swh_scheduler_ready"

@@ -271,6 +271,39 @@ def test_search_filters_and_pages(
     assert store.search_tasks(TaskFilter(type="other")) == []
 
 
+def test_waiting_entries_page_a_class_in_dispatch_order(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    # deadlines 5h, 4h, 3h, 3h, 2h...: equal deadlines are ordered by id
+    deadlines = [5, 4, 3, 3, 2, 6, 1]
+    created = store.create_tasks(
+        [make_task(now, n, offset=-H, deadline=d * H) for n, d in enumerate(deadlines)]
+        + [make_task(now, "high", priority=Priority.HIGH)],
+        now=now,
+    )
+    store.disable_tasks([created[5].id or 0], now=now)
+    ids = [t.id or 0 for t in created]
+    entries = store.waiting_entries("sleep", Priority.NORMAL)
+    assert [e.id for e in entries] == [ids[6], ids[4], ids[2], ids[3], ids[1], ids[0]]
+    first = entries[0]
+    assert (first.next_run, first.deadline) == (now - H, now + H)
+    assert [e.id for e in store.waiting_entries("sleep", Priority.HIGH)] == [ids[7]]
+    assert store.waiting_entries("sleep", Priority.LOW) == []
+    assert store.waiting_entries("other", Priority.NORMAL) == []
+    # keyset pages, and a range between two keys
+    pages, after = [], None
+    while page := store.waiting_entries("sleep", Priority.NORMAL, after=after, limit=4):
+        pages.append([e.id for e in page])
+        after = page[-1].key
+    assert pages == [[ids[6], ids[4], ids[2], ids[3]], [ids[1], ids[0]]]
+    between = store.waiting_entries(
+        "sleep", Priority.NORMAL, after=entries[1].key, until=entries[3].key
+    )
+    assert [e.id for e in between] == [ids[2], ids[3]]
+    with pytest.raises(InvalidInput):
+        store.waiting_entries("sleep", Priority.NORMAL, limit=0)
+
+
 def test_pending_tasks_in_dispatch_order(
     store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
 ) -> None:

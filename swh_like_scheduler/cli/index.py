@@ -41,14 +41,22 @@ def status(cli: CliContext, types: tuple[str, ...], as_json: bool) -> None:
     rows: dict[str, Any] = {}
     try:
         for name in _types(cli, types):
-            rows[name] = {"complete": index.is_complete(name), **index.sizes(name)}
+            row = {"complete": index.is_complete(name), **index.sizes(name)}
+            if not row["complete"]:
+                # how far the rebuild under way (or the last one) got
+                row["rebuild_filed"] = int(index.rebuild_state(name).get("filed", 0))
+            rows[name] = row
     except SchedulerError as error:
         raise reported(error) from None
     if as_json:
         emit_json(rows)
         return
     for name, row in rows.items():
-        state = "complete" if row["complete"] else "not in use (to rebuild)"
+        state = (
+            "complete"
+            if row["complete"]
+            else f"not in use (rebuilding: {row['rebuild_filed']} filed so far)"
+        )
         click.echo(
             f"{name}: {state}; waiting {row['wait']}, ready {row['ready']}, "
             f"claimed {row['claimed']}"
@@ -59,16 +67,17 @@ def status(cli: CliContext, types: tuple[str, ...], as_json: bool) -> None:
 @click.option("-t", "--task-type", "types", multiple=True, help="Only these types.")
 @pass_cli
 def rebuild_command(cli: CliContext, types: tuple[str, ...]) -> None:
-    """Fill each type's index from the database (runners claim from the
-    database until it is complete)."""
+    """Fill each type's index anew from the database, with any runner that
+    joins (runners claim from the database until it is complete)."""
     index = _index(cli)
     failed = False
     try:
         for name in _types(cli, types):
+            index.invalidate(name)
             filed = rebuild(index, cli.store, name)
             if filed is None:
                 failed = True
-                click.echo(f"{name}: not rebuilt (another rebuild holds it, or Redis was emptied)")
+                click.echo(f"{name}: not rebuilt (begun anew by another process meanwhile)")
             else:
                 click.echo(f"{name}: {filed} waiting tasks filed")
     except SchedulerError as error:

@@ -13,8 +13,9 @@ from ..exceptions import SchedulerError
 from ..model import Priority
 from ..outage import Outage
 from ..store import SchedulerStore
+from .rebuild import rebuild
 from .redis_index import IndexUnavailable, RedisIndex
-from .sync import drift, rebuild, repair
+from .sync import drift, repair
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +137,9 @@ class IndexKeeper:
 
     def _rebuild(self, task_type: str) -> None:
         try:
-            rebuild(self.index, self.store, task_type)
+            # its share: the pages left to other runners are theirs (or come
+            # back to whoever joins after their lease)
+            rebuild(self.index, self.store, task_type, wait=False)
         except (IndexUnavailable, SchedulerError) as exc:
             logger.warning(
                 "index rebuild of %s stopped (the database serves meanwhile): %s", task_type, exc

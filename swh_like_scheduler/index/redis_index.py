@@ -25,6 +25,7 @@ import redis
 
 from ..exceptions import SchedulerError
 from ..model import PRIORITY_ORDER, Priority, Task, TaskStatus
+from ..store.values import WaitingEntry
 from . import scripts
 
 #: key prefix unless told otherwise
@@ -32,8 +33,9 @@ DEFAULT_PREFIX = "swh-index"
 #: a claim its runner did not take in the database within this is returned
 #: (:meth:`RedisIndex.stuck`)
 CLAIM_TIMEOUT = timedelta(seconds=60)
-#: how long a rebuild holds its type without renewing (it renews at each
-#: page) before another process may start over
+#: how long a process joining a rebuild holds the cursor, or a page it read,
+#: before another process may take it over (reading and filing a page takes
+#: about a second)
 REBUILD_LEASE = timedelta(minutes=2)
 
 
@@ -51,21 +53,59 @@ class TypeKeys:
     claimed: str
     ready: tuple[str, ...]
     rebuild: str
+    pages: str
 
     @classmethod
     def of(cls, prefix: str, task_type: str) -> TypeKeys:
         tag = f"{{{prefix}:{task_type}}}"
         ready = tuple(f"{tag}:ready:{p.rank}" for p in PRIORITY_ORDER)
         return cls(
-            f"{tag}:state", f"{tag}:wait", f"{tag}:meta", f"{tag}:claimed", ready, f"{tag}:rebuild"
+            f"{tag}:state",
+            f"{tag}:wait",
+            f"{tag}:meta",
+            f"{tag}:claimed",
+            ready,
+            f"{tag}:rebuild",
+            f"{tag}:pages",
         )
 
     def all(self) -> list[str]:
-        return [self.state, self.wait, self.meta, self.claimed, *self.ready, self.rebuild]
+        return [
+            self.state,
+            self.wait,
+            self.meta,
+            self.claimed,
+            *self.ready,
+            self.rebuild,
+            self.pages,
+        ]
 
 
 def seconds(moment: datetime) -> float:
     return moment.timestamp()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def _ms_of(span: timedelta) -> int:
+    return int(span.total_seconds() * 1000)
+
+
+@dataclass(frozen=True)
+class RebuildStep:
+    """What a process joining a rebuild does next (:data:`.scripts.JOIN`):
+    ``done``, ``wait``, ``busy``, ``cursor`` (``value``: where to read
+    from) or ``page`` (``value``: a page to read and file again)."""
+
+    kind: str
+    token: str = ""
+    value: str = ""
 
 
 def entry(task: Task) -> tuple[str, float, str] | None:
@@ -90,9 +130,9 @@ class RedisIndex:
         self._upsert = client.register_script(scripts.UPSERT)
         self._remove = client.register_script(scripts.REMOVE)
         self._stuck = client.register_script(scripts.STUCK)
-        self._begin = client.register_script(scripts.BEGIN)
-        self._finish = client.register_script(scripts.FINISH)
-        self._renew = client.register_script(scripts.RENEW)
+        self._join = client.register_script(scripts.JOIN)
+        self._advance = client.register_script(scripts.ADVANCE)
+        self._done = client.register_script(scripts.DONE)
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX) -> RedisIndex:
@@ -128,6 +168,25 @@ class RedisIndex:
             done += int(self._call(self._upsert, task_type, keep[i : i + 3 * chunk]))
         for i in range(0, len(drop), chunk):
             done += int(self._call(self._remove, task_type, drop[i : i + chunk]))
+        return done
+
+    def put_entries(
+        self,
+        task_type: str,
+        priority: Priority,
+        entries: Sequence[WaitingEntry],
+        *,
+        chunk: int = 1000,
+    ) -> int:
+        """File waiting tasks of class ``priority`` read as
+        :class:`~swh_like_scheduler.store.WaitingEntry` (a rebuild's pages)."""
+        values: list[Any] = []
+        for item in entries:
+            meta = f"{priority.rank} {seconds(item.deadline)!r}"
+            values.extend((str(item.id), seconds(item.next_run), meta))
+        done = 0
+        for i in range(0, len(values), 3 * chunk):
+            done += int(self._call(self._upsert, task_type, values[i : i + 3 * chunk]))
         return done
 
     def remove(self, task_type: str, ids: Iterable[int], *, chunk: int = 1000) -> None:
@@ -191,25 +250,57 @@ class RedisIndex:
         except redis.RedisError as exc:
             raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
 
-    def begin_rebuild(self, task_type: str, *, lease: timedelta = REBUILD_LEASE) -> str | None:
-        """Empty the type's index for a rebuild and return its token; ``None``
-        if another rebuild holds the lease (one rebuild of a type at a time,
-        whichever process)."""
+    # -- the shared rebuild (driven by :mod:`.rebuild`) --------------------------
+
+    def rebuild_step(
+        self, task_type: str, *, now: datetime, first: str, lease: timedelta = REBUILD_LEASE
+    ) -> RebuildStep:
+        """Join the type's rebuild (begun, emptying the index, if none is
+        under way: from cursor ``first``) and take the next step of it
+        (:data:`.scripts.JOIN`)."""
         token = secrets.token_hex(8)
-        ms = int(lease.total_seconds() * 1000)
-        return token if self._call(self._begin, task_type, [token, ms]) else None
+        found = self._call(self._join, task_type, [token, _ms(now), _ms_of(lease), first])
+        kind, *rest = (_text(v) for v in found)
+        return RebuildStep(kind, *rest)
 
-    def renew_rebuild(
-        self, task_type: str, token: str, *, lease: timedelta = REBUILD_LEASE
+    def rebuild_advance(
+        self,
+        task_type: str,
+        token: str,
+        *,
+        now: datetime,
+        cursor: str,
+        next_cursor: str,
+        page: str | None,
+        lease: timedelta = REBUILD_LEASE,
     ) -> bool:
-        """Extend the lease of the rebuild ``token`` (False: it lost it)."""
-        ms = int(lease.total_seconds() * 1000)
-        return bool(self._call(self._renew, task_type, [token, ms]))
+        """Move the cursor from ``cursor`` to ``next_cursor`` and hand
+        ``page`` (read between them) to the caller; False if the rebuild is
+        no longer the caller's."""
+        args = [token, _ms(now), _ms_of(lease), cursor, next_cursor, page or ""]
+        return bool(self._call(self._advance, task_type, args))
 
-    def finish_rebuild(self, task_type: str, token: str) -> bool:
-        """Mark the index complete if nothing emptied it since
-        :meth:`begin_rebuild` gave ``token``; False if it must start over."""
-        return bool(self._call(self._finish, task_type, [token]))
+    def rebuild_page_done(self, task_type: str, token: str, page: str, filed: int) -> int:
+        """``page`` is filed (``filed`` tasks): 2 if that completed the
+        index, 1 if pages remain, 0 if the rebuild is no longer ``token``."""
+        return int(self._call(self._done, task_type, [token, page, filed]))
+
+    def rebuild_state(self, task_type: str) -> dict[str, str]:
+        """The fields of the type's last rebuild (``filed``, ``cursor``...)."""
+        try:
+            found = self.client.hgetall(self.keys(task_type).rebuild)
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+        return {_text(k): _text(v) for k, v in found.items()}
+
+    def reset(self, task_type: str, *, now: datetime) -> None:
+        """Empty the type's index and mark it complete, as a rebuild that
+        found no waiting task would (a type whose entries are then filed by
+        hand)."""
+        self.invalidate(task_type)
+        step = self.rebuild_step(task_type, now=now, first="end")
+        if step.kind != "done":
+            raise IndexUnavailable(f"the index of {task_type} could not be reset ({step.kind})")
 
     def sizes(self, task_type: str) -> dict[str, int]:
         """How many entries each set of the type holds (for metrics and drift)."""

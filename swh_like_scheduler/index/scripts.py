@@ -2,7 +2,7 @@
 
 Keys of one task type, in this order (:class:`.redis_index.TypeKeys`):
 ``state``, ``wait``, ``meta``, ``claimed``, ``ready`` of the classes high,
-normal and low, then ``rebuild`` (the lease of a rebuild). A ``meta``
+normal and low, then ``rebuild`` and ``pages`` (a rebuild under way). A ``meta``
 value is ``"<class rank> <deadline>"``.
 """
 
@@ -91,41 +91,90 @@ end
 return ids
 """
 
-#: KEYS: the type's keys. ARGV: a token, the rebuild's lease in ms. Starts
-#: a rebuild unless another one holds the lease (returns 0): empties the
-#: type's index, which is not used (no ``synced``) until :data:`FINISH`
-#: with the same token.
-BEGIN = """
-if not redis.call('SET', KEYS[8], ARGV[1], 'NX', 'PX', tonumber(ARGV[2])) then
+#: The rebuild scripts share out one rebuild of a type among every process
+#: that joins it (:mod:`.rebuild`). ``rebuild`` (a hash) holds its token,
+#: its ``cursor`` (where the next page starts, in the order high class to
+#: low, then deadline and id; ``end`` once every page is handed out), who
+#: holds the cursor until when (``held_until``, ms) and how many tasks were
+#: ``filed``. ``pages`` holds the pages handed out and not yet filed, scored
+#: by the end of their lease (ms): a page whose process died is handed out
+#: again.
+
+#: KEYS: the type's keys. ARGV: a new token, now (ms), the lease (ms), the
+#: cursor a new rebuild starts from.
+#: Starts a rebuild unless one is under way (empties the type's index,
+#: which is not used until the rebuild is done), then gives the caller its
+#: next step: ``{'done'}`` (the index is complete), ``{'page', token,
+#: page}`` (a page whose lease ran out: read and file it again),
+#: ``{'cursor', token, cursor}`` (the cursor is the caller's until the
+#: lease ends: read the page from it, then :data:`ADVANCE`), ``{'busy',
+#: token}`` (another process holds the cursor: ask again shortly) or
+#: ``{'wait', token}`` (every page is handed out, some not yet filed).
+JOIN = """
+if redis.call('HGET', KEYS[1], 'synced') == '1' then
+  return {'done'}
+end
+local token = redis.call('HGET', KEYS[1], 'building')
+if not token or redis.call('HGET', KEYS[8], 'token') ~= token then
+  token = ARGV[1]
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9])
+  redis.call('HSET', KEYS[1], 'building', token)
+  redis.call('HSET', KEYS[8], 'token', token, 'cursor', ARGV[4], 'filed', 0, 'started', ARGV[2])
+end
+local now = tonumber(ARGV[2])
+local lease = now + tonumber(ARGV[3])
+local late = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', now, 'LIMIT', 0, 1)
+if #late > 0 then
+  redis.call('ZADD', KEYS[9], lease, late[1])
+  return {'page', token, late[1]}
+end
+local cursor = redis.call('HGET', KEYS[8], 'cursor')
+if cursor == 'end' then
+  if redis.call('ZCARD', KEYS[9]) == 0 then
+    redis.call('HDEL', KEYS[1], 'building')
+    redis.call('HSET', KEYS[1], 'synced', '1')
+    return {'done'}
+  end
+  return {'wait', token}
+end
+if tonumber(redis.call('HGET', KEYS[8], 'held_until') or '0') > now then
+  return {'busy', token}
+end
+redis.call('HSET', KEYS[8], 'held_until', lease)
+return {'cursor', token, cursor}
+"""
+
+#: KEYS: the type's keys. ARGV: the token, now (ms), the lease (ms), the
+#: cursor the caller read from, the next cursor, the page read ('' if it
+#: was empty). Moves the cursor and hands the page to the caller; 0 if the
+#: rebuild is no longer the caller's (another began, or another process
+#: moved the cursor after the caller's hold ran out): the page is dropped.
+ADVANCE = """
+if redis.call('HGET', KEYS[1], 'building') ~= ARGV[1]
+    or redis.call('HGET', KEYS[8], 'cursor') ~= ARGV[4] then
   return 0
 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
-redis.call('HDEL', KEYS[1], 'synced')
-redis.call('HSET', KEYS[1], 'building', ARGV[1])
+redis.call('HSET', KEYS[8], 'cursor', ARGV[5])
+redis.call('HDEL', KEYS[8], 'held_until')
+if ARGV[6] ~= '' then
+  redis.call('ZADD', KEYS[9], tonumber(ARGV[2]) + tonumber(ARGV[3]), ARGV[6])
+end
 return 1
 """
 
-#: KEYS: the type's keys. ARGV: the token of :data:`BEGIN`, the lease in
-#: ms. Extends the rebuild's lease while it goes on (0: it was lost).
-RENEW = """
-if redis.call('GET', KEYS[8]) ~= ARGV[1] then
-  return 0
-end
-redis.call('PEXPIRE', KEYS[8], tonumber(ARGV[2]))
-return 1
-"""
-
-#: KEYS: the type's keys. ARGV: the token of :data:`BEGIN`. Marks the
-#: index complete, unless it was emptied (or another rebuild began) since:
-#: a rebuild that lost part of its writes must not be trusted.
-FINISH = """
+#: KEYS: the type's keys. ARGV: the token, a page, how many tasks it
+#: filed. The page is filed: 2 if that completed the index (it is used from
+#: now on), 1 if pages remain, 0 if the rebuild is no longer this one.
+DONE = """
 if redis.call('HGET', KEYS[1], 'building') ~= ARGV[1] then
   return 0
 end
-redis.call('HDEL', KEYS[1], 'building')
-redis.call('HSET', KEYS[1], 'synced', '1')
-if redis.call('GET', KEYS[8]) == ARGV[1] then
-  redis.call('DEL', KEYS[8])
+redis.call('ZREM', KEYS[9], ARGV[2])
+redis.call('HINCRBY', KEYS[8], 'filed', tonumber(ARGV[3]))
+if redis.call('HGET', KEYS[8], 'cursor') == 'end' and redis.call('ZCARD', KEYS[9]) == 0 then
+  redis.call('HDEL', KEYS[1], 'building')
+  redis.call('HSET', KEYS[1], 'synced', '1')
+  return 2
 end
 return 1
 """

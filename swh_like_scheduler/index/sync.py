@@ -6,10 +6,10 @@
 * :func:`repair`: ids the index handed out that the database did not let a
   claim take (the task moved on, or is claimed elsewhere), or whose claim
   went stuck, are filed again from the database.
-* :func:`rebuild`: an empty, emptied (``FLUSHALL``, a restart without
-  persistence) or never built index of a type is filled from the waiting
-  tasks, in pages by id, while the runners claim from the database; it is
-  used again only once complete.
+* :func:`.rebuild.rebuild` (its own module): an empty, emptied
+  (``FLUSHALL``, a restart without persistence) or never built index of a
+  type is filled from the waiting tasks while the runners claim from the
+  database; it is used again only once complete.
 * :func:`drift`: how many of a sample of waiting tasks the index files at
   other times, or lacks (repaired on the way).
 
@@ -32,9 +32,6 @@ from .redis_index import IndexUnavailable, RedisIndex, entry
 
 logger = logging.getLogger(__name__)
 
-#: tasks read from the database per page of a rebuild
-REBUILD_PAGE = 10_000
-
 
 def file_tasks(index: RedisIndex, tasks: Iterable[Task]) -> int:
     """File ``tasks`` as the database holds them (waiting ones in, others out)."""
@@ -55,31 +52,6 @@ def repair(index: RedisIndex, store: SchedulerStore, task_type: str, ids: Sequen
     if gone:
         index.remove(task_type, gone)
     return len(tasks)
-
-
-def rebuild(
-    index: RedisIndex, store: SchedulerStore, task_type: str, *, page: int = REBUILD_PAGE
-) -> int | None:
-    """Fill the type's index from the database; the number of tasks filed,
-    or ``None`` if another process holds the rebuild or the index was
-    emptied while it ran (the next attempt starts over)."""
-    token = index.begin_rebuild(task_type)
-    if token is None:
-        return None
-    criteria = TaskFilter(type=task_type, status=[TaskStatus.WAITING])
-    after, filed = 0, 0
-    while batch := store.search_tasks(criteria, after_id=after, limit=page):
-        index.put(task_type, batch)
-        filed += len(batch)
-        after = batch[-1].id or after
-        if not index.renew_rebuild(task_type, token):
-            logger.warning("the rebuild of the index of %s lost its lease; giving up", task_type)
-            return None
-    if not index.finish_rebuild(task_type, token):
-        logger.warning("the index of %s was emptied during its rebuild; starting over", task_type)
-        return None
-    logger.info("index of %s rebuilt: %d waiting tasks", task_type, filed)
-    return filed
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ runner that dispatches every ready task once whatever the index says."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,17 +26,6 @@ H = timedelta(hours=1)
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def index() -> Iterator[RedisIndex]:
-    client = redis.Redis.from_url(services.require("redis", services.redis_url))
-    prefix = f"swh-test-index-{uuid.uuid4().hex[:8]}"
-    yield RedisIndex(client, prefix=prefix)
-    keys = list(client.scan_iter(match=f"{{{prefix}:*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
-
-
 def task(n: int, *, next_run: datetime, deadline: datetime, priority: str = "normal") -> Task:
     return Task(
         id=n,
@@ -53,9 +41,7 @@ def task(n: int, *, next_run: datetime, deadline: datetime, priority: str = "nor
 
 
 def complete(index: RedisIndex, task_type: str) -> None:
-    token = index.begin_rebuild(task_type)
-    assert token is not None
-    assert index.finish_rebuild(task_type, token)
+    index.reset(task_type, now=T0)
 
 
 def test_claims_follow_class_then_deadline_and_only_ready_tasks(index: RedisIndex) -> None:
@@ -106,15 +92,19 @@ def test_filing_a_task_that_no_longer_waits_takes_it_out(index: RedisIndex) -> N
 def test_an_index_is_used_only_once_complete(index: RedisIndex) -> None:
     index.put("crawl", [task(1, next_run=T0, deadline=T0)])
     assert index.claim("crawl", now=T0, limit=5) is None  # never built
-    token = index.begin_rebuild("crawl")
-    assert token is not None
-    assert index.begin_rebuild("crawl") is None  # one rebuild at a time
+    first = index.rebuild_step("crawl", now=T0, first="0 -")
+    assert (first.kind, first.value) == ("cursor", "0 -")
     assert index.claim("crawl", now=T0, limit=5) is None  # being built
-    assert index.renew_rebuild("crawl", token)
-    # emptied while it was being built (FLUSHALL, a restart): not trusted
+    # another process joining while the cursor is held is told to wait
+    assert index.rebuild_step("crawl", now=T0, first="0 -").kind == "busy"
+    # emptied while it was being built (FLUSHALL, a restart): not trusted,
+    # and the next process to join begins anew
     index.client.delete(*index.keys("crawl").all())
-    assert not index.renew_rebuild("crawl", token)
-    assert not index.finish_rebuild("crawl", token)
+    assert not index.rebuild_advance(
+        "crawl", first.token, now=T0, cursor="0 -", next_cursor="end", page=None
+    )
+    again = index.rebuild_step("crawl", now=T0, first="0 -")
+    assert again.kind == "cursor" and again.token != first.token
     assert index.claim("crawl", now=T0, limit=5) is None
     complete(index, "crawl")
     index.put("crawl", [task(1, next_run=T0, deadline=T0)])

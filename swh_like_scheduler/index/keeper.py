@@ -67,15 +67,22 @@ class IndexKeeper:
             self.request_rebuild(task_type)
         return ids
 
-    def settle(self, task_type: str, offered: Sequence[int], claimed: set[int]) -> None:
+    def settle(
+        self, task_type: str, offered: Sequence[int], claimed: set[int], *, now: datetime
+    ) -> None:
         """The database claimed ``claimed`` among the ``offered`` ids. The
         claim itself took their entries out (the runner's store is an
-        :class:`.store.IndexedStore`); the others (the database said no: not
-        ready, or claimed elsewhere) are filed again as the database holds
-        them."""
+        :class:`.store.IndexedStore`); the others are filed again as the
+        database holds them, except those still ready there: the database
+        refused them for a reason of the moment (no live worker on a node
+        they may run on, or another runner claiming them right now). Those
+        stay in ``claimed`` until their claim times out
+        (:data:`.redis_index.CLAIM_TIMEOUT`), then come back as stuck
+        claims: offered again at each pass, they would take the front of
+        the ready set from tasks that can run."""
         stale = [i for i in offered if i not in claimed]
         try:
-            self.repaired += repair(self.index, self.store, task_type, stale)
+            self.repaired += repair(self.index, self.store, task_type, stale, parked_at=now)
         except (IndexUnavailable, SchedulerError) as exc:
             # what is left in ``claimed`` comes back as a stuck claim
             logger.warning("could not file %d index entries of %s: %s", len(stale), task_type, exc)

@@ -23,6 +23,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import redis
 
@@ -41,14 +42,28 @@ def file_tasks(index: RedisIndex, tasks: Iterable[Task]) -> int:
     return sum(index.put(name, group) for name, group in by_type.items())
 
 
-def repair(index: RedisIndex, store: SchedulerStore, task_type: str, ids: Sequence[int]) -> int:
+def repair(
+    index: RedisIndex,
+    store: SchedulerStore,
+    task_type: str,
+    ids: Sequence[int],
+    *,
+    parked_at: datetime | None = None,
+) -> int:
     """File again, from the database, the tasks of these ids (ids of tasks
-    gone from the database are taken out). Returns how many were read."""
+    gone from the database are taken out). With ``parked_at``, the tasks
+    still ready at that instant are left where they are (the claim of
+    ``ids`` just refused them: see :meth:`.keeper.IndexKeeper.settle`).
+    Returns how many were filed again."""
     if not ids:
         return 0
     tasks = store.get_tasks(list(ids))
-    index.put(task_type, tasks)
     gone = set(ids) - {t.id for t in tasks}
+    if parked_at is not None:
+        tasks = [
+            t for t in tasks if not (t.status is TaskStatus.WAITING and t.next_run <= parked_at)
+        ]
+    index.put(task_type, tasks)
     if gone:
         index.remove(task_type, gone)
     return len(tasks)

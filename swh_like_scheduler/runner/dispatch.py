@@ -414,8 +414,9 @@ class _Serving:
         """A round whose ids come from the index (``None``: claim from the
         database instead). The database claims them by id and refuses those
         it no longer holds ready (they are filed again, never dispatched);
-        when the index has fewer than ``want``, the database is asked for
-        the rest, which catches any ready task the index lacks."""
+        when it took fewer than ``want`` (the index had fewer, or offered
+        tasks the database refused), the database is asked for the rest,
+        which catches any ready task the index lacks."""
         context = self.context
         ids = index.claim(
             self.task_type.type, now=context.at(), limit=want, priorities=context.priorities
@@ -424,15 +425,15 @@ class _Serving:
             return None
         batches = self._claim_ids(ids)
         taken = {c.task_id for batch in batches for c in batch}
-        index.settle(self.task_type.type, ids, taken)
+        index.settle(self.task_type.type, ids, taken, now=context.at())
         if self.error is not None:
             return batches, False
-        if len(ids) < want:
+        if len(taken) < want:
             rest = min(want - len(taken), self.chunk)
             extra = self._claim(rest, None)
             batches.append(extra)
             return batches, len(extra) == rest
-        return batches, len(taken) == want
+        return batches, True
 
     def _claim_ids(self, ids: list[int]) -> list[list[Claimed]]:
         """Claim ``ids`` (at most ``claimers`` chunks of them), a chunk per

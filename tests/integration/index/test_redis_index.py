@@ -210,6 +210,50 @@ def test_a_runner_with_the_index_dispatches_each_ready_task_once(
 
 
 @pytest.mark.postgresql
+def test_tasks_the_database_refuses_do_not_hold_back_the_others(
+    pg_store: SQLAlchemyStore, index: RedisIndex
+) -> None:
+    app, store, keeper, task_type = indexed_runner(pg_store, index)
+    pg_store.update_task_type(task_type.type, max_queue_length=20)
+    now = datetime.now(tz=UTC)
+    queue = task_type.effective_queue
+    types = [task_type.type]
+    # 30 tasks that may not run on node "n1", with the earliest deadlines:
+    # the runner knows no live worker, so the database never lets them go
+    banned = store.create_tasks(
+        [
+            t.updated(args=("banned", n), dont_run_on_nodes=("n1",), deadline=now - H)
+            for n, t in enumerate(ready(task_type, 30, now))
+        ],
+        now=now,
+    )
+    others = store.create_tasks(ready(task_type, 100, now), now=now)
+    try:
+        published = []
+        for _ in range(4):
+            with app.connection_for_write() as conn:
+                conn.default_channel.queue_purge(queue)
+            report = tick(store, app, now, types=types, index=keeper)  # type: ignore[arg-type]
+            published.append(report.published)
+            assert queue_depth(app, queue) == report.published  # the broker's count
+        # the first pass claims from the database (and builds the index);
+        # the next ones take the index's ids, the banned ones first: refused,
+        # they leave room to the others, taken from the database
+        assert published == [20, 20, 20, 20]
+        runs = open_runs(pg_store, task_type.type)
+        assert len(runs) == len(set(runs)) == 80
+        assert set(runs) <= {t.id for t in others}
+        # refused, not lost: their claims time out and they are filed again
+        keeper.return_stuck(task_type.type, now=now + 2 * CLAIM_TIMEOUT)
+        assert index.sizes(task_type.type)["claimed"] == 0
+        offered = index.claim(task_type.type, now=now, limit=100) or []
+        assert {t.id for t in banned} <= set(offered)
+    finally:
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(queue)
+
+
+@pytest.mark.postgresql
 def test_stuck_claims_and_drift_are_repaired_from_the_database(
     pg_store: SQLAlchemyStore, index: RedisIndex
 ) -> None:

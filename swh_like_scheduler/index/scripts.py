@@ -13,22 +13,35 @@ from __future__ import annotations
 #: Moves the entries whose can_start_by has passed to their class's ready
 #: set (scored by deadline), then pops up to ``limit`` of the earliest
 #: deadlines, class by class, into ``claimed`` (scored by ``stuck_at``).
-#: Returns the ids, or false while the type's index is not complete.
+#: Returns the ids, or false while the type's index is not complete. Each
+#: Redis command takes a thousand members at a time (Lua's ``unpack`` has
+#: a limit of a few thousand values), not one.
 CLAIM = """
 if redis.call('HGET', KEYS[1], 'synced') ~= '1' then
   return false
 end
 local matured = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[4]))
-for _, id in ipairs(matured) do
-  redis.call('ZREM', KEYS[2], id)
-  local meta = redis.call('HGET', KEYS[3], id)
-  if meta then
-    local rank, deadline = string.match(meta, '^(%d) (.+)$')
-    redis.call('ZADD', KEYS[5 + tonumber(rank)], deadline, id)
+for first = 1, #matured, 1000 do
+  local ids = {unpack(matured, first, math.min(first + 999, #matured))}
+  redis.call('ZREM', KEYS[2], unpack(ids))
+  local metas = redis.call('HMGET', KEYS[3], unpack(ids))
+  local by_rank = {{}, {}, {}}
+  for j, id in ipairs(ids) do
+    if metas[j] then
+      local rank, deadline = string.match(metas[j], '^(%d) (.+)$')
+      local into = by_rank[tonumber(rank) + 1]
+      into[#into + 1] = deadline
+      into[#into + 1] = id
+    end
+  end
+  for r = 1, 3 do
+    if #by_rank[r] > 0 then
+      redis.call('ZADD', KEYS[4 + r], unpack(by_rank[r]))
+    end
   end
 end
 local limit = tonumber(ARGV[2])
-local out = {}
+local out, claimed = {}, {}
 for i = 1, #ARGV[5] do
   local want = limit - #out
   if want <= 0 then
@@ -37,8 +50,12 @@ for i = 1, #ARGV[5] do
   local popped = redis.call('ZPOPMIN', KEYS[5 + tonumber(string.sub(ARGV[5], i, i))], want)
   for j = 1, #popped, 2 do
     out[#out + 1] = popped[j]
-    redis.call('ZADD', KEYS[4], ARGV[3], popped[j])
+    claimed[#claimed + 1] = ARGV[3]
+    claimed[#claimed + 1] = popped[j]
   end
+end
+for first = 1, #claimed, 2000 do
+  redis.call('ZADD', KEYS[4], unpack(claimed, first, math.min(first + 1999, #claimed)))
 end
 return out
 """

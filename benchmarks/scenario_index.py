@@ -8,18 +8,25 @@
   among 10k and 10M (quick: 100k) filed straight into Redis.
 * ``claim_1000``: one claim of 1,000 ready tasks with 10k and 10M tasks in
   the table (quick: 10k and 100k), by the index (the script, the database
-  claim of those ids, the entries settled) and by the database alone, each
-  as a ratio to its own cost at the smallest size.
+  claim of those ids, the entries settled), by the index again on the same
+  1,000 tasks put back to waiting (their pages just written:
+  ``index_same_tasks``) and by the database alone, each as a ratio to its
+  own cost at the smallest size; ``wal_per_claim``, the bytes of WAL each
+  claim through the index wrote (pages written for the first time since a
+  checkpoint are logged whole).
 * ``rebuild``: seconds to fill the index of every table size from the
-  database (the resync after Redis lost everything).
+  database (the resync after Redis lost everything) by one process;
+  ``rebuild_by_two``, by two processes sharing it.
 * ``dispatch``: one runner pass publishing 50,000 ready tasks to Redis
   (quick: 20,000), with the index and without.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import statistics
 import time
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import redis
@@ -28,6 +35,7 @@ from swh_like_scheduler.index import IndexedStore, RedisIndex, rebuild
 from swh_like_scheduler.index.keeper import IndexKeeper
 from swh_like_scheduler.model import TaskStatus
 from swh_like_scheduler.runner import tick
+from swh_like_scheduler.store import SQLAlchemyStore
 
 from .common import (
     Context,
@@ -37,6 +45,7 @@ from .common import (
     log,
     purge,
     ratio,
+    raw,
     reset_tasks,
     scratch_store,
     unique_queue,
@@ -73,8 +82,7 @@ def lua_vs_zpopmin(ctx: Context, index: RedisIndex) -> None:
     for _ in range(ctx.repeat):
         _clear(index)
         keys = index.keys("drain")
-        token = index.begin_rebuild("drain")
-        assert token is not None and index.finish_rebuild("drain", token)
+        index.reset("drain", now=utcnow())
         pipe = client.pipeline(transaction=False)
         for n in range(DRAIN):
             pipe.zadd(keys.wait, {str(n): 1.0})
@@ -116,8 +124,7 @@ def lua_by_size(ctx: Context, index: RedisIndex, sizes: tuple[int, ...]) -> None
     for count in sizes:
         _clear(index)
         keys = index.keys("sized")
-        token = index.begin_rebuild("sized")
-        assert token is not None and index.finish_rebuild("sized", token)
+        index.reset("sized", now=utcnow())
         now = utcnow().timestamp()
         pipe = index.client.pipeline(transaction=False)
         for start in range(0, count, 10_000):
@@ -158,14 +165,54 @@ def lua_by_size(ctx: Context, index: RedisIndex, sizes: tuple[int, ...]) -> None
     _clear(index)
 
 
-def claims(
-    ctx: Context, index: RedisIndex, count: int
-) -> tuple[list[float], list[float], float, float]:
-    """Milliseconds of claims by the index and by the database, the
-    rebuild's seconds and Redis's bytes per entry, with ``count`` tasks in
-    the table."""
-    by_index: list[float] = []
-    by_db: list[float] = []
+@dataclass
+class Claims:
+    """What :func:`claims` measured with one table size."""
+
+    #: ms of claims through the index / from the database, each of other tasks
+    by_index: list[float] = field(default_factory=list)
+    by_db: list[float] = field(default_factory=list)
+    #: ms of claims through the index of the same 1,000 tasks again
+    by_index_warm: list[float] = field(default_factory=list)
+    #: WAL bytes written per claim through the index (cold, warm)
+    wal: list[float] = field(default_factory=list)
+    wal_warm: list[float] = field(default_factory=list)
+    #: seconds to rebuild by one process, and by two at once
+    rebuilt: float = 0.0
+    rebuilt_by_two: float = 0.0
+    per_entry: float = 0.0
+
+
+def _wal(store: SQLAlchemyStore) -> int:
+    return int(raw(store, "SELECT pg_current_wal_lsn() - '0/0'")[0][0])
+
+
+def _join_rebuild(db_url: str, redis_url: str) -> int | None:
+    """One process's share of a rebuild (run in a process of its own)."""
+    store = SQLAlchemyStore.from_url(db_url)
+    client = redis.Redis.from_url(redis_url, socket_timeout=60)
+    try:
+        return rebuild(RedisIndex(client, prefix=PREFIX), store, "bench", poll=0.01)
+    finally:
+        store.close()
+        client.close()
+
+
+def _rebuild_by_two(ctx: Context, store: SQLAlchemyStore, index: RedisIndex, count: int) -> float:
+    _clear(index)
+    url = store.engine.url.render_as_string(hide_password=False)
+    begin = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        filed = pool.starmap(_join_rebuild, [(url, ctx.redis)] * 2)
+    took = time.perf_counter() - begin
+    assert filed == [count, count], filed
+    return took
+
+
+def claims(ctx: Context, index: RedisIndex, count: int) -> Claims:
+    """Claims by the index and by the database, the rebuild's seconds and
+    Redis's bytes per entry, with ``count`` tasks in the table."""
+    found = Claims()
     with scratch_store(ctx.postgres, "swh_bench_index") as store:
         bench_type(store, unique_queue("index"), max_queue_length=None)
         now = utcnow()
@@ -175,26 +222,47 @@ def claims(
         memory = int(index.client.info("memory")["used_memory"])
         begin = time.perf_counter()
         filed = rebuild(index, store, "bench")
-        rebuilt = time.perf_counter() - begin
+        found.rebuilt = time.perf_counter() - begin
         assert filed == count, filed
-        per_entry = (int(index.client.info("memory")["used_memory"]) - memory) / count
-        log(f"index: {count:,} tasks filed in {rebuilt:.1f}s, {per_entry:.0f} bytes each")
+        found.per_entry = (int(index.client.info("memory")["used_memory"]) - memory) / count
+        found.rebuilt_by_two = _rebuild_by_two(ctx, store, index, count)
+        log(
+            f"index: {count:,} tasks filed in {found.rebuilt:.1f}s by one process,"
+            f" {found.rebuilt_by_two:.1f}s by two; {found.per_entry:.0f} bytes each"
+        )
+        if count >= 1_000_000:
+            time.sleep(SETTLE)
         indexed = IndexedStore(store, index)
         at = now + timedelta(seconds=1)
         for attempt in range(ctx.repeat):
             taken: list[int] = []
+            last: list[int] = []
             for _ in range(CLAIMS // 2):
+                wal = _wal(store)
                 begin = time.perf_counter()
                 ids = index.claim("bench", now=at, limit=BATCH) or []
                 claimed = store.claim_ready_tasks("bench", now=at, limit=BATCH, among=ids)
                 index.remove("bench", [c.task_id for c in claimed])
-                by_index.append((time.perf_counter() - begin) * 1000)
+                found.by_index.append((time.perf_counter() - begin) * 1000)
+                found.wal.append(_wal(store) - wal)
                 assert len(claimed) == BATCH, len(claimed)
-                taken.extend(c.task_id for c in claimed)
+                last = [c.task_id for c in claimed]
+                taken.extend(last)
+            # the same tasks again: their pages were just written
+            for _ in range(CLAIMS // 2):
+                _wait_again(store, index, last)
+                wal = _wal(store)
+                begin = time.perf_counter()
+                ids = index.claim("bench", now=at, limit=BATCH) or []
+                claimed = store.claim_ready_tasks("bench", now=at, limit=BATCH, among=ids)
+                index.remove("bench", [c.task_id for c in claimed])
+                found.by_index_warm.append((time.perf_counter() - begin) * 1000)
+                found.wal_warm.append(_wal(store) - wal)
+                assert sorted(c.task_id for c in claimed) == sorted(last)
             for _ in range(CLAIMS // 2):
                 begin = time.perf_counter()
                 claimed = indexed.claim_ready_tasks("bench", now=at, limit=BATCH)
-                by_db.append((time.perf_counter() - begin) * 1000)
+                found.by_db.append((time.perf_counter() - begin) * 1000)
                 assert len(claimed) == BATCH, len(claimed)
                 taken.extend(c.task_id for c in claimed)
             reset_tasks(store)
@@ -204,12 +272,21 @@ def claims(
             index.put("bench", tasks)
             log(
                 f"index claim {count:,} #{attempt}: index "
-                + ", ".join(f"{s:.1f}" for s in by_index[-CLAIMS // 2 :])
-                + " ms; database "
-                + ", ".join(f"{s:.1f}" for s in by_db[-CLAIMS // 2 :])
+                + ", ".join(f"{s:.1f}" for s in found.by_index[-CLAIMS // 2 :])
+                + " ms (same tasks again: "
+                + ", ".join(f"{s:.1f}" for s in found.by_index_warm[-CLAIMS // 2 :])
+                + " ms); database "
+                + ", ".join(f"{s:.1f}" for s in found.by_db[-CLAIMS // 2 :])
                 + " ms"
             )
-    return by_index, by_db, rebuilt, per_entry
+    return found
+
+
+def _wait_again(store: SQLAlchemyStore, index: RedisIndex, ids: list[int]) -> None:
+    """Put claimed tasks back to waiting (no run) and file them again."""
+    raw(store, "DELETE FROM task_run WHERE task_id = ANY(%s)", (ids,))
+    raw(store, "UPDATE task SET status = 'waiting' WHERE id = ANY(%s)", (ids,))
+    index.put("bench", store.get_tasks(ids))
 
 
 def dispatch(ctx: Context, index: RedisIndex, count: int) -> None:
@@ -263,10 +340,26 @@ def run(ctx: Context) -> None:
         lua_by_size(ctx, index, sizes)
         base: dict[str, float] = {}
         for count in sizes:
-            by_index, by_db, rebuilt, per_entry = claims(ctx, index, count)
-            ctx.measurement("index", "rebuild", "s", [rebuilt], digits=1, tasks=count)
-            ctx.measurement("index", "bytes_per_entry", "B", [per_entry], digits=0, tasks=count)
-            for way, samples in (("index", by_index), ("database", by_db)):
+            found = claims(ctx, index, count)
+            ctx.measurement("index", "rebuild", "s", [found.rebuilt], digits=1, tasks=count)
+            ctx.measurement(
+                "index",
+                "rebuild_by_two",
+                "s",
+                [found.rebuilt_by_two],
+                ratios={"vs_one": ratio(found.rebuilt_by_two, found.rebuilt)},
+                digits=1,
+                tasks=count,
+            )
+            if count >= 100_000:  # (below, other keys freed meanwhile blur it)
+                ctx.measurement(
+                    "index", "bytes_per_entry", "B", [found.per_entry], digits=0, tasks=count
+                )
+            for way, samples in (
+                ("index", found.by_index),
+                ("index_same_tasks", found.by_index_warm),
+                ("database", found.by_db),
+            ):
                 median = statistics.median(samples)
                 base.setdefault(way, median)
                 ctx.measurement(
@@ -278,6 +371,10 @@ def run(ctx: Context) -> None:
                     digits=1,
                     tasks=count,
                     way=way,
+                )
+            for way, samples in (("index", found.wal), ("index_same_tasks", found.wal_warm)):
+                ctx.measurement(
+                    "index", "wal_per_claim", "B", samples, digits=0, tasks=count, way=way
                 )
         dispatch(ctx, index, QUICK_DISPATCH if ctx.quick else DISPATCH)
     finally:

@@ -27,7 +27,7 @@ import multiprocessing
 import statistics
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import redis
 
@@ -238,27 +238,14 @@ def claims(ctx: Context, index: RedisIndex, count: int) -> Claims:
             taken: list[int] = []
             last: list[int] = []
             for _ in range(CLAIMS // 2):
-                wal = _wal(store)
-                begin = time.perf_counter()
-                ids = index.claim("bench", now=at, limit=BATCH) or []
-                claimed = store.claim_ready_tasks("bench", now=at, limit=BATCH, among=ids)
-                index.remove("bench", [c.task_id for c in claimed])
-                found.by_index.append((time.perf_counter() - begin) * 1000)
-                found.wal.append(_wal(store) - wal)
-                assert len(claimed) == BATCH, len(claimed)
-                last = [c.task_id for c in claimed]
+                last = _index_claim(store, index, at, found.by_index, found.wal)
+                assert len(last) == BATCH, len(last)
                 taken.extend(last)
             # the same tasks again: their pages were just written
             for _ in range(CLAIMS // 2):
                 _wait_again(store, index, last)
-                wal = _wal(store)
-                begin = time.perf_counter()
-                ids = index.claim("bench", now=at, limit=BATCH) or []
-                claimed = store.claim_ready_tasks("bench", now=at, limit=BATCH, among=ids)
-                index.remove("bench", [c.task_id for c in claimed])
-                found.by_index_warm.append((time.perf_counter() - begin) * 1000)
-                found.wal_warm.append(_wal(store) - wal)
-                assert sorted(c.task_id for c in claimed) == sorted(last)
+                again = _index_claim(store, index, at, found.by_index_warm, found.wal_warm)
+                assert sorted(again) == sorted(last)
             for _ in range(CLAIMS // 2):
                 begin = time.perf_counter()
                 claimed = indexed.claim_ready_tasks("bench", now=at, limit=BATCH)
@@ -280,6 +267,21 @@ def claims(ctx: Context, index: RedisIndex, count: int) -> Claims:
                 + " ms"
             )
     return found
+
+
+def _index_claim(
+    store: SQLAlchemyStore, index: RedisIndex, at: datetime, ms: list[float], wal: list[float]
+) -> list[int]:
+    """One claim of ``BATCH`` through the index, timed (``ms``), with the
+    WAL bytes it wrote (``wal``); the ids claimed."""
+    before = _wal(store)
+    begin = time.perf_counter()
+    ids = index.claim("bench", now=at, limit=BATCH) or []
+    claimed = store.claim_ready_tasks("bench", now=at, limit=BATCH, among=ids)
+    index.remove("bench", [c.task_id for c in claimed])
+    ms.append((time.perf_counter() - begin) * 1000)
+    wal.append(_wal(store) - before)
+    return [c.task_id for c in claimed]
 
 
 def _wait_again(store: SQLAlchemyStore, index: RedisIndex, ids: list[int]) -> None:

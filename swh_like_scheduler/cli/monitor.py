@@ -199,8 +199,14 @@ def start_monitor(
     app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
     workers = LiveWorkers(app)
     store = cli.scheduling_store("start-monitor")
+    keeper = None
+    index = cli.index()
+    if index is not None:
+        from ..index.keeper import IndexKeeper
+
+        keeper = IndexKeeper(index, store)
     if once:
-        report = monitor_loop(store, settings, once=True, app=app, workers=workers)
+        report = monitor_loop(store, settings, once=True, app=app, workers=workers, index=keeper)
         assert report is not None
         if as_json:
             emit_json(report.to_json())
@@ -211,4 +217,4 @@ def start_monitor(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    monitor_loop(store, settings, stop=stop, app=app, workers=workers)
+    monitor_loop(store, settings, stop=stop, app=app, workers=workers, index=keeper)

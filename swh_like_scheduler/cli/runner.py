@@ -157,7 +157,9 @@ def start_runner(
         duties = None
         if settings is not None:
             try:
-                duties = monitor_tick(store, now(), settings=settings, app=app, workers=workers)
+                duties = monitor_tick(
+                    store, now(), settings=settings, app=app, workers=workers, index=keeper
+                )
             finally:
                 release(store, settings)
         if as_json:

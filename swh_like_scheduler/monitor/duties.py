@@ -19,7 +19,12 @@ lock ``lock_ttl`` later and another takes over. Then, in order:
 5. **re-publish** (with a Celery app): runs claimed ``orphaned_after`` ago
    whose messages were never sent (a runner died), and runs published
    ``republish_after`` ago that never started and are not in their queue,
-   are published again with the same id (:mod:`..runner.republish`).
+   are published again with the same id (:mod:`..runner.republish`);
+6. **stuck index claims** (with the Redis index): ids a runner took from
+   the index and did not claim in the database within
+   :data:`~..index.CLAIM_TIMEOUT` (it died in between) are filed again
+   from the database, for every task type (runners do it too, for the
+   types they dispatch).
 
 Duties 2-4 and 5 run on the caller's clock (``now``), the lock and the steal
 step on the database's.
@@ -32,6 +37,7 @@ import random
 import threading
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from celery import Celery
 
@@ -45,6 +51,9 @@ from ..store import SchedulerStore
 from ..store.interface import ApplyOutcome
 from .records import MONITOR_LOCK, default_holder
 from .report import NOT_THE_MONITOR, MonitorReport
+
+if TYPE_CHECKING:
+    from ..index.keeper import IndexKeeper
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +140,7 @@ def monitor_tick(
     apply: ApplyOutcome | None = None,
     ping_timeout: timedelta | None = None,
     grace: timedelta | None = None,
+    index: IndexKeeper | None = None,
 ) -> MonitorReport:
     """One pass over the monitor's duties (see the module doc), if this
     process holds (or can take) the monitor's lock.
@@ -138,8 +148,10 @@ def monitor_tick(
     ``now`` is the caller's clock (default: the system's). ``apply`` is the
     policy's outcome (the listener's :func:`outcome_applier` when ``None``),
     so a run lost here updates its task exactly as a ``lost`` event would.
-    Without ``app`` nothing is re-published. ``ping_timeout`` / ``grace``
-    override those of ``settings`` (a shorthand for the steal step alone)."""
+    Without ``app`` nothing is re-published; without ``index`` (the Redis
+    index's keeper) no stuck index claim is returned. ``ping_timeout`` /
+    ``grace`` override those of ``settings`` (a shorthand for the steal
+    step alone)."""
     settings = settings or MonitorSettings()
     if ping_timeout is not None or grace is not None:
         settings = replace(
@@ -221,6 +233,10 @@ def monitor_tick(
             workers=workers,
             limit=batch,
         )
+    unstuck = 0
+    if index is not None:
+        for task_type in store.get_task_types():
+            unstuck += index.return_stuck(task_type.type, now=now)
     report = MonitorReport(
         now=now,
         lock=lock,
@@ -230,6 +246,7 @@ def monitor_tick(
         runs_deleted=runs_deleted,
         oneshots_deleted=oneshots_deleted,
         republished=republished,
+        index_unstuck=unstuck,
     )
     logger.info("monitor pass: %s", report.summary())
     return report
@@ -257,6 +274,7 @@ def monitor_loop(
     once: bool = False,
     app: Celery | None = None,
     workers: LiveWorkers | None = None,
+    index: IndexKeeper | None = None,
 ) -> MonitorReport | None:
     """Run :func:`monitor_tick` every ``settings.period`` until ``stop`` is
     set (or once), then release the lock. Store errors are logged and the
@@ -269,7 +287,9 @@ def monitor_loop(
     try:
         while True:
             try:
-                last = monitor_tick(store, settings=settings, app=app, workers=workers, apply=apply)
+                last = monitor_tick(
+                    store, settings=settings, app=app, workers=workers, apply=apply, index=index
+                )
             except SchedulerError as error:  # the database is down: one line per outage
                 if once:
                     raise

@@ -28,6 +28,8 @@ class MonitorReport:
     runs_deleted: int = 0
     oneshots_deleted: int = 0
     republished: int = 0
+    #: stuck claims of the Redis index filed again
+    index_unstuck: int = 0
 
     @property
     def is_monitor(self) -> bool:
@@ -38,13 +40,15 @@ class MonitorReport:
         if self.skipped is not None:
             return f"skipped: {self.skipped} ({self._holder_text()})"
         steal = self.steal
+        unstuck = self.index_unstuck
+        index = f"; {unstuck} stuck index claim(s) filed again" if unstuck else ""
         return (
             f"{len(steal.warned)} lease(s) put on notice, {len(steal.stolen)} run(s) lost; "
             f"{len(self.offline.marked_offline)} silent worker(s) marked offline, "
             f"{len(self.offline.lost)} of their run(s) lost; "
             f"{len(self.expired)} one-shot task(s) expired; "
             f"{self.runs_deleted} old run(s) and {self.oneshots_deleted} finished one-shot "
-            f"task(s) deleted; {self.republished} run(s) re-published"
+            f"task(s) deleted; {self.republished} run(s) re-published" + index
         )
 
     def _holder_text(self) -> str:
@@ -74,4 +78,5 @@ class MonitorReport:
             "runs_deleted": self.runs_deleted,
             "oneshots_deleted": self.oneshots_deleted,
             "republished": self.republished,
+            "index_unstuck": self.index_unstuck,
         }

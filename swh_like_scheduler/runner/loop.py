@@ -94,6 +94,7 @@ class RunnerLoop:
                     app=self.app,
                     workers=self.workers,
                     apply=self._apply,
+                    index=self.index,
                 )
             except SchedulerError as error:
                 self._monitor_outage.failed(error)

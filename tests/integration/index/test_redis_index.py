@@ -17,6 +17,7 @@ from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.index import CLAIM_TIMEOUT, IndexedStore, RedisIndex, drift, rebuild
 from swh_like_scheduler.index.keeper import IndexKeeper
 from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.monitor.duties import MonitorSettings, monitor_tick, release
 from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 
@@ -251,6 +252,33 @@ def test_tasks_the_database_refuses_do_not_hold_back_the_others(
     finally:
         with app.connection_for_write() as conn:
             conn.default_channel.queue_delete(queue)
+
+
+@pytest.mark.postgresql
+def test_the_monitor_files_again_the_stuck_claims_of_every_type(
+    pg_store: SQLAlchemyStore, index: RedisIndex
+) -> None:
+    store = IndexedStore(pg_store, index)
+    keeper = IndexKeeper(index, store, background=False)  # type: ignore[arg-type]
+    task_type = new_type(pg_store)
+    now = datetime.now(tz=UTC)
+    assert rebuild(index, store, task_type.type) == 0  # type: ignore[arg-type]
+    store.create_tasks(ready(task_type, 10, now), now=now)  # filed as they are created
+    # a runner took them from the index, then died before claiming them
+    assert len(index.claim(task_type.type, now=now, limit=10) or []) == 10
+    settings = MonitorSettings(holder=f"monitor-{uuid.uuid4().hex[:6]}")
+    early = monitor_tick(store, now, settings=settings, index=keeper)  # type: ignore[arg-type]
+    assert early.index_unstuck == 0
+    late = monitor_tick(  # no runner dispatches the type: the monitor files them
+        store,  # type: ignore[arg-type]
+        now + 2 * CLAIM_TIMEOUT,
+        settings=settings,
+        index=keeper,
+    )
+    assert late.index_unstuck == 10
+    assert "10 stuck index claim(s) filed again" in late.summary()
+    assert index.sizes(task_type.type) == {"wait": 10, "ready": 0, "claimed": 0}
+    release(pg_store, settings)
 
 
 @pytest.mark.postgresql

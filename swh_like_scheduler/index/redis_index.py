@@ -113,7 +113,12 @@ def entry(task: Task) -> tuple[str, float, str] | None:
     ``None`` for one it should not (not waiting)."""
     if task.status is not TaskStatus.WAITING or task.id is None:
         return None
-    return str(task.id), seconds(task.next_run), f"{task.priority.rank} {seconds(task.deadline)!r}"
+    return str(task.id), seconds(task.next_run), _meta(task.priority, task.deadline)
+
+
+def _meta(priority: Priority, deadline: datetime) -> str:
+    """A ``meta`` value: the class rank and the deadline (the ready score)."""
+    return f"{priority.rank} {seconds(deadline)!r}"
 
 
 class RedisIndex:
@@ -163,9 +168,7 @@ class RedisIndex:
                 keep.extend(found)
             elif task.id is not None:
                 drop.append(str(task.id))
-        done = 0
-        for i in range(0, len(keep), 3 * chunk):
-            done += int(self._call(self._upsert, task_type, keep[i : i + 3 * chunk]))
+        done = self._upsert_values(task_type, keep, chunk)
         for i in range(0, len(drop), chunk):
             done += int(self._call(self._remove, task_type, drop[i : i + chunk]))
         return done
@@ -182,8 +185,12 @@ class RedisIndex:
         :class:`~swh_like_scheduler.store.WaitingEntry` (a rebuild's pages)."""
         values: list[Any] = []
         for item in entries:
-            meta = f"{priority.rank} {seconds(item.deadline)!r}"
-            values.extend((str(item.id), seconds(item.next_run), meta))
+            values.extend((str(item.id), seconds(item.next_run), _meta(priority, item.deadline)))
+        return self._upsert_values(task_type, values, chunk)
+
+    def _upsert_values(self, task_type: str, values: list[Any], chunk: int) -> int:
+        """Run :data:`.scripts.UPSERT` over ``(id, score, meta)`` triples,
+        ``chunk`` tasks a call."""
         done = 0
         for i in range(0, len(values), 3 * chunk):
             done += int(self._call(self._upsert, task_type, values[i : i + 3 * chunk]))

@@ -141,15 +141,7 @@ def rebuild(
     while True:
         step = index.rebuild_step(task_type, now=clock(), first=first, lease=lease)
         if step.kind == "done":
-            total = int(index.rebuild_state(task_type).get("filed", 0))
-            if mine:
-                logger.info(
-                    "index of %s rebuilt: %d waiting tasks (%d by this process)",
-                    task_type,
-                    total,
-                    mine,
-                )
-            return total
+            return _completed(index, task_type, mine, here=bool(step.token))
         if step.kind == "wait" and not wait:
             return None
         if step.kind in ("wait", "busy"):
@@ -180,9 +172,23 @@ def rebuild(
             continue
         index.put_entries(task_type, PRIORITY_ORDER[taken.rank], entries)
         mine += len(entries)
-        if not index.rebuild_page_done(task_type, step.token, taken.text(), len(entries)):
+        done = index.rebuild_page_done(task_type, step.token, taken.text(), len(entries))
+        if not done:
             logger.info("the rebuild of the index of %s began anew; this process stops", task_type)
             return None
+        if done == 2:  # this page completed the index: say so at once
+            return _completed(index, task_type, mine, here=True)
+
+
+def _completed(index: RedisIndex, task_type: str, mine: int, *, here: bool = False) -> int:
+    """The rebuild is complete: how many tasks it filed (logged if this
+    process filed some of them, or completed it: ``here``)."""
+    total = int(index.rebuild_state(task_type).get("filed", 0))
+    if mine or here:
+        logger.info(
+            "index of %s rebuilt: %d waiting tasks (%d by this process)", task_type, total, mine
+        )
+    return total
 
 
 def _read_range(

@@ -100,8 +100,9 @@ def _ms_of(span: timedelta) -> int:
 @dataclass(frozen=True)
 class RebuildStep:
     """What a process joining a rebuild does next (:data:`.scripts.JOIN`):
-    ``done``, ``wait``, ``busy``, ``cursor`` (``value``: where to read
-    from) or ``page`` (``value``: a page to read and file again)."""
+    ``done`` (``token`` set if this step completed the index), ``wait``,
+    ``busy``, ``cursor`` (``value``: where to read from) or ``page``
+    (``value``: a page to read and file again)."""
 
     kind: str
     token: str = ""

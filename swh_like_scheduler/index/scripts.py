@@ -121,7 +121,8 @@ return ids
 #: cursor a new rebuild starts from.
 #: Starts a rebuild unless one is under way (empties the type's index,
 #: which is not used until the rebuild is done), then gives the caller its
-#: next step: ``{'done'}`` (the index is complete), ``{'page', token,
+#: next step: ``{'done'}`` (the index is complete; ``{'done', token}``
+#: if this call completed it: the last page was empty), ``{'page', token,
 #: page}`` (a page whose lease ran out: read and file it again),
 #: ``{'cursor', token, cursor}`` (the cursor is the caller's until the
 #: lease ends: read the page from it, then :data:`ADVANCE`), ``{'busy',
@@ -150,7 +151,7 @@ if cursor == 'end' then
   if redis.call('ZCARD', KEYS[9]) == 0 then
     redis.call('HDEL', KEYS[1], 'building')
     redis.call('HSET', KEYS[1], 'synced', '1')
-    return {'done'}
+    return {'done', token}
   end
   return {'wait', token}
 end

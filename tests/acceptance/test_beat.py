@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 import services
+from waiting import wait_until
 
 from swh_like_scheduler.broker import queue_depth
 from swh_like_scheduler.celery_factory import make_app
@@ -54,26 +55,30 @@ def test_celery_beat_with_our_scheduler_dispatches_ready_tasks(
         env["SWH_SCHEDULER_INDEX_URL"] = broker
         index.client.delete(*index.keys("beat-test").all())  # left by an earlier run
     celery = str(Path(sys.executable).with_name("celery"))
-    process = subprocess.Popen(
-        [celery, "-A", "swh_like_scheduler.celery_app", "beat", "-S", "swh", "-l", "INFO"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    log = tmp_path / "beat.log"
+    with log.open("w") as out:  # the child keeps its own descriptor
+        process = subprocess.Popen(
+            [celery, "-A", "swh_like_scheduler.celery_app", "beat", "-S", "swh", "-l", "INFO"],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     app = make_app(config_module=None, broker_url=broker, load_workers=False)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and queue_depth(app, queue) < 25:
-            assert process.poll() is None, process.communicate()[0]
+            assert process.poll() is None, log.read_text()
             time.sleep(0.1)
         assert queue_depth(app, queue) == 25
-        while indexed and time.monotonic() < deadline and not index.is_complete("beat-test"):
-            time.sleep(0.1)  # the rebuild runs beside the passes
+        if indexed:  # the rebuild runs beside the passes, in a thread of its own
+            wait_until(
+                lambda: "index of beat-test rebuilt" in log.read_text(), 60, "the index rebuilt"
+            )
     finally:
         process.send_signal(signal.SIGTERM)
-        output = process.communicate(timeout=30)[0]
+        process.wait(timeout=30)
+        output = log.read_text()
         with app.connection_for_write() as conn:
             conn.default_channel.queue_delete(queue)
     assert "swh_like_scheduler runner" in output

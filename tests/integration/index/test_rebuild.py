@@ -222,3 +222,21 @@ def test_a_rebuild_begun_anew_stops_the_processes_of_the_old_one(
     # the next one begins anew and files every task
     assert rebuild(index, store, name, page=10) == 90
     assert sorted(claimed_in_order(index, name)) == everyone(order)
+
+
+def test_the_process_completing_a_rebuild_says_so_even_when_it_filed_nothing(
+    index: RedisIndex, pg_store: SQLAlchemyStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every task went out before the rebuild read it (a beat pass, say):
+    the index is complete with nothing filed, and the process that completed
+    it logs that; one joining afterwards does not."""
+    name = f"t{uuid.uuid4().hex[:8]}"
+    pg_store.create_task_type(TaskType(type=name, backend_name="swh.test.nothing"))
+    with caplog.at_level("INFO", logger="swh_like_scheduler.index.rebuild"):
+        assert rebuild(index, pg_store, name, page=10) == 0
+        assert index.is_complete(name)
+        said = [r.getMessage() for r in caplog.records if "rebuilt" in r.getMessage()]
+        assert said == [f"index of {name} rebuilt: 0 waiting tasks (0 by this process)"]
+        caplog.clear()
+        assert rebuild(index, pg_store, name, page=10) == 0  # already complete
+        assert not [r for r in caplog.records if "rebuilt" in r.getMessage()]

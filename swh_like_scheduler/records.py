@@ -108,6 +108,8 @@ LATE_OUTCOME = "late_outcome"
 SUPERSEDED = "superseded"
 #: History entry written on the run that records a one-shot task's expiry.
 EXPIRED = "expired"
+#: How the ``error`` of that run begins.
+EXPIRED_ERROR = "expired: "
 
 
 def worker_timeout(freq: float | None, setting: timedelta | None) -> timedelta:

@@ -153,6 +153,15 @@ class ScheduleCollector(Collector):
         for (name, status), count in sorted(figures.ended_runs.items()):
             ended.add_metric([name, status], count)
         yield ended
+        expired = GaugeMetricFamily(
+            "swh_scheduler_oneshots_expired_last_hour",
+            "One-shot tasks expired (disabled unrun: past max_delay and the expiry grace "
+            "although a runner had room) within the last hour, per type",
+            labels=["type"],
+        )
+        for name in sorted(names):
+            expired.add_metric([name], figures.expired.get(name, 0))
+        yield expired
         for metric, instant, text in (
             (
                 "swh_scheduler_last_claim_age_seconds",

@@ -83,6 +83,7 @@ WRITE_METHODS = frozenset(
         "record_worker_sightings",
         "end_worker_runs",
         "sweep_silent_workers",
+        "record_room",
         "expire_oneshot_tasks",
         "acquire_lock",
         "release_lock",

@@ -57,10 +57,12 @@ _MONITOR_OPTIONS = [
     click.option(
         "--oneshot-expiry-grace",
         type=click.FloatRange(min=0),
-        default=0.0,
+        default=300.0,
         show_default=True,
         help="Seconds after its should_start_by (T + max_delay) before a one-shot task "
-        "that never started expires (is disabled).",
+        "with a max_delay that never started expires (is disabled), and only if a "
+        "runner pass with room for it came after that and could not take it. A "
+        "one-shot without max_delay never expires.",
     ),
     click.option(
         "--keep-runs",

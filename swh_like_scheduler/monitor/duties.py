@@ -11,8 +11,11 @@ lock ``lock_ttl`` later and another takes over. Then, in order:
    are marked offline; the plain runs of workers offline for longer than
    ``offline_grace`` end ``lost`` (a warm shutdown says offline, then
    finishes its runs; their real outcomes come first);
-3. **one-shot expiry**: waiting one-shot tasks never dispatched whose
-   should_start_by passed more than ``oneshot_expiry_grace`` ago are disabled;
+3. **one-shot expiry**: waiting one-shot tasks with a ``max_delay``, never
+   dispatched, whose should_start_by passed more than ``oneshot_expiry_grace``
+   ago, and that a runner pass with room after that could still not take
+   (banned nodes, a blackout window), are disabled; a one-shot late because
+   no runner passed or its queue was full is never expired;
 4. **retention**: runs ended more than ``keep_runs`` ago (and dispatch
    batches claimed as long ago), and finished one-shot tasks unchanged for
    ``keep_finished_oneshots``, deleted in bounded batches;
@@ -58,6 +61,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _ZERO = timedelta(0)
+#: how long after its should_start_by a one-shot task with a ``max_delay``
+#: may still start before it can expire (and only if a runner had room)
+ONESHOT_EXPIRY_GRACE = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,9 @@ class MonitorSettings:
     ``offline_grace``: how long after a worker's ``worker-offline`` its open
     runs may still report before they are ended ``lost``.
     ``oneshot_expiry_grace``: extra time after a one-shot task's
-    should_start_by before it expires. ``keep_runs`` / ``keep_finished_oneshots``:
+    should_start_by before it may expire (a task with ``max_delay`` only,
+    and only once a runner pass had room for it:
+    :meth:`SchedulerStore.expire_oneshot_tasks`). ``keep_runs`` / ``keep_finished_oneshots``:
     retention, at most ``retention_limit`` rows of each kind per pass.
     ``republish_after``: ``None`` disables re-publishing lost messages;
     ``orphaned_after``: how long a claim may stay unpublished before its runs
@@ -87,7 +95,7 @@ class MonitorSettings:
     period: timedelta = timedelta(seconds=10)
     worker_timeout: timedelta | None = None
     offline_grace: timedelta = timedelta(seconds=60)
-    oneshot_expiry_grace: timedelta = _ZERO
+    oneshot_expiry_grace: timedelta = ONESHOT_EXPIRY_GRACE
     keep_runs: timedelta = timedelta(days=90)
     keep_finished_oneshots: timedelta = timedelta(days=30)
     retention_limit: int = 10_000
@@ -201,11 +209,7 @@ def monitor_tick(
         )
     expired = store.expire_oneshot_tasks(now=now, grace=settings.oneshot_expiry_grace, limit=batch)
     for expiry in expired:
-        logger.warning(
-            "one-shot task %s expired (had to start by %s): disabled",
-            expiry.task.id,
-            expiry.should_start_by.isoformat(),
-        )
+        logger.warning("one-shot task %s %s", expiry.task.id, expiry.run.error)
     runs_deleted = store.delete_old_runs(
         ended_before=now - settings.keep_runs, limit=settings.retention_limit
     )

@@ -313,6 +313,8 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
     ):
         serving = _Serving(context, task_type, publisher, pool)
         claimed, published, error = serving.run(capacity, claimers)
+    if error is None and claimed < capacity:
+        _record_room(context, task_type)
     seconds = time.perf_counter() - started
     report = TypePass(
         task_type.type,
@@ -327,6 +329,18 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
     metrics.record_type_pass(task_type.type, depth, claimed, published, seconds)
     (logger.error if error else logger.info)("%s", report.describe())
     return report
+
+
+def _record_room(context: _Pass, task_type: TaskType) -> None:
+    """The pass claimed every ready task of the type it could, with
+    capacity to spare: say so, at the pass's ``now`` (every claim of the
+    pass saw at least the tasks ready then). Only such a pass lets the
+    monitor expire a one-shot task it still did not take
+    (:meth:`SchedulerStore.expire_oneshot_tasks`)."""
+    try:
+        context.store.record_room(task_type.type, at=context.now, priorities=context.priorities)
+    except SchedulerError as error:  # the next pass says it again
+        logger.warning("could not record the room of %s: %s", task_type.type, error)
 
 
 class _Serving:

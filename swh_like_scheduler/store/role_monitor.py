@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from ..model import (
+    Priority,
     TaskRun,
 )
 
@@ -87,16 +88,30 @@ class MonitorStore(Protocol):
         timeout <= 0."""
         ...
 
+    def record_room(
+        self, task_type: str, *, at: datetime, priorities: Sequence[Priority] | None = None
+    ) -> None:
+        """A runner pass of ``task_type`` claimed, at ``at`` (its ``now``),
+        every ready task of the ``priorities`` classes (default all) it
+        could, with capacity to spare. Kept per type and class, the latest
+        instant wins: :meth:`expire_oneshot_tasks` reads it."""
+        ...
+
     def expire_oneshot_tasks(
         self, *, now: datetime, grace: timedelta = timedelta(0), limit: int = 1000
     ) -> list[Expiry]:
-        """One-shot tasks that are ``waiting``, were never dispatched (no run,
-        no recorded start or end) and whose should_start_by (the policy's
-        :func:`start_times` at ``now``: T + ``max_delay``) passed more than
-        ``grace`` ago become ``disabled``; each gets a ``cancelled`` run (its
-        slot, ended at ``now``, ``error`` saying why, history ``expired``) and
-        ``next_run`` moves 1 µs past that slot. At most ``limit`` per call,
-        earliest deadline first; rows being claimed are skipped (PostgreSQL)."""
+        """Disable the one-shot tasks that the platform could have served and
+        did not: tasks ``waiting`` with a ``max_delay``, never dispatched (no
+        run, no recorded start or end), whose should_start_by (the policy's
+        :func:`start_times` at ``now``: T + ``max_delay``) plus ``grace`` is
+        before ``now`` **and** before the latest pass with room of their type
+        and class (:meth:`record_room`). A one-shot without ``max_delay``
+        never expires, nor one that was late because no runner passed or its
+        queue was full: it is dispatched when room comes back. Each expired
+        task gets a ``cancelled`` run (its slot, ended at ``now``, ``error``
+        saying why, history ``expired``) and ``next_run`` moves 1 µs past that
+        slot. At most ``limit`` per call, earliest deadline first; rows being
+        claimed are skipped (PostgreSQL)."""
         ...
 
     def acquire_lock(self, name: str, *, holder: str, ttl: timedelta) -> LockState:

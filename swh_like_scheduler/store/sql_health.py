@@ -7,7 +7,8 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from ..model import OPEN_RUN_STATUSES, Priority, TaskStatus
+from ..model import OPEN_RUN_STATUSES, Priority, RunStatus, TaskStatus
+from ..records import EXPIRED_ERROR
 from .sql_base import SQLBase
 from .tables import dispatch_batch as batch_t
 from .tables import task as task_t
@@ -38,6 +39,10 @@ class HealthMethods(SQLBase):
             .where(run_t.c.ended > now - ENDED_WINDOW, run_t.c.ended <= now)
             .group_by(task_t.c.type, run_t.c.status)
         )
+        expired = ended.with_only_columns(task_t.c.type, sa.func.count()).where(
+            run_t.c.status == RunStatus.CANCELLED.value, run_t.c.error.startswith(EXPIRED_ERROR)
+        )
+        expired = expired.group_by(None).group_by(task_t.c.type)
         with self._read("read schedule health") as conn:
             names = list(conn.scalars(sa.select(type_t.c.type).order_by(type_t.c.type)))
             overdue: dict[str, datetime] = {}
@@ -66,4 +71,5 @@ class HealthMethods(SQLBase):
                     sa.select(sa.func.max(worker_t.c.last_heartbeat_at))
                 ),
                 ended_runs={(t, s): n for t, s, n in conn.execute(ended)},
+                expired={t: n for t, n in conn.execute(expired)},
             )

@@ -4,8 +4,8 @@
   that went away, ended ``lost`` through the same path as a stolen lease
   (:meth:`LeaseMethods._end_owned`: ``apply`` in the same transaction, the
   task runnable at once in a new slot);
-* one-shot tasks that can no longer start in time, disabled with a run that
-  says why;
+* one-shot tasks that can no longer start in time although a runner had
+  room for them (``dispatch_room``), disabled with a run that says why;
 * a named lock with an expiry on the database clock (``scheduler_lock``),
   taken and renewed with one conditional UPSERT.
 
@@ -32,8 +32,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from ..exceptions import InvalidInput
 from ..model import (
     OPEN_RUN_STATUSES,
+    PRIORITY_ORDER,
+    Priority,
     RunStatus,
     ScheduleKind,
+    Task,
     TaskRun,
     TaskStatus,
     run_backend_id,
@@ -42,6 +45,7 @@ from ..policy import start_times
 from ..policy.times import fmt_duration, fmt_instant
 from ..records import (
     EXPIRED,
+    EXPIRED_ERROR,
     MIN_WORKER_TIMEOUT,
     WORKER_OFFLINE,
     Expiry,
@@ -54,6 +58,7 @@ from ..records import (
 from . import rows
 from .interface import ApplyOutcome
 from .sql_lease import _TICK, LeaseMethods, _entry
+from .tables import dispatch_room as room_t
 from .tables import scheduler_lock as lock_t
 from .tables import task as task_t
 from .tables import task_run as run_t
@@ -272,21 +277,45 @@ class MonitorMethods(LeaseMethods):
 
     # -- one-shot expiry --------------------------------------------------------
 
+    def record_room(
+        self, task_type: str, *, at: datetime, priorities: Sequence[Priority] | None = None
+    ) -> None:
+        classes = sorted({p.value for p in (priorities or PRIORITY_ORDER)})
+        with self._write("record dispatch room") as conn:
+            insert = self._upsert(room_t).values(
+                [{"task_type": task_type, "priority": c, "at": at} for c in classes]
+            )
+            conn.execute(
+                insert.on_conflict_do_update(
+                    index_elements=[room_t.c.task_type, room_t.c.priority],
+                    set_={"at": insert.excluded.at},
+                    where=room_t.c.at < insert.excluded.at,
+                )
+            )
+
     def expire_oneshot_tasks(
         self, *, now: datetime, grace: timedelta = timedelta(0), limit: int = 1000
     ) -> list[Expiry]:
         if grace < timedelta(0):
             raise InvalidInput("oneshot_expiry_grace", f"{grace} is negative")
         never_dispatched = ~sa.exists().where(run_t.c.task_id == task_t.c.id)
+        room = (
+            sa.select(room_t.c.at)
+            .where(room_t.c.task_type == task_t.c.type, room_t.c.priority == task_t.c.priority)
+            .scalar_subquery()
+        )
         query = (
-            sa.select(task_t)
+            sa.select(task_t, room.label("room_at"))
             .where(
                 task_t.c.schedule_kind == ScheduleKind.ONESHOT.value,
                 task_t.c.status == TaskStatus.WAITING.value,
+                task_t.c.max_delay.is_not(None),
                 task_t.c.last_start_at.is_(None),
                 task_t.c.last_end_at.is_(None),
-                # T <= should_start_by: a necessary condition, cheap to test
+                # necessary conditions, cheap to test: T <= should_start_by,
+                # and a pass with room came after the deadline
                 task_t.c.next_run < now - grace,
+                room > task_t.c.deadline,
                 never_dispatched,
             )
             .order_by(task_t.c.deadline, task_t.c.id)
@@ -294,7 +323,10 @@ class MonitorMethods(LeaseMethods):
         )
         expired: list[Expiry] = []
         with self._write("expire one-shot tasks") as conn:
-            found = [rows.task_from_row(r._mapping) for r in conn.execute(self._lock_skip(query))]
+            found = [
+                (rows.task_from_row(r._mapping), r.room_at)
+                for r in conn.execute(self._lock_skip(query))
+            ]
             if not found:
                 return []
             types = {
@@ -304,39 +336,59 @@ class MonitorMethods(LeaseMethods):
                     for r in conn.execute(sa.select(task_type_t))
                 )
             }
-            for task in found:
+            for task, room_at in found:
                 assert task.id is not None
                 should = start_times(task, types[task.type], now).should_start_by
-                if not should + grace < now:
+                if not (should + grace < now and should + grace < room_at):
                     continue
-                why = (
-                    f"expired: a one-shot task that had to start by {fmt_instant(should)}"
-                    + (f" (+ a grace of {fmt_duration(grace)})" if grace else "")
-                    + f" had not started at {fmt_instant(now)}; disabled"
-                )
-                run = TaskRun(
-                    task_id=task.id,
-                    backend_id=run_backend_id(task.id, task.next_run),
-                    slot=task.next_run,
-                    scheduled=now,
-                    status=RunStatus.CANCELLED,
-                    ended=now,
-                    error=why,
-                    history=(_entry(EXPIRED, now, should_start_by=should.isoformat()),),
-                )
-                [run_id] = self._insert(conn, run_t, [rows.run_to_row(run)])
-                # the slot is taken by that run: were the task enabled again,
-                # its next run needs another one
-                after = task.updated(
-                    status=TaskStatus.DISABLED, next_run=task.next_run + _TICK, updated_at=now
-                )
-                conn.execute(
-                    sa.update(task_t)
-                    .where(task_t.c.id == task.id)
-                    .values(status=after.status.value, next_run=after.next_run, updated_at=now)
-                )
-                expired.append(Expiry(after, replace(run, id=run_id), should))
+                expired.append(self._expire(conn, task, should, grace, room_at, now))
         return expired
+
+    def _expire(
+        self,
+        conn: sa.Connection,
+        task: Task,
+        should: datetime,
+        grace: timedelta,
+        room_at: datetime,
+        now: datetime,
+    ) -> Expiry:
+        assert task.id is not None
+        why = (
+            f"{EXPIRED_ERROR}a one-shot task that had to start by {fmt_instant(should)}"
+            + (f" (+ a grace of {fmt_duration(grace)})" if grace else "")
+            + f" had not started at {fmt_instant(now)}, although a runner pass of its type"
+            f" had room at {fmt_instant(room_at)} and could not take it; disabled"
+        )
+        run = TaskRun(
+            task_id=task.id,
+            backend_id=run_backend_id(task.id, task.next_run),
+            slot=task.next_run,
+            scheduled=now,
+            status=RunStatus.CANCELLED,
+            ended=now,
+            error=why,
+            history=(
+                _entry(
+                    EXPIRED,
+                    now,
+                    should_start_by=should.isoformat(),
+                    room_at=room_at.isoformat(),
+                ),
+            ),
+        )
+        [run_id] = self._insert(conn, run_t, [rows.run_to_row(run)])
+        # the slot is taken by that run: were the task enabled again, its
+        # next run needs another one
+        after = task.updated(
+            status=TaskStatus.DISABLED, next_run=task.next_run + _TICK, updated_at=now
+        )
+        conn.execute(
+            sa.update(task_t)
+            .where(task_t.c.id == task.id)
+            .values(status=after.status.value, next_run=after.next_run, updated_at=now)
+        )
+        return Expiry(after, replace(run, id=run_id), should)
 
     # -- named locks ------------------------------------------------------------
 

@@ -277,3 +277,17 @@ scheduler_lock = sa.Table(
     sa.Column("holder", sa.Text, nullable=False),
     sa.Column("expires_at", UTCDateTime, nullable=False),
 )
+
+#: When a runner pass last had room for every ready task of a type and
+#: priority class: it claimed them all with capacity to spare. A one-shot
+#: task expires only if such a pass came after its deadline and still could
+#: not take it (its own constraints: banned nodes, a blackout window); a task
+#: late because no runner ran, or because its queue was full, is dispatched
+#: when room comes back (sql/versions/0007_dispatch_room.py).
+dispatch_room = sa.Table(
+    "dispatch_room",
+    metadata,
+    sa.Column("task_type", sa.Text, primary_key=True),
+    sa.Column("priority", sa.Text, primary_key=True),
+    sa.Column("at", UTCDateTime, nullable=False),
+)

@@ -100,6 +100,8 @@ class ScheduleHealth:
     last_worker_seen_at: datetime | None
     #: runs ended within :data:`ENDED_WINDOW` before ``now``, per ``(type, run status)``
     ended_runs: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: one-shot tasks expired within :data:`ENDED_WINDOW`, per type
+    expired: dict[str, int] = field(default_factory=dict)
 
 
 #: the window of :attr:`ScheduleHealth.ended_runs`

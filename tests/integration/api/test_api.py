@@ -209,6 +209,16 @@ def test_conditions_and_metrics(
     store.end_task_run(claimed.backend_id, status=RunStatus.FAILED, ended=clock.now)
     ended = 'swh_scheduler_runs_ended_last_hour{status="failed",type="sleep"} 1.0'
     assert ended in client.get("/metrics").text
+    # one-shot tasks expired within the hour, per type (0 for a type with none)
+    assert 'swh_scheduler_oneshots_expired_last_hour{type="sleep"} 0.0' in text
+    late = {"type": "sleep", "args": [9], "kind": "oneshot", "next_run": clock.now.isoformat()}
+    late["max_delay"] = "1 s"
+    client.post("/tasks", json={"tasks": [late]})
+    store.record_room("sleep", at=clock.now + timedelta(minutes=10))
+    assert len(store.expire_oneshot_tasks(now=clock.now + timedelta(minutes=10))) == 1
+    clock.now += timedelta(minutes=10)
+    text = client.get("/metrics").text
+    assert 'swh_scheduler_oneshots_expired_last_hour{type="sleep"} 1.0' in text, text
     assert client.get("/conditions", params={"type": "nope"}).status_code == 404
 
 

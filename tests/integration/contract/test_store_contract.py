@@ -839,3 +839,23 @@ def test_claims_respect_banned_nodes(
     assert [(c.args[0], c.dont_run_on_nodes) for c in claimed] == [("not-a", ("a",))]
     claimed = store.claim_ready_tasks("sleep", now=now, limit=9, nodes=["a", "b", "c"])
     assert [c.args[0] for c in claimed] == ["not-a-b"]
+
+
+def test_a_oneshot_expires_only_after_a_pass_with_room(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    [late, unbounded] = store.create_tasks(
+        [
+            make_task(
+                now, 1, schedule_kind=ScheduleKind.ONESHOT, offset=-H, deadline=-H + S, max_delay=S
+            ),
+            make_task(now, 2, schedule_kind=ScheduleKind.ONESHOT, offset=-H, deadline=-H),
+        ],
+        now=now - 2 * H,
+    )
+    assert store.expire_oneshot_tasks(now=now) == []  # no pass had room since
+    store.record_room("sleep", at=now - S, priorities=[Priority.NORMAL])
+    [expiry] = store.expire_oneshot_tasks(now=now)
+    assert expiry.task.id == late.id and expiry.task.status is TaskStatus.DISABLED
+    assert expiry.run.error and "had room at" in expiry.run.error
+    assert store.get_tasks([unbounded.id or 0])[0].status is TaskStatus.WAITING

@@ -387,10 +387,12 @@ def test_an_expired_one_shot_task_leaves_the_index(
                 schedule_kind=ScheduleKind.ONESHOT,
                 next_run=now - 2 * H,
                 deadline=now - 2 * H,
+                max_delay=timedelta(0),
             )
         ],
         now=now - 2 * H,
     )
+    store.record_room(task_type.type, at=now - H)
     assert rebuild(index, store, task_type.type) == 1  # type: ignore[arg-type]
     assert index.sizes(task_type.type)["wait"] == 1
     [expiry] = store.expire_oneshot_tasks(now=now)

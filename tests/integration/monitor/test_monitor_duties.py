@@ -38,7 +38,9 @@ def test_one_pass_does_every_duty(store: SQLAlchemyStore, now: datetime) -> None
     apply = applier(store)
     store.record_worker_sightings([WorkerSighting(W1, now - H, True, 2.0)])
     silent_task, silent_run = run_on(store, now, 1, W1, started=now - H)
-    late = oneshot(store, task_type, now - H, 2)
+    late = oneshot(store, task_type, now - H, 2, max_delay=S)
+    store.record_room(task_type.type, at=now - S)  # a runner had room since
+    oneshot(store, task_type, now - H, 6)  # no max_delay: never expires
     _, old = run_on(store, now - 3 * D, 3, W2, started=now - 3 * D)
     store.end_task_run(old.backend_id, status=RunStatus.EVENTFUL, ended=now - 3 * D, apply=apply)
     _, never_started = run_on(store, now - 5 * D, 4, None)  # open: never deleted

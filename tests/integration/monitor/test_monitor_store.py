@@ -9,7 +9,7 @@ from monitortest import H, S, adaptive_task, applier, oneshot, plain_type, run_o
 from waiting import wait_until
 
 from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import RunStatus, TaskStatus
+from swh_like_scheduler.model import Priority, RunStatus, TaskStatus
 from swh_like_scheduler.monitor import WorkerSighting, WorkerState
 from swh_like_scheduler.store import SQLAlchemyStore
 
@@ -135,16 +135,27 @@ def test_sweep_leaves_leased_runs_to_the_steal_protocol(store: SQLAlchemyStore) 
 # -- one-shot expiry ---------------------------------------------------------------
 
 
-def test_oneshot_tasks_past_their_max_delay_expire(store: SQLAlchemyStore, now: datetime) -> None:
+def test_oneshot_tasks_past_their_max_delay_expire_once_a_runner_had_room(
+    store: SQLAlchemyStore, now: datetime
+) -> None:
     task_type = plain_type(store)
     late = oneshot(store, task_type, now - 10 * S, 1, max_delay=5 * S)
     in_delay = oneshot(store, task_type, now - 10 * S, 2, max_delay=60 * S)
-    exact = oneshot(store, task_type, now - 10 * S, 3)  # max_delay 0: should start by T
-    future = oneshot(store, task_type, now + H, 4)
-    dispatched = oneshot(store, task_type, now - 10 * S, 5)
+    exact = oneshot(store, task_type, now - 10 * S, 3, max_delay=timedelta(0))
+    no_delay = oneshot(store, task_type, now - H, 7)  # no max_delay: never expires
+    future = oneshot(store, task_type, now + H, 4, max_delay=S)
+    dispatched = oneshot(store, task_type, now - 10 * S, 5, max_delay=S)
     store.schedule_task_run(dispatched.id or 0, now=now - 10 * S)
     recurring = adaptive_task(store, now - 2 * H, 6)  # overdue, but recurring
+    # no runner pass had room since their deadlines: nothing expires
+    assert store.expire_oneshot_tasks(now=now) == []
+    store.record_room(task_type.type, at=now - 30 * S)  # a pass before the deadlines
+    assert store.expire_oneshot_tasks(now=now) == []
+    store.record_room(task_type.type, at=now - S)
+    store.record_room(task_type.type, at=now - 20 * S)  # an older pass changes nothing
     assert store.expire_oneshot_tasks(now=now, grace=11 * S) == []
+    # the room must come after the deadline and the grace
+    assert store.expire_oneshot_tasks(now=now, grace=9 * S) == []
     expired = store.expire_oneshot_tasks(now=now, grace=6 * S)  # late is only 5 s over
     assert [e.task.id for e in expired] == [exact.id]
     assert expired[0].should_start_by == now - 10 * S
@@ -158,10 +169,12 @@ def test_oneshot_tasks_past_their_max_delay_expire(store: SQLAlchemyStore, now: 
         [run] = store.get_task_runs(gone.id or 0)
         assert run.status is RunStatus.CANCELLED and run.started is None
         assert run.error and run.error.startswith("expired: ")
+        assert "had room at" in run.error
         assert [h["event"] for h in run.history] == ["expired"]
-    for kept in (in_delay, future, recurring):
+    for kept in (in_delay, future, recurring, no_delay):
         assert task_of(store, kept).status is TaskStatus.WAITING
     assert task_of(store, dispatched).status is TaskStatus.SCHEDULED
+    assert store.schedule_health(now=now).expired == {task_type.type: 2}
     # an operator may give it another chance: its slot is not the expired one
     store.enable_tasks([exact.id or 0], now=now)
     claimed = store.claim_ready_tasks(task_type.type, now=now, limit=10)
@@ -170,17 +183,27 @@ def test_oneshot_tasks_past_their_max_delay_expire(store: SQLAlchemyStore, now: 
         store.expire_oneshot_tasks(now=now, grace=-S)
 
 
+def test_room_is_kept_per_priority_class(store: SQLAlchemyStore, now: datetime) -> None:
+    task_type = plain_type(store)
+    task = oneshot(store, task_type, now - H, 1, max_delay=S)
+    store.record_room(task_type.type, at=now, priorities=[Priority.HIGH])
+    assert store.expire_oneshot_tasks(now=now) == []  # a normal task: no room for it
+    store.record_room(task_type.type, at=now, priorities=[Priority.NORMAL, Priority.LOW])
+    assert [e.task.id for e in store.expire_oneshot_tasks(now=now)] == [task.id]
+
+
 def test_a_failed_oneshot_awaiting_its_retry_does_not_expire(
     store: SQLAlchemyStore, now: datetime
 ) -> None:
     task_type = plain_type(store, num_retries=2)
-    task = oneshot(store, task_type, now - H, 1)
+    task = oneshot(store, task_type, now - H, 1, max_delay=S)
     run = store.schedule_task_run(task.id or 0, now=now - H)
     store.start_task_run(run.backend_id, started=now - H, worker=W1)
     store.end_task_run(
         run.backend_id, status=RunStatus.FAILED, ended=now - H + S, apply=applier(store)
     )
     assert task_of(store, task).status is TaskStatus.WAITING
+    store.record_room(task_type.type, at=now + H)
     assert store.expire_oneshot_tasks(now=now + H) == []
 
 

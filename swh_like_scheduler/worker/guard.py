@@ -26,7 +26,12 @@ condition watches the run's duration) whatever its type.
   a direct call): the body runs unguarded; the scheduler knows nothing of it.
 
 A body that calls ``self.retry()`` gives its ownership back first, so the
-retried delivery (same id) is let through.
+retried delivery (same id) is let through. An unexpected error of the guard
+itself is an unknown outcome, not a failure of the task: the delivery is
+retried as when the store cannot answer (and the traceback logged). The
+result backend never decides the outcome of a body that ran
+(:mod:`.outcome`). During an outage the guard's warnings come once per
+minute with a count, not once per delivery.
 
 The store comes from the Celery setting ``swh_scheduler_db_url``, else
 ``SWH_SCHEDULER_DB_URL``, else the scheduler's configuration file and its
@@ -54,11 +59,15 @@ from ..config import load_settings
 from ..exceptions import SchedulerError
 from ..lease.protocol import LeaseGrant, Refusal
 from ..listener.handler import TaskTypeCache, outcome_applier
+from ..quietlog import QuietLog
 from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
+from .outcome import BodyEnded, EndedBodies, KeptOutcomeBackend
 from .result_event import ResultEventTask
 
 logger = logging.getLogger(__name__)
+#: during a database outage every delivery fails its start the same way
+_unreachable = QuietLog(logger, logging.WARNING)
 
 #: the version of the UUIDs the scheduler gives its runs (name-based, MD5)
 RUN_ID_VERSION = 3
@@ -137,6 +146,8 @@ class SchedulerTask(ResultEventTask):
     then the body, then the ``task-result`` event (:class:`ResultEventTask`)."""
 
     _held = _Held()
+    #: per thread, the delivery whose body just ran (:mod:`.outcome`)
+    _bodies = EndedBodies()
     #: what a refused delivery raises
     refused_error: ClassVar[type[StartRefused]] = StartRefused
 
@@ -167,12 +178,29 @@ class SchedulerTask(ResultEventTask):
         backend_id = self.request.id
         if backend_id is None or self.request.called_directly or not is_run_id(backend_id):
             return super().__call__(*args, **kwargs)
-        store, _apply, _grant, tag = self.guard_start(backend_id, lease=False)
+        store, apply, _grant, tag = self.guard_start(backend_id, lease=False)
         self._held.start = (store, backend_id, tag)
+        self._bodies.ended = None
         try:
             return super().__call__(*args, **kwargs)
         finally:
+            if self._held.start is not None:  # the body ran, and gave no run back
+                self._bodies.ended = BodyEnded(store, apply, backend_id, tag)
             self._held.start = None
+
+    @property
+    def backend(self) -> Any:
+        """Celery's result backend; for a run of ours, wrapped so that its
+        failures never decide the run's outcome (:mod:`.outcome`)."""
+        inner = self._backend if self._backend is not None else self.app.backend
+        request = self.request
+        if request.id is None or request.called_directly or not is_run_id(request.id):
+            return inner
+        return KeptOutcomeBackend(inner, self._bodies)
+
+    @backend.setter
+    def backend(self, value: Any) -> None:
+        self._backend = value
 
     def guard_start(
         self, backend_id: str, *, lease: bool
@@ -189,20 +217,24 @@ class SchedulerTask(ResultEventTask):
             grant = take(backend_id, node=node, name=name, tag=tag, apply=apply)
         except SchedulerError as error:
             raise self._retry_start(backend_id, error) from error
+        except Exception as error:  # a bug outside the body: outcome unknown, not failed
+            logger.exception("run %s: the start guard failed", backend_id)
+            raise self._retry_start(backend_id, error) from error
         if not grant.granted:
             self.on_start_refused(grant)
             raise self.refused_error(str(grant.reason), backend_id)
         return store, apply, grant, tag
 
-    def _retry_start(self, backend_id: str, error: SchedulerError) -> BaseException:
+    def _retry_start(self, backend_id: str, error: Exception) -> BaseException:
         retries = int(self.request.retries or 0)
         wait = min(MAX_RETRY_WAIT, 2.0 ** min(retries, 6))
-        logger.warning(
+        _unreachable.log(
             "run %s: the start guard could not reach the scheduler database (%s); "
             "delivering it again in %.0f s",
             backend_id,
             error,
             wait,
+            key=type(error).__name__,
         )
         # a retry is a new delivery of the same id, not a failure of the task
         return self.retry(exc=error, countdown=wait, max_retries=sys.maxsize)

@@ -67,8 +67,12 @@ class Platform:
         logs: Path,
         *,
         index_url: str | None = None,
+        result_backend: str | None = None,
     ) -> None:
         self.db_url = db_url
+        #: Celery's result backend (default: the counter's Redis, which no
+        #: scenario breaks; the broker's, to break both at once)
+        self.result_backend = result_backend or counter_url
         #: the Redis index every daemon is given (``SWH_SCHEDULER_INDEX_URL``)
         self.index_url = index_url
         self.broker_url = broker_url
@@ -161,7 +165,7 @@ class Platform:
             "FAULT_BEAT_MONITOR": json.dumps(self.beat_monitor),
             # results, for the listener's catch-up of runs whose events were
             # lost (Redis events are pub/sub), where no scenario breaks them
-            "SWH_SCHEDULER_RESULT_BACKEND": self.counter_url,
+            "SWH_SCHEDULER_RESULT_BACKEND": self.result_backend,
             "PYTHONPATH": os.pathsep.join(
                 filter(None, [str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH")])
             ),

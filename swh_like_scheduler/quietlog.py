@@ -11,8 +11,9 @@ kind, saying how many occurrences it left out::
     # ... later, at most once a minute:
     # "run ...: the database is away (...) [and 4039 more like it in 60 s]"
 
-:meth:`QuietLog.flush` writes the counts still held (at the end of an
-outage, or when a daemon stops). One instance per kind of message and
+:meth:`QuietLog.ok` ends an outage of one kind (its count is written, and
+its next failure is written at once); :meth:`QuietLog.flush` writes every
+count still held (when a daemon stops). One instance per kind of message and
 process; safe across threads.
 """
 
@@ -78,6 +79,14 @@ class QuietLog:
             kind = self._kinds.get(key)
             return kind.left_out if kind is not None else 0
 
+    def ok(self, key: Hashable = None) -> None:
+        """What failed as kind ``key`` works again: its count is written (if
+        any) and the next failure of that kind is written at once."""
+        with self._lock:
+            kind = self._kinds.pop(key, None)
+        if kind is not None:
+            self._write_left_out(kind, self._clock())
+
     def flush(self) -> None:
         """Write, for each kind with occurrences left out, its last one with
         the count; then forget every kind (the next occurrence is written)."""
@@ -85,15 +94,18 @@ class QuietLog:
         with self._lock:
             kinds, self._kinds = self._kinds, {}
         for kind in kinds.values():
-            if kind.left_out and kind.last is not None:
-                message, args = kind.last
-                self._logger.log(
-                    self._level,
-                    message + " [%d like it in %.0f s]",
-                    *args,
-                    kind.left_out,
-                    now - kind.logged_at,
-                )
+            self._write_left_out(kind, now)
+
+    def _write_left_out(self, kind: _Kind, now: float) -> None:
+        if kind.left_out and kind.last is not None:
+            message, args = kind.last
+            self._logger.log(
+                self._level,
+                message + " [%d like it in %.0f s]",
+                *args,
+                kind.left_out,
+                now - kind.logged_at,
+            )
 
 
 __all__ = ["QuietLog"]

@@ -19,12 +19,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from ..exceptions import Conflict, InvalidInput, NotFound, SchedulerError, StoreError
+from ..quietlog import QuietLog
 from ..store import SchedulerStore
 from .auth import Token
 from .condition_counts import TableCounts
 from .limits import BodyLimit
 
 logger = logging.getLogger(__name__)
+#: a database outage fails every request alike: one line a minute per kind
+_failures = QuietLog(logger, logging.ERROR)
 
 #: largest request body accepted (bytes)
 MAX_BODY_BYTES = 2_000_000
@@ -92,9 +95,9 @@ def _scheduler_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, InvalidInput):
         return _invalid(request, exc)
     if isinstance(exc, StoreError):
-        logger.error("%s %s: %s", request.method, request.url.path, exc)
+        _failures.log("%s %s: %s", request.method, request.url.path, exc, key=type(exc).__name__)
         return JSONResponse(status_code=503, content={"detail": str(exc)})
-    logger.error("%s %s: %s", request.method, request.url.path, exc)
+    _failures.log("%s %s: %s", request.method, request.url.path, exc, key=type(exc).__name__)
     return JSONResponse(status_code=500, content={"detail": str(exc)})
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from ..quietlog import QuietLog
 from .base import CliContext, emit_json, now, pass_cli, scheduler
 
 logger = logging.getLogger(__name__)
@@ -54,8 +55,8 @@ logger = logging.getLogger(__name__)
     type=click.FloatRange(min=0.0),
     default=60.0,
     show_default=True,
-    help="Record runs whose events were missed from the result backend every "
-    "this many seconds (0: never; needs a result backend).",
+    help="Record runs whose events were missed from the result backend at start, "
+    "then every this many seconds (0: never; needs a result backend).",
 )
 @click.option(
     "--catch-up-delay",
@@ -64,6 +65,15 @@ logger = logging.getLogger(__name__)
     show_default=True,
     help="Leave runs dispatched less than this many seconds ago to their events.",
 )
+@click.option(
+    "--summary-every",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    help="Log the events received, applied (by what they did) and dropped (by why) "
+    "every this many seconds (0: never).",
+)
+@click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port.")
 @click.option("--json", "as_json", is_flag=True, help="With --once: print the counts as JSON.")
 @pass_cli
 def start_listener(
@@ -75,6 +85,8 @@ def start_listener(
     batch_wait: float,
     catch_up_every: float,
     catch_up_delay: float,
+    summary_every: float,
+    metrics_port: int | None,
     as_json: bool,
 ) -> None:
     """Record what the workers report (Celery events) as runs, statistics and
@@ -87,7 +99,12 @@ def start_listener(
     store = cli.scheduling_store("start-listener")
     rng = random.Random()
     handler = EventHandler(store, rng=rng)
-    options = ListenerOptions(queue_name=queue_name, batch_size=batch_size, batch_wait=batch_wait)
+    options = ListenerOptions(
+        queue_name=queue_name,
+        batch_size=batch_size,
+        batch_wait=batch_wait,
+        summary_every=summary_every,
+    )
     stop = threading.Event()
     listener = Listener(app, store, rng=rng, options=options, stop=stop, handler=handler)
     delay = timedelta(seconds=catch_up_delay)
@@ -113,21 +130,30 @@ def start_listener(
         return
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    if metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(metrics_port)
     catcher: threading.Thread | None = None
     if catch_up_every > 0:
 
         def catch_up_loop() -> None:
-            while not stop.wait(catch_up_every):
+            # once at start (a listener restarted more often than the
+            # period would never catch up), then every period
+            failed = QuietLog(logger, logging.ERROR)
+            while not stop.is_set():
                 try:
                     report = catch_up(store, app, older_than=now() - delay, handler=handler)
-                except Exception:  # keep the daemon alive; the next round retries
-                    logger.exception("catch-up failed")
-                    continue
-                if not report.backend:
-                    logger.info("no result backend: catch-up is off")
+                except Exception as error:  # keep the daemon alive; the next round retries
+                    failed.log("catch-up failed: %s", error, key=type(error).__name__)
+                else:
+                    if not report.backend:
+                        logger.info("no result backend: catch-up is off")
+                        return
+                    if report.recorded:
+                        logger.info("caught up %d runs from the result backend", report.recorded)
+                if stop.wait(catch_up_every):
                     return
-                if report.recorded:
-                    logger.info("caught up %d runs from the result backend", report.recorded)
 
         catcher = threading.Thread(target=catch_up_loop, name="catch-up", daemon=True)
         catcher.start()

@@ -63,12 +63,15 @@ from ..exceptions import InvalidInput, SchedulerError
 from ..listener.events import jsonable
 from ..model import RunStatus
 from ..policy import classify_result, max_allowed_duration, max_expected_duration
+from ..quietlog import QuietLog
 from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
 from ..worker.guard import SchedulerTask, StartRefused
 from .protocol import LeaseGrant, PingAnswer
 
 logger = logging.getLogger(__name__)
+#: every leased run pings: during an outage, one line a minute
+_ping_failed = QuietLog(logger, logging.WARNING)
 
 DEFAULT_PING = 30.0
 
@@ -285,8 +288,8 @@ class LeasedTask(SchedulerTask):
                 return
             try:
                 reply = store.ping_lease(lease.backend_id, tag=lease.tag, progress=lease.progress)
-            except SchedulerError:  # the database is away: the grace period covers us
-                logger.warning("run %s: ping failed", lease.backend_id, exc_info=True)
+            except SchedulerError as error:  # the database is away: the grace period covers us
+                _ping_failed.log("run %s: ping failed: %s", lease.backend_id, error)
                 continue
             db_now, local_at = reply.db_now, time.monotonic()
             if not reply.proceed:

@@ -48,7 +48,7 @@ from ..exceptions import SchedulerError
 from ..outage import Outage
 from ..policy import RandomSource
 from ..store import SchedulerStore
-from . import poison
+from . import metrics, poison
 from .handler import BatchSummary, EventHandler
 
 logger = logging.getLogger(__name__)
@@ -80,6 +80,8 @@ class ListenerOptions:
     retry_delay: float = 2.0
     idle_timeout: float = 1.0
     wakeup_workers: bool = True
+    #: seconds between two summary lines in the log (0: none)
+    summary_every: float = 60.0
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -168,7 +170,7 @@ class ListenerReceiver(EventReceiver):
             yield self.connection, channel, consumers
 
     def on_decode_error(self, message: Any, exc: Exception) -> None:
-        logger.error("undecodable event message dropped: %s", exc)
+        poison.drop(getattr(message, "body", message), exc, reason="undecodable")
         if self.manual_ack:
             message.ack()
 
@@ -177,7 +179,7 @@ class ListenerReceiver(EventReceiver):
         events = []
         for event in raw:
             if not isinstance(event, dict) or "type" not in event:
-                poison.drop(event, TypeError("not a Celery event"))
+                poison.drop(event, TypeError("not a Celery event"), reason="not_an_event")
                 continue
             try:  # Celery adjusts its Lamport clock from the event's "clock"
                 events.append(self.event_from_message(event, localize=False)[1])
@@ -219,6 +221,8 @@ class Listener:
         self._last_event_at = 0.0
         self._retry_at = 0.0
         self._outage = Outage(logger, "writing events to the store")
+        self._session_outage = Outage(logger, "listener session")
+        self._summary = metrics.Summary(self.options.summary_every, clock)
 
     # -- single steps ---------------------------------------------------------
 
@@ -271,6 +275,7 @@ class Listener:
         self.stats.seconds_applying += time.perf_counter() - started
         self.stats.batches += 1
         self.stats.applied.merge(summary)
+        metrics.applied(summary)
         if ack and self._messages:
             try:
                 self._messages[-1].ack(multiple=True)
@@ -326,7 +331,7 @@ class Listener:
                 if once:
                     raise
                 self.stats.broker_failures += 1
-                logger.error("listener session ended: %s; retrying", error)
+                self._session_outage.failed(error)
                 # what was received is applied; its messages cannot be
                 # acknowledged any more and will be delivered again (AMQP)
                 self.flush(ack=False)
@@ -349,6 +354,7 @@ class Listener:
             )
             self._last_event_at = self._clock()
             with receiver.consumer_context(wakeup=self.options.wakeup_workers) as (conn, _, _):
+                self._session_outage.ok()
                 self.ready.set()
                 try:
                     self._consume(conn, once=once)
@@ -358,6 +364,7 @@ class Listener:
     def _consume(self, connection: Connection, *, once: bool) -> None:
         while not self.stop.is_set():
             self.step(connection)
+            self._summary.tick(self.stats.received, self.stats.applied)
             idle = self._clock() - self._last_event_at
             if once and idle >= self.options.idle_timeout:
                 if self.flush():

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from . import metrics
+
 logger = logging.getLogger(__name__)
 
 #: seconds between two log lines about dropped events
@@ -36,10 +38,14 @@ def dropped_total() -> int:
     return _total
 
 
-def drop(event: Any, error: BaseException, *, now: float | None = None) -> None:
-    """Count ``event`` as dropped because of ``error``; log if it is time."""
+def drop(
+    event: Any, error: BaseException, *, reason: str = "malformed", now: float | None = None
+) -> None:
+    """Count ``event`` as dropped because of ``error`` (for ``reason``: see
+    :mod:`.metrics`); log if it is time."""
     global _dropped, _total, _logged_at
     now = time.monotonic() if now is None else now
+    metrics.dropped(reason)
     with _lock:
         _dropped += 1
         _total += 1
@@ -63,7 +69,7 @@ def guarded(read: Callable[[Mapping[str, Any]], T | None], event: Any) -> T | No
     """``read(event)``, or ``None`` (the event dropped) if it raises or the
     event is not a mapping."""
     if not isinstance(event, Mapping):
-        drop(event, TypeError("an event is a mapping"))
+        drop(event, TypeError("an event is a mapping"), reason="not_an_event")
         return None
     try:
         return read(event)

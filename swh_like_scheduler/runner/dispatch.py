@@ -30,6 +30,7 @@ from ..broker.connection import open_connection
 from ..broker.port import CeleryBroker, QueuePort
 from ..exceptions import SchedulerError, StatementTimeout
 from ..model import RUNNER_ORDER, Claimed, DispatchOrder, Priority, TaskType
+from ..quietlog import QuietLog
 from ..store import SchedulerStore
 from . import metrics
 from .routing import LiveWorkers
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from ..index.keeper import IndexKeeper
 
 logger = logging.getLogger(__name__)
+#: failures that repeat pass after pass during an outage: one line a minute per kind
+_quiet = QuietLog(logger, logging.ERROR)
 
 #: Tasks claimed (and published) per transaction: small enough that a crash
 #: between claim and publish leaves few runs to re-publish (at most two
@@ -214,10 +217,11 @@ def _serve(context: _Pass, due: list[TaskType], later: list[datetime]) -> PassRe
     try:
         depths = context.broker.depths(queues)
     except BrokerError as error:
-        logger.error("cannot read queue depths; nothing is claimed this pass: %s", error)
+        _quiet.log("cannot read queue depths; nothing is claimed this pass: %s", error, key="depth")
         metrics.PASS_ERRORS.labels(stage="depth").inc()
         failed = tuple(TypePass(t.type, t.effective_queue, None, 0, error=str(error)) for t in due)
         return PassReport(now=now, types=failed, errors=(str(error),), saturated=True)
+    _quiet.ok("depth")
     if context.workers is not None:
         context.workers.refresh()
     reports = [_serve_type(context, t, depths[t.effective_queue]) for t in due]
@@ -327,7 +331,11 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
         error,
     )
     metrics.record_type_pass(task_type.type, depth, claimed, published, seconds)
-    (logger.error if error else logger.info)("%s", report.describe())
+    if error:
+        _quiet.log("%s", report.describe(), key=("type", task_type.type))
+    else:
+        _quiet.ok(("type", task_type.type))
+        logger.info("%s", report.describe())
     return report
 
 
@@ -340,7 +348,7 @@ def _record_room(context: _Pass, task_type: TaskType) -> None:
     try:
         context.store.record_room(task_type.type, at=context.now, priorities=context.priorities)
     except SchedulerError as error:  # the next pass says it again
-        logger.warning("could not record the room of %s: %s", task_type.type, error)
+        _quiet.log("could not record the room of %s: %s", task_type.type, error, key="room")
 
 
 class _Serving:
@@ -520,5 +528,5 @@ def _publish(context: _Pass, task_type: TaskType, batch: list[Claimed]) -> int:
         # the messages are out: their runs are taken for orphans and sent
         # again later, a copy the start guard refuses
         metrics.PASS_ERRORS.labels(stage="database").inc()
-        logger.error("could not record %d published runs: %s", published, error)
+        _quiet.log("could not record %d published runs: %s", published, error, key="published")
     return published

@@ -33,12 +33,15 @@ from celery import Celery
 from ..broker import BrokerError, publish_batch, queue_depths
 from ..exceptions import SchedulerError
 from ..model import Claimed, TaskType
+from ..quietlog import QuietLog
 from ..store import SchedulerStore
 from . import metrics
 from .dispatch import message_for
 from .routing import LiveWorkers
 
 logger = logging.getLogger(__name__)
+#: failures that repeat pass after pass during an outage: one line a minute per kind
+_quiet = QuietLog(logger, logging.ERROR)
 
 #: how long a claimed batch may stay unpublished before its runs count as
 #: orphans (a claim's messages normally go out within a second or two)
@@ -108,7 +111,7 @@ def _reclaim_lost(
     try:
         depths = queue_depths(app, sorted(by_queue))
     except BrokerError as error:
-        logger.error("cannot read queue depths; nothing re-published: %s", error)
+        _quiet.log("cannot read queue depths; nothing re-published: %s", error, key="depth")
         metrics.PASS_ERRORS.labels(stage="republish").inc()
         return []
     taken: list[tuple[str, Claimed]] = []
@@ -150,7 +153,9 @@ def _send(
         published = publish_batch(app, messages) if messages else 0
     except BrokerError as error:
         # the batch stays unpublished: its runs are orphans, tried again
-        logger.error("re-publishing %d runs failed; retried later: %s", len(messages), error)
+        _quiet.log(
+            "re-publishing %d runs failed; retried later: %s", len(messages), error, key="publish"
+        )
         metrics.PASS_ERRORS.labels(stage="republish").inc()
         return 0
     if len(messages) == len(taken):
@@ -158,6 +163,6 @@ def _send(
         try:
             store.mark_published(batches, at=now)
         except SchedulerError as error:
-            logger.error("could not record %d runs as published: %s", published, error)
+            _quiet.log("could not record %d runs as published: %s", published, error, key="record")
     metrics.REPUBLISHED.inc(published)
     return published

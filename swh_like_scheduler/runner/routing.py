@@ -21,7 +21,10 @@ from typing import Any
 from celery import Celery
 from celery.utils.nodenames import worker_direct
 
+from ..quietlog import QuietLog
+
 logger = logging.getLogger(__name__)
+_quiet = QuietLog(logger, logging.WARNING)
 
 
 def node_of(hostname: str) -> str:
@@ -47,7 +50,7 @@ class LiveWorkers:
         try:
             replies = self.app.control.inspect(timeout=self.timeout).active_queues() or {}
         except Exception as error:
-            logger.warning("cannot list live workers (%s); constrained tasks wait", error)
+            _quiet.log("cannot list live workers (%s); constrained tasks wait", error)
         by_queue: dict[str, list[str]] = {}
         for hostname, queues in replies.items():
             for queue in queues or ():

@@ -68,6 +68,7 @@ from .result_event import ResultEventTask
 logger = logging.getLogger(__name__)
 #: during a database outage every delivery fails its start the same way
 _unreachable = QuietLog(logger, logging.WARNING)
+_DOWN = "database"
 
 #: the version of the UUIDs the scheduler gives its runs (name-based, MD5)
 RUN_ID_VERSION = 3
@@ -220,6 +221,7 @@ class SchedulerTask(ResultEventTask):
         except Exception as error:  # a bug outside the body: outcome unknown, not failed
             logger.exception("run %s: the start guard failed", backend_id)
             raise self._retry_start(backend_id, error) from error
+        _unreachable.ok(_DOWN)
         if not grant.granted:
             self.on_start_refused(grant)
             raise self.refused_error(str(grant.reason), backend_id)
@@ -234,7 +236,7 @@ class SchedulerTask(ResultEventTask):
             backend_id,
             error,
             wait,
-            key=type(error).__name__,
+            key=_DOWN,
         )
         # a retry is a new delivery of the same id, not a failure of the task
         return self.retry(exc=error, countdown=wait, max_retries=sys.maxsize)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import random
+import signal
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from celery.contrib.testing.worker import start_worker
@@ -13,6 +17,7 @@ from listenertest import (
     H,
     all_runs,
     broker,
+    db_url_of,
     expected_status,
     listener_thread,
     make_test_app,
@@ -133,6 +138,62 @@ def test_catch_up_records_runs_whose_events_were_lost(pg_store: SQLAlchemyStore)
             assert task.failure_count == 1 and run.error and "simulated failure" in run.error
         else:
             assert task.last_good_end_at == run.ended
+
+
+@pytest.mark.redis
+def test_a_listener_restarted_every_20_s_catches_up(
+    pg_store: SQLAlchemyStore, tmp_path: Path
+) -> None:
+    """Each ``start-listener`` process catches up once at start: a listener
+    restarted more often than ``--catch-up-every`` still records the runs
+    whose events were lost (Redis events are pub/sub)."""
+    url = broker("redis")
+    app = make_test_app(url, store=pg_store, result_backend=url)
+    task_type = new_sleep_type(pg_store)
+    env = {
+        **os.environ,
+        "SWH_SCHEDULER_DB_URL": db_url_of(pg_store),
+        "SWH_SCHEDULER_BROKER_URL": url,
+        "SWH_SCHEDULER_RESULT_BACKEND": url,
+    }
+    command = [
+        str(Path(sys.executable).parent / "swh"),
+        "scheduler",
+        "start-listener",
+        "--queue-name",
+        unique_queue_name(),
+        "--catch-up-every",
+        "60",
+        "--catch-up-delay",
+        "0",
+    ]
+    ids: list[str] = []
+    try:
+        for cycle in range(2):
+            now = datetime.now(tz=UTC)
+            tasks = sleep_tasks(task_type, 2, now)
+            pg_store.create_tasks([t.updated(args=(cycle,)) for t in tasks], now=now)
+            claimed = pg_store.claim_ready_tasks(task_type.type, now=now, limit=100)
+            # their worker ended them while no listener listened: only the
+            # result backend knows
+            for c in claimed:
+                app.backend.store_result(c.backend_id, {"status": "uneventful"}, "SUCCESS")
+                ids.append(c.backend_id)
+            log = (tmp_path / f"listener-{cycle}.log").open("wb")
+            process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+            started = time.monotonic()
+            try:
+                wait_until(lambda: open_run_count(pg_store) == 0, 15, "runs caught up")
+            finally:
+                process.send_signal(signal.SIGTERM)  # restarted every 20 s at most
+                process.wait(20)
+                log.close()
+            assert time.monotonic() - started < 20
+            statuses = {r.status for r in all_runs(pg_store)}
+            assert statuses == {RunStatus.UNEVENTFUL}, statuses
+    finally:
+        for backend_id in ids:
+            app.AsyncResult(backend_id).forget()
 
 
 @pytest.mark.rabbitmq

@@ -1,0 +1,163 @@
+"""A randomized fault soak: a mixed workload under a seeded schedule of
+faults, then a history checker (:mod:`soakcheck`).
+
+The workload (:mod:`soakplan`): adaptive, periodic and cron (Europe/Paris)
+probe tasks, some failing, some slow; one-shots at random instants; jobs by
+key with ``rabbitmq`` and ``http`` callbacks, some replaced mid-run. The
+platform (:mod:`soakrun`): private PostgreSQL and broker, two runners, a
+separate monitor, two listeners, workers per type. The faults: SIGKILL and
+SIGTERM of any process, restarts of PostgreSQL and of the broker, FLUSHALL
+(Redis), a listener stopped for a while, a worker paused (SIGSTOP/SIGCONT),
+bursts of instants due at once.
+
+Brokers: Redis as broker **and** result backend (one server, the common
+setup) in the quick cut and the full run; RabbitMQ (no result backend) in
+the full run. ``SWH_SOAK_SEED`` replays a seed (each run prints its seed and
+fault schedule); ``SWH_FAULTS=full`` runs the full scale (30 minutes of
+faults each, ``SWH_SOAK_MINUTES`` to change it); ``SWH_SOAK_TABLE=FILE``
+appends each run's figures as a JSON line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from conftest import FULL, TABLE
+from private import PrivatePostgres, PrivateRabbitMQ, PrivateRedis, PrivateServer
+from soakcheck import Checker
+from soakplan import FULL as FULL_SCALE
+from soakplan import QUICK, make_plan
+from soakrun import DAEMONS, LISTENERS, PROCESSES, WORKERS, Soak
+
+pytestmark = [pytest.mark.faults, pytest.mark.postgresql, pytest.mark.redis]
+
+#: seconds the platform has, after the last fault and the last instant, to
+#: deliver every due instant
+SETTLE_BOUND = 300.0
+
+
+def scale() -> object:
+    if not FULL:
+        return QUICK
+    minutes = float(os.environ.get("SWH_SOAK_MINUTES") or FULL_SCALE.seconds / 60)
+    return dataclasses.replace(FULL_SCALE, seconds=minutes * 60)
+
+
+def live_oneshots(soak: Soak) -> int:
+    """One-shot tasks not final yet (waiting, or dispatched)."""
+    query = (
+        "SELECT count(*) FROM task WHERE schedule_kind = 'oneshot' "
+        "AND status IN ('waiting', 'scheduled')"
+    )
+    with soak.store.engine.connect() as conn:
+        return int(conn.scalar(sa.text(query)) or 0)
+
+
+@pytest.mark.parametrize(
+    "broker",
+    [
+        "redis",
+        pytest.param(
+            "rabbitmq",
+            marks=[
+                pytest.mark.rabbitmq,
+                pytest.mark.skipif(not FULL, reason="full fault suite only (SWH_FAULTS=full)"),
+            ],
+        ),
+    ],
+)
+def test_soak(broker: str, private_postgres: PrivatePostgres, counter_url: str, logs: Path) -> None:
+    seed = int(os.environ.get("SWH_SOAK_SEED") or random.SystemRandom().randrange(2**31))
+    server: PrivateServer = PrivateRedis() if broker == "redis" else PrivateRabbitMQ()
+    server.start()
+    try:
+        run(seed, broker, server, private_postgres, counter_url, logs)
+    finally:
+        server.close()
+
+
+def run(
+    seed: int,
+    broker: str,
+    server: PrivateServer,
+    postgres: PrivatePostgres,
+    counter_url: str,
+    logs: Path,
+) -> None:
+    url = server.url  # type: ignore[attr-defined]
+    plan = make_plan(
+        seed,
+        scale(),  # type: ignore[arg-type]
+        processes=PROCESSES,
+        workers=list(WORKERS),
+        listeners=LISTENERS,
+        flushable=broker == "redis",
+    )
+    print(f"\n{plan.describe()}\n(replay: SWH_SOAK_SEED={seed})", flush=True)
+    soak = Soak(
+        plan,
+        {"postgres": postgres, "broker": server},
+        db_url=postgres.url,
+        broker_url=url,
+        result_backend=url if broker == "redis" else None,
+        counter_url=counter_url,
+        logs=logs,
+    )
+    try:
+        soak.run(lambda line: print(line, flush=True))
+        last_fault = max((end for _, _, end in soak.fault_log), default=soak.start)
+        latest_instant = soak.start + max(
+            [o.at for o in plan.oneshots]
+            + [float(t) for j in plan.jobs for t in (*j.instants, *j.replaced_by)]
+        )
+        settled_from = max(last_fault, time.time())
+        deadline = settled_from + SETTLE_BOUND
+        while time.time() < deadline:
+            if time.time() > latest_instant + 2 and live_oneshots(soak) == 0:
+                break
+            time.sleep(1.0)  # the platform's own pace: one-shots end in seconds
+        recovery = time.time() - settled_from
+        time.sleep(3)  # the notify consumer drains the last messages
+        checker = Checker(soak.store, soak.fault_log, wipes_lose_messages=broker == "redis")
+        verdict = checker.check(
+            soak.bodies(),
+            soak.receivers.counts("http"),
+            soak.receivers.counts("notify"),
+            soak.tids,
+            [j.key for j in plan.jobs],
+            datetime.now(UTC),
+        )
+        kinds: dict[str, int] = {}
+        for fault, _, _ in soak.fault_log:
+            kinds[fault.kind] = kinds.get(fault.kind, 0) + 1
+        row = {
+            "scenario": f"soak on {broker}",
+            "seed": seed,
+            "minutes of faults": round(plan.scale.seconds / 60, 1),
+            "faults": len(soak.fault_log),
+            "fault kinds": kinds,
+            **verdict.table(),
+            "recovery_seconds": round(recovery, 1),
+            "daemons": DAEMONS,
+        }
+        TABLE.append(row)
+        target = os.environ.get("SWH_SOAK_TABLE")
+        if target:
+            with Path(target).open("a") as out:
+                out.write(json.dumps({**row, "explained": verdict.explained}) + "\n")
+        for line in verdict.explained:
+            print(f"explained: {line}")
+        assert not verdict.failures, "\n".join(verdict.failures[:50])
+        assert recovery < SETTLE_BOUND, f"not settled {SETTLE_BOUND} s after the faults"
+        assert verdict.delivered == verdict.due, verdict.table()
+    finally:
+        soak.close()
+        soak.forget()

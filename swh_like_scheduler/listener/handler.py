@@ -336,7 +336,9 @@ class EventHandler:
         restarted = self.store.record_worker_sightings(sightings)
         lost: list[TaskRun] = []
         for sighting in restarted:
-            ended = self.store.end_worker_runs(sighting.hostname, at=sighting.at, apply=self._apply)
+            ended = self.store.end_worker_runs(
+                sighting.hostname, at=sighting.at, apply=self._apply, pid=sighting.pid
+            )
             for run in ended:
                 logger.warning(
                     "run %s lost: worker %s came back as a new process (pid %s)",

@@ -33,9 +33,13 @@ class LeaseStore(Protocol):
         name: str,
         tag: str,
         apply: ApplyOutcome | None = None,
+        pid: int | None = None,
     ) -> LeaseGrant:
         """Claim the run ``backend_id`` and its task's ownership for the
-        worker ``name`` on ``node``, under the unique ``tag`` of this copy.
+        worker ``name`` on ``node``, under the unique ``tag`` of this copy;
+        ``pid``, the worker's main process (noted in the ``assigned`` entry:
+        a worker restarted under the same name keeps the runs its new
+        process started, :meth:`end_worker_runs`).
 
         Granted (``ok``): the run becomes ``started`` (its start kept if the
         listener recorded one, else the DB's now), ``worker = name@node``,
@@ -60,6 +64,7 @@ class LeaseStore(Protocol):
         name: str,
         tag: str,
         apply: ApplyOutcome | None = None,
+        pid: int | None = None,
     ) -> LeaseGrant:
         """The start guard of every task type: exactly :meth:`acquire_lease`
         (same checks, same refusals, same writes) except that the owner does

@@ -58,13 +58,17 @@ class MonitorStore(Protocol):
         at: datetime,
         apply: ApplyOutcome | None = None,
         limit: int = 1000,
+        pid: int | None = None,
     ) -> list[TaskRun]:
         """A ``worker-offline`` event: end as ``lost`` at ``at`` the open runs
         (started or dispatched) whose ``worker`` is ``worker`` and that did
         not start after ``at`` (a worker restarted under the same name keeps
         its new runs), exactly as a stolen lease: ``apply`` in the same
         transaction, history entry ``worker_offline``, the task runnable at
-        once in a new slot. Returns the runs ended (at most ``limit``)."""
+        once in a new slot. With ``pid`` (the worker came back as that new
+        main process), the runs whose ``assigned`` entry names that process
+        are kept whenever they started: the new process's own, started before
+        the event that told of it. Returns the runs ended (at most ``limit``)."""
         ...
 
     def sweep_silent_workers(

@@ -48,7 +48,8 @@ UPDATE task_run SET
             statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"'
         ),
         'worker', CAST(:worker AS text),
-        'tag', CAST(:tag AS text)
+        'tag', CAST(:tag AS text),
+        'pid', CAST(:pid AS integer)
     ))
 FROM r, t
 WHERE task_run.id = r.id
@@ -58,7 +59,13 @@ RETURNING statement_timestamp()
 
 
 def first_copy(
-    conn: sa.Connection, backend_id: str, *, node: str, name: str, tag: str
+    conn: sa.Connection,
+    backend_id: str,
+    *,
+    node: str,
+    name: str,
+    tag: str,
+    pid: int | None = None,
 ) -> datetime | None:
     """Grant the common case (module doc): the database's now when granted,
     ``None`` when the general path must decide."""
@@ -68,6 +75,7 @@ def first_copy(
         "name": name,
         "tag": tag,
         "worker": f"{name}@{node}",
+        "pid": pid,
     }
     found = conn.execute(_FIRST_COPY, values).scalar()
     if found is None:

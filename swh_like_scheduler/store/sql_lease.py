@@ -173,8 +173,11 @@ class LeaseMethods(SQLBase):
         name: str,
         tag: str,
         apply: ApplyOutcome | None = None,
+        pid: int | None = None,
     ) -> LeaseGrant:
-        return self._take_run(backend_id, node=node, name=name, tag=tag, apply=apply, pinging=True)
+        return self._take_run(
+            backend_id, node=node, name=name, tag=tag, apply=apply, pinging=True, pid=pid
+        )
 
     def guard_start(
         self,
@@ -184,8 +187,11 @@ class LeaseMethods(SQLBase):
         name: str,
         tag: str,
         apply: ApplyOutcome | None = None,
+        pid: int | None = None,
     ) -> LeaseGrant:
-        return self._take_run(backend_id, node=node, name=name, tag=tag, apply=apply, pinging=False)
+        return self._take_run(
+            backend_id, node=node, name=name, tag=tag, apply=apply, pinging=False, pid=pid
+        )
 
     def _take_run(
         self,
@@ -196,6 +202,7 @@ class LeaseMethods(SQLBase):
         tag: str,
         apply: ApplyOutcome | None,
         pinging: bool,
+        pid: int | None = None,
     ) -> LeaseGrant:
         """The start guard (``pinging`` false) and the lease (true): the same
         checks; a lease's owner also pings (``owner_last_ping_at`` set), a
@@ -203,7 +210,7 @@ class LeaseMethods(SQLBase):
         the worker's liveness covers it)."""
         if not pinging and self._capabilities.writable_ctes:
             with self._single("guard the start of a run") as conn:
-                granted_at = first_copy(conn, backend_id, node=node, name=name, tag=tag)
+                granted_at = first_copy(conn, backend_id, node=node, name=name, tag=tag, pid=pid)
             if granted_at is not None:
                 return LeaseGrant(True, Refusal.OK, granted_at)
         with self._write("guard the start of a run") as conn:
@@ -253,7 +260,7 @@ class LeaseMethods(SQLBase):
                 return LeaseGrant(False, Refusal.ALREADY_RUNNING, now, task, run)
             worker = f"{name}@{node}"
             started = run.started or now
-            entry = _entry(ASSIGNED, now, worker=worker, tag=tag, lease=pinging)
+            entry = _entry(ASSIGNED, now, worker=worker, tag=tag, lease=pinging, pid=pid)
             history = [*(dict(h) for h in run.history), entry]
             conn.execute(
                 sa.update(run_t)

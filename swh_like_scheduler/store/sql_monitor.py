@@ -44,6 +44,7 @@ from ..model import (
 from ..policy import start_times
 from ..policy.times import fmt_duration, fmt_instant
 from ..records import (
+    ASSIGNED,
     EXPIRED,
     EXPIRED_ERROR,
     MIN_WORKER_TIMEOUT,
@@ -144,14 +145,15 @@ class MonitorMethods(LeaseMethods):
         at: datetime,
         apply: ApplyOutcome | None = None,
         limit: int = 1000,
+        pid: int | None = None,
     ) -> list[TaskRun]:
-        query = (
-            self._worker_runs_query(limit)
-            .where(run_t.c.worker == worker)
-            .where(sa.or_(run_t.c.started.is_(None), run_t.c.started <= at))
-        )
+        query = self._worker_runs_query(limit).where(run_t.c.worker == worker)
         with self._write("end the runs of an offline worker") as conn:
-            found = [rows.run_from_row(r._mapping) for r in conn.execute(query)]
+            found = [
+                run
+                for run in (rows.run_from_row(r._mapping) for r in conn.execute(query))
+                if _before_or_other(run, at, pid)
+            ]
             return self._lose_runs(
                 conn,
                 found,
@@ -421,6 +423,26 @@ class MonitorMethods(LeaseMethods):
                 sa.delete(lock_t).where(lock_t.c.name == name, lock_t.c.holder == holder)
             )
             return bool(deleted.rowcount)
+
+
+def _assigned_pid(run: TaskRun) -> int | None:
+    """The worker main process that took ``run`` (its latest ``assigned``
+    entry), if the worker said."""
+    for entry in reversed(run.history):
+        if entry.get("event") == ASSIGNED:
+            pid = entry.get("pid")
+            return pid if isinstance(pid, int) else None
+    return None
+
+
+def _before_or_other(run: TaskRun, at: datetime, pid: int | None) -> bool:
+    """Whether an open run belongs to the worker's process that went away:
+    taken by another process than ``pid`` (when both are known), else
+    started no later than ``at``."""
+    taken_by = _assigned_pid(run)
+    if pid is not None and taken_by is not None:
+        return taken_by != pid
+    return run.started is None or run.started <= at
 
 
 def _worker(row: Any) -> WorkerState:

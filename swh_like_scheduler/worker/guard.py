@@ -63,7 +63,7 @@ from ..quietlog import QuietLog
 from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
 from .outcome import BodyEnded, EndedBodies, KeptOutcomeBackend
-from .result_event import ResultEventTask
+from .result_event import ResultEventTask, main_pid
 
 logger = logging.getLogger(__name__)
 #: during a database outage every delivery fails its start the same way
@@ -215,7 +215,7 @@ class SchedulerTask(ResultEventTask):
         try:
             store, apply = self.scheduler_store()
             take = store.acquire_lease if lease else store.guard_start
-            grant = take(backend_id, node=node, name=name, tag=tag, apply=apply)
+            grant = take(backend_id, node=node, name=name, tag=tag, apply=apply, pid=main_pid(self))
         except SchedulerError as error:
             raise self._retry_start(backend_id, error) from error
         except Exception as error:  # a bug outside the body: outcome unknown, not failed

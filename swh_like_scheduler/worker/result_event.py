@@ -79,6 +79,15 @@ def _worker_of(task: Task) -> tuple[Any, bool]:
     return found[1](), found[0] == os.getpid()
 
 
+def main_pid(task: Task) -> int:
+    """The process id of the worker's main process executing ``task`` (the
+    ``pid`` of its events): its pool's processes are its children."""
+    hostname = task.request.hostname
+    with _workers_lock:
+        found = _workers.get(hostname) if isinstance(hostname, str) else None
+    return found[0] if found is not None else os.getpid()
+
+
 def _live_dispatcher(worker: Any) -> Any:
     consumer = getattr(worker, "consumer", None)
     return getattr(consumer, "event_dispatcher", None)

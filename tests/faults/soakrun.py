@@ -151,6 +151,10 @@ class Soak:
         #: (fault, wall-clock start, wall-clock end)
         self.fault_log: list[tuple[Fault, float, float]] = []
         self.start = 0.0
+        #: the ends of the faults that last a while: (wall-clock time, fault, its start)
+        self.pending: list[tuple[float, Fault, float]] = []
+        #: processes a fault keeps down (not restarted by :meth:`ensure_running`)
+        self.held_down: set[str] = set()
         self.tids: dict[int, str] = {}
 
     # -- processes ------------------------------------------------------------
@@ -244,9 +248,12 @@ class Soak:
             self.signal(name, signal.SIGKILL)
             self.processes[name].wait(20)
 
+    def running(self, name: str) -> bool:
+        return name in self.processes and self.processes[name].poll() is None
+
     def ensure_running(self) -> None:
         for name in PROCESSES:
-            if name not in self.processes or self.processes[name].poll() is not None:
+            if name not in self.held_down and not self.running(name):
                 self.spawn(name)
 
     def close(self) -> None:
@@ -388,26 +395,53 @@ class Soak:
                 self.put_job(job, job.replaced_by)
             self.wait_until(fault.at)
             began = time.time()
-            self.apply(fault, n)
-            self.fault_log.append((fault, began, time.time()))
-            say(f"{fault.describe()} (done in {time.time() - began:.1f} s)")
+            lasting = self.apply(fault, n)
+            if lasting:  # it ends later, while the next faults go on
+                self.pending.append((began + fault.seconds, fault, began))
+                say(f"{fault.describe()} (begun)")
+            else:
+                self.fault_log.append((fault, began, time.time()))
+                say(f"{fault.describe()} (done in {time.time() - began:.1f} s)")
         for _, job in replacements:
             self.wait_until(job.replace_at or 0.0)
             self.put_job(job, job.replaced_by)
         self.wait_until(self.plan.scale.seconds)
+        while self.pending:
+            self.wait_until(min(at for at, _, _ in self.pending) - self.start)
         self.ensure_running()
 
     def wait_until(self, offset: float) -> None:
-        delay = self.start + offset - time.time()
-        if delay > 0:
-            time.sleep(delay)  # the fault schedule's own clock
+        """Sleep until ``offset`` seconds after the start, ending the faults
+        that last a while when their time comes (the schedule's own clock)."""
+        target = self.start + offset
+        while True:
+            now = time.time()
+            for item in [p for p in self.pending if p[0] <= now]:
+                self.pending.remove(item)
+                _, fault, began = item
+                self.end(fault)
+                self.fault_log.append((fault, began, time.time()))
+            if now >= target:
+                return
+            wake = min([target, *(at for at, _, _ in self.pending)])
+            time.sleep(max(0.0, wake - now))
 
-    def apply(self, fault: Fault, n: int) -> None:
+    def end(self, fault: Fault) -> None:
+        """The end of a fault that lasts a while."""
+        if fault.kind == "listener_down":
+            self.held_down.discard(fault.target)
+        elif fault.kind == "pause":
+            self.signal(fault.target, signal.SIGCONT)
+        self.ensure_running()
+
+    def apply(self, fault: Fault, n: int) -> bool:
+        """Begin ``fault``; True when it lasts a while (:meth:`end` ends it)."""
         kind, target = fault.kind, fault.target
         if kind in ("kill9", "term"):
+            if kind == "term":
+                self.signal(target, signal.SIGCONT)  # a paused worker cannot shut down
             self.stop_process(target, signal.SIGKILL if kind == "kill9" else signal.SIGTERM)
             time.sleep(fault.seconds)
-            self.spawn(target)
         elif kind == "restart":
             server = self.servers[target]
             server.stop()
@@ -417,24 +451,38 @@ class Soak:
             with contextlib.suppress(redis.RedisError):
                 redis.Redis.from_url(self.broker_url).flushall()
         elif kind == "listener_down":
+            self.held_down.add(target)
             self.stop_process(target, signal.SIGTERM)
-            time.sleep(fault.seconds)
-            self.spawn(target)
+            return True
         elif kind == "pause":
             self.signal(target, signal.SIGSTOP)
-            time.sleep(fault.seconds)
-            self.signal(target, signal.SIGCONT)
+            return True
         elif kind == "burst":
             self.burst(int(fault.seconds), n)
         else:  # pragma: no cover - the plan makes only these
             raise ValueError(f"unknown fault {kind}")
         self.ensure_running()
+        return False
 
     # -- what happened ----------------------------------------------------------------
 
     def bodies(self) -> list[dict[str, Any]]:
         raw = self.counter.lrange(soakapp.bodies_key(self.prefix), 0, -1)
         return [json.loads(item) for item in raw]
+
+    def dump(self, runs: list[Any]) -> Path:
+        """What happened, for a failing run's post-mortem: the bodies' notes,
+        the faults and the runs recorded, as JSON lines in the logs folder."""
+        path = self.logs / "history.jsonl"
+        with path.open("w") as out:
+            for fault, began, ended in self.fault_log:
+                line = {"fault": fault.describe(), "began": began, "ended": ended}
+                out.write(json.dumps(line) + "\n")
+            for body in self.bodies():
+                out.write(json.dumps({"body": body}) + "\n")
+            for run in runs:
+                out.write(json.dumps({"run": run}, default=str) + "\n")
+        return path
 
     def forget(self) -> None:
         self.counter.delete(

@@ -34,7 +34,7 @@ from conftest import FULL, TABLE
 from private import PrivatePostgres, PrivateRabbitMQ, PrivateRedis, PrivateServer
 from soakcheck import Checker
 from soakplan import FULL as FULL_SCALE
-from soakplan import QUICK, make_plan
+from soakplan import QUICK, Scale, make_plan
 from soakrun import DAEMONS, LISTENERS, PROCESSES, WORKERS, Soak
 
 pytestmark = [pytest.mark.faults, pytest.mark.postgresql, pytest.mark.redis]
@@ -44,7 +44,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.postgresql, pytest.mark.redis]
 SETTLE_BOUND = 300.0
 
 
-def scale() -> object:
+def scale() -> Scale:
     if not FULL:
         return QUICK
     minutes = float(os.environ.get("SWH_SOAK_MINUTES") or FULL_SCALE.seconds / 60)
@@ -61,6 +61,10 @@ def live_oneshots(soak: Soak) -> int:
         return int(conn.scalar(sa.text(query)) or 0)
 
 
+SCALE = scale()
+
+
+@pytest.mark.timeout(int(SCALE.seconds + SETTLE_BOUND + 900))
 @pytest.mark.parametrize(
     "broker",
     [
@@ -95,7 +99,7 @@ def run(
     url = server.url  # type: ignore[attr-defined]
     plan = make_plan(
         seed,
-        scale(),  # type: ignore[arg-type]
+        SCALE,
         processes=PROCESSES,
         workers=list(WORKERS),
         listeners=LISTENERS,
@@ -127,6 +131,8 @@ def run(
         recovery = time.time() - settled_from
         time.sleep(3)  # the notify consumer drains the last messages
         checker = Checker(soak.store, soak.fault_log, wipes_lose_messages=broker == "redis")
+        history = soak.dump([vars(r) for r in checker.all_runs().values()])
+        print(f"history: {history}")
         verdict = checker.check(
             soak.bodies(),
             soak.receivers.counts("http"),

@@ -120,6 +120,34 @@ def test_sweep_ends_the_runs_left_open_by_an_offline_event(
     assert [r.backend_id for r in later.lost] == [restarted.backend_id]
 
 
+def test_a_restarted_worker_keeps_the_runs_its_new_process_took(store: SQLAlchemyStore) -> None:
+    """The event that tells of a worker's new process may come after that
+    process started runs (a lost worker-online, a late heartbeat): the runs
+    its assigned entry gives to the new process are kept, whenever they
+    started; the old process's are lost (found by the soak: a run of the new
+    process ended lost, its task dispatched again while its body ran)."""
+    plain_type(store)
+    t0 = datetime.now(UTC)
+    apply = applier(store)
+    runs = {}
+    for n, pid in ((1, 100), (2, 200), (3, None)):
+        _, run = run_on(store, t0, n, None)
+        grant = store.guard_start(run.backend_id, node="node-a", name="w1", tag=f"t{n}", pid=pid)
+        assert grant.granted
+        runs[pid] = run
+    assert [h["pid"] for h in run_of(store, runs[100]).history if h["event"] == "assigned"] == [100]
+    # the new process 200 is seen an hour later: runs 100 and None are the old process's
+    ended = store.end_worker_runs(W1, at=t0 + H, apply=apply, pid=200)
+    assert sorted(r.backend_id for r in ended) == sorted(
+        [runs[100].backend_id, runs[None].backend_id]
+    )
+    assert run_of(store, runs[200]).status is RunStatus.STARTED
+    # without a pid, the start time decides, as before
+    assert [r.backend_id for r in store.end_worker_runs(W1, at=t0 + H, apply=apply)] == [
+        runs[200].backend_id
+    ]
+
+
 def test_sweep_leaves_leased_runs_to_the_steal_protocol(store: SQLAlchemyStore) -> None:
     plain_type(store, "leased", uses_lease=True)
     t0 = datetime.now(UTC)

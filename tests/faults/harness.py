@@ -34,6 +34,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
 import faultapp  # noqa: E402
+from processes import ProcessTable  # noqa: E402
 
 SWH = [str(Path(sys.executable).parent / "swh"), "scheduler"]
 #: ``celery -A faultapp`` (worker and beat)
@@ -56,7 +57,7 @@ class Row:
         return {**asdict(self), "recovery_seconds": round(self.recovery_seconds, 1)}
 
 
-class Platform:
+class Platform(ProcessTable):
     """The processes of one scenario, stopped (killed if need be) at the end."""
 
     def __init__(
@@ -80,8 +81,7 @@ class Platform:
         self.counter_url = counter_url
         self.prefix = f"swh-fault-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.queue = f"{self.prefix}-probe"
-        self.logs = logs
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        super().__init__(logs)
         self.store = SQLAlchemyStore.from_url(db_url)
         self._created = 0
         #: ``swh_scheduler_monitor`` of beat (:meth:`beat`): quick duties by default
@@ -172,17 +172,7 @@ class Platform:
         }
 
     def spawn(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
-        log = (self.logs / f"{name}.log").open("ab")
-        process = subprocess.Popen(
-            command,
-            env=self.environment(),
-            cwd=HERE,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.processes[name] = process
-        return process
+        return self.launch(name, command)
 
     def runner(self, name: str = "runner", *extra: str) -> subprocess.Popen[bytes]:
         return self.spawn(
@@ -249,28 +239,12 @@ class Platform:
             ],
         )
 
-    def signal(self, name: str, sig: int) -> None:
-        process = self.processes[name]
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, sig)
-
     def kill(self, name: str) -> None:
         self.signal(name, signal.SIGKILL)
         self.processes[name].wait(20)
 
-    def alive(self, name: str) -> bool:
-        return self.processes[name].poll() is None
-
     def close(self) -> None:
-        for name in list(self.processes):
-            self.signal(name, signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        for process in self.processes.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(max(0.1, deadline - time.monotonic()))
-        for name in list(self.processes):
-            self.signal(name, signal.SIGKILL)
+        self.stop_all(20)
         self.counter.delete(faultapp.started_key(self.prefix), faultapp.completed_key(self.prefix))
         self.store.close()
 

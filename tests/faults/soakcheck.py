@@ -36,6 +36,7 @@ from soakplan import Fault
 
 from swh_like_scheduler.jobs import idempotency_key, task_key
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus
+from swh_like_scheduler.policy import start_times
 from swh_like_scheduler.policy.condition import Condition, Reason, condition
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 
@@ -44,6 +45,9 @@ from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 KILL_WINDOW = 10.0
 #: seconds around a broker wipe within which a notification may be lost
 WIPE_WINDOW = 5.0
+#: how long past its promise a recurring task may be when the soak stops
+#: dispatching (a run due at that moment is under way or queued)
+STALE_BOUND = timedelta(minutes=1)
 _GOOD = {"eventful": RunStatus.EVENTFUL, "uneventful": RunStatus.UNEVENTFUL}
 
 
@@ -301,9 +305,12 @@ class Checker:
             if known is None or run.ended > (known.ended or run.ended):
                 latest[run.task_id] = run
         for task in tasks.values():
-            report = condition(task, types[task.type], now)
+            times = start_times(task, types[task.type], now)
+            report = condition(task, types[task.type], now, times=times)
             if report.level is Condition.ERROR:
-                self.verdict.fail(f"task {task.id} in ERROR: {report.detail}")
+                late = now - (times.finish_by or now)
+                if late > STALE_BOUND or task.schedule_kind is ScheduleKind.ONESHOT:
+                    self.verdict.fail(f"task {task.id} in ERROR: {report.detail}")
                 continue
             last = latest.get(task.id or 0)
             failed = last is not None and last.status is RunStatus.FAILED

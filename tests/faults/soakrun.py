@@ -31,6 +31,7 @@ import redis
 import soakapp
 from kombu import Connection
 from private import PrivateServer
+from processes import HERE, ProcessTable
 from soakplan import Fault, JobPlan, Plan
 
 from swh_like_scheduler.builders import task_from_input
@@ -38,7 +39,6 @@ from swh_like_scheduler.jobs import Callback, Job
 from swh_like_scheduler.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
-HERE = Path(__file__).parent
 SWH = [str(Path(sys.executable).parent / "swh"), "scheduler"]
 CELERY = [sys.executable, "-m", "celery", "-A", "soakapp"]
 WORK_TYPE = "soak-work"
@@ -126,7 +126,7 @@ class Receivers:
         self.http.server_close()
 
 
-class Soak:
+class Soak(ProcessTable):
     """One soak: start it, :meth:`inject` its faults, :meth:`settle`."""
 
     def __init__(
@@ -140,13 +140,13 @@ class Soak:
         counter_url: str,
         logs: Path,
     ) -> None:
-        self.plan, self.servers, self.logs = plan, servers, logs
+        super().__init__(logs)
+        self.plan, self.servers = plan, servers
         self.db_url, self.broker_url, self.result_backend = db_url, broker_url, result_backend
         self.counter = redis.Redis.from_url(counter_url)
         self.counter_url = counter_url
         self.prefix = f"swh-soak-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.store = SQLAlchemyStore.from_url(db_url)
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.receivers = Receivers(self.counter, self.prefix, broker_url)
         #: (fault, wall-clock start, wall-clock end)
         self.fault_log: list[tuple[Fault, float, float]] = []
@@ -224,21 +224,7 @@ class Soak:
         ]
 
     def spawn(self, name: str) -> None:
-        with (self.logs / f"{name}.log").open("ab") as log:
-            self.processes[name] = subprocess.Popen(
-                self.command(name),
-                env=self.environment(),
-                cwd=HERE,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def signal(self, name: str, sig: int) -> None:
-        process = self.processes[name]
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, sig)
+        self.launch(name, self.command(name))
 
     def stop_process(self, name: str, sig: int, timeout: float = 90.0) -> None:
         self.signal(name, sig)
@@ -248,24 +234,13 @@ class Soak:
             self.signal(name, signal.SIGKILL)
             self.processes[name].wait(20)
 
-    def running(self, name: str) -> bool:
-        return name in self.processes and self.processes[name].poll() is None
-
     def ensure_running(self) -> None:
         for name in PROCESSES:
-            if name not in self.held_down and not self.running(name):
+            if name not in self.held_down and not self.alive(name):
                 self.spawn(name)
 
     def close(self) -> None:
-        for name in list(self.processes):
-            self.signal(name, signal.SIGCONT)
-            self.signal(name, signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        for process in self.processes.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(max(0.1, deadline - time.monotonic()))
-        for name in list(self.processes):
-            self.signal(name, signal.SIGKILL)
+        self.stop_all(30)
         self.receivers.close()
         self.store.close()
 

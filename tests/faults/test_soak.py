@@ -24,6 +24,7 @@ import dataclasses
 import json
 import os
 import random
+import signal
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +63,12 @@ def live_oneshots(soak: Soak) -> int:
 
 
 SCALE = scale()
+
+
+def open_runs(soak: Soak) -> int:
+    with soak.store.engine.connect() as conn:
+        query = "SELECT count(*) FROM task_run WHERE status IN ('scheduled', 'started')"
+        return int(conn.scalar(sa.text(query)) or 0)
 
 
 @pytest.mark.timeout(int(SCALE.seconds + SETTLE_BOUND + 900))
@@ -129,6 +136,14 @@ def run(
                 break
             time.sleep(1.0)  # the platform's own pace: one-shots end in seconds
         recovery = time.time() - settled_from
+        # quiesce: no new dispatch; what is under way ends and is recorded
+        stopped_at = datetime.now(UTC)
+        for name in ("runner-1", "runner-2"):
+            soak.stop_process(name, signal.SIGTERM)
+        soak.held_down.update({"runner-1", "runner-2"})
+        quiet_by = time.time() + 120
+        while open_runs(soak) and time.time() < quiet_by:
+            time.sleep(1.0)
         time.sleep(3)  # the notify consumer drains the last messages
         checker = Checker(soak.store, soak.fault_log, wipes_lose_messages=broker == "redis")
         history = soak.dump([vars(r) for r in checker.all_runs().values()])
@@ -139,7 +154,7 @@ def run(
             soak.receivers.counts("notify"),
             soak.tids,
             [j.key for j in plan.jobs],
-            datetime.now(UTC),
+            stopped_at,
         )
         kinds: dict[str, int] = {}
         for fault, _, _ in soak.fault_log:

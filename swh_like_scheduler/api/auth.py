@@ -39,16 +39,26 @@ class Token:
 
 def parse_tokens(entries: str | Iterable[str], *, field: str = "api_tokens") -> tuple[Token, ...]:
     """Tokens from ``SECRET:rw`` / ``SECRET:ro`` entries (a comma-separated
-    string or a list); a secret without a mode may write."""
+    string or a list). Fails closed: an entry without a mode, or whose mode
+    is anything but ``rw`` or ``ro`` (``RO``, ``read``...), is refused with
+    its number (never its secret), as is a setting that names no token."""
     items = entries.split(",") if isinstance(entries, str) else list(entries)
     tokens = []
     for number, raw in enumerate(items, start=1):
         entry = str(raw).strip()
         if not entry:
             continue
-        secret, _, mode = entry.rpartition(":")
-        if not secret or mode not in _MODES:
-            secret, mode = entry, "rw"
+        secret, colon, mode = entry.rpartition(":")
+        secret, mode = secret.strip(), mode.strip()
+        if not colon or not secret:
+            raise InvalidInput(field, f"token {number} has no mode: write SECRET:rw or SECRET:ro")
+        if mode not in _MODES:
+            shown = mode if len(mode) <= 8 else mode[:8] + "..."
+            raise InvalidInput(
+                field,
+                f"token {number} has the mode {shown!r}: a mode is exactly rw (read and "
+                "write) or ro (read only)",
+            )
         if len(secret) < MIN_SECRET:
             raise InvalidInput(
                 field,
@@ -56,6 +66,8 @@ def parse_tokens(entries: str | Iterable[str], *, field: str = "api_tokens") -> 
                 "(generate one: python -c 'import secrets; print(secrets.token_urlsafe())')",
             )
         tokens.append(Token(secret.encode(), _MODES[mode]))
+    if not tokens and items:
+        raise InvalidInput(field, "names no token (SECRET:rw or SECRET:ro, comma-separated)")
     return tuple(tokens)
 
 

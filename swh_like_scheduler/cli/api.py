@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 from collections.abc import Callable, Sequence
 
@@ -91,12 +92,30 @@ def rpc_serve(
     from ..api import ApiSettings, create_app, parse_tokens
 
     settings = cli.settings
+    variable = f"{ENV_PREFIX}_API_TOKENS"
+    if tokens is None and variable in os.environ:  # click reads an empty variable as unset
+        raise InvalidInput(
+            variable,
+            "is set but empty: give SECRET:rw or SECRET:ro tokens, or unset it to have "
+            "one generated",
+        )
     entries = tokens if tokens is not None else settings.api_tokens
-    parsed = parse_tokens(entries or (), field="tokens" if tokens is not None else "api_tokens")
+    field = "tokens" if tokens is not None else "api_tokens"
+    parsed = parse_tokens(entries, field=field) if entries is not None else ()
     if not parsed:
         generated = secrets.token_urlsafe(24)
         parsed = parse_tokens([f"{generated}:rw"])
-        click.echo(f"API token (read-write, generated for this run): {generated}", err=True)
+        click.echo(
+            f"API token (read-write, generated for this run: no --tokens, {variable} "
+            f"or api_tokens): {generated}",
+            err=True,
+        )
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(
+            f"warning: serving plain HTTP on {host}: tokens cross the network in clear "
+            "text; put the API behind a TLS reverse proxy (README: 'Behind TLS')",
+            err=True,
+        )
     broker = broker_url or settings.broker_url
     check, revoke = broker_hooks(broker) if broker else (None, None)
     api = ApiSettings(

@@ -122,6 +122,19 @@ class SQLBase:
         with translated(where), self.engine.connect() as conn, conn.begin():
             yield conn
 
+    def _serialise(self, where: str, name: str) -> None:
+        """Hold the lock ``name`` until the current transaction ends, so that
+        two transactions about the same thing (a job's key) run one after
+        the other: a transaction-level advisory lock on PostgreSQL; SQLite's
+        write transaction already excludes every other writer."""
+        if self.engine.dialect.name != "postgresql":
+            return
+        with self._write(where) as conn:
+            conn.execute(
+                sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))"),
+                {"name": name},
+            )
+
     def _lock(self, query: sa.Select[Any]) -> sa.Select[Any]:
         """Lock selected rows until commit where the engine can (PostgreSQL);
         SQLite's write transaction already excludes every other writer."""

@@ -43,6 +43,9 @@ class JobMethods(SQLBase):
     def put_job(self, job: Job, *, now: datetime) -> JobView:
         store: Any = self
         with store.transaction() as tx:
+            # concurrent changes of one key, one after the other: each sees
+            # what the one before wrote (an identical PUT then keeps it all)
+            tx._serialise("lock the job", f"job:{job.key}")
             name = job.callback.task_type
             task_type = tx.get_task_type(name)
             if task_type is None:
@@ -112,6 +115,7 @@ class JobMethods(SQLBase):
     def delete_job(self, key: str, *, now: datetime) -> JobView | None:
         store: Any = self
         with store.transaction() as tx:
+            tx._serialise("lock the job", f"job:{key}")
             existing = tx._job_tasks(key)
             if not existing:
                 return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 import pytest
@@ -166,3 +167,46 @@ def test_an_unregistered_callback_type_writes_nothing(
         store.put_job(job_from_input("training-invitations-42", SEED_BODY), now=now)
     assert caught.value.field == "callback.type"
     assert store.count_tasks() == 0
+
+
+@pytest.mark.postgresql
+def test_concurrent_puts_of_one_key_end_with_one_body(
+    pg_store: SQLAlchemyStore, postgres_url: str, now: datetime
+) -> None:
+    """50 clients replace one job at once, each with its own instants: the
+    job ends with exactly the instants of one of them (the changes ran one
+    after the other); 20 identical PUTs at once (a retrying client) all
+    succeed."""
+    pg_store.create_task_type(TaskType(type="notify", backend_name="notify"))
+    callback = Callback("rabbitmq", {"queue": "q", "payload": {}})
+    rng = random.Random(7)
+    bodies = [
+        tuple(now + timedelta(days=1, minutes=rng.randrange(100_000)) for _ in range(3))
+        for _ in range(50)
+    ]
+    stores = [SQLAlchemyStore.from_url(postgres_url) for _ in range(10)]
+    try:
+
+        def put(n: int, instants: tuple[datetime, ...]) -> None:
+            stores[n % len(stores)].put_job(Job("race", instants, callback), now=now)
+
+        with ThreadPoolExecutor(max_workers=10) as pool:
+            for future in [pool.submit(put, n, b) for n, b in enumerate(bodies)]:
+                future.result()
+        view = pg_store.get_job("race")
+        assert view is not None
+        live = {i.at for i in view.instants if i.task.status is not TaskStatus.CANCELLED}
+        assert live in [{t.replace(microsecond=0) for t in b} for b in bodies], sorted(live)
+        assert len(live) == 3
+        # identical PUTs at once: every one succeeds, the job holds that body
+        same = bodies[0]
+        with ThreadPoolExecutor(max_workers=10) as pool:
+            for future in [pool.submit(put, n, same) for n in range(20)]:
+                future.result()  # no Conflict
+        view = pg_store.get_job("race")
+        assert view is not None
+        live = {i.at for i in view.instants if i.task.status is not TaskStatus.CANCELLED}
+        assert live == {t.replace(microsecond=0) for t in same}
+    finally:
+        for store in stores:
+            store.close()

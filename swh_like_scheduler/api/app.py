@@ -23,6 +23,7 @@ from ..quietlog import QuietLog
 from ..store import SchedulerStore
 from .auth import Token
 from .condition_counts import TableCounts
+from .gate import Gate
 from .limits import BodyLimit
 
 logger = logging.getLogger(__name__)
@@ -139,5 +140,12 @@ def create_app(
         BodyLimit,
         limit=settings.max_body_bytes,
         larger={"/rpc/": settings.max_rpc_body_bytes},
+    )
+    # outermost: the token is checked before the body limit reads anything
+    app.add_middleware(
+        Gate,
+        tokens=settings.tokens,
+        open_reads=settings.open_reads,
+        rpc_reads=routes_rpc.READ_METHODS,
     )
     return app

@@ -31,10 +31,10 @@ class BodyLimit:
                 try:
                     declared = int(value)
                 except ValueError:
-                    await _refuse(send, 400, "Content-Length is not a number")
+                    await refuse(send, 400, "Content-Length is not a number")
                     return
                 if declared > limit:
-                    await _refuse(send, 413, f"request body larger than {limit} bytes")
+                    await refuse(send, 413, f"request body larger than {limit} bytes")
                     return
         chunks: list[bytes] = []
         size = 0
@@ -45,7 +45,7 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                await _refuse(send, 413, f"request body larger than {limit} bytes")
+                await refuse(send, 413, f"request body larger than {limit} bytes")
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -63,7 +63,10 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-async def _refuse(send: Any, status: int, detail: str) -> None:
+async def refuse(
+    send: Any, status: int, detail: str, *, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """Answer ``status`` with ``{"detail": detail}``, without reading the body."""
     body = json.dumps({"detail": detail}).encode()
     await send(
         {
@@ -72,6 +75,7 @@ async def _refuse(send: Any, status: int, detail: str) -> None:
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
+                *(headers or []),
             ],
         }
     )

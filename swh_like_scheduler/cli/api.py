@@ -105,11 +105,8 @@ def rpc_serve(
     if not parsed:
         generated = secrets.token_urlsafe(24)
         parsed = parse_tokens([f"{generated}:rw"])
-        click.echo(
-            f"API token (read-write, generated for this run: no --tokens, {variable} "
-            f"or api_tokens): {generated}",
-            err=True,
-        )
+        click.echo(f"no --tokens, {variable} or api_tokens given: one token is generated", err=True)
+        click.echo(f"API token (read-write, generated for this run): {generated}", err=True)
     if host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(
             f"warning: serving plain HTTP on {host}: tokens cross the network in clear "

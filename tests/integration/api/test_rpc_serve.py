@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -62,3 +63,95 @@ def test_short_tokens_are_refused(sqlite_url: str) -> None:
     )
     assert done.returncode == 2
     assert done.stderr.startswith("error: tokens: token 1 is shorter than 16 characters")
+
+
+def _peak_kib(pid: int) -> int:
+    """The process's peak resident memory (VmHWM), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+def _send_without_token(port: int, head: bytes, body: Iterator[bytes]) -> bytes:
+    """Send ``head`` and as much of ``body`` as the server takes; its answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head)
+        try:
+            for chunk in body:
+                sock.sendall(chunk)
+        except OSError:  # the server answered and closed: it read no further
+            pass
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        return answer
+
+
+def test_a_large_body_without_a_token_costs_the_server_nothing(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """The token is checked from the headers: a 200 MB body sent without one
+    (declared, or chunked without a length) gets its 401 without the server
+    reading it (its peak memory does not grow by the body), and a malformed
+    body without a token is a 401, not a 422."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWH_SCHEDULER_")}
+    secret = "gate-secret-0123456789"
+    with open(tmp_path / "serve.log", "wb") as out:
+        server = subprocess.Popen(
+            [
+                SWH,
+                "scheduler",
+                "--db-url",
+                sqlite_url,
+                "rpc-serve",
+                "--port",
+                str(port),
+                "--tokens",
+                f"{secret}:rw",
+            ],
+            stdout=out,
+            stderr=out,
+            env=env,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: _answers(url), 30, "the server to start")
+        before = _peak_kib(server.pid)
+        megabyte = b"x" * 2**20
+        declared = _send_without_token(
+            port,
+            b"POST /tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % (200 * 2**20),
+            iter([megabyte] * 200),
+        )
+        chunked = _send_without_token(
+            port,
+            b"POST /rpc/import_tasks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+            iter([b"%x\r\n%s\r\n" % (len(megabyte), megabyte)] * 200),
+        )
+        for answer in (declared, chunked):
+            assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
+            assert b"www-authenticate: bearer" in answer.lower()
+        grown = _peak_kib(server.pid) - before
+        assert grown < 20 * 1024, f"the server's peak memory grew by {grown} KiB"
+        malformed = httpx.post(f"{url}/tasks", content=b"{not json")
+        assert malformed.status_code == 401
+        assert httpx.get(f"{url}/rpc").status_code == 401  # the method list is not open
+        assert httpx.get(f"{url}/health").status_code in (200, 503)  # open
+        reader = httpx.post(
+            f"{url}/tasks", content=b"{not json", headers={"Authorization": f"Bearer {secret}"}
+        )
+        assert reader.status_code == 422
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health").status_code in (200, 503)
+    except httpx.HTTPError:
+        return False

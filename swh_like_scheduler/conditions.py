@@ -69,3 +69,41 @@ def summarise(
             if show and report.level.value in wanted and len(summary.tasks) < limit:
                 summary.tasks.append((item, report))
     return summary
+
+
+def listing(
+    store: SchedulerStore,
+    now: datetime,
+    *,
+    show: str,
+    task_type: str | None = None,
+    limit: int = 20,
+    after_id: int = 0,
+    scan: int = 5000,
+) -> tuple[list[tuple[Task, policy.ConditionReport]], int | None]:
+    """Up to ``limit`` tasks at level ``show`` or worse among the watched
+    tasks with ids after ``after_id``, reading at most ``scan`` of them (a
+    bounded cost per call, whatever the table holds). Also returns the id to
+    continue after (``None``: the end of the table was reached)."""
+    if show not in ("ERROR", "WARNING"):
+        raise ValueError(f"show must be ERROR or WARNING, not {show!r}")
+    types = {t.type: t for t in store.get_task_types()}
+    if task_type is not None and task_type not in types:
+        raise UnknownTaskType(task_type)
+    wanted = {"ERROR"} if show == "ERROR" else {"ERROR", "WARNING"}
+    criteria = TaskFilter(type=task_type, status=WATCHED)
+    found: list[tuple[Task, policy.ConditionReport]] = []
+    read, after = 0, after_id
+    while read < scan:
+        page = store.search_tasks(criteria, after_id=after, limit=min(PAGE, scan - read))
+        if not page:
+            return found, None
+        for item in page:
+            read += 1
+            after = item.id or 0
+            report = policy.condition(item, types[item.type], now)
+            if report.level.value in wanted:
+                found.append((item, report))
+                if len(found) >= limit:
+                    return found, after
+    return found, after

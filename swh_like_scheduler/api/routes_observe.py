@@ -37,15 +37,44 @@ def get_conditions(
     type: Annotated[str | None, Query(max_length=200)] = None,
     show: Literal["ERROR", "WARNING"] | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 20,
+    after_id: Annotated[int, Query(ge=0)] = 0,
 ) -> dict[str, Any]:
     """How many live and disabled tasks are OK, WARNING or in ERROR, per
-    type (``swh scheduler task status``), with up to ``limit`` tasks at
-    level ``show`` or worse. Reads every live task: for dashboards, not for
-    tight polling (``/metrics`` is cheap)."""
-    summary = conditions.summarise(
-        state.store, state.clock(), task_type=type, show=show, limit=limit
-    )
-    return summary.to_dict()
+    type, as last counted in the background (``counts_age_seconds``; the
+    same counts as ``/metrics``), and with ``show`` up to ``limit`` tasks
+    at that level or worse among the next :data:`CONDITIONS_SCAN` tasks
+    after ``after_id``; ``next_after_id`` continues (``null``: the end).
+    A call reads a bounded number of tasks, whatever the table holds."""
+    if type is not None and state.store.get_task_type(type) is None:
+        raise NotFound(f"task type {type!r} is unknown")
+    counted, age = (None, None) if state.table_counts is None else state.table_counts.latest()
+    counts = None if counted is None else counted.conditions
+    if counts is not None and type is not None:
+        counts = {type: counts.get(type, dict.fromkeys(conditions.LEVELS, 0))}
+    body: dict[str, Any] = {
+        "now": state.clock().isoformat(),
+        "counts": counts,
+        "counts_age_seconds": age,
+        "tasks": [],
+        "next_after_id": None,
+    }
+    if show is not None:
+        found, following = conditions.listing(
+            state.store,
+            state.clock(),
+            show=show,
+            task_type=type,
+            limit=limit,
+            after_id=after_id,
+            scan=CONDITIONS_SCAN,
+        )
+        body["tasks"] = [{"id": t.id, "type": t.type, **r.to_dict()} for t, r in found]
+        body["next_after_id"] = following
+    return body
+
+
+#: tasks one ``GET /conditions`` reads at most
+CONDITIONS_SCAN = 5000
 
 
 def _age(state: ApiState, instant: Any) -> float | None:

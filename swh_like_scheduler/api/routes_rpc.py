@@ -92,6 +92,25 @@ WRITE_METHODS = frozenset(
 METHODS = READ_METHODS | WRITE_METHODS
 
 
+#: most rows a read may return or ids it may name in one call (page beyond it)
+MAX_READ_ROWS = 10_000
+
+
+def bounded(bound: inspect.BoundArguments) -> None:
+    """A read's ``limit`` and ``ids`` within :data:`MAX_READ_ROWS` (a read
+    token must not be able to make the server read the whole table into
+    memory); the method's own default counts when the caller gave none."""
+    bound.apply_defaults()
+    limit = bound.arguments.get("limit", 0)
+    if "limit" in bound.arguments and (not isinstance(limit, int) or limit > MAX_READ_ROWS):
+        raise InvalidInput(
+            "kwargs.limit", f"is at most {MAX_READ_ROWS} per call (page with after_id / after)"
+        )
+    ids = bound.arguments.get("ids")
+    if ids is not None and (not hasattr(ids, "__len__") or len(ids) > MAX_READ_ROWS):
+        raise InvalidInput("kwargs.ids", f"names at most {MAX_READ_ROWS} ids per call")
+
+
 def error_status(error: SchedulerError) -> int:
     if isinstance(error, Conflict):
         return 409
@@ -137,9 +156,11 @@ def call(
         kwargs["apply"] = outcome_applier(TaskTypeCache(state.store), random.Random())
     target = getattr(state.store, method)
     try:
-        inspect.signature(target).bind(*args, **kwargs)
+        bound = inspect.signature(target).bind(*args, **kwargs)
     except TypeError as exc:
         raise InvalidInput("kwargs", str(exc)) from None
+    if method in READ_METHODS:
+        bounded(bound)
     try:
         result = target(*args, **kwargs)
     except SchedulerError as error:

@@ -152,12 +152,16 @@ def test_standalone_runs_tasks_and_ctrl_c_leaves_no_process(
         token = re.search(r"Authorization: Bearer (\S+)'", out.read_text())
         assert api is not None and token is not None, out.read_text()
         wait_for(lambda: _answers(f"{api.group(1)}/health"), 30, "the API to answer")
-        conditions = httpx.get(
-            f"{api.group(1)}/conditions",
-            headers={"Authorization": f"Bearer {token.group(1)}"},
-            timeout=30,
-        )
-        assert "sleep" in conditions.json()["counts"]
+
+        def counted() -> bool:
+            conditions = httpx.get(
+                f"{api.group(1)}/conditions",
+                headers={"Authorization": f"Bearer {token.group(1)}"},
+                timeout=30,
+            )
+            return "sleep" in (conditions.json()["counts"] or {})
+
+        wait_for(counted, 30, "the API to count the conditions")
         wait_for(
             lambda: ended_runs(db_path) >= 3 or process.poll() is not None,
             45,

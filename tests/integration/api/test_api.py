@@ -191,8 +191,21 @@ def test_conditions_and_metrics(
     client.post("/tasks", json={"tasks": tasks})
     clock.now += timedelta(days=2)  # all three far past their deadline
     summary = client.get("/conditions", params={"show": "ERROR"}).json()
-    assert summary["counts"] == {"sleep": {"OK": 0, "WARNING": 0, "ERROR": 3}}
     assert {t["reason"] for t in summary["tasks"]} == {"never_run"}
+    assert summary["next_after_id"] is None  # the whole table was read
+    # the counts come from the background count (as /metrics's)
+    expected = {"sleep": {"OK": 0, "WARNING": 0, "ERROR": 3}}
+    wait_until(
+        lambda: client.get("/conditions").json()["counts"] == expected, 30, "the tasks counted"
+    )
+    assert client.get("/conditions").json()["counts_age_seconds"] >= 0
+    # paged: one task per page, each page continuing after the last
+    first = client.get("/conditions", params={"show": "ERROR", "limit": 1}).json()
+    assert len(first["tasks"]) == 1 and first["next_after_id"] == first["tasks"][0]["id"]
+    second = client.get(
+        "/conditions", params={"show": "ERROR", "limit": 1, "after_id": first["next_after_id"]}
+    ).json()
+    assert second["tasks"][0]["id"] > first["tasks"][0]["id"]
     text = client.get("/metrics").text
     overdue = next(
         line for line in text.splitlines() if line.startswith("swh_scheduler_oldest_overdue")
@@ -316,3 +329,19 @@ def test_jobs_by_key(client: httpx.Client, reader: httpx.Client, store: SQLAlche
     assert only_error(bad)[0] == ["body", "schedules", 1]
     other = client.put(path, json={**SEED_JOB, "key": "other"})
     assert only_error(other)[0] == ["body", "key"]
+
+
+def test_rpc_reads_are_capped(
+    reader: httpx.Client, client: httpx.Client, sleep_type: TaskType
+) -> None:
+    """A read-only token cannot make the server read a whole table at once:
+    a limit or an id list past the cap is a 422 naming it."""
+    huge = reader.post("/rpc/search_tasks", json={"kwargs": {"limit": 1_000_000}})
+    assert huge.status_code == 422
+    assert only_error(huge)[0][-2:] == ["kwargs", "limit"]
+    many = reader.post("/rpc/get_tasks", json={"args": [list(range(20_000))]})
+    assert only_error(many)[0][-2:] == ["kwargs", "ids"]
+    assert reader.post("/rpc/search_tasks", json={"kwargs": {"limit": 10_000}}).status_code == 200
+    assert reader.post("/rpc/search_tasks", json={}).status_code == 200  # its default (100)
+    # a write with a read token: refused before its body is read
+    assert reader.post("/rpc/create_tasks", json={"args": [[]]}).status_code == 403

@@ -55,6 +55,9 @@ class ApiSettings:
     #: the whole task table, in the background) when its counts are older
     #: than this many seconds; 0: never
     count_every: float = 300.0
+    #: /health is degraded when work waits this many seconds with no runner
+    #: pass, or runs stay open that long with no worker sign of life
+    health_stale_after: float = 120.0
 
 
 @dataclass

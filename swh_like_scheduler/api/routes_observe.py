@@ -81,34 +81,80 @@ def _age(state: ApiState, instant: Any) -> float | None:
     return None if instant is None else (state.clock() - instant).total_seconds()
 
 
-@router.get("/health")
+@router.get(
+    "/health",
+    responses={503: {"description": "degraded or unavailable: the reasons are in the body"}},
+)
 def health(state: State) -> Response:
-    """200 when the database answers (and the broker, when one is
-    configured), 503 otherwise; with the last claim by a runner, the last
-    worker sign of life recorded by the listener and the oldest overdue
-    task per type. Open to all: no token needed."""
+    """Whether the platform does its work. Open to all (no token), and
+    cheap: a few index reads.
+
+    * ``ok`` (200): the database answers (and the broker, when one is
+      configured), and no reason below holds;
+    * ``degraded`` (503): the API works, the platform does not, with the
+      ``reasons``: tasks overdue by more than ``stale_after`` seconds while
+      no runner claimed nor had room for that long (no runner, or every
+      queue full); runs open for longer than that while no worker sign of
+      life was recorded for that long (no listener, or no worker); the
+      broker does not answer;
+    * ``unavailable`` (503): the database does not answer.
+
+    Figures: the last claim, the last runner pass with room, the last
+    worker sign of life, the oldest open run, the oldest overdue task per
+    type. Errors name their kind only, never a host."""
     now = state.clock()
-    body: dict[str, Any] = {"status": "ok"}
+    stale = state.settings.health_stale_after
+    body: dict[str, Any] = {"status": "ok", "stale_after": stale, "reasons": []}
     try:
-        figures = state.store.schedule_health(now=now, counts=False)
+        figures = state.store.schedule_health(now=now, counts=False, runs=False)
     except SchedulerError as error:
-        body.update(status="unavailable", database={"ok": False, "error": str(error)})
+        body.update(
+            status="unavailable",
+            database={
+                "ok": False,
+                "error": f"the database does not answer ({type(error).__name__})",
+            },
+            reasons=["the database does not answer"],
+        )
         return JSONResponse(status_code=503, content=body)
     body["database"] = {"ok": True}
+    reasons: list[str] = body["reasons"]
     if state.broker_check is not None:
         problem = state.broker_check()
-        body["broker"] = {"ok": problem is None, "error": problem}
+        body["broker"] = {"ok": problem is None}
         if problem is not None:
-            body["status"] = "degraded"
+            reasons.append("the broker does not answer")
+    overdue = {
+        name: (now - deadline).total_seconds() for name, deadline in figures.oldest_overdue.items()
+    }
+    passes = [t for t in (figures.last_claim_at, figures.last_room_at) if t is not None]
+    last_pass = _age(state, max(passes)) if passes else None
+    late = sorted(name for name, seconds in overdue.items() if seconds > stale)
+    if late and (last_pass is None or last_pass > stale):
+        since = "ever" if last_pass is None else f"{last_pass:.0f} s"
+        reasons.append(
+            f"no runner claimed a task nor had room for {since} while "
+            f"{', '.join(late)} have tasks overdue by more than {stale:.0f} s "
+            "(no runner, or every queue full)"
+        )
+    open_age = _age(state, figures.oldest_open_run)
+    seen = _age(state, figures.last_worker_seen_at)
+    if open_age is not None and open_age > stale and (seen is None or seen > stale):
+        since = "ever" if seen is None else f"{seen:.0f} s"
+        reasons.append(
+            f"no worker sign of life recorded for {since} while runs are open since "
+            f"{open_age:.0f} s (no listener, or no worker)"
+        )
+    if reasons:
+        body["status"] = "degraded"
     body.update(
         last_claim_at=plain(figures.last_claim_at),
         last_claim_age_seconds=_age(state, figures.last_claim_at),
+        last_room_at=plain(figures.last_room_at),
         last_worker_seen_at=plain(figures.last_worker_seen_at),
-        last_worker_seen_age_seconds=_age(state, figures.last_worker_seen_at),
-        oldest_overdue_seconds={
-            name: (now - deadline).total_seconds()
-            for name, deadline in figures.oldest_overdue.items()
-        },
+        last_worker_seen_age_seconds=seen,
+        oldest_open_run_age_seconds=open_age,
+        oldest_overdue_seconds=overdue,
     )
     return JSONResponse(status_code=200 if body["status"] == "ok" else 503, content=body)
 

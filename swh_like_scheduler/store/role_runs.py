@@ -146,12 +146,17 @@ class RunStore(Protocol):
         twice keeps the first time."""
         ...
 
-    def schedule_health(self, *, now: datetime, counts: bool = True) -> ScheduleHealth:
+    def schedule_health(
+        self, *, now: datetime, counts: bool = True, runs: bool = True
+    ) -> ScheduleHealth:
         """Figures that say whether the schedule keeps up, read through
         indexes (no per-task computation): the oldest overdue waiting task
-        per type, open runs, runs ended within the hour, the last claim, the
-        last worker sign of life and, with ``counts``, tasks per type and
-        status (left empty without: that reads the whole task table)."""
+        per type, the oldest open run, the last claim, the last pass with
+        room, the last worker sign of life; with ``runs``, open runs and
+        runs ended within the hour per type and status, and expiries (left
+        empty without: they read every open and recent run); with
+        ``counts``, tasks per type and status (that reads the whole task
+        table)."""
         ...
 
     def unstarted_run_counts(self, *, task_types: Sequence[str] | None = None) -> dict[str, int]:

@@ -11,17 +11,22 @@ from ..model import OPEN_RUN_STATUSES, Priority, RunStatus, TaskStatus
 from ..records import EXPIRED_ERROR
 from .sql_base import SQLBase
 from .tables import dispatch_batch as batch_t
+from .tables import dispatch_room as room_t
 from .tables import task as task_t
 from .tables import task_run as run_t
 from .tables import task_type as type_t
 from .tables import worker as worker_t
 from .values import ENDED_WINDOW, ScheduleHealth
 
+_OPEN_RUN = sa.text("task_run.status IN ('scheduled', 'started')")
+
 
 class HealthMethods(SQLBase):
     """:meth:`SchedulerStore.schedule_health`."""
 
-    def schedule_health(self, *, now: datetime, counts: bool = True) -> ScheduleHealth:
+    def schedule_health(
+        self, *, now: datetime, counts: bool = True, runs: bool = True
+    ) -> ScheduleHealth:
         tasks = sa.select(task_t.c.type, task_t.c.status, sa.func.count()).group_by(
             task_t.c.type, task_t.c.status
         )
@@ -65,11 +70,19 @@ class HealthMethods(SQLBase):
                 now=now,
                 tasks={(t, s): n for t, s, n in conn.execute(tasks)} if counts else {},
                 oldest_overdue=overdue,
-                open_runs={(t, s): n for t, s, n in conn.execute(open_runs)},
-                last_claim_at=conn.scalar(sa.select(sa.func.max(batch_t.c.claimed_at))),
+                open_runs={(t, s): n for t, s, n in conn.execute(open_runs)} if runs else {},
+                # batch ids grow with time: the newest batch, by its key
+                last_claim_at=conn.scalar(
+                    sa.select(batch_t.c.claimed_at).order_by(batch_t.c.id.desc()).limit(1)
+                ),
                 last_worker_seen_at=conn.scalar(
                     sa.select(sa.func.max(worker_t.c.last_heartbeat_at))
                 ),
-                ended_runs={(t, s): n for t, s, n in conn.execute(ended)},
-                expired={t: n for t, n in conn.execute(expired)},
+                ended_runs={(t, s): n for t, s, n in conn.execute(ended)} if runs else {},
+                expired={t: n for t, n in conn.execute(expired)} if runs else {},
+                # the predicate of ix_task_run_open, written out: the index serves it
+                oldest_open_run=conn.scalar(
+                    sa.select(sa.func.min(run_t.c.scheduled)).where(_OPEN_RUN)
+                ),
+                last_room_at=conn.scalar(sa.select(sa.func.max(room_t.c.at))),
             )

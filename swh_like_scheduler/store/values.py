@@ -102,6 +102,10 @@ class ScheduleHealth:
     ended_runs: dict[tuple[str, str], int] = field(default_factory=dict)
     #: one-shot tasks expired within :data:`ENDED_WINDOW`, per type
     expired: dict[str, int] = field(default_factory=dict)
+    #: when the oldest open run was dispatched (``None``: no open run)
+    oldest_open_run: datetime | None = None
+    #: the latest runner pass that had room for every ready task of a type
+    last_room_at: datetime | None = None
 
 
 #: the window of :attr:`ScheduleHealth.ended_runs`

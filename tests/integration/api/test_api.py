@@ -12,7 +12,8 @@ from waiting import wait_until
 
 from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
 from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import RunStatus, TaskStatus, TaskType
+from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.monitor import WorkerSighting
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 
 SLEEP_TASK = {"type": "sleep", "args": [1]}
@@ -241,7 +242,42 @@ def test_health(store: SQLAlchemyStore, clock: Clock, anonymous: httpx.Client) -
     with serving(broken) as url:
         answer = httpx.get(f"{url}/health")
     assert answer.status_code == 503
-    assert answer.json()["broker"] == {"ok": False, "error": "ConnectionRefusedError"}
+    assert answer.json()["broker"] == {"ok": False}
+    assert answer.json()["reasons"] == ["the broker does not answer"]
+
+
+def test_health_is_degraded_while_work_waits_and_no_runner_passes(
+    store: SQLAlchemyStore, clock: Clock, anonymous: httpx.Client, sleep_type: TaskType
+) -> None:
+    """Every daemon stopped and tasks overdue: degraded, with the reasons;
+    a runner's claim and a worker's sign of life make it ok again."""
+    tasks = [
+        Task(
+            type="sleep",
+            args=(n,),
+            schedule_kind=ScheduleKind.ADAPTIVE,
+            current_interval=timedelta(hours=1),
+            next_run=clock.now,
+            deadline=clock.now + timedelta(minutes=30),
+        )
+        for n in range(3)
+    ]
+    store.create_tasks(tasks, now=clock.now)
+    assert anonymous.get("/health").status_code == 200  # nothing late yet
+    clock.now += timedelta(hours=3)  # overdue for hours, no runner seen
+    answer = anonymous.get("/health")
+    assert answer.status_code == 503
+    body = answer.json()
+    assert body["status"] == "degraded"
+    [reason] = body["reasons"]
+    assert reason.startswith("no runner claimed a task nor had room for ever while sleep")
+    # a runner claims: the runs are open, and no worker was ever seen
+    store.claim_ready_tasks("sleep", now=clock.now, limit=10)
+    clock.now += timedelta(minutes=5)
+    [reason] = anonymous.get("/health").json()["reasons"]
+    assert reason.startswith("no worker sign of life recorded for ever while runs are open")
+    store.record_worker_sightings([WorkerSighting("w@n", clock.now, True, 2.0)])
+    assert anonymous.get("/health").status_code == 200
 
 
 def test_health_without_a_database(clock: Clock) -> None:
@@ -253,6 +289,7 @@ def test_health_without_a_database(clock: Clock) -> None:
         unreachable.close()
     assert answer.status_code == 503
     assert answer.json()["database"]["ok"] is False
+    assert "127.0.0.1" not in answer.text and ":9" not in answer.text  # no host in open answers
 
 
 def test_body_size_limit(store: SQLAlchemyStore, clock: Clock, sleep_type: TaskType) -> None:

@@ -141,12 +141,22 @@ def default_cron_max_duration(
     return policy.shortest_cron_gap(fields["cron"], fields.get("tz", "UTC"), now)
 
 
+#: the field each schedule kind cannot do without, and an example
+_REQUIRED = {
+    ScheduleKind.CRON: ("cron", "example: '0 3 * * *'"),
+    ScheduleKind.PERIODIC: ("period", "example: '1 day'"),
+}
+
+
 def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: datetime) -> Task:
     """A new task (no id) with its first start times computed by the policy engine."""
     unknown = sorted(set(values) - set(TASK_FIELDS))
     if unknown:
         raise InvalidInput(unknown[0], f"is not a task field (known: {', '.join(TASK_FIELDS)})")
     kind = schedule_kind(values)
+    required = _REQUIRED.get(kind)
+    if required is not None and _blank(values.get(required[0])):
+        raise InvalidInput(required[0], f"a {kind} task needs one ({required[1]})")
     fields: dict[str, Any] = {"type": task_type.type, "schedule_kind": kind}
     tz = str(values.get("tz") or "UTC").strip()
     validation.zone("tz", tz)

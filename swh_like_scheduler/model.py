@@ -253,6 +253,8 @@ class BlackoutPeriod:
         return f"{self.start.isoformat()}-{self.end.isoformat()}"
 
 
+#: deepest nesting of lists and objects in a task's arguments
+MAX_JSON_DEPTH = 32
 #: default of the ``max_argument_bytes`` setting: JSON bytes of one task's arguments
 MAX_ARGUMENT_BYTES = 64 * 1024
 
@@ -422,6 +424,13 @@ class Task:
     @property
     def arguments_hash(self) -> str:
         return self._arguments_hash
+
+    def check_arguments_depth(self, limit: int = MAX_JSON_DEPTH) -> None:
+        """Refuse arguments nested more than ``limit`` levels deep: every
+        reader (JSON answers, the worker's decoding) would have to walk them."""
+        for name, value in (("args", self.args), ("kwargs", self.kwargs)):
+            if validation.too_deep(value, limit):
+                raise InvalidInput(name, f"nests lists and objects more than {limit} levels deep")
 
     def check_arguments_size(self, limit: int | None) -> None:
         """Refuse arguments whose JSON is longer than ``limit`` bytes (the

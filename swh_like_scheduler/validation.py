@@ -133,6 +133,25 @@ def unstorable(value: object) -> str | None:
     return None
 
 
+def too_deep(value: object, limit: int) -> bool:
+    """Whether ``value`` (a JSON-like value) nests lists and mappings more
+    than ``limit`` levels deep (walked without recursion: any depth is safe
+    to ask about)."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: list[object] = list(item.values())
+        elif isinstance(item, list | tuple):
+            children = list(item)
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def storable(field: str, value: object) -> None:
     """Refuse text PostgreSQL cannot store, in text or JSON columns (SQLite
     would store what PostgreSQL refuses: one rule for both)."""

@@ -135,6 +135,7 @@ class TaskMethods(SQLBase):
             if item.id is not None:
                 raise InvalidInput("id", f"a new task cannot have an id (got {item.id})")
             item.check_arguments_size(self.max_argument_bytes)
+            item.check_arguments_depth()
         self._check_types_exist(conn, {t.type for t in batch})
         found: list[Task | None] = [None] * len(batch)
         copy_of: dict[int, int] = {}
@@ -441,6 +442,8 @@ class TaskMethods(SQLBase):
     def update_task(self, task: Task, *, expected_updated_at: datetime | None = None) -> Task:
         if task.id is None:
             raise InvalidInput("id", "only a stored task (with an id) can be updated")
+        task.check_arguments_size(self.max_argument_bytes)
+        task.check_arguments_depth()
         values = rows.task_to_row(task)
         with self._write("update task") as conn:
             query = sa.update(task_t).where(task_t.c.id == task.id).values(values)

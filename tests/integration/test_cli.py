@@ -112,6 +112,8 @@ def test_bad_input_is_refused_with_a_message_naming_the_field(  # type: ignore[n
         "cron",
         "61 * * * *",
     )
+    refused(run("task", "add", "sleep", "--kind", "cron"), "cron", "needs one")
+    refused(run("task", "add", "sleep", "--kind", "periodic"), "period", "needs one")
     refused(run("task-type", "add", "t2", "x.y", "--max-queue-length", "-5"), "max_queue_length")
     refused(run("task-type", "add", "sleep", "x.y"), "type", "already exists")
     refused(run("task", "add", "sleep", "--blackout", "25:00-01:00", "x"), "blackout_periods")

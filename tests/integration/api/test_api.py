@@ -382,3 +382,18 @@ def test_rpc_reads_are_capped(
     assert reader.post("/rpc/search_tasks", json={}).status_code == 200  # its default (100)
     # a write with a read token: refused before its body is read
     assert reader.post("/rpc/create_tasks", json={"args": [[]]}).status_code == 403
+
+
+def test_deep_or_incomplete_input_is_a_422_and_reads_stay_healthy(
+    client: httpx.Client, store: SQLAlchemyStore, sleep_type: TaskType
+) -> None:
+    deep: object = 1
+    for _ in range(300):
+        deep = {"x": deep}
+    answer = client.post("/tasks", json={"tasks": [{"type": "sleep", "kwargs": {"d": deep}}]})
+    assert answer.status_code == 422, answer.text
+    assert only_error(answer)[0][-1] == "kwargs"
+    for kind in ("cron", "periodic", "oneshot", "adaptive"):
+        answer = client.post("/tasks", json={"tasks": [{"type": "sleep", "kind": kind}]})
+        assert answer.status_code in (201, 422), (kind, answer.text)
+    assert client.get("/tasks").status_code == 200

@@ -859,3 +859,20 @@ def test_a_oneshot_expires_only_after_a_pass_with_room(
     assert expiry.task.id == late.id and expiry.task.status is TaskStatus.DISABLED
     assert expiry.run.error and "had room at" in expiry.run.error
     assert store.get_tasks([unbounded.id or 0])[0].status is TaskStatus.WAITING
+
+
+def test_arguments_nested_too_deep_are_refused_and_nothing_is_written(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    deep: object = "leaf"
+    for _ in range(300):
+        deep = {"x": deep}
+    with pytest.raises(InvalidInput) as info:
+        store.create_tasks([make_task(now, 1, kwargs={"n": deep}), make_task(now, 2)], now=now)
+    assert info.value.field == "kwargs" and "32 levels" in info.value.message
+    assert store.count_tasks() == 0
+    shallow: object = "leaf"
+    for _ in range(31):
+        shallow = [shallow]
+    [task] = store.create_tasks([make_task(now, 3, shallow)], now=now)
+    assert task.args[1] == shallow

@@ -125,10 +125,12 @@ def create_app(
     """The ASGI application serving ``store``."""
     from . import routes_jobs, routes_observe, routes_rpc, routes_tasks, routes_types
     from .deps import no_nul_parameters
+    from .schemas import ERROR_RESPONSES
 
     settings = settings or ApiSettings()
     app = FastAPI(
         dependencies=[Depends(no_nul_parameters)],
+        responses=ERROR_RESPONSES,
         title="swh_like_scheduler",
         summary="Recurring and one-shot Celery tasks kept fresh by deadline",
         version="1",

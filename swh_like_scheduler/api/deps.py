@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, HTTPException, Request
+from fastapi import Depends, HTTPException, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..exceptions import InvalidInput
 from .app import ApiState
@@ -44,12 +45,24 @@ def require(state: ApiState, authorization: str | None, wanted: Access) -> None:
         raise HTTPException(status_code=403, detail="this token may only read")
 
 
+#: the bearer token, documented as the API's security scheme
+BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="token",
+    description="A token of rpc-serve (--tokens / SWH_SCHEDULER_API_TOKENS): SECRET:rw "
+    "may read and write, SECRET:ro may only read",
+)
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)]
+
+
+def bearer_header(credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    """The ``Authorization`` value these credentials came from."""
+    return None if credentials is None else f"{credentials.scheme} {credentials.credentials}"
+
+
 def _needs(wanted: Access):  # type: ignore[no-untyped-def]
-    def check(
-        state: State,
-        authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
-    ) -> None:
-        require(state, authorization, wanted)
+    def check(state: State, credentials: Credentials) -> None:
+        require(state, bearer_header(credentials), wanted)
 
     return Depends(check)
 

@@ -14,7 +14,7 @@ import logging
 import random
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Header, HTTPException, Path
+from fastapi import APIRouter, Body, Depends, HTTPException, Path
 from fastapi.responses import JSONResponse
 
 from .. import wire
@@ -22,7 +22,7 @@ from ..exceptions import Conflict, InvalidInput, NotFound, SchedulerError, Store
 from ..listener.handler import APPLY_WIRE_NAME, TaskTypeCache, outcome_applier
 from ..validation import storable
 from .auth import Access
-from .deps import State, require
+from .deps import READ, Credentials, State, bearer_header, require
 
 logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/rpc", tags=["remote store"])
@@ -124,11 +124,12 @@ def error_status(error: SchedulerError) -> int:
 def _access(
     state: State,
     method: Annotated[str, Path(max_length=100)],
-    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    credentials: Credentials = None,
 ) -> str:
     if method not in METHODS:
         raise HTTPException(status_code=404, detail=f"no store method {method!r}")
-    require(state, authorization, Access.READ if method in READ_METHODS else Access.WRITE)
+    wanted = Access.READ if method in READ_METHODS else Access.WRITE
+    require(state, bearer_header(credentials), wanted)
     return method
 
 
@@ -175,7 +176,7 @@ def call(
     return {"result": wire.encode(result)}
 
 
-@router.get("")
+@router.get("", dependencies=[READ])
 def capabilities(state: State) -> dict[str, Any]:
     """The store's capability flags and the methods served."""
     return {

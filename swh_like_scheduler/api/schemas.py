@@ -109,3 +109,30 @@ class JobIn(Body):
     callback: CallbackIn
     max_delay: Duration | None = Field(default=None, description="how late an instant may run")
     priority: Literal["high", "normal", "low"] | None = None
+
+
+class FieldError(BaseModel):
+    """One problem of a request, where it is (``["body", "tasks", 1, "cron"]``)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorOut(BaseModel):
+    """Every error answer: a sentence, or (422) the list of problems."""
+
+    detail: str | list[FieldError]
+
+
+#: what any operation may answer besides its own success
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "a malformed request (a bad Content-Length...)"},
+    401: {"model": ErrorOut, "description": "no valid bearer token"},
+    403: {"model": ErrorOut, "description": "a read-only token asked to write"},
+    404: {"model": ErrorOut, "description": "nothing by that name or id"},
+    409: {"model": ErrorOut, "description": "a conflict: a key or name already taken"},
+    413: {"model": ErrorOut, "description": "a body over the size limit"},
+    422: {"model": ErrorOut, "description": "bad input: each problem with its location"},
+    503: {"model": ErrorOut, "description": "the database (or broker) is not answering"},
+}

@@ -8,7 +8,7 @@ the defaults below. Nothing here runs at import time.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import platformdirs
 
 from .exceptions import InvalidInput
 from .model import MAX_ARGUMENT_BYTES
+from .reach import Reach
 
 APP_NAME = "swh-like-scheduler"
 ENV_PREFIX = "SWH_SCHEDULER"
@@ -50,6 +51,8 @@ class Settings:
     api_token: str | None = None
     #: the Redis index of waiting tasks (``redis://…``), off when ``None``
     index_url: str | None = None
+    #: where http callbacks may go besides public addresses (:mod:`.reach`)
+    callback_allow: Reach = field(default_factory=Reach)
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -81,6 +84,7 @@ def load_settings(
     max_argument_bytes: int | None = None,
     api_token: str | None = None,
     index_url: str | None = None,
+    callback_allow: str | None = None,
 ) -> Settings:
     """Merge flags/environment (already resolved by click) with the file and defaults."""
     from_file: dict[str, Any] = {}
@@ -100,7 +104,11 @@ def load_settings(
     open_reads = from_file.get("api_open_reads", False)
     if not isinstance(open_reads, bool):
         raise InvalidInput("api_open_reads", f"{open_reads!r} is not true or false")
+    allow = callback_allow if callback_allow is not None else from_file.get("callback_allow", ())
+    if not isinstance(allow, str | list | tuple):
+        raise InvalidInput("callback_allow", "must be a list of networks and host names")
     return Settings(
+        callback_allow=Reach.parse(allow),
         db_url=url or default_db_url(),
         db_is_default=not url,
         broker_url=broker_url or from_file.get("broker_url"),

@@ -20,6 +20,7 @@ longer given that have not run."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from typing import Any
 from . import validation
 from .exceptions import InvalidInput
 from .model import Priority, RunStatus, ScheduleKind, Task, TaskRun, TaskStatus
+from .reach import Reach
 
 #: longest job key (the task key adds ``@`` and a 25-character instant)
 MAX_KEY = 400
@@ -39,6 +41,8 @@ CALLBACK_TASK_TYPES = {"rabbitmq": "notify", "http": "webhook"}
 #: namespace of the idempotency keys of http callbacks
 IDEMPOTENCY_NAMESPACE = uuid.UUID("6f1d3a52-2b8e-4d0b-9a55-3f1d1c0e7a10")
 SEPARATOR = "@"
+#: an HTTP header name (RFC 9110's token)
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 def instant_text(instant: datetime) -> str:
@@ -111,6 +115,13 @@ class Callback:
             isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
         ):
             raise InvalidInput("callback.data.headers", "must map header names to strings")
+        for name, value in headers.items():
+            if not _HEADER_NAME.fullmatch(name):
+                raise InvalidInput("callback.data.headers", f"{name!r} is not a header name")
+            if any(c in value for c in "\r\n\x00"):
+                raise InvalidInput(
+                    f"callback.data.headers.{name}", "holds a line break (CR, LF) or a NUL"
+                )
 
     @property
     def task_type(self) -> str:
@@ -176,8 +187,10 @@ class Job:
         )
 
 
-def job_from_input(key: str, body: Mapping[str, Any]) -> Job:
-    """A job from seed 004's JSON body (``key`` optional, equal to ``key`` if given)."""
+def job_from_input(key: str, body: Mapping[str, Any], *, reach: Reach | None = None) -> Job:
+    """A job from seed 004's JSON body (``key`` optional, equal to ``key`` if
+    given); an ``http`` callback must go where ``reach`` allows (default:
+    public addresses only, :mod:`.reach`)."""
     known = {"key", "schedules", "callback", "max_delay", "priority"}
     unknown = sorted(set(body) - known)
     if unknown:
@@ -205,13 +218,18 @@ def job_from_input(key: str, body: Mapping[str, Any]) -> Job:
         raise InvalidInput(
             "priority", f"{body.get('priority')!r} is not high, normal or low"
         ) from None
-    return Job(
+    job = Job(
         key=key,
         schedules=tuple(instants),
         callback=Callback(str(callback.get("type")), callback.get("data", {})),
         max_delay=max_delay,
         priority=priority,
     )
+    if job.callback.type == "http":
+        problem = (reach or Reach()).problem(str(job.callback.data["url"]))
+        if problem is not None:
+            raise InvalidInput("callback.data.url", problem)
+    return job
 
 
 @dataclass(frozen=True)

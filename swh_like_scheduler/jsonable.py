@@ -32,10 +32,32 @@ def plain(value: Any) -> Any:
     return value
 
 
+#: what a reader sees of a secret
+HIDDEN = "***"
+
+
+def hidden_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with the values of its ``headers`` (an http callback's
+    ``Authorization``...) hidden: they are written, kept for the worker,
+    and never read back."""
+    headers = kwargs.get("headers")
+    if not isinstance(headers, Mapping) or not headers:
+        return dict(kwargs)
+    return {**kwargs, "headers": dict.fromkeys(headers, HIDDEN)}
+
+
+def without_secrets(task: Task) -> Task:
+    """``task`` as readers see it (:func:`hidden_kwargs`)."""
+    if not isinstance(task.kwargs.get("headers"), Mapping):
+        return task
+    return dataclasses.replace(task, kwargs=hidden_kwargs(task.kwargs))
+
+
 def task_json(task: Task) -> dict[str, Any]:
-    """A task's fields (not its computed digests) and its policy."""
+    """A task's fields (not its computed digests, nor its secrets) and its policy."""
     data = dataclasses.asdict(task)
     del data["_arguments_hash"], data["_arguments_size"]
+    data["kwargs"] = hidden_kwargs(task.kwargs)
     data["policy"] = task.policy.value
     data["blackout_periods"] = [b.to_json() for b in task.blackout_periods]
     return data

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from fastapi import Depends, FastAPI, Request
@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 
 from ..exceptions import Conflict, InvalidInput, NotFound, SchedulerError, StoreError
 from ..quietlog import QuietLog
+from ..reach import Reach
 from ..store import SchedulerStore
 from .auth import Token
 from .condition_counts import TableCounts
@@ -55,6 +56,8 @@ class ApiSettings:
     #: the whole task table, in the background) when its counts are older
     #: than this many seconds; 0: never
     count_every: float = 300.0
+    #: where http callbacks may go besides public addresses
+    reach: Reach = field(default_factory=Reach)
     #: /health is degraded when work waits this many seconds with no runner
     #: pass, or runs stay open that long with no worker sign of life
     health_stale_after: float = 120.0

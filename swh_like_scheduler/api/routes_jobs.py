@@ -29,7 +29,7 @@ def put_job(state: State, key: JobKey, body: JobIn, response: Response) -> dict[
     again are kept (one that already ran does not run again), new ones are
     added, and those left out that have not run are cancelled. 201 when the
     key was new."""
-    job = job_from_input(key, body.given())
+    job = job_from_input(key, body.given(), reach=state.settings.reach)
     view = state.store.put_job(job, now=state.clock())
     if not view.kept and not view.removed and len(view.instants) == len(view.added):
         response.status_code = 201

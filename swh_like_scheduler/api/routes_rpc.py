@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import logging
 import random
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Path
@@ -19,7 +20,10 @@ from fastapi.responses import JSONResponse
 
 from .. import wire
 from ..exceptions import Conflict, InvalidInput, NotFound, SchedulerError, StoreError
+from ..jobs import JobView
+from ..jsonable import without_secrets
 from ..listener.handler import APPLY_WIRE_NAME, TaskTypeCache, outcome_applier
+from ..model import Task
 from ..validation import storable
 from .auth import Access
 from .deps import READ, Credentials, State, bearer_header, require
@@ -173,7 +177,22 @@ def call(
         # values of the wrong kind (a text where ids go...): the caller's
         logger.warning("rpc %s: arguments refused", method, exc_info=True)
         raise InvalidInput("args", f"do not fit {method}: {type(exc).__name__}: {exc}") from None
+    if method in READ_METHODS:
+        result = hidden(result)
     return {"result": wire.encode(result)}
+
+
+def hidden(value: Any) -> Any:
+    """A read's result with the tasks' secrets hidden (:func:`without_secrets`):
+    tasks, lists of tasks, jobs."""
+    if isinstance(value, Task):
+        return without_secrets(value)
+    if isinstance(value, list | tuple):
+        return type(value)(hidden(v) for v in value)
+    if isinstance(value, JobView):
+        instants = tuple(replace(i, task=without_secrets(i.task)) for i in value.instants)
+        return replace(value, instants=instants)
+    return value
 
 
 @router.get("", dependencies=[READ])

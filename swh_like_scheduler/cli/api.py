@@ -120,6 +120,7 @@ def rpc_serve(
         open_reads=settings.api_open_reads if open_reads is None else open_reads,
         broker_url=broker,
         count_every=count_every,
+        reach=settings.callback_allow,
     )
     app = create_app(cli.scheduling_store("rpc-serve"), api, broker_check=check, revoke=revoke)
     try:

@@ -198,6 +198,14 @@ def swh() -> None:
     "listener, the monitor and the server must all be given it (default: "
     "index_url in the config file; none).",
 )
+@click.option(
+    "--callback-allow",
+    envvar=f"{ENV_PREFIX}_CALLBACK_ALLOW",
+    show_envvar=True,
+    help="Networks and host names http callbacks may reach besides public addresses "
+    "(comma-separated: 10.0.0.0/8,127.0.0.1,hooks.internal; default: callback_allow "
+    "in the config file; none).",
+)
 @click.pass_context
 def scheduler(
     ctx: click.Context,
@@ -206,6 +214,7 @@ def scheduler(
     config_file: Path | None,
     max_argument_bytes: int | None,
     index_url: str | None,
+    callback_allow: str | None,
 ) -> None:
     """Manage the scheduler: task types, tasks, runs and the database."""
     try:
@@ -215,6 +224,7 @@ def scheduler(
             max_argument_bytes=max_argument_bytes,
             api_token=api_token,
             index_url=index_url,
+            callback_allow=callback_allow,
         )
     except SchedulerError as error:
         raise reported(error) from None

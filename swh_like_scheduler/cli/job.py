@@ -63,7 +63,8 @@ def put(
     """Create job KEY or replace its instants (one that already ran does not
     run again; those left out that have not run are cancelled)."""
     body = _body(body_file, instants, queue, url, payload, max_delay)
-    view = cli.store.put_job(job_from_input(key, body), now=now())
+    job = job_from_input(key, body, reach=cli.settings.callback_allow)
+    view = cli.store.put_job(job, now=now())
     added, removed, kept = len(view.added), len(view.removed), len(view.kept)
     _show(view, as_json, f"Added {added}, removed {removed}, kept {kept} instant(s)")
 

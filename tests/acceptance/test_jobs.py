@@ -24,6 +24,7 @@ from kombu import Connection
 from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
 from swh_like_scheduler.jobs import idempotency_key, task_key
 from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.reach import Reach
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_workers import notify, webhook
 
@@ -96,7 +97,9 @@ def platform(postgres_url: str, tmp_path: Path) -> Iterator[tuple[Platform, str]
             TaskType(type=name, backend_name=spec["backend_name"], queue=f"{site.prefix}-{name}")
         )
     site.start()
-    app = create_app(store, ApiSettings(tokens=parse_tokens([f"{WRITER}:rw"])))
+    # the test's receiver listens on loopback: allowed here, refused by default
+    settings = ApiSettings(tokens=parse_tokens([f"{WRITER}:rw"]), reach=Reach.parse("127.0.0.1"))
+    app = create_app(store, settings)
     try:
         with serving(app) as url:
             yield site, url

@@ -368,6 +368,49 @@ def test_jobs_by_key(client: httpx.Client, reader: httpx.Client, store: SQLAlche
     assert only_error(other)[0] == ["body", "key"]
 
 
+def test_http_callbacks_keep_their_secrets_and_stay_outside(
+    client: httpx.Client, reader: httpx.Client, store: SQLAlchemyStore
+) -> None:
+    """Header values are written, never read back (a reader sees ``***``,
+    the worker's task keeps them); a callback to a metadata, loopback or
+    private address is refused unless allowed; a header with a line break
+    is refused."""
+    store.create_task_type(TaskType(type="webhook", backend_name="webhook"))
+    secret = "Bearer hook-secret-0123"
+    body = {
+        "schedules": ["2026-03-02T14:00:00Z"],
+        "callback": {
+            "type": "http",
+            "data": {"url": "https://hooks.example.org/in", "headers": {"Authorization": secret}},
+        },
+    }
+    assert client.put("/jobs/hooked", json=body).status_code == 201
+    [task] = store.search_tasks(TaskFilter(key_prefix="hooked@"))
+    assert task.kwargs["headers"] == {"Authorization": secret}  # kept for the worker
+    for reading in (
+        reader.get(f"/tasks/{task.id}"),
+        reader.get("/tasks"),
+        reader.post("/rpc/get_tasks", json={"args": [[task.id]]}),
+        reader.post("/rpc/get_job", json={"args": ["hooked"]}),
+    ):
+        assert reading.status_code == 200, reading.text
+        assert "hook-secret" not in reading.text and "***" in reading.text
+    for url in (
+        "http://169.254.169.254/latest/meta-data/",
+        "http://127.0.0.1:5432/",
+        "http://localhost/admin",
+        "http://10.1.2.3/",
+        "http://[::1]/",
+    ):
+        refused = client.put(
+            "/jobs/ssrf", json={**body, "callback": {"type": "http", "data": {"url": url}}}
+        )
+        assert only_error(refused)[0] == ["body", "callback", "data", "url"], (url, refused.text)
+    crlf = {"url": "https://hooks.example.org/", "headers": {"X-A": "1\r\nX-Injected: 2"}}
+    refused = client.put("/jobs/crlf", json={**body, "callback": {"type": "http", "data": crlf}})
+    assert only_error(refused)[0][:4] == ["body", "callback", "data", "headers"]
+
+
 def test_rpc_reads_are_capped(
     reader: httpx.Client, client: httpx.Client, sleep_type: TaskType
 ) -> None:

@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi_offline import FastAPIOffline
 
 from ..exceptions import Conflict, InvalidInput, NotFound, SchedulerError, StoreError
 from ..quietlog import QuietLog
@@ -31,6 +32,8 @@ logger = logging.getLogger(__name__)
 #: a database outage fails every request alike: one line a minute per kind
 _failures = QuietLog(logger, logging.ERROR)
 
+#: where the documentation pages find their scripts and styles
+DOCS_STATIC = "/static-offline-docs"
 #: largest request body accepted (bytes)
 MAX_BODY_BYTES = 2_000_000
 #: largest body of a remote store's call (an import of many tasks is one call)
@@ -131,7 +134,10 @@ def create_app(
     from .schemas import ERROR_RESPONSES
 
     settings = settings or ApiSettings()
-    app = FastAPI(
+    # the documentation pages with their scripts and styles from the
+    # package (fastapi-offline): /docs works on a host with no way out
+    app = FastAPIOffline(
+        static_url=DOCS_STATIC,
         dependencies=[Depends(no_nul_parameters)],
         responses=ERROR_RESPONSES,
         title="swh_like_scheduler",
@@ -144,6 +150,12 @@ def create_app(
     app.add_exception_handler(SchedulerError, _scheduler_error)
     for module in (routes_types, routes_tasks, routes_jobs, routes_observe, routes_rpc):
         app.include_router(module.router)
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        """The API's documentation."""
+        return RedirectResponse("/docs")
+
     app.add_middleware(
         BodyLimit,
         limit=settings.max_body_bytes,

@@ -20,7 +20,11 @@ from .auth import Access, Token, access_of
 from .limits import refuse
 
 #: paths served to anyone (``GET``/``HEAD`` only)
-OPEN_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+OPEN_PATHS = frozenset(
+    {"/", "/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+)
+#: and the documentation's scripts and styles (package files)
+OPEN_PREFIX = "/static-offline-docs/"
 _READING = frozenset({"GET", "HEAD"})
 
 
@@ -42,7 +46,8 @@ class Gate:
 
     def wanted(self, method: str, path: str) -> Access:
         if method in _READING:
-            return Access.NONE if path in OPEN_PATHS else Access.READ
+            public = path in OPEN_PATHS or path.startswith(OPEN_PREFIX)
+            return Access.NONE if public else Access.READ
         if method == "POST" and path.startswith("/rpc/"):
             return Access.READ if path[len("/rpc/") :] in self.rpc_reads else Access.WRITE
         return Access.WRITE

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -440,3 +441,17 @@ def test_deep_or_incomplete_input_is_a_422_and_reads_stay_healthy(
         answer = client.post("/tasks", json={"tasks": [{"type": "sleep", "kind": kind}]})
         assert answer.status_code in (201, 422), (kind, answer.text)
     assert client.get("/tasks").status_code == 200
+
+
+def test_the_documentation_needs_nothing_from_outside(anonymous: httpx.Client) -> None:
+    """/docs and /redoc load their scripts and styles from the server itself
+    (a host with no way out still shows them); / leads to /docs."""
+    root = anonymous.get("/", follow_redirects=False)
+    assert root.status_code in (302, 307) and root.headers["location"] == "/docs"
+    for page in ("/docs", "/redoc"):
+        html = anonymous.get(page).text
+        sources = re.findall(r'(?:src|href)="([^"]+)"', html)
+        assert sources, html
+        for source in sources:
+            assert source.startswith("/"), f"{page} loads {source} from elsewhere"
+            assert anonymous.get(source).status_code == 200, source

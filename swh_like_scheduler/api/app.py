@@ -59,6 +59,10 @@ class ApiSettings:
     #: the whole task table, in the background) when its counts are older
     #: than this many seconds; 0: never
     count_every: float = 300.0
+    #: requests per second each client (token, else address) may make; 0: no limit
+    rate_limit: float = 0.0
+    #: one log line per request (method, path, status, duration, client)
+    access_log: bool = False
     #: where http callbacks may go besides public addresses
     reach: Reach = field(default_factory=Reach)
     #: /health is degraded when work waits this many seconds with no runner
@@ -167,5 +171,7 @@ def create_app(
         tokens=settings.tokens,
         open_reads=settings.open_reads,
         rpc_reads=routes_rpc.READ_METHODS,
+        rate=settings.rate_limit,
+        access_log=settings.access_log,
     )
     return app

@@ -73,16 +73,22 @@ def parse_tokens(entries: str | Iterable[str], *, field: str = "api_tokens") -> 
 
 def access_of(tokens: Iterable[Token], authorization: str | None) -> Access:
     """What the ``Authorization`` header grants (``Access.NONE``: no valid
-    bearer token). Every token is compared, so the time taken does not say
-    which one nearly matched."""
+    bearer token)."""
+    return identify(tokens, authorization)[0]
+
+
+def identify(tokens: Iterable[Token], authorization: str | None) -> tuple[Access, int | None]:
+    """What the ``Authorization`` header grants, and the number (from 1) of
+    the token that grants it (``None``: no valid bearer token). Every token
+    is compared, so the time taken does not say which one nearly matched."""
     if not authorization:
-        return Access.NONE
+        return Access.NONE, None
     scheme, _, given = authorization.partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
-        return Access.NONE
+        return Access.NONE, None
     offered = given.strip().encode()
-    granted = Access.NONE
-    for token in tokens:
-        if hmac.compare_digest(token.secret, offered):
-            granted = max(granted, token.access)
-    return granted
+    granted, number = Access.NONE, None
+    for index, token in enumerate(tokens, start=1):
+        if hmac.compare_digest(token.secret, offered) and token.access > granted:
+            granted, number = token.access, index
+    return granted, number

@@ -1,4 +1,4 @@
-"""Authentication before anything else, as an ASGI middleware.
+"""Authentication, rate and access log before anything else: an ASGI middleware.
 
 A request's token is checked from its headers alone, before its body is
 read (and before the body limit reads it): a client without a valid token
@@ -6,18 +6,29 @@ costs the server no more than its headers, whatever it sends after them,
 and malformed input without a token is a 401 like any other. What a
 request needs follows from its method and path: ``GET``/``HEAD`` read,
 other methods write, and a ``POST /rpc/NAME`` reads or writes as the store
-method ``NAME`` does. The open paths (``/health`` and the API's own
+method ``NAME`` does. The open paths (``/health``, ``/`` and the API's own
 documentation) need no token; with ``open_reads`` neither do reads. The
 routes check again (their dependencies also document the security in the
-OpenAPI document)."""
+OpenAPI document).
+
+With a rate limit (:mod:`.ratelimit`), each client — its token, else its
+address — gets ``rate`` requests per second (``burst`` at once), open paths
+included; past it, a 429 with ``Retry-After``. With ``access_log``, one line
+per request: method, path, status, milliseconds and the client (``token
+N``, never the secret, else its address)."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from .auth import Access, Token, access_of
+from .auth import Access, Token, identify
 from .limits import refuse
+from .ratelimit import Buckets
+
+access_logger = logging.getLogger("swh_like_scheduler.api.access")
 
 #: paths served to anyone (``GET``/``HEAD`` only)
 OPEN_PATHS = frozenset(
@@ -29,7 +40,8 @@ _READING = frozenset({"GET", "HEAD"})
 
 
 class Gate:
-    """401 without a valid token, 403 when it may not do what is asked."""
+    """401 without a valid token, 403 when it may not do what is asked,
+    429 past the client's rate."""
 
     def __init__(
         self,
@@ -38,11 +50,15 @@ class Gate:
         tokens: Iterable[Token],
         open_reads: bool,
         rpc_reads: Collection[str],
+        rate: float = 0.0,
+        access_log: bool = False,
     ) -> None:
         self.app = app
         self.tokens = tuple(tokens)
         self.open_reads = open_reads
         self.rpc_reads = frozenset(rpc_reads)
+        self.buckets = Buckets(rate, max(10.0, 2 * rate)) if rate > 0 else None
+        self.access_log = access_log
 
     def wanted(self, method: str, path: str) -> Access:
         if method in _READING:
@@ -56,15 +72,58 @@ class Gate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        wanted = self.wanted(str(scope.get("method", "")), str(scope.get("path", "")))
-        if wanted is Access.NONE or (wanted is Access.READ and self.open_reads):
-            await self.app(scope, receive, send)
-            return
+        started = time.perf_counter()
+        method, path = str(scope.get("method", "")), str(scope.get("path", ""))
         header = next(
             (v.decode("latin-1") for n, v in scope.get("headers", ()) if n == b"authorization"),
             None,
         )
-        granted = access_of(self.tokens, header)
+        granted, number = identify(self.tokens, header)
+        client = f"token {number}" if number is not None else _address(scope)
+        status = [0]
+
+        async def sending(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        try:
+            await self._serve(scope, receive, sending, method, path, granted, client)
+        finally:
+            if self.access_log:
+                access_logger.info(
+                    "%s %s %d %.1f ms %s",
+                    method,
+                    path,
+                    status[0],
+                    (time.perf_counter() - started) * 1000,
+                    client,
+                )
+
+    async def _serve(
+        self,
+        scope: dict[str, Any],
+        receive: Any,
+        send: Any,
+        method: str,
+        path: str,
+        granted: Access,
+        client: str,
+    ) -> None:
+        if self.buckets is not None:
+            wait = self.buckets.take(client)
+            if wait is not None:
+                await refuse(
+                    send,
+                    429,
+                    f"too many requests from {client}: try again in {wait} s",
+                    headers=[(b"retry-after", str(wait).encode())],
+                )
+                return
+        wanted = self.wanted(method, path)
+        if wanted is Access.NONE or (wanted is Access.READ and self.open_reads):
+            await self.app(scope, receive, send)
+            return
         if granted is Access.NONE:
             await refuse(
                 send,
@@ -77,3 +136,8 @@ class Gate:
             await refuse(send, 403, "this token may only read")
             return
         await self.app(scope, receive, send)
+
+
+def _address(scope: dict[str, Any]) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"

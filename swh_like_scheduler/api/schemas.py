@@ -134,5 +134,6 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorOut, "description": "a conflict: a key or name already taken"},
     413: {"model": ErrorOut, "description": "a body over the size limit"},
     422: {"model": ErrorOut, "description": "bad input: each problem with its location"},
+    429: {"model": ErrorOut, "description": "past the client's request rate (see Retry-After)"},
     503: {"model": ErrorOut, "description": "the database (or broker) is not answering"},
 }

@@ -72,6 +72,21 @@ def broker_hooks(
     help="/metrics counts the tasks per status and condition again (a read of the "
     "whole task table, in the background) when its counts are older than this; 0: never.",
 )
+@click.option(
+    "--rate-limit",
+    type=click.FloatRange(min=0),
+    default=100.0,
+    show_default=True,
+    metavar="PER_SECOND",
+    help="Requests per second each client (its token, else its address) may make, "
+    "twice that at once; past it a 429 with Retry-After (0: no limit).",
+)
+@click.option(
+    "--access-log/--no-access-log",
+    default=False,
+    help="Log each request: method, path, status, milliseconds, token number (never "
+    "the secret) or address.",
+)
 @click.option("--log-level", default="info", show_default=True)
 @pass_cli
 def rpc_serve(
@@ -82,6 +97,8 @@ def rpc_serve(
     open_reads: bool | None,
     broker_url: str | None,
     count_every: float,
+    rate_limit: float,
+    access_log: bool,
     log_level: str,
 ) -> None:
     """Serve the scheduler over HTTP: task types, tasks, runs, conditions,
@@ -121,7 +138,11 @@ def rpc_serve(
         broker_url=broker,
         count_every=count_every,
         reach=settings.callback_allow,
+        rate_limit=rate_limit,
+        access_log=access_log,
     )
+    if access_log:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     app = create_app(cli.scheduling_store("rpc-serve"), api, broker_check=check, revoke=revoke)
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)

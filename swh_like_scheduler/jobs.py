@@ -41,6 +41,8 @@ CALLBACK_TASK_TYPES = {"rabbitmq": "notify", "http": "webhook"}
 #: namespace of the idempotency keys of http callbacks
 IDEMPOTENCY_NAMESPACE = uuid.UUID("6f1d3a52-2b8e-4d0b-9a55-3f1d1c0e7a10")
 SEPARATOR = "@"
+#: an ISO 8601 instant that says its offset (``Z``, ``+02:00``, ``-0500``)
+_ZONED = re.compile(r"(Z|[+-]\d\d(:?\d\d)?)$", re.IGNORECASE)
 #: an HTTP header name (RFC 9110's token)
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
@@ -205,8 +207,18 @@ def job_from_input(key: str, body: Mapping[str, Any], *, reach: Reach | None = N
         if not isinstance(text, str):
             raise InvalidInput(f"schedules.{index}", "must be an ISO 8601 instant (text)")
         instant = validation.parse_datetime(f"schedules.{index}", text)
+        if not _ZONED.search(text.strip()):
+            raise InvalidInput(
+                f"schedules.{index}",
+                f"{text!r} has no time zone: end it with Z (UTC) or an offset (+02:00)",
+            )
         if "T" not in text or (instant.tzinfo is None):  # pragma: no cover - parse gives UTC
             raise InvalidInput(f"schedules.{index}", "must be an instant with a time")
+        if instant.microsecond:
+            raise InvalidInput(
+                f"schedules.{index}",
+                f"{text!r} has a fraction of a second: a job's instants are whole seconds",
+            )
         instants.append(instant)
     callback = body.get("callback")
     if not isinstance(callback, Mapping):

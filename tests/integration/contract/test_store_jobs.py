@@ -210,3 +210,22 @@ def test_concurrent_puts_of_one_key_end_with_one_body(
     finally:
         for store in stores:
             store.close()
+
+
+@pytest.mark.parametrize(
+    ("instant", "why"),
+    [
+        ("2026-12-24T14:00:00", "no time zone"),
+        ("2026-12-24T14:00:00.5Z", "fraction of a second"),
+        ("2026-12-24T14:00:00.000001+01:00", "fraction of a second"),
+    ],
+)
+def test_job_instants_say_their_zone_and_are_whole_seconds(instant: str, why: str) -> None:
+    body = {**SEED_BODY, "schedules": ["2026-12-24T13:00:00Z", instant]}
+    with pytest.raises(InvalidInput) as info:
+        job_from_input(str(SEED_BODY["key"]), body)
+    assert info.value.field == "schedules.1" and why in info.value.message
+    job = job_from_input(
+        str(SEED_BODY["key"]), {**SEED_BODY, "schedules": ["2026-12-24T15:00:00+01:00"]}
+    )
+    assert [t.isoformat() for t in job.schedules] == ["2026-12-24T14:00:00+00:00"]

@@ -32,7 +32,7 @@ ALLOW_ENV = "SWH_SCHEDULER_CALLBACK_ALLOW"
 
 
 def _kind(address: Address) -> str:
-    for name in ("loopback", "link_local", "private", "multicast", "reserved", "unspecified"):
+    for name in ("unspecified", "loopback", "link_local", "multicast", "reserved", "private"):
         if getattr(address, f"is_{name}", False):
             return name.replace("_", "-")
     return "non-public"
@@ -103,8 +103,8 @@ class Reach:
         for address in addresses:
             if not self.allows(address):
                 return (
-                    f"{host} is a {_kind(address)} address ({address}); callbacks go to "
-                    f"public addresses unless the setting callback_allow ({ALLOW_ENV}) "
+                    f"{host} is not public ({address} is {_kind(address)}); callbacks go "
+                    f"to public addresses unless the setting callback_allow ({ALLOW_ENV}) "
                     "names it"
                 )
         return None

@@ -53,6 +53,8 @@ class Platform:
             **os.environ,
             "SWH_SCHEDULER_DB_URL": db_url,
             "SWH_SCHEDULER_BROKER_URL": self.broker,
+            # the test's HTTP receiver listens on loopback
+            "SWH_SCHEDULER_CALLBACK_ALLOW": "127.0.0.1",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         }
         self.logs = logs

@@ -168,6 +168,8 @@ class Soak(ProcessTable):
             "SOAK_BROKER": self.broker_url,
             "SOAK_COUNTER": self.counter_url,
             "SOAK_PREFIX": self.prefix,
+            # the HTTP receiver listens on loopback: allowed for this platform
+            "SWH_SCHEDULER_CALLBACK_ALLOW": "127.0.0.1",
             "PYTHONPATH": os.pathsep.join(
                 filter(None, [str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH")])
             ),

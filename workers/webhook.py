@@ -7,6 +7,12 @@ instant — a retry after a timeout, a redelivered message, a re-published
 run. A receiver that remembers the keys it has handled does the work once.
 The run's Celery task id goes in ``X-Swh-Task-Id``.
 
+Before each delivery the URL's host is resolved and every address checked:
+a callback goes to public addresses only, unless the Celery setting
+``swh_scheduler_callback_allow`` (else ``SWH_SCHEDULER_CALLBACK_ALLOW``)
+allows more (:mod:`swh_like_scheduler.reach`); a refused one is
+*permfailed*. Redirects are not followed.
+
 A 2xx answer is a success (*eventful*). A network error, a timeout, 408,
 429 or a 5xx raises (*failed*: retried under the type's retry policy).
 Another 4xx gives *permfailed*: sending the same request again would get
@@ -16,11 +22,13 @@ the same answer.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import httpx
 from celery import Task, shared_task
 
+from swh_like_scheduler.reach import ALLOW_ENV, Reach, resolve
 from swh_like_scheduler.worker import SchedulerTask
 
 TASK_NAME = "swh_like_workers.webhook.post"
@@ -30,6 +38,16 @@ USER_AGENT = "swh-like-scheduler-webhook/0.1"
 TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 #: 4xx answers worth trying again later
 RETRIED = frozenset({408, 425, 429})
+
+
+def reach_of(task: Task) -> Reach:
+    """Where this worker may post: public addresses, plus the Celery setting
+    ``swh_scheduler_callback_allow``, else ``SWH_SCHEDULER_CALLBACK_ALLOW``
+    (:mod:`swh_like_scheduler.reach`)."""
+    allowed = task.app.conf.get("swh_scheduler_callback_allow")
+    if allowed is None:
+        allowed = os.environ.get(ALLOW_ENV, "")
+    return Reach.parse(allowed)
 
 
 class CallbackFailed(RuntimeError):
@@ -63,7 +81,9 @@ def post(
     """Send ``payload`` as JSON to ``url``; ``{"status": "eventful", "code": 2xx}``
     on success."""
     headers = dict(headers or {})
-    problem = input_problem(url, payload, method, headers)
+    problem = input_problem(url, payload, method, headers) or reach_of(self).problem(
+        url, resolver=resolve
+    )
     if problem is not None:
         return {"status": "permfailed", "error": problem}
     headers.update(

@@ -48,6 +48,9 @@ WIPE_WINDOW = 5.0
 #: how long past its promise a recurring task may be when the soak stops
 #: dispatching (a run due at that moment is under way or queued)
 STALE_BOUND = timedelta(minutes=1)
+#: faults that end a worker's bodies under way: SIGKILL of its group, and
+#: SIGTERM (a warm shutdown lets them end, unless it is cut short)
+_STOPS = ("kill9", "term")
 _GOOD = {"eventful": RunStatus.EVENTFUL, "uneventful": RunStatus.UNEVENTFUL}
 
 
@@ -165,16 +168,15 @@ class Checker:
             worker = _worker_name(start["worker"])
             if end is not None:
                 stop = end["t"]
-            else:  # never ended: killed with its worker (or the soak's end)
-                kill = next(
+            else:  # never ended: it died with its worker (or runs at the soak's end)
+                stop = min(
                     (
                         b
                         for f, b, _ in self.faults
-                        if f.kind == "kill9" and f.target == worker and b >= start["t"]
+                        if f.kind in _STOPS and f.target == worker and b >= start["t"]
                     ),
-                    None,
+                    default=float("inf"),
                 )
-                stop = kill if kill is not None else float("inf")
             by_tid[start["tid"]].append((start["t"], stop, run_id))
         for tid, spans in by_tid.items():
             spans.sort()

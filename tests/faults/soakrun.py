@@ -228,8 +228,15 @@ class Soak(ProcessTable):
     def spawn(self, name: str) -> None:
         self.launch(name, self.command(name))
 
-    def stop_process(self, name: str, sig: int, timeout: float = 90.0) -> None:
-        self.signal(name, sig)
+    def stop_process(
+        self, name: str, sig: int, timeout: float = 90.0, *, group: bool = True
+    ) -> None:
+        """``sig`` to the process (its group, or its main process only), then
+        SIGKILL to the group if it is still there after ``timeout``."""
+        if group:
+            self.signal(name, sig)
+        elif self.alive(name):
+            os.kill(self.processes[name].pid, sig)
         try:
             self.processes[name].wait(timeout)
         except subprocess.TimeoutExpired:
@@ -414,10 +421,12 @@ class Soak(ProcessTable):
     def apply(self, fault: Fault, n: int) -> bool:
         """Begin ``fault``; True when it lasts a while (:meth:`end` ends it)."""
         kind, target = fault.kind, fault.target
-        if kind in ("kill9", "term"):
-            if kind == "term":
-                self.signal(target, signal.SIGCONT)  # a paused worker cannot shut down
-            self.stop_process(target, signal.SIGKILL if kind == "kill9" else signal.SIGTERM)
+        if kind == "kill9":  # the whole process group: a worker's pool dies with it
+            self.stop_process(target, signal.SIGKILL)
+            time.sleep(fault.seconds)
+        elif kind == "term":  # the main process only: a worker's warm shutdown
+            self.signal(target, signal.SIGCONT)  # a paused worker cannot shut down
+            self.stop_process(target, signal.SIGTERM, group=False)
             time.sleep(fault.seconds)
         elif kind == "restart":
             server = self.servers[target]

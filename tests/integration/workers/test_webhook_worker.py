@@ -60,7 +60,8 @@ def receiver() -> Iterator[Receiver]:
 def test_posts_with_the_same_idempotency_key_on_every_attempt(receiver: Receiver) -> None:
     import services
 
-    app = make_test_app(services.redis_url())
+    # the receiver listens on loopback: this worker may post there
+    app = make_test_app(services.redis_url(), swh_scheduler_callback_allow="127.0.0.1")
     tasks = unique_queue("webhook")
     payload = {"id": "42", "when": "pre"}
     kwargs = {"url": receiver.url("/hook"), "payload": payload, "idempotency_key": "k-1"}
@@ -94,3 +95,24 @@ def test_posts_with_the_same_idempotency_key_on_every_attempt(receiver: Receiver
         assert headers[TASK_ID_HEADER] == first.id
         assert headers["Content-Type"] == "application/json"
     assert [r[1] for r in receiver.received].count("/down") == 1
+
+
+@pytest.mark.redis
+def test_a_callback_to_a_non_public_address_is_refused_at_delivery(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job put before the rule, or by the Python API, still never makes the
+    worker call inside its network: each delivery is checked (after the name
+    is resolved), and refused as a permanent failure without a request."""
+    import services
+
+    monkeypatch.delenv("SWH_SCHEDULER_CALLBACK_ALLOW", raising=False)
+    app = make_test_app(services.redis_url())
+    tasks = unique_queue("webhook")
+    kwargs = {"payload": {}, "idempotency_key": "k-2"}
+    with worker(app, tasks):
+        for url in (receiver.url("/inside"), "http://localhost:9/", "http://169.254.169.254/"):
+            refused = app.send_task(TASK_NAME, kwargs={**kwargs, "url": url}, queue=tasks)
+            answer = refused.get(timeout=15)
+            assert answer["status"] == "permfailed" and "not public" in answer["error"], answer
+    assert receiver.received == []

@@ -30,7 +30,7 @@ class Scale:
     listener_down: tuple[float, float] = (20.0, 40.0)
 
 
-QUICK = Scale(seconds=100, mean_gap=13, recurring=4, oneshots=30, jobs=6)
+QUICK = Scale(seconds=75, mean_gap=12, recurring=4, oneshots=25, jobs=6)
 FULL = Scale(
     seconds=1800,
     mean_gap=38,

@@ -10,6 +10,7 @@ from ..exceptions import NotFound
 from ..jobs import MAX_KEY, JobView, job_from_input
 from .app import ApiState
 from .deps import READ, WRITE, State
+from .responses import JobOut
 from .schemas import JobIn
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -23,7 +24,7 @@ def _answer(state: ApiState, view: JobView) -> dict[str, Any]:
     return body
 
 
-@router.put("/{key}", dependencies=[WRITE])
+@router.put("/{key}", dependencies=[WRITE], response_model=JobOut)
 def put_job(state: State, key: JobKey, body: JobIn, response: Response) -> dict[str, Any]:
     """Create the job or replace its instants, atomically: instants given
     again are kept (one that already ran does not run again), new ones are
@@ -36,7 +37,7 @@ def put_job(state: State, key: JobKey, body: JobIn, response: Response) -> dict[
     return _answer(state, view)
 
 
-@router.get("/{key}", dependencies=[READ])
+@router.get("/{key}", dependencies=[READ], response_model=JobOut)
 def get_job(state: State, key: JobKey) -> dict[str, Any]:
     """Every instant of the job, with its state and latest run."""
     view = state.store.get_job(key)
@@ -45,7 +46,7 @@ def get_job(state: State, key: JobKey) -> dict[str, Any]:
     return view.to_dict()
 
 
-@router.delete("/{key}", dependencies=[WRITE])
+@router.delete("/{key}", dependencies=[WRITE], response_model=JobOut)
 def delete_job(state: State, key: JobKey) -> dict[str, Any]:
     """Cancel the instants that have not run; the job's history stays."""
     view = state.store.delete_job(key, now=state.clock())

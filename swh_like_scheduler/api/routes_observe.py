@@ -18,11 +18,12 @@ from ..jsonable import plain, run_json
 from ..store import SchedulerStore
 from .app import ApiState
 from .deps import READ, State
+from .responses import ConditionsOut, HealthOut, RunOut
 
 router = APIRouter(tags=["observation"])
 
 
-@router.get("/runs/{backend_id}", dependencies=[READ])
+@router.get("/runs/{backend_id}", dependencies=[READ], response_model=RunOut)
 def get_run(state: State, backend_id: Annotated[str, Path(max_length=200)]) -> dict[str, Any]:
     """A run by its Celery task id."""
     found = state.store.get_task_run(backend_id)
@@ -31,7 +32,7 @@ def get_run(state: State, backend_id: Annotated[str, Path(max_length=200)]) -> d
     return plain(run_json(found))
 
 
-@router.get("/conditions", dependencies=[READ])
+@router.get("/conditions", dependencies=[READ], response_model=ConditionsOut)
 def get_conditions(
     state: State,
     type: Annotated[str | None, Query(max_length=200)] = None,
@@ -83,6 +84,7 @@ def _age(state: ApiState, instant: Any) -> float | None:
 
 @router.get(
     "/health",
+    response_model=HealthOut,
     responses={503: {"description": "degraded or unavailable: the reasons are in the body"}},
 )
 def health(state: State) -> Response:

@@ -17,6 +17,7 @@ from ..model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskTyp
 from ..store import TaskFilter
 from ..validation import parse_datetime
 from .deps import READ, WRITE, State
+from .responses import ActedOut, RunOut, TaskOut, TasksOut
 from .schemas import RespawnIn, TasksIn
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
@@ -26,7 +27,7 @@ MAX_PAGE = 1000
 TaskId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
 
-@router.post("", status_code=201, dependencies=[WRITE])
+@router.post("", status_code=201, dependencies=[WRITE], response_model=TasksOut)
 def create_tasks(state: State, body: TasksIn, request: Request) -> dict[str, Any]:
     """Create up to 1,000 tasks at once, all or none. A task with a key
     already used returns the existing one if its definition is the same
@@ -54,7 +55,7 @@ def _instant(field: str, value: str | None) -> datetime | None:
     return None if value is None else parse_datetime(field, value)
 
 
-@router.get("", dependencies=[READ])
+@router.get("", dependencies=[READ], response_model=TasksOut)
 def search_tasks(
     state: State,
     request: Request,
@@ -93,7 +94,7 @@ def _task(state: Any, task_id: int) -> Task:
     return task
 
 
-@router.get("/by-key/{key}", dependencies=[READ])
+@router.get("/by-key/{key}", dependencies=[READ], response_model=TaskOut)
 def get_task_by_key(state: State, key: Annotated[str, Path(max_length=500)]) -> dict[str, Any]:
     found = state.store.get_task_by_key(key)
     if found is None:
@@ -101,7 +102,7 @@ def get_task_by_key(state: State, key: Annotated[str, Path(max_length=500)]) -> 
     return plain(task_json(found))
 
 
-@router.get("/{task_id}", dependencies=[READ])
+@router.get("/{task_id}", dependencies=[READ], response_model=TaskOut)
 def get_task(state: State, task_id: TaskId) -> dict[str, Any]:
     return plain(task_json(_task(state, task_id)))
 
@@ -112,7 +113,7 @@ def _acted(state: Any, task_id: int, act: Callable[[list[int]], list[Task]]) -> 
     return {"changed": bool(changed), "task": plain(task_json(task))}
 
 
-@router.post("/{task_id}/cancel", dependencies=[WRITE])
+@router.post("/{task_id}/cancel", dependencies=[WRITE], response_model=ActedOut)
 def cancel_task(state: State, task_id: TaskId) -> dict[str, Any]:
     """Cancel: a dispatched run is revoked (and refused at start if a worker
     missed the revoke); a running leased run stops at its next ping."""
@@ -126,7 +127,7 @@ def cancel_task(state: State, task_id: TaskId) -> dict[str, Any]:
     return answer
 
 
-@router.post("/{task_id}/respawn", dependencies=[WRITE])
+@router.post("/{task_id}/respawn", dependencies=[WRITE], response_model=ActedOut)
 def respawn_task(
     state: State, task_id: TaskId, request: Request, body: RespawnIn | None = None
 ) -> dict[str, Any]:
@@ -136,14 +137,14 @@ def respawn_task(
     return _acted(state, task_id, lambda ids: state.store.respawn_tasks(ids, next_run=at, now=now))
 
 
-@router.post("/{task_id}/disable", dependencies=[WRITE])
+@router.post("/{task_id}/disable", dependencies=[WRITE], response_model=ActedOut)
 def disable_task(state: State, task_id: TaskId) -> dict[str, Any]:
     """Take the task out of scheduling (a running run finishes)."""
     now = state.clock()
     return _acted(state, task_id, lambda ids: state.store.disable_tasks(ids, now=now))
 
 
-@router.post("/{task_id}/enable", dependencies=[WRITE])
+@router.post("/{task_id}/enable", dependencies=[WRITE], response_model=ActedOut)
 def enable_task(state: State, task_id: TaskId) -> dict[str, Any]:
     """Put a disabled task back into scheduling."""
     now = state.clock()
@@ -167,7 +168,7 @@ def explain_task(
     return plain(policy.explain(task, task_type, instant).to_dict())
 
 
-@router.get("/{task_id}/runs", dependencies=[READ])
+@router.get("/{task_id}/runs", dependencies=[READ], response_model=list[RunOut])
 def task_runs(
     state: State, task_id: TaskId, limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20
 ) -> list[dict[str, Any]]:

@@ -10,18 +10,19 @@ from ..builders import task_type_from_input
 from ..exceptions import NotFound
 from ..jsonable import plain, task_type_json
 from .deps import READ, WRITE, State
+from .responses import TaskTypeOut
 from .schemas import TaskTypeIn
 
 router = APIRouter(prefix="/task-types", tags=["task types"])
 
 
-@router.get("", dependencies=[READ])
+@router.get("", dependencies=[READ], response_model=list[TaskTypeOut])
 def list_task_types(state: State) -> list[dict[str, Any]]:
     """Every task type, by name."""
     return [plain(task_type_json(t)) for t in state.store.get_task_types()]
 
 
-@router.get("/{name}", dependencies=[READ])
+@router.get("/{name}", dependencies=[READ], response_model=TaskTypeOut)
 def get_task_type(state: State, name: str = Path(max_length=200)) -> dict[str, Any]:
     found = state.store.get_task_type(name)
     if found is None:
@@ -29,7 +30,7 @@ def get_task_type(state: State, name: str = Path(max_length=200)) -> dict[str, A
     return plain(task_type_json(found))
 
 
-@router.post("", status_code=201, dependencies=[WRITE])
+@router.post("", status_code=201, dependencies=[WRITE], response_model=TaskTypeOut)
 def create_task_type(state: State, body: TaskTypeIn) -> dict[str, Any]:
     """Register a task type (409 if the name is taken)."""
     created = state.store.create_task_type(task_type_from_input(body.given()))

@@ -245,6 +245,14 @@ def scrape(ctx: Context, count: int, seconds: float) -> None:
         raw(store, "ANALYZE task_run")
         log(f"api: {claimed:,} open runs")
         with server(store) as client:
+            # the steady state: the background counts (tasks per condition,
+            # open runs) done, as they are between two of them
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                text = client.get("/metrics").text
+                if "counts_age_seconds" in text and "runs_open_age_seconds" in text:
+                    break
+                time.sleep(1.0)
             for path in SCRAPED:
                 name = path.strip("/").replace("?show=ERROR", "_errors")
 

@@ -24,7 +24,7 @@ from ..quietlog import QuietLog
 from ..reach import Reach
 from ..store import SchedulerStore
 from .auth import Token
-from .condition_counts import TableCounts
+from .condition_counts import RunCounts, TableCounts
 from .gate import Gate
 from .limits import BodyLimit
 
@@ -59,6 +59,9 @@ class ApiSettings:
     #: the whole task table, in the background) when its counts are older
     #: than this many seconds; 0: never
     count_every: float = 300.0
+    #: /metrics counts the open runs again (in the background) when its
+    #: count is older than this many seconds
+    runs_every: float = 15.0
     #: requests per second each client (token, else address) may make; 0: no limit
     rate_limit: float = 0.0
     #: one log line per request (method, path, status, duration, client)
@@ -85,6 +88,8 @@ class ApiState:
     revoke: Callable[[Sequence[str]], str | None] | None = None
     #: the whole-table counts /metrics reports (``None``: not counted)
     table_counts: TableCounts | None = None
+    #: the open runs /metrics reports, counted in the background
+    run_counts: RunCounts | None = None
 
 
 def field_error(loc: list[str | int], message: str, kind: str = "value_error") -> JSONResponse:
@@ -149,7 +154,8 @@ def create_app(
         version="1",
     )
     counts = TableCounts(store, clock, settings.count_every) if settings.count_every > 0 else None
-    app.state.api = ApiState(store, settings, clock, broker_check, revoke, counts)
+    runs = RunCounts(store, clock, settings.runs_every)
+    app.state.api = ApiState(store, settings, clock, broker_check, revoke, counts, runs)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(SchedulerError, _scheduler_error)
     for module in (routes_types, routes_tasks, routes_jobs, routes_observe, routes_rpc):

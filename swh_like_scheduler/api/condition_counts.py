@@ -1,12 +1,17 @@
-"""The figures of ``/metrics`` that read the whole task table: tasks per
-type and status, and how many are OK, WARNING or in ERROR per type.
+"""The figures of ``/metrics`` (and ``/conditions``) too costly to read at
+each scrape, counted in the background.
 
-A condition is the policy's verdict on one task (:mod:`..conditions`): no
-index answers it, so counting reads every live task — seconds with a
-million, and the status counts read the whole table too. A scrape never
-waits for them: it reports the latest counts and their age, and a
-background thread counts again when they are older than ``every`` seconds
-(one count at a time)."""
+* tasks per type and status, and how many are OK, WARNING or in ERROR per
+  type (:class:`TableCounts`): a condition is the policy's verdict on one
+  task (:mod:`..conditions`), no index answers it, so counting reads every
+  live task — seconds with a million;
+* open runs per type and status (:class:`RunCounts`): joining every open
+  run to its task's type reads the whole task table once there are many
+  (0.15 s with 1M tasks and 100k open runs, on every scrape).
+
+A scrape never waits for them: it reports the latest figures and their age,
+and a background thread counts again when they are older than ``every``
+seconds (one count at a time)."""
 
 from __future__ import annotations
 
@@ -16,12 +21,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Generic, TypeVar
 
 from .. import conditions
 from ..exceptions import SchedulerError
 from ..store import SchedulerStore
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,54 @@ class Counts:
     conditions: dict[str, dict[str, int]]
 
 
-class TableCounts:
+class Refreshed(Generic[T]):
+    """A value counted by ``count`` in the background, again when older
+    than ``every`` seconds."""
+
+    what = "figures"
+
+    def __init__(
+        self,
+        count: Callable[[], T],
+        every: float,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._count_now, self.every, self.monotonic = count, every, monotonic
+        self._lock = threading.Lock()
+        self._latest: T | None = None
+        self._counted_at: float | None = None
+        self._counting: threading.Thread | None = None
+
+    def latest(self) -> tuple[T | None, float | None]:
+        """The latest value and its age in seconds (``None``: none yet);
+        starts a count in the background when it is stale."""
+        now = self.monotonic()
+        with self._lock:
+            age = None if self._counted_at is None else now - self._counted_at
+            stale = age is None or age >= self.every
+            if stale and (self._counting is None or not self._counting.is_alive()):
+                self._counting = threading.Thread(target=self._count, daemon=True)
+                self._counting.start()
+            return self._latest, age
+
+    def _count(self) -> None:
+        started = self.monotonic()
+        try:
+            value = self._count_now()
+        except SchedulerError as error:
+            logger.warning("could not count the %s: %s", self.what, error)
+            return
+        with self._lock:
+            self._latest, self._counted_at = value, started
+        logger.debug("%s counted in %.1f s", self.what, self.monotonic() - started)
+
+
+class TableCounts(Refreshed[Counts]):
+    """Tasks per type and status, and per type and condition."""
+
+    what = "tasks"
+
     def __init__(
         self,
         store: SchedulerStore,
@@ -41,36 +95,28 @@ class TableCounts:
         *,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.store, self.clock, self.every = store, clock, every
-        self.monotonic = monotonic
-        self._lock = threading.Lock()
-        self._latest: Counts | None = None
-        self._counted_at: float | None = None
-        self._counting: threading.Thread | None = None
+        def count() -> Counts:
+            now = clock()
+            tasks = store.schedule_health(now=now, counts=True, runs=False).tasks
+            return Counts(tasks, conditions.summarise(store, now).counts)
 
-    def latest(self) -> tuple[Counts | None, float | None]:
-        """The latest counts and their age in seconds (``None``: none yet);
-        starts a count in the background when they are stale."""
-        now = self.monotonic()
-        with self._lock:
-            age = None if self._counted_at is None else now - self._counted_at
-            stale = age is None or age >= self.every
-            if stale and (self._counting is None or not self._counting.is_alive()):
-                self._counting = threading.Thread(
-                    target=self._count, name="table-counts", daemon=True
-                )
-                self._counting.start()
-            return self._latest, age
+        super().__init__(count, every, monotonic=monotonic)
 
-    def _count(self) -> None:
-        started = self.monotonic()
-        try:
-            now = self.clock()
-            tasks = self.store.schedule_health(now=now, counts=True).tasks
-            summary = conditions.summarise(self.store, now)
-        except SchedulerError as error:
-            logger.warning("could not count the tasks: %s", error)
-            return
-        with self._lock:
-            self._latest, self._counted_at = Counts(tasks, summary.counts), started
-        logger.info("tasks counted in %.1f s", self.monotonic() - started)
+
+class RunCounts(Refreshed[dict[tuple[str, str], int]]):
+    """Open runs per ``(type, run status)``."""
+
+    what = "open runs"
+
+    def __init__(
+        self,
+        store: SchedulerStore,
+        clock: Callable[[], datetime],
+        every: float,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        def count() -> dict[tuple[str, str], int]:
+            return store.schedule_health(now=clock(), counts=False, runs=True).open_runs
+
+        super().__init__(count, every, monotonic=monotonic)

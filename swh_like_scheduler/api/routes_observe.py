@@ -197,10 +197,31 @@ class ScheduleCollector(Collector):
             value=age,
         )
 
+    def _open_runs(self) -> Iterator[GaugeMetricFamily]:
+        if self.state.run_counts is None:
+            return
+        open_runs, age = self.state.run_counts.latest()
+        if open_runs is None or age is None:
+            return
+        runs = GaugeMetricFamily(
+            "swh_scheduler_runs_open",
+            "Runs scheduled (published, not started) or started, per type and status, "
+            "as last counted",
+            labels=["type", "status"],
+        )
+        for (name, status), count in sorted(open_runs.items()):
+            runs.add_metric([name, status], count)
+        yield runs
+        yield GaugeMetricFamily(
+            "swh_scheduler_runs_open_age_seconds",
+            "Seconds since the open runs were counted",
+            value=age,
+        )
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
         started = time.perf_counter()
         now = self.state.clock()
-        figures = self.store.schedule_health(now=now, counts=False)
+        figures = self.store.schedule_health(now=now, counts=False, runs=False)
         yield from self._table_counts()
         overdue = GaugeMetricFamily(
             "swh_scheduler_oldest_overdue_seconds",
@@ -214,14 +235,7 @@ class ScheduleCollector(Collector):
                 [name], 0.0 if deadline is None else (now - deadline).total_seconds()
             )
         yield overdue
-        runs = GaugeMetricFamily(
-            "swh_scheduler_runs_open",
-            "Runs scheduled (published, not started) or started, per type and status",
-            labels=["type", "status"],
-        )
-        for (name, status), count in sorted(figures.open_runs.items()):
-            runs.add_metric([name, status], count)
-        yield runs
+        yield from self._open_runs()
         ended = GaugeMetricFamily(
             "swh_scheduler_runs_ended_last_hour",
             "Runs ended within the last hour, per type and final status",

@@ -152,11 +152,11 @@ class RunStore(Protocol):
         """Figures that say whether the schedule keeps up, read through
         indexes (no per-task computation): the oldest overdue waiting task
         per type, the oldest open run, the last claim, the last pass with
-        room, the last worker sign of life; with ``runs``, open runs and
-        runs ended within the hour per type and status, and expiries (left
-        empty without: they read every open and recent run); with
-        ``counts``, tasks per type and status (that reads the whole task
-        table)."""
+        room, the last worker sign of life, runs ended within the hour per
+        type and status, expiries; with ``runs``, open runs per type and
+        status (left empty without: that joins every open run to the task
+        table); with ``counts``, tasks per type and status (that reads the
+        whole task table)."""
         ...
 
     def unstarted_run_counts(self, *, task_types: Sequence[str] | None = None) -> dict[str, int]:

@@ -78,8 +78,8 @@ class HealthMethods(SQLBase):
                 last_worker_seen_at=conn.scalar(
                     sa.select(sa.func.max(worker_t.c.last_heartbeat_at))
                 ),
-                ended_runs={(t, s): n for t, s, n in conn.execute(ended)} if runs else {},
-                expired={t: n for t, n in conn.execute(expired)} if runs else {},
+                ended_runs={(t, s): n for t, s, n in conn.execute(ended)},
+                expired={t: n for t, n in conn.execute(expired)},
                 # the predicate of ix_task_run_open, written out: the index serves it
                 oldest_open_run=conn.scalar(
                     sa.select(sa.func.min(run_t.c.scheduled)).where(_OPEN_RUN)

@@ -224,6 +224,10 @@ def test_conditions_and_metrics(
     store.end_task_run(claimed.backend_id, status=RunStatus.FAILED, ended=clock.now)
     ended = 'swh_scheduler_runs_ended_last_hour{status="failed",type="sleep"} 1.0'
     assert ended in client.get("/metrics").text
+    # the open runs, counted in the background (2 of the 3 claims are open)
+    opened = 'swh_scheduler_runs_open{status="scheduled",type="sleep"} 2.0'
+    wait_until(lambda: opened in client.get("/metrics").text, 30, "the open runs counted")
+    assert "swh_scheduler_runs_open_age_seconds " in client.get("/metrics").text
     # one-shot tasks expired within the hour, per type (0 for a type with none)
     assert 'swh_scheduler_oneshots_expired_last_hour{type="sleep"} 0.0' in text
     late = {"type": "sleep", "args": [9], "kind": "oneshot", "next_run": clock.now.isoformat()}

@@ -30,7 +30,7 @@ class Scale:
     listener_down: tuple[float, float] = (20.0, 40.0)
 
 
-QUICK = Scale(seconds=75, mean_gap=12, recurring=4, oneshots=25, jobs=6)
+QUICK = Scale(seconds=60, mean_gap=11, recurring=4, oneshots=25, jobs=6)
 FULL = Scale(
     seconds=1800,
     mean_gap=38,
@@ -160,10 +160,13 @@ def make_plan(
         replace_at = rng.uniform(0, span / 2) if rng.random() < 0.3 else None
         replaced_by: tuple[int, ...] = ()
         if replace_at is not None:
-            # keep some, drop others, add new ones: all well after the replacement
-            later = [t for t in instants if t > replace_at + 60]
+            # keep some, drop others, add new ones: all well after the
+            # replacement (a minute, or a quarter of a short soak), and due
+            # before the soak's end
+            margin = int(min(60.0, span / 4))
+            later = [t for t in instants if t > replace_at + margin]
             kept = [t for t in later if rng.random() < 0.5]
-            added = {rng.randint(int(replace_at) + 60, int(span) + 60) for _ in range(2)}
+            added = {rng.randint(int(replace_at) + margin, int(span)) for _ in range(2)}
             replaced_by = tuple(sorted(set(kept) | added))
         callback = "rabbitmq" if n % 2 == 0 else "http"
         jobs.append(JobPlan(f"job-{n}", callback, instants, replace_at, replaced_by))

@@ -24,7 +24,7 @@ from ..quietlog import QuietLog
 from ..reach import Reach
 from ..store import SchedulerStore
 from .auth import Token
-from .condition_counts import RunCounts, TableCounts
+from .condition_counts import Counts, Refreshed, RunCounts, run_counts, table_counts
 from .gate import Gate
 from .limits import BodyLimit
 
@@ -87,9 +87,9 @@ class ApiState:
     #: why not); ``None`` as a whole: cancelled runs are refused at start only
     revoke: Callable[[Sequence[str]], str | None] | None = None
     #: the whole-table counts /metrics reports (``None``: not counted)
-    table_counts: TableCounts | None = None
+    table_counts: Refreshed[Counts] | None = None
     #: the open runs /metrics reports, counted in the background
-    run_counts: RunCounts | None = None
+    run_counts: Refreshed[RunCounts] | None = None
 
 
 def field_error(loc: list[str | int], message: str, kind: str = "value_error") -> JSONResponse:
@@ -153,8 +153,9 @@ def create_app(
         summary="Recurring and one-shot Celery tasks kept fresh by deadline",
         version="1",
     )
-    counts = TableCounts(store, clock, settings.count_every) if settings.count_every > 0 else None
-    runs = RunCounts(store, clock, settings.runs_every)
+    every = settings.count_every
+    counts = table_counts(store, clock, every) if every > 0 else None
+    runs = run_counts(store, clock, settings.runs_every)
     app.state.api = ApiState(store, settings, clock, broker_check, revoke, counts, runs)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(SchedulerError, _scheduler_error)

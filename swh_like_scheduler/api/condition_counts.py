@@ -2,10 +2,10 @@
 each scrape, counted in the background.
 
 * tasks per type and status, and how many are OK, WARNING or in ERROR per
-  type (:class:`TableCounts`): a condition is the policy's verdict on one
+  type (:func:`table_counts`): a condition is the policy's verdict on one
   task (:mod:`..conditions`), no index answers it, so counting reads every
   live task — seconds with a million;
-* open runs per type and status (:class:`RunCounts`): joining every open
+* open runs per type and status (:func:`run_counts`): joining every open
   run to its task's type reads the whole task table once there are many
   (0.15 s with 1M tasks and 100k open runs, on every scrape).
 
@@ -43,16 +43,17 @@ class Refreshed(Generic[T]):
     """A value counted by ``count`` in the background, again when older
     than ``every`` seconds."""
 
-    what = "figures"
-
     def __init__(
         self,
         count: Callable[[], T],
         every: float,
         *,
+        what: str = "figures",
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._count_now, self.every, self.monotonic = count, every, monotonic
+        #: what is counted, for the log
+        self.what = what
         self._lock = threading.Lock()
         self._latest: T | None = None
         self._counted_at: float | None = None
@@ -82,41 +83,29 @@ class Refreshed(Generic[T]):
         logger.debug("%s counted in %.1f s", self.what, self.monotonic() - started)
 
 
-class TableCounts(Refreshed[Counts]):
+#: open runs per ``(type, run status)``
+RunCounts = dict[tuple[str, str], int]
+
+
+def table_counts(
+    store: SchedulerStore, clock: Callable[[], datetime], every: float
+) -> Refreshed[Counts]:
     """Tasks per type and status, and per type and condition."""
 
-    what = "tasks"
+    def count() -> Counts:
+        now = clock()
+        tasks = store.schedule_health(now=now, counts=True, runs=False).tasks
+        return Counts(tasks, conditions.summarise(store, now).counts)
 
-    def __init__(
-        self,
-        store: SchedulerStore,
-        clock: Callable[[], datetime],
-        every: float,
-        *,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
-        def count() -> Counts:
-            now = clock()
-            tasks = store.schedule_health(now=now, counts=True, runs=False).tasks
-            return Counts(tasks, conditions.summarise(store, now).counts)
-
-        super().__init__(count, every, monotonic=monotonic)
+    return Refreshed(count, every, what="tasks")
 
 
-class RunCounts(Refreshed[dict[tuple[str, str], int]]):
-    """Open runs per ``(type, run status)``."""
+def run_counts(
+    store: SchedulerStore, clock: Callable[[], datetime], every: float
+) -> Refreshed[RunCounts]:
+    """Open runs per type and run status."""
 
-    what = "open runs"
+    def count() -> RunCounts:
+        return store.schedule_health(now=clock(), counts=False, runs=True).open_runs
 
-    def __init__(
-        self,
-        store: SchedulerStore,
-        clock: Callable[[], datetime],
-        every: float,
-        *,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
-        def count() -> dict[tuple[str, str], int]:
-            return store.schedule_health(now=clock(), counts=False, runs=True).open_runs
-
-        super().__init__(count, every, monotonic=monotonic)
+    return Refreshed(count, every, what="open runs")

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -96,29 +97,9 @@ def test_a_large_body_without_a_token_costs_the_server_nothing(
     (declared, or chunked without a length) gets its 401 without the server
     reading it (its peak memory does not grow by the body), and a malformed
     body without a token is a 401, not a 422."""
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWH_SCHEDULER_")}
     secret = "gate-secret-0123456789"
-    with open(tmp_path / "serve.log", "wb") as out:
-        server = subprocess.Popen(
-            [
-                SWH,
-                "scheduler",
-                "--db-url",
-                sqlite_url,
-                "rpc-serve",
-                "--port",
-                str(port),
-                "--tokens",
-                f"{secret}:rw",
-            ],
-            stdout=out,
-            stderr=out,
-            env=env,
-        )
-    try:
+    with _serving(sqlite_url, tmp_path, "--tokens", f"{secret}:rw") as (server, port):
         url = f"http://127.0.0.1:{port}"
-        wait_until(lambda: _answers(url), 30, "the server to start")
         before = _peak_kib(server.pid)
         megabyte = b"x" * 2**20
         declared = _send_without_token(
@@ -145,6 +126,21 @@ def test_a_large_body_without_a_token_costs_the_server_nothing(
             f"{url}/tasks", content=b"{not json", headers={"Authorization": f"Bearer {secret}"}
         )
         assert reader.status_code == 422
+
+
+@contextmanager
+def _serving(
+    sqlite_url: str, tmp_path: Path, *options: str
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """``rpc-serve`` with ``options`` (its log in ``serve.log``), until it answers."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWH_SCHEDULER_")}
+    command = [SWH, "scheduler", "--db-url", sqlite_url, "rpc-serve", "--port", str(port)]
+    with open(tmp_path / "serve.log", "wb") as out:
+        server = subprocess.Popen([*command, *options], stdout=out, stderr=out, env=env)
+    try:
+        wait_until(lambda: _answers(f"http://127.0.0.1:{port}"), 30, "the server to start")
+        yield server, port
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(30)
@@ -160,46 +156,18 @@ def _answers(url: str) -> bool:
 def test_a_client_past_its_rate_gets_429_and_each_request_is_logged(
     sqlite_url: str, tmp_path: Path
 ) -> None:
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWH_SCHEDULER_")}
     secret = "rate-secret-0123456789"
     log = tmp_path / "serve.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen(
-            [
-                SWH,
-                "scheduler",
-                "--db-url",
-                sqlite_url,
-                "rpc-serve",
-                "--port",
-                str(port),
-                "--tokens",
-                f"{secret}:ro",
-                "--rate-limit",
-                "5",
-                "--access-log",
-            ],
-            stdout=out,
-            stderr=out,
-            env=env,
-        )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_until(lambda: _answers(url), 30, "the server to start")
+    options = ("--tokens", f"{secret}:ro", "--rate-limit", "5", "--access-log")
+    with _serving(sqlite_url, tmp_path, *options) as (_, port):
         headers = {"Authorization": f"Bearer {secret}"}
-        with httpx.Client(base_url=url, headers=headers) as client:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers) as client:
             codes = [client.get("/task-types").status_code for _ in range(40)]
             limited = client.get("/task-types")
         assert 200 in codes and 429 in codes, codes
         assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
         assert "detail" in limited.json()
-        # another client (no token: its address) has its own rate... on loopback
-        # it shares the address, so only the log is checked
         wait_until(lambda: "GET /task-types 429" in log.read_text(), 10, "the access log")
         text = log.read_text()
         assert "GET /task-types 200" in text and "token 1" in text
         assert secret not in text
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(30)

@@ -154,9 +154,10 @@ class RunStore(Protocol):
         per type, the oldest open run, the last claim, the last pass with
         room, the last worker sign of life, runs ended within the hour per
         type and status, expiries; with ``runs``, open runs per type and
-        status (left empty without: that joins every open run to the task
-        table); with ``counts``, tasks per type and status (that reads the
-        whole task table)."""
+        status and runs dispatched within the hour per type (left empty
+        without: that joins every open run to the task table); with
+        ``counts``, tasks per type and status (that reads the whole task
+        table)."""
         ...
 
     def unstarted_run_counts(self, *, task_types: Sequence[str] | None = None) -> dict[str, int]:

@@ -48,6 +48,19 @@ class HealthMethods(SQLBase):
             run_t.c.status == RunStatus.CANCELLED.value, run_t.c.error.startswith(EXPIRED_ERROR)
         )
         expired = expired.group_by(None).group_by(task_t.c.type)
+        # a run dispatched within the window is open (by the open-run
+        # index), or ended within it (by the ended-run index)
+        since = now - ENDED_WINDOW
+        per_type = (
+            sa.select(task_t.c.type, sa.func.count())
+            .select_from(run_t)
+            .join(task_t, task_t.c.id == run_t.c.task_id)
+            .group_by(task_t.c.type)
+        )
+        dispatched_open = per_type.where(_OPEN_RUN, run_t.c.scheduled > since)
+        dispatched_ended = per_type.where(
+            run_t.c.ended > since, run_t.c.ended <= now, run_t.c.scheduled > since
+        )
         with self._read("read schedule health") as conn:
             names = list(conn.scalars(sa.select(type_t.c.type).order_by(type_t.c.type)))
             overdue: dict[str, datetime] = {}
@@ -66,6 +79,11 @@ class HealthMethods(SQLBase):
                 past = [d for d in earliest if d is not None and d < now]
                 if past:
                     overdue[name] = min(past)
+            dispatched: dict[str, int] = {}
+            if runs:
+                for query in (dispatched_open, dispatched_ended):
+                    for name, count in conn.execute(query):
+                        dispatched[name] = dispatched.get(name, 0) + count
             return ScheduleHealth(
                 now=now,
                 tasks={(t, s): n for t, s, n in conn.execute(tasks)} if counts else {},
@@ -85,4 +103,5 @@ class HealthMethods(SQLBase):
                     sa.select(sa.func.min(run_t.c.scheduled)).where(_OPEN_RUN)
                 ),
                 last_room_at=conn.scalar(sa.select(sa.func.max(room_t.c.at))),
+                dispatched=dispatched,
             )

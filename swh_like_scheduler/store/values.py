@@ -106,6 +106,9 @@ class ScheduleHealth:
     oldest_open_run: datetime | None = None
     #: the latest runner pass that had room for every ready task of a type
     last_room_at: datetime | None = None
+    #: runs dispatched within :data:`ENDED_WINDOW` before ``now``, per type
+    #: (read with the open runs only)
+    dispatched: dict[str, int] = field(default_factory=dict)
 
 
 #: the window of :attr:`ScheduleHealth.ended_runs`

@@ -265,3 +265,25 @@ def test_lock_is_held_by_one_holder_until_it_expires(store: SQLAlchemyStore, db_
             store.acquire_lock("monitor", holder="a", ttl=timedelta(0))
     finally:
         other.close()
+
+
+def test_runs_dispatched_within_the_hour_are_counted_per_type(
+    store: SQLAlchemyStore, now: datetime
+) -> None:
+    plain_type(store)
+    plain_type(store, "other")
+    old = store.schedule_task_run(adaptive_task(store, now, 1).id or 0, now=now - 2 * H)
+    store.end_task_run(old.backend_id, status=RunStatus.EVENTFUL, ended=now - 90 * 60 * S)
+    store.schedule_task_run(adaptive_task(store, now, 2).id or 0, now=now - 2 * H)  # still open
+    store.schedule_task_run(adaptive_task(store, now, 3).id or 0, now=now - 30 * 60 * S)
+    ended = store.schedule_task_run(adaptive_task(store, now, 4).id or 0, now=now - 40 * 60 * S)
+    store.end_task_run(ended.backend_id, status=RunStatus.FAILED, ended=now - 10 * 60 * S)
+    long_run = store.schedule_task_run(adaptive_task(store, now, 5).id or 0, now=now - 2 * H)
+    store.end_task_run(long_run.backend_id, status=RunStatus.EVENTFUL, ended=now - 5 * 60 * S)
+    store.schedule_task_run(adaptive_task(store, now, 6, "other").id or 0, now=now - 60 * S)
+    figures = store.schedule_health(now=now)
+    # open since 30 min, and dispatched 40 min ago then ended; not those
+    # dispatched 2 h ago (ended or open)
+    assert figures.dispatched == {"plain": 2, "other": 1}
+    assert figures.ended_runs[("plain", "failed")] == 1
+    assert store.schedule_health(now=now, runs=False).dispatched == {}

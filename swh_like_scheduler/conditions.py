@@ -8,12 +8,14 @@ retries is disabled, and in ERROR), a page of ids at a time."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from . import policy
 from .exceptions import UnknownTaskType
+from .jsonable import hidden_kwargs
 from .model import Task, TaskStatus
 from .store import SchedulerStore, TaskFilter
 
@@ -107,3 +109,95 @@ def listing(
                 if len(found) >= limit:
                     return found, after
     return found, after
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A task that is not OK, as a census saw it: what the console's
+    problem list filters and orders without reading the task again."""
+
+    id: int
+    type: str
+    level: str
+    #: seconds past the time its work should have been done by (its
+    #: finish-by); ``None``: no such time (a disabled task)
+    late: float | None
+    kind: str
+    priority: str
+    #: lower-case key and arguments, for a free-text filter (shortened)
+    text: str
+
+    def order(self) -> tuple[int, float, int]:
+        """Worst first: ERROR before WARNING, then the latest, then by id."""
+        rank = 0 if self.level == "ERROR" else 1
+        return rank, -(self.late if self.late is not None else float("-inf")), self.id
+
+
+@dataclass(frozen=True)
+class Census:
+    """Every watched task's condition at ``now``: counts per type and level,
+    and the tasks that are not OK, worst first (at most ``kept``)."""
+
+    now: datetime
+    counts: dict[str, dict[str, int]]
+    problems: tuple[Problem, ...]
+    #: how many tasks were not OK in all (more than ``len(problems)`` when
+    #: the census kept only the worst)
+    not_ok: int
+
+
+#: characters of a task's key and arguments kept for the free-text filter
+TEXT_KEPT = 160
+
+
+def _text(task: Task) -> str:
+    # secrets hidden: a filter on them would let a reader guess them
+    plain = {"args": list(task.args), "kwargs": hidden_kwargs(task.kwargs)}
+    arguments = json.dumps(plain, default=str, ensure_ascii=False)
+    return f"{task.key or ''} {arguments}"[:TEXT_KEPT].lower()
+
+
+def problem_of(task: Task, task_type: Any, now: datetime) -> tuple[Problem, policy.ConditionReport]:
+    """A task's condition at ``now`` and its problem entry (also for an OK task)."""
+    times = None
+    if task.status in (TaskStatus.WAITING, TaskStatus.SCHEDULED):
+        times = policy.start_times(task, task_type, now)
+    report = policy.condition(task, task_type, now, times=times)
+    late = None
+    if times is not None and times.finish_by is not None:
+        late = (now - times.finish_by).total_seconds()
+    entry = Problem(
+        id=task.id or 0,
+        type=task.type,
+        level=report.level.value,
+        late=late,
+        kind=str(task.schedule_kind),
+        priority=str(task.priority),
+        text=_text(task),
+    )
+    return entry, report
+
+
+def census(store: SchedulerStore, now: datetime, *, keep: int = 200_000) -> Census:
+    """The conditions at ``now`` of every watched task, reading a page of
+    ids at a time; keeps the ``keep`` worst problems."""
+    types = {t.type: t for t in store.get_task_types()}
+    counts: dict[str, dict[str, int]] = {}
+    problems: list[Problem] = []
+    not_ok = 0
+    criteria = TaskFilter(status=WATCHED)
+    after = 0
+    while page := store.search_tasks(criteria, after_id=after, limit=PAGE):
+        after = page[-1].id or 0
+        for item in page:
+            entry, _ = problem_of(item, types[item.type], now)
+            per_type = counts.setdefault(item.type, dict.fromkeys(LEVELS, 0))
+            per_type[entry.level] += 1
+            if entry.level != "OK":
+                not_ok += 1
+                problems.append(entry)
+        if len(problems) > 2 * keep:  # bounded memory: keep the worst
+            problems.sort(key=Problem.order)
+            del problems[keep:]
+    problems.sort(key=Problem.order)
+    return Census(now, counts, tuple(problems[:keep]), not_ok)

@@ -57,7 +57,8 @@ def _blank(value: Any) -> bool:
 
 def task_type_from_input(values: Mapping[str, Any]) -> TaskType:
     """A :class:`TaskType` from loosely typed values (strings allowed)."""
-    known = {f for f in TaskType.__dataclass_fields__}
+    # ``paused_at`` is the operator's (``pause_task_type``), not a setting
+    known = {f for f in TaskType.__dataclass_fields__} - {"paused_at"}
     unknown = sorted(set(values) - known)
     if unknown:
         raise InvalidInput(

@@ -171,6 +171,9 @@ class TaskType:
     max_expected_duration: timedelta | None = None
     max_allowed_duration: timedelta | None = None
     uses_lease: bool = False
+    #: when an operator paused the type (UTC; ``None``: not paused): nothing
+    #: of it is dispatched until it is resumed (``pause_task_type``)
+    paused_at: datetime | None = None
 
     def __post_init__(self) -> None:
         validation.identifier("type", self.type)
@@ -204,6 +207,7 @@ class TaskType:
                 "max_expected_duration",
                 f"{bounds[0]} is longer than max_allowed_duration {bounds[1]}",
             )
+        _check_aware("paused_at", self.paused_at)
 
     @property
     def effective_queue(self) -> str:

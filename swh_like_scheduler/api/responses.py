@@ -35,6 +35,8 @@ class TaskTypeOut(Out):
     max_expected_duration: Seconds | None
     max_allowed_duration: Seconds | None
     uses_lease: bool
+    #: since when the type is paused (nothing of it is dispatched); null: not paused
+    paused_at: str | None = None
 
 
 class BlackoutOut(Out):

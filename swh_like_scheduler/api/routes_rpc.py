@@ -56,6 +56,8 @@ WRITE_METHODS = frozenset(
     {
         "create_task_type",
         "update_task_type",
+        "pause_task_type",
+        "resume_task_type",
         "create_tasks",
         "import_tasks",
         "disable_tasks",

@@ -1,4 +1,4 @@
-"""``/task-types``: list, get, create."""
+"""``/task-types``: list, get, create, pause and resume."""
 
 from __future__ import annotations
 
@@ -35,3 +35,18 @@ def create_task_type(state: State, body: TaskTypeIn) -> dict[str, Any]:
     """Register a task type (409 if the name is taken)."""
     created = state.store.create_task_type(task_type_from_input(body.given()))
     return plain(task_type_json(created))
+
+
+@router.post("/{name}/pause", dependencies=[WRITE], response_model=TaskTypeOut)
+def pause_task_type(state: State, name: str = Path(max_length=200)) -> dict[str, Any]:
+    """Stop dispatching the type's tasks (404 for an unknown type). They
+    keep waiting; runs already dispatched finish. ``paused_at`` says since
+    when; pausing a paused type keeps its first instant."""
+    paused = state.store.pause_task_type(name, now=state.clock())
+    return plain(task_type_json(paused))
+
+
+@router.post("/{name}/resume", dependencies=[WRITE], response_model=TaskTypeOut)
+def resume_task_type(state: State, name: str = Path(max_length=200)) -> dict[str, Any]:
+    """Dispatch the type's tasks again (404 for an unknown type)."""
+    return plain(task_type_json(state.store.resume_task_type(name)))

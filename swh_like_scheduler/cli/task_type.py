@@ -1,4 +1,4 @@
-"""``swh scheduler task-type …``: list, add and register task types."""
+"""``swh scheduler task-type …``: list, add, register, pause and resume task types."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import click
 
 from ..builders import task_type_from_input
 from ..celery_factory import worker_registrations
-from ..exceptions import InvalidInput
+from ..exceptions import InvalidInput, UnknownTaskType
 from ..jsonable import task_type_json
 from ..model import TaskType
-from .base import CliContext, emit_json, pass_cli, scheduler
+from ..policy.times import fmt_instant
+from .base import CliContext, emit_json, now, pass_cli, scheduler
 
 
 @scheduler.group("task-type")
@@ -19,10 +20,17 @@ def task_type() -> None:
     """Declare the kinds of work and how their tasks are scheduled."""
 
 
+def paused_since(tt: TaskType) -> str | None:
+    """``paused since INSTANT`` for a paused type, else ``None``."""
+    return f"paused since {fmt_instant(tt.paused_at)}" if tt.paused_at is not None else None
+
+
 def describe(tt: TaskType, verbose: bool) -> list[str]:
-    """The swh-scheduler layout of one task type."""
+    """The swh-scheduler layout of one task type (a paused one says since when)."""
     about = [f"  {tt.description}"] if tt.description.strip() else []
     if not verbose:
+        if tt.paused_at is not None:
+            about.append(f"  PAUSED since {fmt_instant(tt.paused_at)}")
         return [f"{tt.type}:", *about] if about else [tt.type]
     return [
         f"{tt.type}: {tt.backend_name}",
@@ -37,6 +45,7 @@ def describe(tt: TaskType, verbose: bool) -> list[str]:
         f"  max_expected_duration: {tt.max_expected_duration}",
         f"  max_allowed_duration: {tt.max_allowed_duration}",
         f"  lease: {'yes' if tt.uses_lease else 'no'}",
+        f"  paused: {fmt_instant(tt.paused_at) if tt.paused_at is not None else 'no'}",
     ]
 
 
@@ -100,6 +109,38 @@ def add_type(cli: CliContext, type_name: str, **options: Any) -> None:
     options["uses_lease"] = options.pop("lease")
     created = cli.store.create_task_type(task_type_from_input(options))
     click.echo(f"Task type {created.type} created")
+
+
+@task_type.command("pause")
+@click.argument("name", metavar="TYPE")
+@pass_cli
+def pause_type(cli: CliContext, name: str) -> None:
+    """Stop dispatching the tasks of TYPE until it is resumed.
+
+    Its tasks keep waiting (nothing is lost); runs already dispatched or
+    running finish normally. Pausing a paused type keeps its first instant.
+    """
+    current = now()
+    paused = cli.store.pause_task_type(name, now=current)
+    if paused.paused_at == current:
+        click.echo(f"Task type {name} paused at {fmt_instant(current)}")
+    else:
+        click.echo(f"Task type {name} was already {paused_since(paused)}")
+
+
+@task_type.command("resume")
+@click.argument("name", metavar="TYPE")
+@pass_cli
+def resume_type(cli: CliContext, name: str) -> None:
+    """Dispatch the tasks of TYPE again (the next runner pass claims them)."""
+    before = cli.store.get_task_type(name)
+    if before is None:
+        raise UnknownTaskType(name)
+    cli.store.resume_task_type(name)
+    if before.paused_at is None:
+        click.echo(f"Task type {name} was not paused")
+    else:
+        click.echo(f"Task type {name} resumed (it was {paused_since(before)})")
 
 
 def worker_declarations() -> list[tuple[str, dict[str, Any]]]:

@@ -31,11 +31,16 @@ Then, for live tasks (``finish_by`` is defined in :mod:`.schedule`):
 * ``ok`` (OK) — everything else.
 
 ``avg`` is the effective average duration (operator override, else EWMA, else 0).
+
+A waiting task of a paused type (``task_type.paused_at``) keeps the level
+and reason of these rules (a paused schedule that goes stale is stale);
+its detail ends by saying since when its type has been paused, the reason
+it is not dispatched.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -136,6 +141,17 @@ def condition(
 
     ``times`` may be passed when already computed by :func:`start_times`.
     """
+    report = _condition(task, task_type, now, times)
+    paused_at = task_type.paused_at
+    if paused_at is None or task.status is not TaskStatus.WAITING:
+        return report
+    since = fmt_local(to_utc(paused_at), task.tz, seconds=True)
+    return replace(report, detail=f"{report.detail} Its type has been paused since {since}.")
+
+
+def _condition(
+    task: Task, task_type: TaskType, now: datetime, times: StartTimes | None
+) -> ConditionReport:
     now = to_utc(now)
     by_status = _status_report(task)
     if by_status is not None:

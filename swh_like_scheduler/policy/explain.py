@@ -139,6 +139,11 @@ def explain(task: Task, task_type: TaskType, now: datetime) -> Explanation:
     times = start_times(task, task_type, now)
     report = condition(task, task_type, now, times=times)
     blocked = _blockers(task, now, times.can_start_by)
+    if task_type.paused_at is not None and task.status is TaskStatus.WAITING:
+        blocked.append(
+            f"its type is paused since {fmt_instant(task_type.paused_at)} "
+            f"(`task-type resume {task_type.type}` dispatches it again)"
+        )
     return Explanation(
         task_id=task.id,
         task_type=task.type,

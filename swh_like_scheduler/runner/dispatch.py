@@ -173,7 +173,9 @@ def tick(
     """One pass over the task types named in ``types`` (default: all).
 
     Types with no ready task are skipped without touching the broker, so an
-    idle pass costs one indexed query per type. Without ``workers`` (the live
+    idle pass costs one indexed query per type. Paused types
+    (:meth:`~SchedulerStore.pause_task_type`) are skipped before anything
+    else: not due, no broker, no index, no room recorded. Without ``workers`` (the live
     workers, for routing), tasks with ``dont_run_on_nodes`` are left waiting.
     ``claimers`` claims run at once where the store allows it (see
     :data:`CLAIMERS`); ``order`` is the order of the ready tasks within a
@@ -190,6 +192,7 @@ def tick(
     if types is not None:
         for name in sorted(set(types) - {t.type for t in task_types}):
             logger.warning("task type %s is not registered; it is skipped", name)
+    task_types = _not_paused(task_types)
     upcoming = {t.type: store.next_ready_time(t.type, priorities=priorities) for t in task_types}
     due = [t for t in task_types if (ready := upcoming[t.type]) is not None and ready <= now]
     later = [ready for ready in upcoming.values() if ready is not None and ready > now]
@@ -209,6 +212,42 @@ def tick(
     finally:
         if owned is not None:
             owned.release()
+
+
+class _Paused:
+    """The pauses already logged in this process: a paused type is said
+    to be skipped once per pause (its ``paused_at``), and said to be served
+    again once when it is resumed."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, datetime] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, task_types: list[TaskType]) -> list[TaskType]:
+        serving: list[TaskType] = []
+        with self._lock:
+            for task_type in task_types:
+                name, paused_at = task_type.type, task_type.paused_at
+                if paused_at is None:
+                    if self._seen.pop(name, None) is not None:
+                        logger.info("task type %s was resumed; its tasks are dispatched", name)
+                    serving.append(task_type)
+                elif self._seen.get(name) != paused_at:
+                    self._seen[name] = paused_at
+                    logger.info(
+                        "task type %s is paused since %s; none of its tasks is dispatched",
+                        name,
+                        paused_at.isoformat(),
+                    )
+        return serving
+
+
+_PAUSED = _Paused()
+
+
+def _not_paused(task_types: list[TaskType]) -> list[TaskType]:
+    """``task_types`` without the paused ones (logged once per pause)."""
+    return _PAUSED.filter(task_types)
 
 
 def _serve(context: _Pass, due: list[TaskType], later: list[datetime]) -> PassReport:
@@ -317,7 +356,7 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
     ):
         serving = _Serving(context, task_type, publisher, pool)
         claimed, published, error = serving.run(capacity, claimers)
-    if error is None and claimed < capacity:
+    if error is None and claimed < capacity and task_type.paused_at is None:
         _record_room(context, task_type)
     seconds = time.perf_counter() - started
     report = TypePass(

@@ -98,7 +98,9 @@ class MonitorStore(Protocol):
         """A runner pass of ``task_type`` claimed, at ``at`` (its ``now``),
         every ready task of the ``priorities`` classes (default all) it
         could, with capacity to spare. Kept per type and class, the latest
-        instant wins: :meth:`expire_oneshot_tasks` reads it."""
+        instant wins: :meth:`expire_oneshot_tasks` reads it. Nothing is
+        recorded for a paused type (:meth:`pause_task_type`): its pass took
+        nothing because of the pause, not for want of ready tasks."""
         ...
 
     def expire_oneshot_tasks(
@@ -115,7 +117,8 @@ class MonitorStore(Protocol):
         task gets a ``cancelled`` run (its slot, ended at ``now``, ``error``
         saying why, history ``expired``) and ``next_run`` moves 1 µs past that
         slot. At most ``limit`` per call, earliest deadline first; rows being
-        claimed are skipped (PostgreSQL)."""
+        claimed are skipped (PostgreSQL), and so are the tasks of a paused
+        type (:meth:`pause_task_type`)."""
         ...
 
     def acquire_lock(self, name: str, *, holder: str, ttl: timedelta) -> LockState:

@@ -60,6 +60,10 @@ class RunStore(Protocol):
         runners never claim the same task, and never wait on each other.
         SQLite serialises writers, so claims are still exclusive, but only one
         runner should be used (``capabilities.skip_locked`` is False).
+
+        Nothing is claimed for a paused type (:meth:`pause_task_type`),
+        read in the claim's own transaction: a pause that lands after the
+        runner read the task types still holds.
         """
         ...
 

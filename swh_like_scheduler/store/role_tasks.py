@@ -42,7 +42,32 @@ class TaskStore(Protocol):
         """Change fields of a task type (not its name) and return it.
 
         The result is validated as a whole before anything is written.
-        Raises :class:`NotFound` for an unknown type.
+        Raises :class:`NotFound` for an unknown type, :class:`InvalidInput`
+        for ``paused_at`` (:meth:`pause_task_type` and
+        :meth:`resume_task_type` change it).
+        """
+        ...
+
+    def pause_task_type(self, name: str, *, now: datetime) -> TaskType:
+        """Pause the task type ``name`` and return it: ``paused_at`` becomes
+        ``now`` (in UTC), unless it is paused already (then the first
+        instant stays and nothing is written).
+
+        While a type is paused :meth:`claim_ready_tasks` claims none of its
+        tasks (checked in the claim's own transaction), :meth:`record_room`
+        records nothing for it and :meth:`expire_oneshot_tasks` expires
+        none of its tasks. Its tasks keep waiting as they are; runs already
+        claimed go on and their outcomes are recorded as usual.
+        Raises :class:`UnknownTaskType` for an unknown type.
+        """
+        ...
+
+    def resume_task_type(self, name: str) -> TaskType:
+        """Resume the task type ``name`` (``paused_at`` becomes ``None``;
+        nothing is written if it was not paused) and return it; its ready
+        tasks are claimed again by the next runner pass (runners waiting
+        for work are woken where the store can: PostgreSQL).
+        Raises :class:`UnknownTaskType` for an unknown type.
         """
         ...
 

@@ -24,6 +24,7 @@ from .interface import (
     Capabilities,
 )
 from .tables import task as task_t
+from .tables import task_type as task_type_t
 
 _CHUNK = 500  # ids or hashes per IN (...) list
 
@@ -141,6 +142,16 @@ class SQLBase:
         if self._capabilities.skip_locked:
             return query.with_for_update()
         return query
+
+    def _type_paused(self, conn: sa.Connection, name: str) -> bool:
+        """Whether the task type ``name`` is paused, read in the caller's
+        transaction. On PostgreSQL the type's row is share-locked until that
+        transaction ends: a pause (which updates the row) waits for the
+        claims under way, and a claim that begins after a pause sees it."""
+        query = sa.select(task_type_t.c.paused_at).where(task_type_t.c.type == name)
+        if self._capabilities.skip_locked:
+            query = query.with_for_update(read=True)
+        return conn.scalar(query) is not None
 
     def _insert(
         self,

@@ -284,6 +284,8 @@ class MonitorMethods(LeaseMethods):
     ) -> None:
         classes = sorted({p.value for p in (priorities or PRIORITY_ORDER)})
         with self._write("record dispatch room") as conn:
+            if self._type_paused(conn, task_type):
+                return  # a pass claimed nothing because of the pause: no room
             insert = self._upsert(room_t).values(
                 [{"task_type": task_type, "priority": c, "at": at} for c in classes]
             )
@@ -319,6 +321,10 @@ class MonitorMethods(LeaseMethods):
                 task_t.c.next_run < now - grace,
                 room > task_t.c.deadline,
                 never_dispatched,
+                # nothing of a paused type was dispatched: it expires nothing
+                task_t.c.type.not_in(
+                    sa.select(task_type_t.c.type).where(task_type_t.c.paused_at.is_not(None))
+                ),
             )
             .order_by(task_t.c.deadline, task_t.c.id)
             .limit(limit)

@@ -110,6 +110,8 @@ class RunMethods(DispatchMethods):
         self._refresh_statistics()
         with self._write("claim ready tasks") as conn:
             self._limit_time(conn)
+            if self._type_paused(conn, task_type):
+                return []  # nothing of a paused type is dispatched
             batch = self._new_batch(conn, now)
             if self._capabilities.writable_ctes:
                 if among is None:

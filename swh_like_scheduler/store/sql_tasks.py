@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from itertools import islice
 from typing import Any
@@ -76,6 +76,10 @@ class TaskMethods(SQLBase):
     def update_task_type(self, name: str, **changes: Any) -> TaskType:
         if "type" in changes:
             raise InvalidInput("type", "a task type cannot be renamed")
+        if "paused_at" in changes:
+            raise InvalidInput(
+                "paused_at", "a task type is paused and resumed by pause_task_type/resume_task_type"
+            )
         with self._write("update task type") as conn:
             row = conn.execute(self._lock(sa.select(type_t).where(type_t.c.type == name))).first()
             if row is None:
@@ -87,6 +91,32 @@ class TaskMethods(SQLBase):
                 .values(rows.task_type_to_row(updated))
             )
         return updated
+
+    def pause_task_type(self, name: str, *, now: datetime) -> TaskType:
+        if now.tzinfo is None or now.utcoffset() is None:
+            raise InvalidInput("now", f"{now.isoformat()} has no time zone")
+        return self._set_paused(name, now.astimezone(UTC), "pause task type")
+
+    def resume_task_type(self, name: str) -> TaskType:
+        return self._set_paused(name, None, "resume task type")
+
+    def _set_paused(self, name: str, at: datetime | None, where: str) -> TaskType:
+        if unstorable(name):
+            raise UnknownTaskType(name)
+        with self._write(where) as conn:
+            row = conn.execute(self._lock(sa.select(type_t).where(type_t.c.type == name))).first()
+            if row is None:
+                raise UnknownTaskType(name)
+            current = rows.task_type_from_row(row._mapping)
+            if at is not None and current.paused_at is not None:
+                return current  # paused already: the first instant stays
+            changed = replace(current, paused_at=at)
+            if changed == current:
+                return current
+            conn.execute(sa.update(type_t).where(type_t.c.type == name).values(paused_at=at))
+            if at is None:
+                self._announce(conn, [name])  # its ready tasks may be dispatched again
+        return changed
 
     # -- tasks --------------------------------------------------------------
 

@@ -95,6 +95,8 @@ task_type = sa.Table(
     sa.Column("max_expected_duration", sa.Interval),
     sa.Column("max_allowed_duration", sa.Interval),
     sa.Column("uses_lease", sa.Boolean, nullable=False, server_default=sa.false()),
+    # set while an operator has paused the type (sql/versions/0008_task_type_pause.py)
+    sa.Column("paused_at", UTCDateTime),
     sa.CheckConstraint("max_queue_length >= 0", name="max_queue_length"),
     sa.CheckConstraint("num_retries >= 0", name="num_retries"),
     sa.CheckConstraint("backoff_factor > 1", name="backoff_factor"),

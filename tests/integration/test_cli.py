@@ -311,6 +311,35 @@ def test_a_type_without_description_lists_as_its_name(run, registered) -> None: 
     assert verbose[1] == "bare: x.bare" and verbose[2].startswith("  queue:")
 
 
+def test_pause_and_resume_a_task_type(run, registered, db_url: str) -> None:  # type: ignore[no-untyped-def]
+    said = ok(run("task-type", "pause", "sleep")).splitlines()
+    assert len(said) == 1 and said[0].startswith("Task type sleep paused at "), said
+    instant = said[0].removeprefix("Task type sleep paused at ")
+    again = ok(run("task-type", "pause", "sleep")).strip()
+    assert again == f"Task type sleep was already paused since {instant}"  # the first instant
+    listing = ok(run("task-type", "list")).splitlines()
+    sleep = listing.index("sleep:")
+    assert listing[sleep + 2] == f"  PAUSED since {instant}"
+    assert not any("PAUSED" in line for line in listing[: sleep + 2])  # only sleep is paused
+    verbose = ok(run("task-type", "list", "-v", "-t", "sleep", "-t", "notify")).splitlines()
+    assert f"  paused: {instant}" in verbose and "  paused: no" in verbose
+    [data] = json.loads(ok(run("task-type", "list", "--json", "-t", "sleep")))
+    paused_at = datetime.fromisoformat(data["paused_at"])
+    assert paused_at.replace(microsecond=0) == datetime.fromisoformat(instant)
+    resumed = ok(run("task-type", "resume", "sleep")).strip()
+    assert resumed == f"Task type sleep resumed (it was paused since {instant})"
+    assert ok(run("task-type", "resume", "sleep")).strip() == "Task type sleep was not paused"
+    assert "PAUSED" not in ok(run("task-type", "list"))
+    store = SQLAlchemyStore.from_url(db_url)
+    try:
+        found = store.get_task_type("sleep")
+        assert found is not None and found.paused_at is None
+    finally:
+        store.close()
+    refused(run("task-type", "pause", "nope"), "unknown task type 'nope'")
+    refused(run("task-type", "resume", "nope"), "unknown task type 'nope'")
+
+
 def test_cron_without_a_duration_bound_gets_its_shortest_gap(run, registered) -> None:  # type: ignore[no-untyped-def]
     """``--cron`` alone: the firing has until the next one (the shortest gap
     over a year), or the max_allowed_duration when one is given."""

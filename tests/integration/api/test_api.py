@@ -84,6 +84,30 @@ def test_task_types(client: httpx.Client) -> None:
     assert [t["type"] for t in client.get("/task-types").json()] == ["load-git"]
 
 
+def test_pause_and_resume_a_task_type(
+    client: httpx.Client, reader: httpx.Client, clock: Clock, sleep_type: TaskType
+) -> None:
+    assert client.get("/task-types/sleep").json()["paused_at"] is None
+    assert reader.post("/task-types/sleep/pause").status_code == 403  # a write
+    paused = client.post("/task-types/sleep/pause")
+    assert paused.status_code == 200
+    assert paused.json()["paused_at"] == clock.now.isoformat()
+    assert paused.json()["type"] == "sleep" and paused.json()["queue"] == sleep_type.effective_queue
+    clock.now += timedelta(hours=1)
+    again = client.post("/task-types/sleep/pause").json()
+    assert again["paused_at"] == (clock.now - timedelta(hours=1)).isoformat()  # the first
+    assert reader.get("/task-types").json()[0]["paused_at"] == again["paused_at"]
+    resumed = client.post("/task-types/sleep/resume")
+    assert resumed.status_code == 200 and resumed.json()["paused_at"] is None
+    assert client.get("/task-types/sleep").json()["paused_at"] is None
+    for action in ("pause", "resume"):
+        unknown = client.post(f"/task-types/nope/{action}")
+        assert unknown.status_code == 404 and "nope" in detail(unknown)
+    # the type's settings are not the way to pause it
+    sneaky = client.post("/task-types", json={"type": "t", "backend_name": "b", "paused_at": "x"})
+    assert sneaky.status_code == 422
+
+
 # -- tasks --------------------------------------------------------------------
 
 

@@ -57,3 +57,19 @@ def test_a_server_refusal_is_one_line(server: tuple[str, SQLAlchemyStore]) -> No
     assert "start-runner needs the database itself, not a server" in daemon.stderr
     down = cli("http://127.0.0.1:9", WRITER, "task", "list")
     assert down.exit_code == 1 and "ConnectError" in down.stderr
+
+
+def test_pause_and_resume_through_a_server(server: tuple[str, SQLAlchemyStore]) -> None:
+    url, store = server
+    assert cli(url, WRITER, "task-type", "add", "notify", "x.notify").exit_code == 0
+    refused = cli(url, READER, "task-type", "pause", "notify")
+    assert refused.exit_code == 1 and "may only read" in refused.stderr
+    paused = cli(url, WRITER, "task-type", "pause", "notify")
+    assert paused.exit_code == 0 and paused.output.startswith("Task type notify paused at ")
+    found = store.get_task_type("notify")
+    assert found is not None and found.paused_at is not None  # in the server's database
+    assert "PAUSED since" in cli(url, READER, "task-type", "list").output
+    resumed = cli(url, WRITER, "task-type", "resume", "notify")
+    assert resumed.exit_code == 0 and "resumed" in resumed.output, resumed.output
+    unknown = cli(url, WRITER, "task-type", "pause", "nope")
+    assert unknown.exit_code == 2 and "unknown task type 'nope'" in unknown.stderr

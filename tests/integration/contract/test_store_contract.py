@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -82,6 +82,41 @@ def test_update_task_type_validates_before_writing(
     assert store.get_task_type("sleep") == updated
     with pytest.raises(NotFound):
         store.update_task_type("unknown", max_queue_length=1)
+
+
+def test_pause_and_resume_a_task_type(store: SQLAlchemyStore, sleep_type: TaskType) -> None:
+    assert sleep_type.paused_at is None
+    at = datetime(2026, 3, 1, 14, 0, tzinfo=timezone(timedelta(hours=2)))  # 12:00 UTC
+    paused = store.pause_task_type("sleep", now=at)
+    assert paused == sleep_type.updated(paused_at=at)
+    assert paused.paused_at is not None and paused.paused_at.utcoffset() == timedelta(0)
+    assert store.get_task_type("sleep") == paused
+    assert store.get_task_types() == [paused]
+    # pausing again keeps the first instant; other changes keep the pause
+    assert store.pause_task_type("sleep", now=at + H).paused_at == at
+    assert store.update_task_type("sleep", max_queue_length=5).paused_at == at
+    with pytest.raises(InvalidInput) as info:
+        store.update_task_type("sleep", paused_at=None)
+    assert info.value.field == "paused_at"
+    assert store.get_task_type("sleep") == paused.updated(max_queue_length=5)
+    resumed = store.resume_task_type("sleep")
+    assert resumed == sleep_type.updated(max_queue_length=5)
+    assert store.get_task_type("sleep") == resumed
+    assert store.resume_task_type("sleep") == resumed  # not paused: nothing changes
+
+
+def test_pausing_an_unknown_type_is_refused(store: SQLAlchemyStore, now: datetime) -> None:
+    with pytest.raises(UnknownTaskType) as info:
+        store.pause_task_type("nope", now=now)
+    assert info.value.name == "nope"
+    with pytest.raises(UnknownTaskType):
+        store.resume_task_type("nope")
+    assert store.get_task_types() == []
+
+
+def test_a_type_created_paused_stays_paused(store: SQLAlchemyStore, now: datetime) -> None:
+    created = store.create_task_type(TaskType(type="held", backend_name="x.held", paused_at=now))
+    assert store.get_task_type("held") == created and created.paused_at == now
 
 
 # -- task creation ----------------------------------------------------------
@@ -839,6 +874,50 @@ def test_claims_respect_banned_nodes(
     assert [(c.args[0], c.dont_run_on_nodes) for c in claimed] == [("not-a", ("a",))]
     claimed = store.claim_ready_tasks("sleep", now=now, limit=9, nodes=["a", "b", "c"])
     assert [c.args[0] for c in claimed] == ["not-a-b"]
+
+
+def test_nothing_of_a_paused_type_is_claimed_until_it_is_resumed(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    store.create_task_type(TaskType(type="other", backend_name="x.other"))
+    created = store.create_tasks(
+        [
+            *(make_task(now, n, offset=-H) for n in range(3)),
+            *(make_task(now, n, type="other", offset=-H) for n in range(2)),
+        ],
+        now=now,
+    )
+    store.pause_task_type("sleep", now=now)
+    assert store.claim_ready_tasks("sleep", now=now, limit=10) == []
+    ids = store.ready_task_ids("sleep", now=now, limit=10)  # a read: they are ready
+    assert len(ids) == 3
+    assert store.claim_ready_tasks("sleep", now=now, limit=10, among=ids) == []
+    assert len(store.claim_ready_tasks("other", now=now, limit=10)) == 2  # others go on
+    sleeping = store.get_tasks([t.id or 0 for t in created[:3]])
+    assert {t.status for t in sleeping} == {TaskStatus.WAITING}
+    assert all(store.get_task_runs(t.id or 0) == [] for t in created[:3])
+    store.resume_task_type("sleep")
+    assert sorted(c.args[0] for c in store.claim_ready_tasks("sleep", now=now, limit=10)) == [
+        0,
+        1,
+        2,
+    ]
+
+
+def test_a_paused_type_records_no_room_and_expires_nothing(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    oneshot = {"schedule_kind": ScheduleKind.ONESHOT, "offset": -H, "max_delay": S}
+    [early] = store.create_tasks([make_task(now, 1, deadline=-H + S, **oneshot)], now=now - 2 * H)
+    store.record_room("sleep", at=now - 30 * S)  # a pass with room before the pause
+    store.pause_task_type("sleep", now=now - 10 * S)
+    store.record_room("sleep", at=now - S)  # not recorded: the type is paused
+    assert store.expire_oneshot_tasks(now=now) == []
+    assert store.get_tasks([early.id or 0])[0].status is TaskStatus.WAITING
+    store.resume_task_type("sleep")
+    [expiry] = store.expire_oneshot_tasks(now=now)  # the pass before the pause had room
+    assert expiry.task.id == early.id
+    assert expiry.run.history[0]["room_at"] == (now - 30 * S).isoformat()
 
 
 def test_a_oneshot_expires_only_after_a_pass_with_room(

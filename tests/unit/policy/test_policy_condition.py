@@ -252,3 +252,27 @@ class TestWords:
         assert "The last run failed;" in condition(one, retrying, at(3)).detail
         two = one.updated(failure_count=2)
         assert "The last 2 runs failed;" in condition(two, retrying, at(3)).detail
+
+
+class TestPausedType:
+    def test_an_overdue_task_says_its_type_is_paused_and_keeps_its_level(self) -> None:
+        task = make_task(**good_periodic(tz="Europe/Paris"))
+        paused = make_type(paused_at=at(20))
+        running = make_type()
+        report = condition(task, paused, at(24) + MIN)
+        plain = condition(task, running, at(24) + MIN)
+        assert (report.level, report.reason) == (plain.level, plain.reason)
+        check(report, Condition.ERROR, Reason.STALE)
+        # 08:00 UTC is 10:00 in Paris (CEST): the task's own zone, as its other times
+        assert report.detail == (
+            f"{plain.detail} Its type has been paused since 2024-06-04 10:00:00+02:00."
+        )
+
+    def test_only_waiting_tasks_are_held_by_the_pause(self) -> None:
+        paused = make_type(paused_at=at(20))
+        ok = make_task(**good_periodic())
+        assert "paused since" in condition(ok, paused, at(5)).detail
+        assert condition(ok, paused, at(5)).reason is Reason.OK
+        for status in (TaskStatus.SCHEDULED, TaskStatus.DISABLED, TaskStatus.CANCELLED):
+            other = ok.updated(status=status)
+            assert "paused" not in condition(other, paused, at(25)).detail

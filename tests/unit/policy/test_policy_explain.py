@@ -85,3 +85,15 @@ def test_cooldown_is_explained_and_node_constraints_shown() -> None:
     assert answer.to_dict()["dont_run_on_nodes"] == ["bad-node"]
     assert "Never runs on nodes: bad-node" in answer.lines()
     assert answer.to_dict()["ready"] is False
+
+
+def test_a_waiting_task_of_a_paused_type_is_not_ready() -> None:
+    task = make_task(ScheduleKind.ONESHOT, next_run=at(0))
+    result = explain(task, make_type(paused_at=at(1)), at(2))
+    assert not result.ready
+    assert result.blocked_by == (
+        "its type is paused since 2024-06-03T13:00:00+00:00 "
+        "(`task-type resume load-git` dispatches it again)",
+    )
+    assert "Its type has been paused since" in result.condition.detail
+    assert explain(task, make_type(), at(2)).ready

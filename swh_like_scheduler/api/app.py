@@ -23,8 +23,9 @@ from ..exceptions import Conflict, InvalidInput, NotFound, SchedulerError, Store
 from ..quietlog import QuietLog
 from ..reach import Reach
 from ..store import SchedulerStore
+from ..store.values import ScheduleHealth
 from .auth import Token
-from .condition_counts import Counts, Refreshed, RunCounts, run_counts, table_counts
+from .condition_counts import Counts, Refreshed, RunCounts, activity, run_counts, table_counts
 from .gate import Gate
 from .limits import BodyLimit
 
@@ -36,6 +37,8 @@ _failures = QuietLog(logger, logging.ERROR)
 DOCS_STATIC = "/static-offline-docs"
 #: largest request body accepted (bytes)
 MAX_BODY_BYTES = 2_000_000
+#: largest form the console takes (a login, an action)
+CONSOLE_BODY_BYTES = 16_000
 #: largest body of a remote store's call (an import of many tasks is one call)
 MAX_RPC_BODY_BYTES = 256_000_000
 
@@ -90,6 +93,8 @@ class ApiState:
     table_counts: Refreshed[Counts] | None = None
     #: the open runs /metrics reports, counted in the background
     run_counts: Refreshed[RunCounts] | None = None
+    #: the console's runs in flight, dispatched and ended, counted in the background
+    activity: Refreshed[ScheduleHealth] | None = None
 
 
 def field_error(loc: list[str | int], message: str, kind: str = "value_error") -> JSONResponse:
@@ -156,21 +161,34 @@ def create_app(
     every = settings.count_every
     counts = table_counts(store, clock, every) if every > 0 else None
     runs = run_counts(store, clock, settings.runs_every)
-    app.state.api = ApiState(store, settings, clock, broker_check, revoke, counts, runs)
+    app.state.api = ApiState(
+        store,
+        settings,
+        clock,
+        broker_check,
+        revoke,
+        counts,
+        runs,
+        activity(store, clock, settings.runs_every),
+    )
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(SchedulerError, _scheduler_error)
     for module in (routes_types, routes_tasks, routes_jobs, routes_observe, routes_rpc):
         app.include_router(module.router)
 
+    from ..console import mount_console
+
+    mount_console(app, settings.tokens)
+
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
-        """The API's documentation."""
-        return RedirectResponse("/docs")
+        """The console (its pages link the API's documentation)."""
+        return RedirectResponse("/console/", status_code=303)
 
     app.add_middleware(
         BodyLimit,
         limit=settings.max_body_bytes,
-        larger={"/rpc/": settings.max_rpc_body_bytes},
+        larger={"/rpc/": settings.max_rpc_body_bytes, "/console/": CONSOLE_BODY_BYTES},
     )
     # outermost: the token is checked before the body limit reads anything
     app.add_middleware(

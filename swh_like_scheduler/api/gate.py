@@ -7,7 +7,8 @@ and malformed input without a token is a 401 like any other. What a
 request needs follows from its method and path: ``GET``/``HEAD`` read,
 other methods write, and a ``POST /rpc/NAME`` reads or writes as the store
 method ``NAME`` does. The open paths (``/health``, ``/`` and the API's own
-documentation) need no token; with ``open_reads`` neither do reads. The
+documentation) need no token, nor does the console (``/console``), which
+checks its own session cookie; with ``open_reads`` neither do reads. The
 routes check again (their dependencies also document the security in the
 OpenAPI document).
 
@@ -36,6 +37,8 @@ OPEN_PATHS = frozenset(
 )
 #: and the documentation's scripts and styles (package files)
 OPEN_PREFIX = "/static-offline-docs/"
+#: the console checks its own sessions (a cookie, and a CSRF token to act)
+CONSOLE_PREFIX = "/console"
 _READING = frozenset({"GET", "HEAD"})
 
 
@@ -61,6 +64,8 @@ class Gate:
         self.access_log = access_log
 
     def wanted(self, method: str, path: str) -> Access:
+        if path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/"):
+            return Access.NONE
         if method in _READING:
             public = path in OPEN_PATHS or path.startswith(OPEN_PREFIX)
             return Access.NONE if public else Access.READ

@@ -104,6 +104,12 @@ def health(state: State) -> Response:
     Figures: the last claim, the last runner pass with room, the last
     worker sign of life, the oldest open run, the oldest overdue task per
     type. Errors name their kind only, never a host."""
+    body = health_report(state)
+    return JSONResponse(status_code=200 if body["status"] == "ok" else 503, content=body)
+
+
+def health_report(state: ApiState) -> dict[str, Any]:
+    """The body of ``GET /health`` (its doc); ``status`` says the code."""
     now = state.clock()
     stale = state.settings.health_stale_after
     body: dict[str, Any] = {"status": "ok", "stale_after": stale, "reasons": []}
@@ -118,7 +124,7 @@ def health(state: State) -> Response:
             },
             reasons=["the database does not answer"],
         )
-        return JSONResponse(status_code=503, content=body)
+        return body
     body["database"] = {"ok": True}
     reasons: list[str] = body["reasons"]
     if state.broker_check is not None:
@@ -158,7 +164,7 @@ def health(state: State) -> Response:
         oldest_open_run_age_seconds=open_age,
         oldest_overdue_seconds=overdue,
     )
-    return JSONResponse(status_code=200 if body["status"] == "ok" else 503, content=body)
+    return body
 
 
 class ScheduleCollector(Collector):

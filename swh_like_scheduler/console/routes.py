@@ -1,0 +1,451 @@
+"""The console's pages under ``/console/`` (HTML, server-rendered).
+
+Reading needs a session opened with any token (or none with
+``open_reads``); acting needs a session of a read-write token and the
+session's CSRF token in the form, and a form posted from another origin is
+refused. Every action is one of the store's operations, and its page says
+what it did."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from ..api.app import ApiState
+from ..api.auth import Access
+from ..exceptions import InvalidInput, NotFound, SchedulerError
+from ..model import RunStatus, Task
+from ..policy.times import fmt_duration, fmt_instant
+from ..validation import parse_datetime
+from . import views
+from .session import COOKIE, Session, Sessions
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+templates.env.globals.update(
+    ago=views.ago,
+    number=views.number,
+    when=views.when,
+    fmt_instant=fmt_instant,
+    fmt_duration=fmt_duration,
+    status_class=views.status_class,
+    overdue_text=views.overdue_text,
+    queue_text=views.queue_text,
+    rates_text=views.rates_text,
+    urlencode=urlencode,
+    fmt_duration_s=views.overdue_text,
+    qs=lambda base, **extra: urlencode({**base, **extra}),
+)
+router = APIRouter(prefix="/console", include_in_schema=False)
+
+#: headers of every console response: no script but ours, no framing
+SECURITY_HEADERS = {
+    "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "x-frame-options": "DENY",
+    "cache-control": "no-store",
+}
+#: largest selection a bulk action takes at once
+BULK_MAX = 100_000
+#: ids per store call of a bulk action
+BULK_CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who looks at a page: what they may do, and their session (if any)."""
+
+    access: Access
+    session: Session | None
+
+    @property
+    def can_write(self) -> bool:
+        return self.access >= Access.WRITE
+
+    @property
+    def csrf(self) -> str:
+        return self.session.csrf if self.session else ""
+
+
+def _state(request: Request) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state
+
+
+def _sessions(request: Request) -> Sessions:
+    sessions: Sessions = request.app.state.console_sessions
+    return sessions
+
+
+def _viewer(request: Request) -> Viewer:
+    session = _sessions(request).check(request.cookies.get(COOKIE), now=time.time())
+    if session is not None:
+        return Viewer(session.access, session)
+    opened = _state(request).settings.open_reads
+    return Viewer(Access.READ if opened else Access.NONE, None)
+
+
+def _page(
+    request: Request, name: str, context: dict[str, Any], *, viewer: Viewer, status: int = 200
+) -> HTMLResponse:
+    response = templates.TemplateResponse(
+        request,
+        name,
+        {"viewer": viewer, "now": _state(request).clock(), **context},
+        status_code=status,
+    )
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+def _to_login(request: Request) -> RedirectResponse:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"/console/login?{urlencode({'next': target})}", status_code=303)
+
+
+def _refused(request: Request, viewer: Viewer, status: int, message: str) -> HTMLResponse:
+    context = {"title": "Refused", "message": message}
+    return _page(request, "message.html", context, viewer=viewer, status=status)
+
+
+def _safe_next(target: str | None) -> str:
+    """Where to go after logging in: a console path of this site only."""
+    if not target:
+        return "/console/"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/console/"):
+        return "/console/"
+    return target
+
+
+async def _form(request: Request) -> dict[str, str]:
+    body = (await request.body()).decode("utf-8", errors="replace")
+    return {k: v[-1] for k, v in parse_qs(body, keep_blank_values=True).items()}
+
+
+def _same_origin(request: Request) -> bool:
+    """A browser names the page a form came from; it must be this site."""
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return origin is None
+    return urlsplit(origin).netloc == request.headers.get("host", "")
+
+
+def _writer(request: Request, form: dict[str, str]) -> Viewer | HTMLResponse:
+    """The viewer of a state-changing request, or the page refusing it."""
+    viewer = _viewer(request)
+    if viewer.session is None:
+        return _refused(request, viewer, 401, "Log in first: your session has ended.")
+    if not _same_origin(request):
+        return _refused(request, viewer, 403, "This form was sent from another site.")
+    if not Sessions.csrf_ok(viewer.session, form.get("csrf")):
+        return _refused(
+            request, viewer, 403, "This form has no valid CSRF token: reload the page, try again."
+        )
+    if not viewer.can_write:
+        return _refused(request, viewer, 403, "Your token may only read.")
+    return viewer
+
+
+# -- login ---------------------------------------------------------------------
+
+
+@router.get("/login")
+def login_page(request: Request, next: str = "/console/") -> HTMLResponse:
+    return _page(request, "login.html", {"next": _safe_next(next)}, viewer=_viewer(request))
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    form = await _form(request)
+    viewer = _viewer(request)
+    if not _same_origin(request):
+        return _refused(request, viewer, 403, "This form was sent from another site.")
+    opened = _sessions(request).open(form.get("token", ""), now=time.time())
+    target = _safe_next(form.get("next"))
+    if opened is None:
+        return _page(
+            request,
+            "login.html",
+            {"next": target, "error": "No such token."},
+            viewer=viewer,
+            status=401,
+        )
+    cookie, _ = opened
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        COOKIE,
+        cookie,
+        max_age=_sessions(request).lifetime,
+        path="/console",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    form = await _form(request)
+    viewer = _viewer(request)
+    if not Sessions.csrf_ok(viewer.session, form.get("csrf")) or not _same_origin(request):
+        return _refused(request, viewer, 403, "This form has no valid CSRF token.")
+    response = RedirectResponse("/console/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/console")
+    return response
+
+
+# -- reading -------------------------------------------------------------------
+
+
+@router.get("/")
+def overview_page(request: Request) -> Response:
+    viewer = _viewer(request)
+    if viewer.access is Access.NONE:
+        return _to_login(request)
+    context = {"view": views.overview(_state(request)), "message": _message(request)}
+    return _page(request, "overview.html", context, viewer=viewer)
+
+
+@router.get("/live")
+def live(request: Request) -> Response:
+    """The overview's figures for the page's live update."""
+    if _viewer(request).access is Access.NONE:
+        return JSONResponse({"detail": "log in"}, status_code=401)
+    response = JSONResponse(views.overview(_state(request)).live())
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+def _filters(request: Request) -> views.Filters:
+    query = request.query_params
+    return views.Filters(
+        **{name: query.get(name, "")[:200] for name in ("type", "level", "kind", "priority", "q")}
+    )
+
+
+def _page_number(value: str | None) -> int:
+    return int(value) if value and value.isdigit() and len(value) < 9 else 1
+
+
+@router.get("/problems")
+def problems_page(request: Request) -> Response:
+    viewer = _viewer(request)
+    if viewer.access is Access.NONE:
+        return _to_login(request)
+    found = views.problems(
+        _state(request), _filters(request), _page_number(request.query_params.get("page"))
+    )
+    message = _message(request)
+    return _page(request, "problems.html", {"view": found, "message": message}, viewer=viewer)
+
+
+@router.get("/tasks/{task_id}")
+def task_page(request: Request, task_id: int) -> Response:
+    viewer = _viewer(request)
+    if viewer.access is Access.NONE:
+        return _to_login(request)
+    found = views.task_page(_state(request), task_id) if 0 < task_id < 2**63 else None
+    if found is None:
+        return _refused(request, viewer, 404, f"There is no task {task_id}.")
+    return _page(request, "task.html", {"page": found, "message": _message(request)}, viewer=viewer)
+
+
+# -- acting --------------------------------------------------------------------
+
+#: what a finished action says, by its code in the redirect
+MESSAGES = {
+    "run-now": "will run at the runner's next pass",
+    "respawn": "was respawned",
+    "disable": "was disabled",
+    "enable": "was enabled",
+    "cancel": "was cancelled",
+    "delete": "was deleted",
+    "pause": "is paused",
+    "resume": "is resumed",
+}
+
+
+def _message(request: Request) -> str | None:
+    query = request.query_params
+    did = query.get("did", "")
+    if did.startswith("bulk-"):
+        action, count, changed = did[5:], query.get("n", "0"), query.get("changed", "0")
+        if action in BULK_ACTIONS and count.isdigit() and changed.isdigit():
+            return f"{BULK_ACTIONS[action][0]}: {int(changed):,} of {int(count):,} tasks changed."
+        return None
+    if did in MESSAGES:
+        what = query.get("what", "The task")[:200]
+        unchanged = query.get("changed") == "0"
+        tail = " (it already was: nothing changed)." if unchanged else "."
+        return f"{what} {MESSAGES[did]}{tail}"
+    return None
+
+
+def _cancel(state: ApiState, ids: Sequence[int], now: datetime) -> list[Task]:
+    """Cancel, and revoke the runs whose messages may still be queued."""
+    changed = state.store.cancel_tasks(ids, now=now)
+    if changed and state.revoke is not None:
+        pending = [
+            run.backend_id
+            for task in changed
+            for run in state.store.get_task_runs(task.id or 0, limit=1)
+            if run.status is RunStatus.CANCELLED and not run.started
+        ]
+        if pending:
+            state.revoke(pending)
+    return changed
+
+
+def _acts(state: ApiState, form: dict[str, str]) -> dict[str, Callable[[list[int]], list[Any]]]:
+    now = state.clock()
+    store = state.store
+
+    def respawn_at(ids: list[int]) -> list[Task]:
+        given = form.get("at", "").strip()
+        if len(given) == 16:  # a datetime-local field: minutes, no zone (UTC)
+            given += ":00"
+        at = parse_datetime("at", given + "+00:00") if given else now
+        return store.respawn_tasks(ids, next_run=at, now=now)
+
+    return {
+        "run-now": lambda ids: store.respawn_tasks(ids, next_run=now, now=now),
+        "respawn": respawn_at,
+        "disable": lambda ids: store.disable_tasks(ids, now=now),
+        "enable": lambda ids: store.enable_tasks(ids, now=now),
+        "cancel": lambda ids: _cancel(state, ids, now),
+        "delete": lambda ids: [None] * store.delete_tasks(ids),
+    }
+
+
+def _recount(state: ApiState) -> None:
+    if state.table_counts is not None:
+        state.table_counts.soon()
+
+
+@router.post("/tasks/{task_id}/{action}")
+async def act_on_task(request: Request, task_id: int, action: str) -> Response:
+    form = await _form(request)
+    viewer = _writer(request, form)
+    if isinstance(viewer, HTMLResponse):
+        return viewer
+    state = _state(request)
+    acts = _acts(state, form)
+    if action not in acts:
+        return _refused(request, viewer, 404, f"There is no action {action!r}.")
+    if action == "delete" and form.get("confirm") != "yes":
+        return _refused(request, viewer, 400, "Tick the box to confirm the deletion.")
+    try:
+        changed = acts[action]([task_id])
+    except InvalidInput as error:
+        return _refused(request, viewer, 422, f"{error.field}: {error.message}")
+    _recount(state)
+    query = urlencode({"did": action, "what": f"Task {task_id}", "changed": int(bool(changed))})
+    if action == "delete":
+        return RedirectResponse(f"/console/problems?{query}", status_code=303)
+    return RedirectResponse(f"/console/tasks/{task_id}?{query}", status_code=303)
+
+
+@router.post("/types/{name}/{action}")
+async def act_on_type(request: Request, name: str, action: str) -> Response:
+    form = await _form(request)
+    viewer = _writer(request, form)
+    if isinstance(viewer, HTMLResponse):
+        return viewer
+    state = _state(request)
+    try:
+        if action == "pause":
+            state.store.pause_task_type(name, now=state.clock())
+        elif action == "resume":
+            state.store.resume_task_type(name)
+        else:
+            return _refused(request, viewer, 404, f"There is no action {action!r}.")
+    except NotFound as error:
+        return _refused(request, viewer, 404, str(error))
+    query = urlencode({"did": action, "what": f"Task type {name}"})
+    return RedirectResponse(f"/console/?{query}", status_code=303)
+
+
+#: bulk actions: (what the result says, the button's words)
+BULK_ACTIONS = {
+    "disable": ("Disabled", "Disable"),
+    "enable": ("Enabled", "Enable"),
+    "run-now": ("Run now", "Run now"),
+    "cancel": ("Cancelled", "Cancel"),
+}
+
+
+def _bulk_context(
+    request: Request, action: str, filters: views.Filters, note: str | None = None
+) -> dict[str, Any]:
+    matching, counted = views.selection(_state(request), filters)
+    return {
+        "action": action,
+        "words": BULK_ACTIONS[action][1],
+        "filters": filters,
+        "count": len(matching),
+        "sample": [p.id for p in matching[:20]],
+        "generation": 0 if counted is None else counted.generation,
+        "too_many": len(matching) > BULK_MAX,
+        "limit": BULK_MAX,
+        "note": note,
+    }
+
+
+@router.get("/bulk")
+def bulk_confirm(request: Request, action: str = "") -> Response:
+    viewer = _viewer(request)
+    if viewer.access is Access.NONE:
+        return _to_login(request)
+    if action not in BULK_ACTIONS:
+        return _refused(request, viewer, 404, f"There is no bulk action {action!r}.")
+    context = _bulk_context(request, action, _filters(request))
+    return _page(request, "bulk.html", context, viewer=viewer)
+
+
+@router.post("/bulk")
+async def bulk_apply(request: Request) -> Response:
+    form = await _form(request)
+    viewer = _writer(request, form)
+    if isinstance(viewer, HTMLResponse):
+        return viewer
+    action = form.get("action", "")
+    if action not in BULK_ACTIONS:
+        return _refused(request, viewer, 404, f"There is no bulk action {action!r}.")
+    filters = views.Filters(
+        **{name: form.get(name, "")[:200] for name in ("type", "level", "kind", "priority", "q")}
+    )
+    state = _state(request)
+    matching, counted = views.selection(state, filters)
+    generation = 0 if counted is None else counted.generation
+    if str(generation) != form.get("generation") or str(len(matching)) != form.get("expected"):
+        note = "The tasks were counted again since you asked: confirm the new selection."
+        context = _bulk_context(request, action, filters, note)
+        return _page(request, "bulk.html", context, viewer=viewer, status=409)
+    if len(matching) > BULK_MAX:
+        return _refused(request, viewer, 413, f"A bulk action takes at most {BULK_MAX:,} tasks.")
+    act = _acts(state, form)[action]
+    ids = [p.id for p in matching]
+    changed = 0
+    try:
+        for start in range(0, len(ids), BULK_CHUNK):
+            changed += len(act(ids[start : start + BULK_CHUNK]))
+    except SchedulerError as error:
+        return _refused(request, viewer, 503, f"Stopped after {changed:,} tasks changed: {error}")
+    _recount(state)
+    done = {"did": f"bulk-{action}", "n": len(ids), "changed": changed}
+    query = urlencode({**done, **filters.query()})
+    return RedirectResponse(f"/console/problems?{query}", status_code=303)

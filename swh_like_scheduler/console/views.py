@@ -1,0 +1,386 @@
+"""What the console's pages show, gathered from the store and the API's
+background counts: plain data for the templates (and the live updates).
+
+Every page reads a bounded amount: the overview reads the background
+counts (conditions, open runs, runs dispatched and ended) and a few index
+reads; the problem list filters the latest census in memory and reads one
+page of tasks; the task page reads one task, its type and its latest runs.
+Nothing here scans the task table on a page view."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from .. import conditions, policy
+from ..api.app import ApiState
+from ..api.routes_observe import health_report
+from ..jobs import job_key_of
+from ..jsonable import without_secrets
+from ..model import OPEN_RUN_STATUSES, RunStatus, Task, TaskRun, TaskStatus, TaskType
+from ..policy.times import fmt_duration, fmt_instant
+from .sparkline import sparkline
+
+#: tasks per page of the problem list
+PAGE_SIZE = 50
+#: the levels, worst first
+LEVELS = ("ERROR", "WARNING", "OK")
+#: run statuses counted as failures
+FAILED = ("failed", "permfailed", "lost", "timed_out")
+
+
+def ago(seconds: float | None) -> str:
+    """``3m05s ago``, ``in 2h``, ``never``."""
+    if seconds is None:
+        return "never"
+    if abs(seconds) < 1:
+        return "now"
+    text = fmt_duration(timedelta(seconds=abs(int(seconds))))
+    return f"{text} ago" if seconds > 0 else f"in {text}"
+
+
+#: what a figure not known yet shows
+UNKNOWN = "\u2013"
+
+
+def number(value: int | None) -> str:
+    return UNKNOWN if value is None else f"{value:,}"
+
+
+@dataclass
+class TypeRow:
+    """One line of the overview."""
+
+    name: str
+    description: str
+    queue: str
+    paused_at: datetime | None
+    counts: dict[str, int] | None
+    trend: str
+    overdue: float | None
+    queued: int | None
+    running: int | None
+    max_queue_length: int | None
+    dispatched_per_minute: float | None
+    ended_per_minute: float | None
+    failures: int | None
+
+    def live(self) -> dict[str, str]:
+        """The texts the live update sets, by element key."""
+        counts = self.counts or {}
+        out = {f"{self.name}:{level}": number(counts.get(level)) for level in LEVELS}
+        out[f"{self.name}:overdue"] = overdue_text(self.overdue)
+        out[f"{self.name}:queued"] = queue_text(self.queued, self.max_queue_length)
+        out[f"{self.name}:running"] = number(self.running)
+        out[f"{self.name}:rates"] = rates_text(self.dispatched_per_minute, self.ended_per_minute)
+        out[f"{self.name}:failures"] = number(self.failures)
+        return out
+
+
+def overdue_text(seconds: float | None) -> str:
+    return "on time" if seconds is None else f"{fmt_duration(timedelta(seconds=int(seconds)))}"
+
+
+def queue_text(queued: int | None, limit: int | None) -> str:
+    return f"{number(queued)} / {'∞' if limit is None else f'{limit:,}'}"
+
+
+def rates_text(dispatched: float | None, ended: float | None) -> str:
+    def rate(value: float | None) -> str:
+        return UNKNOWN if value is None else f"{value:,.1f}"
+
+    return f"{rate(dispatched)} / {rate(ended)}"
+
+
+@dataclass
+class Overview:
+    now: datetime
+    health: dict[str, Any]
+    rows: list[TypeRow]
+    totals: dict[str, int] | None
+    counts_age: float | None
+    activity_age: float | None
+    problems_total: int
+
+    def live(self) -> dict[str, Any]:
+        texts: dict[str, str] = {}
+        html: dict[str, str] = {}
+        for row in self.rows:
+            texts.update(row.live())
+            html[f"{row.name}:trend"] = row.trend
+        for level in LEVELS:
+            texts[f"total:{level}"] = number((self.totals or {}).get(level))
+        texts["health:status"] = self.health["status"]
+        texts["health:claim"] = ago(self.health.get("last_claim_age_seconds"))
+        texts["health:worker"] = ago(self.health.get("last_worker_seen_age_seconds"))
+        texts["counts:age"] = ago(self.counts_age)
+        html["health:reasons"] = "".join(
+            f"<li>{_escape(reason)}</li>" for reason in self.health["reasons"]
+        )
+        return {"text": texts, "html": html, "status": self.health["status"]}
+
+
+def _escape(text: str) -> str:
+    from markupsafe import escape
+
+    return str(escape(text))
+
+
+def overview(state: ApiState) -> Overview:
+    now = state.clock()
+    health = health_report(state)
+    counted, counts_age = (None, None)
+    if state.table_counts is not None:
+        counted, counts_age = state.table_counts.latest()
+    figures, activity_age = (None, None)
+    if state.activity is not None:
+        figures, activity_age = state.activity.latest()
+    overdue_at = state.store.schedule_health(now=now, counts=False, runs=False).oldest_overdue
+    history = state.table_counts.history() if state.table_counts is not None else []
+    rows = []
+    for task_type in sorted(state.store.get_task_types(), key=lambda t: t.type):
+        name = task_type.type
+        counts = None if counted is None else counted.conditions.get(name, dict.fromkeys(LEVELS, 0))
+        deadline = overdue_at.get(name)
+        open_runs = figures.open_runs if figures is not None else None
+        ended = None
+        failures = None
+        if figures is not None:
+            ended = sum(n for (t, _), n in figures.ended_runs.items() if t == name)
+            failures = sum(
+                n for (t, s), n in figures.ended_runs.items() if t == name and s in FAILED
+            )
+        rows.append(
+            TypeRow(
+                name=name,
+                description=task_type.description,
+                queue=task_type.effective_queue,
+                paused_at=task_type.paused_at,
+                counts=counts,
+                trend=sparkline(
+                    [
+                        (
+                            at,
+                            value.conditions.get(name, {}).get("ERROR", 0),
+                            value.conditions.get(name, {}).get("WARNING", 0),
+                        )
+                        for at, value in history
+                    ],
+                    now=now,
+                ),
+                overdue=None if deadline is None else (now - deadline).total_seconds(),
+                queued=None if open_runs is None else open_runs.get((name, "scheduled"), 0),
+                running=None if open_runs is None else open_runs.get((name, "started"), 0),
+                max_queue_length=task_type.max_queue_length,
+                dispatched_per_minute=None
+                if figures is None
+                else figures.dispatched.get(name, 0) / 60,
+                ended_per_minute=None if ended is None else ended / 60,
+                failures=failures,
+            )
+        )
+    totals = None
+    if counted is not None:
+        per_type = counted.conditions.values()
+        totals = {level: sum(c.get(level, 0) for c in per_type) for level in LEVELS}
+    return Overview(
+        now=now,
+        health=health,
+        rows=rows,
+        totals=totals,
+        counts_age=counts_age,
+        activity_age=activity_age,
+        problems_total=0 if counted is None else counted.not_ok,
+    )
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The problem list's filters (empty: any)."""
+
+    type: str = ""
+    level: str = ""
+    kind: str = ""
+    priority: str = ""
+    q: str = ""
+
+    def matches(self, entry: conditions.Problem) -> bool:
+        return (
+            (not self.type or entry.type == self.type)
+            and (not self.level or entry.level == self.level)
+            and (not self.kind or entry.kind == self.kind)
+            and (not self.priority or entry.priority == self.priority)
+            and (not self.q or self.q.lower() in entry.text)
+        )
+
+    def query(self) -> dict[str, str]:
+        """The non-empty filters, as query parameters."""
+        return {k: v for k, v in vars(self).items() if v}
+
+    def describe(self) -> str:
+        parts = [f"{name} {value!r}" for name, value in self.query().items()]
+        return ", ".join(parts) if parts else "no filter"
+
+
+def selection(state: ApiState, filters: Filters) -> tuple[list[conditions.Problem], Any]:
+    """The latest census's problems that match ``filters``, worst first,
+    and that census (``None``: not counted yet)."""
+    if state.table_counts is None:
+        return [], None
+    counted, _ = state.table_counts.latest()
+    if counted is None:
+        return [], None
+    return [p for p in counted.problems if filters.matches(p)], counted
+
+
+@dataclass
+class ProblemRow:
+    entry: conditions.Problem
+    task: Task | None
+    report: policy.ConditionReport | None
+    late: float | None
+
+    @property
+    def changed(self) -> bool:
+        """Whether the task's level changed since the census."""
+        return self.report is not None and self.report.level.value != self.entry.level
+
+
+@dataclass
+class Problems:
+    filters: Filters
+    rows: list[ProblemRow]
+    total: int
+    first: int
+    page: int
+    pages: int
+    counted: bool
+    counted_at: datetime | None
+    #: the census kept only the worst problems: the total may be short
+    partial: bool
+    generation: int
+    types: list[str] = field(default_factory=list)
+
+
+def problems(state: ApiState, filters: Filters, page: int) -> Problems:
+    matching, counted = selection(state, filters)
+    total = len(matching)
+    pages = max(1, -(-total // PAGE_SIZE))
+    page = min(max(1, page), pages)
+    first = (page - 1) * PAGE_SIZE
+    shown = matching[first : first + PAGE_SIZE]
+    types = {t.type: t for t in state.store.get_task_types()}
+    now = state.clock()
+    found = {t.id: t for t in state.store.get_tasks([p.id for p in shown])}
+    rows = []
+    for entry in shown:
+        task = found.get(entry.id)
+        if task is None or task.type not in types:  # deleted since
+            rows.append(ProblemRow(entry, None, None, None))
+            continue
+        current, report = conditions.problem_of(task, types[task.type], now)
+        rows.append(ProblemRow(entry, without_secrets(task), report, current.late))
+    return Problems(
+        filters=filters,
+        rows=rows,
+        total=total,
+        first=first,
+        page=page,
+        pages=pages,
+        counted=counted is not None,
+        counted_at=None if counted is None else counted.at,
+        partial=counted is not None and counted.not_ok > len(counted.problems),
+        generation=0 if counted is None else counted.generation,
+        types=sorted(types),
+    )
+
+
+@dataclass
+class RunRow:
+    run: TaskRun
+    duration: str
+    waited: str
+
+
+def _run_row(run: TaskRun) -> RunRow:
+    duration = waited = ""
+    if run.started is not None:
+        waited = fmt_duration(run.started - run.scheduled)
+        if run.ended is not None:
+            duration = fmt_duration(run.ended - run.started)
+    return RunRow(run, duration, waited)
+
+
+@dataclass
+class TaskPage:
+    task: Task
+    task_type: TaskType
+    explanation: policy.Explanation
+    firings: list[datetime]
+    runs: list[RunRow]
+    job: Any
+    open_run: bool
+
+
+#: runs shown on a task page
+RUNS_SHOWN = 50
+#: cron firings shown
+FIRINGS_SHOWN = 5
+
+
+def task_page(state: ApiState, task_id: int) -> TaskPage | None:
+    found = state.store.get_tasks([task_id])
+    if not found:
+        return None
+    task = found[0]
+    task_type = state.store.get_task_type(task.type)
+    if task_type is None:  # pragma: no cover - the foreign key forbids it
+        return None
+    now = state.clock()
+    firings: list[datetime] = []
+    if task.cron:
+        firings = list(itertools.islice(policy.cron_times(task.cron, task.tz, now), FIRINGS_SHOWN))
+    runs = state.store.get_task_runs(task_id, limit=RUNS_SHOWN)
+    job_key = job_key_of(task.key)
+    job = state.store.get_job(job_key) if job_key is not None else None
+    return TaskPage(
+        task=without_secrets(task),
+        task_type=task_type,
+        explanation=policy.explain(task, task_type, now),
+        firings=firings,
+        runs=[_run_row(r) for r in runs],
+        job=job,
+        open_run=any(r.status in OPEN_RUN_STATUSES for r in runs)
+        or task.status is TaskStatus.SCHEDULED,
+    )
+
+
+def when(instant: datetime | None, now: datetime) -> str:
+    """An instant in UTC with how far it is from now."""
+    if instant is None:
+        return UNKNOWN
+    return f"{fmt_instant(instant)} ({ago((now - instant).total_seconds())})"
+
+
+def status_class(status: RunStatus | TaskStatus | str) -> str:
+    value = str(getattr(status, "value", status))
+    if value in FAILED:
+        return "bad"
+    if value in ("eventful", "uneventful", "completed", "done"):
+        return "good"
+    return "neutral"
+
+
+__all__: Sequence[str] = (
+    "Filters",
+    "Overview",
+    "Problems",
+    "TaskPage",
+    "overview",
+    "problems",
+    "selection",
+    "task_page",
+)

@@ -30,6 +30,7 @@ SCENARIOS = {
     "end-to-end": "scenario_e2e",
     "idle": "scenario_idle",
     "api": "scenario_api",
+    "console": "scenario_console",
     "simulate": "scenario_simulate",
 }
 

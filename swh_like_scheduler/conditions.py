@@ -173,7 +173,8 @@ def problem_of(task: Task, task_type: Any, now: datetime) -> tuple[Problem, poli
         late=late,
         kind=str(task.schedule_kind),
         priority=str(task.priority),
-        text=_text(task),
+        # only a problem is searched: an OK task's text is never made
+        text="" if report.level.value == "OK" else _text(task),
     )
     return entry, report
 

@@ -8,6 +8,7 @@ what it did."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ templates.env.globals.update(
     overdue_text=views.overdue_text,
     queue_text=views.queue_text,
     rates_text=views.rates_text,
+    hour_text=views.hour_text,
     urlencode=urlencode,
     fmt_duration_s=views.overdue_text,
     qs=lambda base, **extra: urlencode({**base, **extra}),
@@ -279,6 +281,9 @@ MESSAGES = {
 }
 
 
+_WHAT = re.compile(r"Task \d{1,19}|Task type [A-Za-z0-9_.-]{1,100}")
+
+
 def _message(request: Request) -> str | None:
     query = request.query_params
     did = query.get("did", "")
@@ -288,7 +293,10 @@ def _message(request: Request) -> str | None:
             return f"{BULK_ACTIONS[action][0]}: {int(changed):,} of {int(count):,} tasks changed."
         return None
     if did in MESSAGES:
-        what = query.get("what", "The task")[:200]
+        # what a link may name: a task or a type, never free text
+        what = query.get("what", "")
+        if not _WHAT.fullmatch(what):
+            what = "It"
         unchanged = query.get("changed") == "0"
         tail = " (it already was: nothing changed)." if unchanged else "."
         return f"{what} {MESSAGES[did]}{tail}"

@@ -16,16 +16,19 @@ def _points(values: Sequence[tuple[float, int]], top: int) -> str:
 
 
 def sparkline(samples: Sequence[tuple[datetime, int, int]], *, now: datetime) -> str:
-    """``samples``: (instant, errors, warnings), oldest first. Empty text
-    with fewer than two samples in the span."""
-    start = now - SPAN
-    kept = [s for s in samples if s[0] >= start]
+    """``samples``: (instant, errors, warnings), oldest first. The chart
+    spans the last :data:`SPAN`, or less when the samples begin later (a
+    server started an hour ago draws its hour). Empty text with fewer than
+    two samples in the span."""
+    kept = [s for s in samples if s[0] >= now - SPAN]
     if len(kept) < 2:
         return ""
+    start = kept[0][0]
+    span = max(now - start, timedelta(minutes=1))
     top = max(1, *(max(e, w) for _, e, w in kept))
 
     def x(at: datetime) -> float:
-        return (at - start) / SPAN * WIDTH
+        return (at - start) / span * WIDTH
 
     errors = _points([(x(at), e) for at, e, _ in kept], top)
     warnings = _points([(x(at), w) for at, _, w in kept], top)

@@ -64,9 +64,18 @@ class TypeRow:
     queued: int | None
     running: int | None
     max_queue_length: int | None
-    dispatched_per_minute: float | None
-    ended_per_minute: float | None
+    #: runs dispatched and ended within the last hour
+    dispatched: int | None
+    ended: int | None
     failures: int | None
+
+    @property
+    def dispatched_per_minute(self) -> float | None:
+        return None if self.dispatched is None else self.dispatched / 60
+
+    @property
+    def ended_per_minute(self) -> float | None:
+        return None if self.ended is None else self.ended / 60
 
     def live(self) -> dict[str, str]:
         """The texts the live update sets, by element key."""
@@ -76,6 +85,7 @@ class TypeRow:
         out[f"{self.name}:queued"] = queue_text(self.queued, self.max_queue_length)
         out[f"{self.name}:running"] = number(self.running)
         out[f"{self.name}:rates"] = rates_text(self.dispatched_per_minute, self.ended_per_minute)
+        out[f"{self.name}:hour"] = hour_text(self.dispatched, self.ended)
         out[f"{self.name}:failures"] = number(self.failures)
         return out
 
@@ -86,6 +96,10 @@ def overdue_text(seconds: float | None) -> str:
 
 def queue_text(queued: int | None, limit: int | None) -> str:
     return f"{number(queued)} / {'∞' if limit is None else f'{limit:,}'}"
+
+
+def hour_text(dispatched: int | None, ended: int | None) -> str:
+    return f"{number(dispatched)} / {number(ended)} in 1 h"
 
 
 def rates_text(dispatched: float | None, ended: float | None) -> str:
@@ -175,10 +189,8 @@ def overview(state: ApiState) -> Overview:
                 queued=None if open_runs is None else open_runs.get((name, "scheduled"), 0),
                 running=None if open_runs is None else open_runs.get((name, "started"), 0),
                 max_queue_length=task_type.max_queue_length,
-                dispatched_per_minute=None
-                if figures is None
-                else figures.dispatched.get(name, 0) / 60,
-                ended_per_minute=None if ended is None else ended / 60,
+                dispatched=None if figures is None else figures.dispatched.get(name, 0),
+                ended=ended,
                 failures=failures,
             )
         )

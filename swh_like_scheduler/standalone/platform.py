@@ -10,8 +10,9 @@ with its output in ``<run dir>/<name>.log``:
 3. one Celery worker per task queue
    (``celery -A swh_like_scheduler.celery_app worker -Q QUEUE -E -n TYPE@%h``);
 4. the runner (``swh scheduler start-runner --period 1``);
-5. the HTTP API (``swh scheduler rpc-serve``) on a free loopback port, with
-   a read-write token generated for the run (both printed).
+5. the HTTP API and its console (``swh scheduler rpc-serve``) on a free
+   loopback port, with a read-write and a read-only token generated for the
+   run (the console's login links printed with them).
 
 Every child gets ``SWH_SCHEDULER_DB_URL``, ``SWH_SCHEDULER_BROKER_URL`` and
 ``SWH_SCHEDULER_RESULT_BACKEND``, and ``SWH_SCHEDULER_STANDALONE_RUN`` (the run
@@ -123,9 +124,11 @@ class Platform:
         self.workers: list[Child] = []
         self.listener: list[Child] = []
         self.api: list[Child] = []
-        #: the API's address and its read-write token (generated for this run)
+        #: the API's address and its read-write and read-only tokens
+        #: (generated for this run)
         self.api_url: str | None = None
         self.api_token = secrets.token_urlsafe(24)
+        self.api_read_token = secrets.token_urlsafe(24)
         self.tty = out.isatty()
         self._drawn = False
         self.last: Snapshot | None = None
@@ -244,10 +247,20 @@ class Platform:
         port = free_port()
         self.api_url = f"http://127.0.0.1:{port}"
         serve = [*swh, "rpc-serve", "--host", "127.0.0.1", "--port", str(port)]
-        api_env = {**env, "SWH_SCHEDULER_API_TOKENS": f"{self.api_token}:rw"}
+        tokens = f"{self.api_token}:rw,{self.api_read_token}:ro"
+        api_env = {**env, "SWH_SCHEDULER_API_TOKENS": tokens}
         self.api = [spawn(ChildSpec("api", serve, self.run_dir / "api.log", api_env))]
+        # the token after '#' never reaches a server or its logs: the login
+        # page reads it and opens a session
+        self.say(f"Console: {self.console_url()}")
+        self.say(f"  read-only: {self.console_url(read_only=True)}")
         self.say(f"HTTP API on {self.api_url} (docs: {self.api_url}/docs)")
         self.say(f"  curl -H 'Authorization: Bearer {self.api_token}' {self.api_url}/conditions")
+
+    def console_url(self, *, read_only: bool = False) -> str:
+        """The console's login link, with this run's token after ``#``."""
+        token = self.api_read_token if read_only else self.api_token
+        return f"{self.api_url}/console/login#token={token}"
 
     def children(self) -> list[Child]:
         redis = [self.redis.child] if self.redis is not None else []
@@ -287,6 +300,7 @@ class Platform:
             f"database {self.options.db_url}",
             f"broker   {broker}",
             *([f"api      {self.api_url} (token {self.api_token})"] if self.api_url else []),
+            *([f"console  {self.console_url()}"] if self.api_url else []),
             f"logs     {self.run_dir}",
             "",
         ]

@@ -23,6 +23,7 @@
     for (const [key, text] of Object.entries(data.text || {})) {
       for (const el of document.querySelectorAll(`[data-live="${CSS.escape(key)}"]`)) {
         if (el.textContent !== text) el.textContent = text;
+        if (el.classList.contains("level")) el.classList.toggle("zero", text === "0");
       }
     }
     // markup made by the server from numbers and escaped text only

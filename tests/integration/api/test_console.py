@@ -276,6 +276,7 @@ def test_the_overview_counts_per_type_and_live(
         )
         live = http.get("/console/live").json()
         assert live["text"]["sleep:queued"] == "2 / 1,000"  # its max_queue_length
+        assert live["text"]["sleep:hour"] == "3 / 1 in 1 h"  # dispatched, ended
         assert live["status"] in ("ok", "degraded")
         assert "sleep" in http.get("/console/").text
 
@@ -302,3 +303,12 @@ def test_a_type_is_paused_and_resumed_from_the_overview(
         assert resumed is not None and resumed.paused_at is None
         assert http.post("/console/types/nope/pause", data={"csrf": token}).status_code == 404
         assert http.post("/console/types/sleep/drop", data={"csrf": token}).status_code == 404
+
+
+def test_a_link_cannot_put_its_own_words_on_a_page(console_url: str) -> None:
+    with logged_in(console_url, READER) as http:
+        page = http.get("/console/", params={"did": "disable", "what": "Your account is locked"})
+        assert "Your account is locked" not in page.text
+        assert "It was disabled." in page.text
+        page = http.get("/console/", params={"did": "<script>", "what": "Task 1"}).text
+        assert "<script>" not in page.replace('<script src="/console/static/console.js"', "")

@@ -15,6 +15,7 @@ import re
 import statistics
 import time
 from datetime import timedelta
+from typing import Any
 
 import httpx
 
@@ -37,7 +38,8 @@ def _pages(task_id: int, last_page: int) -> dict[str, str]:
         "live": "/console/live",
         "problems": "/console/problems",
         "problems_last_page": f"/console/problems?page={last_page}",
-        "problems_text_filter": "/console/problems?type=bench&level=ERROR&q=forge.example%2F9",
+        # a new text each time: a selection is filtered once, then kept
+        "problems_text_filter": "/console/problems?type=bench&level=ERROR&q=forge.example%2F9{n}",
         "task": f"/console/tasks/{task_id}",
     }
 
@@ -94,9 +96,12 @@ def run(ctx: Context) -> None:
             problems = int(total.group(1).replace(",", "")) if total else 0
             log(f"console: {problems:,} problems listed")
             for name, path in _pages(task_id, max(1, -(-problems // 50))).items():
+                serial = iter(range(10**9))
 
-                def get(http: httpx.Client = browser, path: str = path) -> None:
-                    http.get(path).raise_for_status()
+                def get(
+                    http: httpx.Client = browser, path: str = path, serial: Any = serial
+                ) -> None:
+                    http.get(path.replace("{n}", str(next(serial)))).raise_for_status()
 
                 get()
                 samples = []
@@ -127,7 +132,7 @@ def run(ctx: Context) -> None:
                 def loaded(
                     rng: random.Random, path: str = path, pool: list[httpx.Client] = pool
                 ) -> None:
-                    pool[rng.randrange(CLIENTS)].get(path)
+                    pool[rng.randrange(CLIENTS)].get(path.replace("{n}", str(rng.random())))
 
                 latencies, rate = _load(seconds, loaded, clients=CLIENTS)
                 for http in pool:

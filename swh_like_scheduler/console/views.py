@@ -10,6 +10,8 @@ Nothing here scans the task table on a page view."""
 from __future__ import annotations
 
 import itertools
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -237,7 +239,15 @@ class Filters:
         return ", ".join(parts) if parts else "no filter"
 
 
-def selection(state: ApiState, filters: Filters) -> tuple[list[conditions.Problem], Any]:
+#: selections kept: paging through one, or coming back to it, filters once
+_SELECTIONS: OrderedDict[tuple[int, Filters], tuple[Any, Sequence[conditions.Problem]]] = (
+    OrderedDict()
+)
+_SELECTIONS_KEPT = 16
+_selections_lock = threading.Lock()
+
+
+def selection(state: ApiState, filters: Filters) -> tuple[Sequence[conditions.Problem], Any]:
     """The latest census's problems that match ``filters``, worst first,
     and that census (``None``: not counted yet)."""
     if state.table_counts is None:
@@ -245,7 +255,21 @@ def selection(state: ApiState, filters: Filters) -> tuple[list[conditions.Proble
     counted, _ = state.table_counts.latest()
     if counted is None:
         return [], None
-    return [p for p in counted.problems if filters.matches(p)], counted
+    if not filters.query():
+        return counted.problems, counted
+    key = (id(counted), filters)
+    with _selections_lock:
+        kept = _SELECTIONS.get(key)
+        # the census is kept with its selection: its id names no other
+        if kept is not None and kept[0] is counted:
+            _SELECTIONS.move_to_end(key)
+            return kept[1], counted
+    matching = [p for p in counted.problems if filters.matches(p)]
+    with _selections_lock:
+        _SELECTIONS[key] = (counted, matching)
+        while len(_SELECTIONS) > _SELECTIONS_KEPT:
+            _SELECTIONS.popitem(last=False)
+    return matching, counted
 
 
 @dataclass

@@ -109,9 +109,11 @@ class RunMethods(DispatchMethods):
         claimed: list[Claimed] = []
         self._refresh_statistics()
         with self._write("claim ready tasks") as conn:
-            self._limit_time(conn)
+            # before the time limit, which is the claim's own: a type's row
+            # may wait for a pause being written
             if self._type_paused(conn, task_type):
                 return []  # nothing of a paused type is dispatched
+            self._limit_time(conn)
             batch = self._new_batch(conn, now)
             if self._capabilities.writable_ctes:
                 if among is None:

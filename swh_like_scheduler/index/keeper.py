@@ -21,6 +21,9 @@ logger = logging.getLogger(__name__)
 
 #: waiting tasks a runner's pass checks against the index (per due type)
 SWEEP_PAGE = 500
+#: ready tasks each index claim round reads from the database first
+#: (:meth:`IndexKeeper.file_lacking`)
+READY_CHECK = 1000
 
 
 class IndexKeeper:
@@ -56,7 +59,17 @@ class IndexKeeper:
         now: datetime,
         limit: int,
         priorities: Sequence[Priority] | None,
+        nodes: Sequence[str] | None = None,
     ) -> list[int] | None:
+        """Up to ``limit`` ids from the index, after :meth:`file_lacking`
+        (the database's first ``min(limit, READY_CHECK)`` ready tasks)."""
+        self.file_lacking(
+            task_type,
+            now=now,
+            limit=min(limit, READY_CHECK),
+            priorities=priorities,
+            nodes=nodes,
+        )
         try:
             ids = self.index.claim(task_type, now=now, limit=limit, priorities=priorities)
         except IndexUnavailable as exc:
@@ -66,6 +79,57 @@ class IndexKeeper:
         if ids is None:
             self.request_rebuild(task_type)
         return ids
+
+    def file_lacking(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        limit: int,
+        priorities: Sequence[Priority] | None,
+        nodes: Sequence[str] | None = None,
+    ) -> int:
+        """File the tasks among the database's first ``limit`` ready ones
+        (class, then deadline) that the index would not hand out; how many.
+
+        Why each claim round asks the database, rather than a sweep alone:
+        the index lacks a task only when a write did not reach it (a process
+        not given the URL, a Redis write that failed, SQL behind its back),
+        and such a task may have the earliest deadline of all. A sweep
+        through the waiting tasks finds it after a number of passes that
+        grows with the table (at 500 a pass, a million waiting tasks take
+        2,000 passes); this read finds it as soon as it is among the first
+        ``limit`` ready tasks of the database's own order, however large
+        the table. So, with the claim's full maturation
+        (:meth:`.redis_index.RedisIndex.claim`), each round dispatches the
+        database's first ``limit`` ready tasks, and a ready task with ``r``
+        ready tasks ahead of it (class, then deadline) goes out within
+        ``r // READY_CHECK + 1`` rounds of its type, whether the index
+        holds it or not. The read is one ordered scan of the ready index
+        that stops after ``limit`` ids (the rounds of a pass take up to
+        twenty times as many ids from Redis), plus one script call; tasks
+        in ``claimed`` count as held (another runner is claiming them, or
+        their claim comes back as stuck)."""
+        try:
+            ready = self.store.ready_task_ids(
+                task_type, now=now, limit=limit, priorities=priorities, nodes=nodes
+            )
+            lacking = self.index.lacking(task_type, ready, now=now)
+            if not lacking:  # ``None``: not complete; the round uses the database
+                return 0
+            tasks = self.store.get_tasks(lacking)
+            self.index.put(task_type, tasks)
+        except IndexUnavailable as exc:
+            self.outage.failed(exc)
+            return 0
+        except SchedulerError as exc:  # the round's claim then says it too
+            logger.debug("could not read the ready tasks of %s: %s", task_type, exc)
+            return 0
+        self.drifted += len(lacking)
+        logger.info(
+            "index of %s lacked %d ready tasks (written without it); filed", task_type, len(lacking)
+        )
+        return len(lacking)
 
     def settle(
         self, task_type: str, offered: Sequence[int], claimed: set[int], *, now: datetime

@@ -144,6 +144,7 @@ class RedisIndex:
         self._join = client.register_script(scripts.JOIN)
         self._advance = client.register_script(scripts.ADVANCE)
         self._done = client.register_script(scripts.DONE)
+        self._lacking = client.register_script(scripts.LACKING)
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX) -> RedisIndex:
@@ -252,6 +253,17 @@ class RedisIndex:
             if not more:
                 return [int(i) for i in ids]
         raise AssertionError("the last call pops")  # pragma: no cover
+
+    def lacking(self, task_type: str, ids: Sequence[int], *, now: datetime) -> list[int] | None:
+        """Of ``ids`` (tasks the database holds ready at ``now``), those the
+        index would not hand out (:data:`.scripts.LACKING`); ``None`` while
+        the type's index is not complete."""
+        if not ids:
+            return []
+        found = self._call(self._lacking, task_type, [repr(seconds(now)), *ids])
+        if found is None:
+            return None
+        return [int(i) for i in found]
 
     def stuck(self, task_type: str, *, now: datetime, limit: int = 10_000) -> list[int]:
         """Ids claimed from the index whose claim ran out (its runner died or

@@ -207,3 +207,32 @@ if redis.call('HGET', KEYS[8], 'cursor') == 'end' and redis.call('ZCARD', KEYS[9
 end
 return 1
 """
+
+#: KEYS: the type's keys. ARGV: now, then ids (at most a few thousand):
+#: ready tasks as the database lists them. Returns those the index would
+#: not hand out by ``now``: in no ready set, not in ``claimed``, and not in
+#: ``wait`` at ``now`` or earlier; false while the index is not complete.
+LACKING = """
+if redis.call('HGET', KEYS[1], 'synced') ~= '1' then
+  return false
+end
+local now = tonumber(ARGV[1])
+local out = {}
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local found = redis.call('ZSCORE', KEYS[4], id)
+  for k = 5, 7 do
+    if not found then
+      found = redis.call('ZSCORE', KEYS[k], id)
+    end
+  end
+  if not found then
+    local at = redis.call('ZSCORE', KEYS[2], id)
+    found = at and tonumber(at) <= now
+  end
+  if not found then
+    out[#out + 1] = id
+  end
+end
+return out
+"""

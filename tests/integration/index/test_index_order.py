@@ -16,7 +16,7 @@ from celery import Celery
 
 from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.index import IndexedStore, RedisIndex, rebuild
-from swh_like_scheduler.index.keeper import IndexKeeper
+from swh_like_scheduler.index.keeper import READY_CHECK, IndexKeeper
 from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskType
 from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
@@ -64,6 +64,26 @@ def test_a_claim_matures_every_entry_before_it_pops(index: RedisIndex) -> None:
     rest = index.claim("crawl", now=T0, limit=5000, moves=500)
     assert rest == by_deadline[50:]
     assert index.sizes("crawl") == {"wait": 0, "ready": 0, "claimed": 3100}
+
+
+def test_entries_the_index_would_not_hand_out_are_found(index: RedisIndex) -> None:
+    index.reset("crawl", now=T0)
+    index.put(
+        "crawl",
+        [
+            task(1, next_run=T0 - H, deadline=T0),  # matured in wait
+            task(2, next_run=T0 - H, deadline=T0 + H),  # to be moved to ready
+            task(3, next_run=T0 + H, deadline=T0 + H),  # wait, later than the database says
+            task(4, next_run=T0 - H, deadline=T0 + 2 * H),  # to be claimed
+        ],
+    )
+    assert index.claim("crawl", now=T0, limit=1) == [1]
+    assert index.claim("crawl", now=T0, limit=1) == [2]
+    # 1 and 2 in claimed, 4 in ready, 3 in wait at T0 + H, 5 nowhere
+    assert index.lacking("crawl", [1, 2, 3, 4, 5], now=T0) == [3, 5]
+    assert index.lacking("crawl", [3], now=T0 + H) == []
+    index.invalidate("crawl")
+    assert index.lacking("crawl", [5], now=T0) is None
 
 
 # -- with the database and a runner ---------------------------------------------
@@ -217,3 +237,36 @@ def test_the_index_publishes_in_the_order_of_the_database(
     assert [len(p) for p in expected] == [100] * 15
     assert drain(keeper, app, pg_store, through, now) == expected
     assert keeper.drifted == 0
+
+
+@pytest.mark.postgresql
+def test_ready_tasks_written_without_the_index_go_out_in_the_first_round(
+    pg_store: SQLAlchemyStore, index: RedisIndex
+) -> None:
+    """10,000 ready tasks through the index, then 1,000 written by a process
+    not given its URL, with the earliest deadlines: the next pass (room for
+    1,000) publishes those 1,000 (the README's bound: a ready task with r
+    ready tasks ahead of it goes out within r // READY_CHECK + 1 rounds)."""
+    assert READY_CHECK >= 1000
+    app = runner_app()
+    store, keeper = indexed(pg_store, index)
+    task_type = new_type(pg_store, 1000)
+    now = datetime.now(tz=UTC)
+    assert rebuild(index, store, task_type.type) == 0  # type: ignore[arg-type]
+    store.create_tasks(
+        [
+            spec(task_type, n, next_run=now - H, deadline=now + n * S, priority="normal")
+            for n in range(10_000)
+        ],
+        now=now,
+    )
+    unseen = [
+        spec(task_type, 20_000 + n, next_run=now - H, deadline=now - H, priority="normal")
+        for n in range(1000)
+    ]
+    pg_store.create_tasks(unseen, now=now)  # not filed in the index
+    report = tick(store, app, now, types=[task_type.type], index=keeper)  # type: ignore[arg-type]
+    assert report.published == 1000
+    assert sorted(published(pg_store, task_type.effective_queue)) == list(range(20_000, 21_000))
+    assert keeper.drifted == 1000
+    assert index.sizes(task_type.type)["ready"] == 10_000

@@ -47,8 +47,6 @@ class IndexKeeper:
         self._lock = threading.Lock()
         #: entries the database contradicted and that were filed again
         self.repaired = 0
-        #: per type, the last task id the drift sweep checked
-        self._swept: dict[str, int] = {}
         #: waiting tasks the sweep found missing from the index, or filed wrong
         self.drifted = 0
 
@@ -165,21 +163,20 @@ class IndexKeeper:
     def sweep(self, task_type: str, *, page: int = SWEEP_PAGE) -> None:
         """Check the next ``page`` waiting tasks of the type against the
         index and repair what differs (:func:`.sync.drift`), going round the
-        table one page per call: what no write filed (a worker's start
-        guard, ``celery beat -S swh``, a Redis write that failed) is filed
-        within one sweep."""
+        table one page per call from a cursor every runner shares (in
+        Redis): what no write filed, at any time, is filed within one round
+        of the table by all the runners together. Ready tasks the index
+        lacks do not wait for it (:meth:`file_lacking`). Nothing is checked
+        while the index is not complete."""
         try:
-            found = drift(
-                self.index,
-                self.store,
-                task_type,
-                after_id=self._swept.get(task_type, 0),
-                limit=page,
-            )
+            after = self.index.sweep_cursor(task_type)
+            found = drift(self.index, self.store, task_type, after_id=after, limit=page)
+            if not found.complete:
+                return
+            self.index.set_sweep_cursor(task_type, found.last_id)  # 0 at the end: start over
         except (IndexUnavailable, SchedulerError) as exc:
             self.outage.failed(exc)
             return
-        self._swept[task_type] = found.last_id  # 0 at the end: start over
         if found.missing or found.wrong:
             self.drifted += found.missing + found.wrong
             logger.info(

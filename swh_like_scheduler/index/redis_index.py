@@ -37,6 +37,9 @@ CLAIM_TIMEOUT = timedelta(seconds=60)
 #: before another process may take it over (reading and filing a page takes
 #: about a second)
 REBUILD_LEASE = timedelta(minutes=2)
+#: a rebuild joined by a process within this is under way
+#: (:meth:`RedisIndex.rebuild_activity`)
+ACTIVE_WITHIN = timedelta(seconds=10)
 #: matured entries one claim script call moves to the ready sets (about
 #: 15 ms of Redis time per call at most)
 MATURE_SLICE = 10_000
@@ -340,6 +343,58 @@ class RedisIndex:
         step = self.rebuild_step(task_type, now=now, first="end")
         if step.kind != "done":
             raise IndexUnavailable(f"the index of {task_type} could not be reset ({step.kind})")
+
+    def rebuild_activity(self, task_type: str, *, now: datetime) -> str:
+        """What the type's rebuild is doing at ``now``: ``complete`` (the
+        index is in use), ``under way`` (a process holds its cursor or a
+        page, or joined it within :data:`ACTIVE_WITHIN`), ``stalled`` (begun,
+        but its processes stopped: whoever joins next resumes it) or
+        ``none`` (emptied, invalidated or never built: the next runner pass
+        of the type, or ``index rebuild``, begins one)."""
+        keys = self.keys(task_type)
+        at = _ms(now)
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(keys.state, ["synced", "building"])
+            pipe.hmget(keys.rebuild, ["token", "held_until", "seen"])
+            pipe.zrangebyscore(keys.pages, at, "+inf", start=0, num=1)
+            (synced, building), (token, held, seen), leased = pipe.execute()
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+        if synced == b"1":
+            return "complete"
+        if building is None or building != token:
+            return "none"
+        if leased or int(held or 0) > at or int(seen or 0) > at - _ms_of(ACTIVE_WITHIN):
+            return "under way"
+        return "stalled"
+
+    # -- the drift sweep's cursor, shared by every runner -------------------------
+
+    def sweep_cursor(self, task_type: str) -> int:
+        """The last task id the drift sweep of the type checked (0: start)."""
+        try:
+            found = self.client.hget(self.keys(task_type).state, "swept")
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+        return int(found or 0)
+
+    def set_sweep_cursor(self, task_type: str, last_id: int) -> None:
+        try:
+            self.client.hset(self.keys(task_type).state, "swept", last_id)
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+
+    def scan_entries(self, task_type: str, cursor: int, *, count: int) -> tuple[int, list[int]]:
+        """A slice of the ids the type's index holds (``HSCAN`` of ``meta``,
+        about ``count`` a call, from ``cursor``; 0: the start, and the
+        next cursor is 0 after the last slice). An id may come twice."""
+        try:
+            # (the values too: NOVALUES needs Redis 7.4)
+            after, found = self.client.hscan(self.keys(task_type).meta, cursor, count=count)
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+        return int(after), [int(i) for i in found]
 
     def sizes(self, task_type: str) -> dict[str, int]:
         """How many entries each set of the type holds (for metrics and drift)."""

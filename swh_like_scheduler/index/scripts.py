@@ -124,7 +124,8 @@ return ids
 #: its ``cursor`` (where the next page starts, in the order high class to
 #: low, then deadline and id; ``end`` once every page is handed out), who
 #: holds the cursor until when (``held_until``, ms) and how many tasks were
-#: ``filed``. ``pages`` holds the pages handed out and not yet filed, scored
+#: ``filed``, and when a process last joined it (``seen``, ms). ``pages``
+#: holds the pages handed out and not yet filed, scored
 #: by the end of their lease (ms): a page whose process died is handed out
 #: again.
 
@@ -150,6 +151,7 @@ if not token or redis.call('HGET', KEYS[8], 'token') ~= token then
   redis.call('HSET', KEYS[1], 'building', token)
   redis.call('HSET', KEYS[8], 'token', token, 'cursor', ARGV[4], 'filed', 0, 'started', ARGV[2])
 end
+redis.call('HSET', KEYS[8], 'seen', ARGV[2])
 local now = tonumber(ARGV[2])
 local lease = now + tonumber(ARGV[3])
 local late = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', now, 'LIMIT', 0, 1)

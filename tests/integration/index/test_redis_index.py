@@ -340,9 +340,11 @@ def test_the_command_line_builds_checks_and_dispatches_through_the_index(
         status = json.loads(run(*base, "status", *only, "--json"))[task_type.type]
         assert status == {"complete": True, "wait": 120, "ready": 0, "claimed": 0}
         assert json.loads(run(*base, "check", *only, "--json"))[task_type.type] == {
+            "complete": True,
             "checked": 120,
             "missing": 0,
             "wrong": 0,
+            "stray": 0,
         }
         runner = ["scheduler", "--db-url", postgres_url, "--index-url", redis_url]
         output = run(

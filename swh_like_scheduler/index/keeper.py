@@ -7,14 +7,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..exceptions import SchedulerError
 from ..model import Priority
 from ..outage import Outage
 from ..store import SchedulerStore
 from .rebuild import rebuild
-from .redis_index import IndexUnavailable, RedisIndex
+from .redis_index import CLAIM_TIMEOUT, IndexUnavailable, RedisIndex
 from .sync import drift, repair
 
 logger = logging.getLogger(__name__)
@@ -24,6 +24,26 @@ SWEEP_PAGE = 500
 #: ready tasks each index claim round reads from the database first
 #: (:meth:`IndexKeeper.file_lacking`)
 READY_CHECK = 1000
+
+
+#: added to the store's claim time limit (:func:`hold_of`)
+HOLD_MARGIN = timedelta(seconds=5)
+
+
+def hold_of(store: object) -> timedelta:
+    """How long a runner's ids stay in ``claimed`` before any process files
+    them again: the time limit of the database claim that follows the
+    Redis claim (``claim_timeout``: PostgreSQL cancels a claim running
+    longer, and nothing is written) and a margin, at most
+    :data:`.redis_index.CLAIM_TIMEOUT`. Past it, that claim either
+    committed (and took the entries out) or never will: a runner killed
+    between the two halves leaves its round for 35 s (the default limit
+    of 30 s), not 60. Filed again early, an id still being claimed is at
+    worst offered to another claim, which the database refuses."""
+    limit = getattr(store, "claim_timeout", None)
+    if not isinstance(limit, timedelta):
+        return CLAIM_TIMEOUT
+    return min(CLAIM_TIMEOUT, limit + HOLD_MARGIN)
 
 
 class IndexKeeper:
@@ -49,6 +69,9 @@ class IndexKeeper:
         self.repaired = 0
         #: waiting tasks the sweep found missing from the index, or filed wrong
         self.drifted = 0
+        #: how long the ids of a claim stay in ``claimed`` before they come
+        #: back as stuck (:func:`hold_of`)
+        self.hold = hold_of(store)
 
     def claim(
         self,
@@ -69,7 +92,9 @@ class IndexKeeper:
             nodes=nodes,
         )
         try:
-            ids = self.index.claim(task_type, now=now, limit=limit, priorities=priorities)
+            ids = self.index.claim(
+                task_type, now=now, limit=limit, priorities=priorities, hold=self.hold
+            )
         except IndexUnavailable as exc:
             self.outage.failed(exc)
             return None
@@ -144,7 +169,14 @@ class IndexKeeper:
         the ready set from tasks that can run."""
         stale = [i for i in offered if i not in claimed]
         try:
-            self.repaired += repair(self.index, self.store, task_type, stale, parked_at=now)
+            self.repaired += repair(
+                self.index,
+                self.store,
+                task_type,
+                stale,
+                parked_at=now,
+                park_until=now + CLAIM_TIMEOUT,
+            )
         except (IndexUnavailable, SchedulerError) as exc:
             # what is left in ``claimed`` comes back as a stuck claim
             logger.warning("could not file %d index entries of %s: %s", len(stale), task_type, exc)

@@ -31,7 +31,9 @@ from . import scripts
 #: key prefix unless told otherwise
 DEFAULT_PREFIX = "swh-index"
 #: a claim its runner did not take in the database within this is returned
-#: (:meth:`RedisIndex.stuck`)
+#: (:meth:`RedisIndex.stuck`), unless the runner says how long its database
+#: claim may take (``hold``); ids the database refused although ready are
+#: parked in ``claimed`` this long (:meth:`RedisIndex.park`)
 CLAIM_TIMEOUT = timedelta(seconds=60)
 #: how long a process joining a rebuild holds the cursor, or a page it read,
 #: before another process may take it over (reading and filing a page takes
@@ -222,10 +224,12 @@ class RedisIndex:
         limit: int,
         priorities: Sequence[Priority] | None = None,
         moves: int = MATURE_SLICE,
+        hold: timedelta = CLAIM_TIMEOUT,
     ) -> list[int] | None:
         """Up to ``limit`` ready task ids in dispatch order (class, then
         deadline), taken out of the ready sets into ``claimed`` until
-        ``now + CLAIM_TIMEOUT``; ``None`` while the type's index is not
+        ``now + hold`` (then :meth:`stuck`: the caller's database claim of
+        them must be over by then); ``None`` while the type's index is not
         complete (never built, being rebuilt, or emptied).
 
         Every entry whose can_start_by is ``now`` or earlier is moved to
@@ -244,7 +248,7 @@ class RedisIndex:
             args = [
                 repr(seconds(now)),
                 limit,
-                repr(seconds(now + CLAIM_TIMEOUT)),
+                repr(seconds(now + hold)),
                 moves,
                 ranks,
                 "1" if call == MATURE_CALLS - 1 else "0",
@@ -267,6 +271,19 @@ class RedisIndex:
         if found is None:
             return None
         return [int(i) for i in found]
+
+    def park(self, task_type: str, ids: Sequence[int], *, until: datetime) -> None:
+        """Keep these claimed ids in ``claimed`` until ``until`` (those no
+        longer there are left out): the database refused them although
+        they are ready, for a reason of the moment."""
+        if not ids:
+            return
+        try:
+            self.client.zadd(
+                self.keys(task_type).claimed, {str(i): seconds(until) for i in ids}, xx=True
+            )
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
 
     def stuck(self, task_type: str, *, now: datetime, limit: int = 10_000) -> list[int]:
         """Ids claimed from the index whose claim ran out (its runner died or

@@ -51,20 +51,22 @@ def repair(
     ids: Sequence[int],
     *,
     parked_at: datetime | None = None,
+    park_until: datetime | None = None,
 ) -> int:
     """File again, from the database, the tasks of these ids (ids of tasks
     gone from the database are taken out). With ``parked_at``, the tasks
-    still ready at that instant are left where they are (the claim of
-    ``ids`` just refused them: see :meth:`.keeper.IndexKeeper.settle`).
-    Returns how many were filed again."""
+    still ready at that instant are left in ``claimed`` (the claim of
+    ``ids`` just refused them: see :meth:`.keeper.IndexKeeper.settle`),
+    until ``park_until`` if given. Returns how many were filed again."""
     if not ids:
         return 0
     tasks = store.get_tasks(list(ids))
     gone = set(ids) - {t.id for t in tasks}
     if parked_at is not None:
-        tasks = [
-            t for t in tasks if not (t.status is TaskStatus.WAITING and t.next_run <= parked_at)
-        ]
+        parked = {t.id for t in tasks if t.status is TaskStatus.WAITING and t.next_run <= parked_at}
+        tasks = [t for t in tasks if t.id not in parked]
+        if park_until is not None:
+            index.park(task_type, [i for i in parked if i is not None], until=park_until)
     index.put(task_type, tasks)
     if gone:
         index.remove(task_type, gone)

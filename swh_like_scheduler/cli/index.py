@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import click
 
 from ..exceptions import InvalidInput, SchedulerError
-from ..index import RedisIndex, drift, rebuild
+from ..index import RedisIndex, drift, rebuild, strays
 from .base import CliContext, emit_json, pass_cli, reported, scheduler
 
 
@@ -36,15 +37,21 @@ def _types(cli: CliContext, types: tuple[str, ...]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_cli
 def status(cli: CliContext, types: tuple[str, ...], as_json: bool) -> None:
-    """Whether each type's index is complete (in use), and its sizes."""
+    """Whether each type's index is complete (in use), what its rebuild is
+    doing if not, and its sizes."""
     index = _index(cli)
     rows: dict[str, Any] = {}
+    now = datetime.now(UTC)
     try:
         for name in _types(cli, types):
-            row = {"complete": index.is_complete(name), **index.sizes(name)}
+            activity = index.rebuild_activity(name, now=now)
+            row: dict[str, Any] = {"complete": activity == "complete", **index.sizes(name)}
             if not row["complete"]:
-                # how far the rebuild under way (or the last one) got
-                row["rebuild_filed"] = int(index.rebuild_state(name).get("filed", 0))
+                row["rebuild"] = activity
+                # how far the rebuild under way (or stalled) got
+                row["rebuild_filed"] = (
+                    int(index.rebuild_state(name).get("filed", 0)) if activity != "none" else 0
+                )
             rows[name] = row
     except SchedulerError as error:
         raise reported(error) from None
@@ -52,15 +59,27 @@ def status(cli: CliContext, types: tuple[str, ...], as_json: bool) -> None:
         emit_json(rows)
         return
     for name, row in rows.items():
-        state = (
-            "complete"
-            if row["complete"]
-            else f"not in use (rebuilding: {row['rebuild_filed']} filed so far)"
-        )
         click.echo(
-            f"{name}: {state}; waiting {row['wait']}, ready {row['ready']}, "
+            f"{name}: {_state(row)}; waiting {row['wait']}, ready {row['ready']}, "
             f"claimed {row['claimed']}"
         )
+
+
+def _state(row: dict[str, Any]) -> str:
+    if row["complete"]:
+        return "complete"
+    activity = row["rebuild"]
+    if activity == "under way":
+        return f"not in use (rebuild under way: {row['rebuild_filed']} filed so far)"
+    if activity == "stalled":
+        return (
+            f"not in use (rebuild stalled at {row['rebuild_filed']} filed: no process "
+            "works on it; the next runner pass or 'index rebuild' resumes it)"
+        )
+    return (
+        "not in use (not built, emptied or invalidated, no rebuild under way: the next "
+        "runner pass or 'index rebuild' builds it)"
+    )
 
 
 @index_group.command("rebuild")
@@ -93,28 +112,53 @@ def rebuild_command(cli: CliContext, types: tuple[str, ...]) -> None:
 @pass_cli
 def check(cli: CliContext, types: tuple[str, ...], page: int, as_json: bool) -> None:
     """Compare every waiting task with its index entry and repair those that
-    differ (missing, or filed at other times)."""
+    differ (missing, or filed at other times), then take out the entries of
+    tasks no longer waiting (disabled, finished, deleted). An index that is
+    not complete (being rebuilt, or emptied) is not checked: it is said so."""
     index = _index(cli)
-    totals: dict[str, dict[str, int]] = {}
+    totals: dict[str, dict[str, Any]] = {}
     try:
         for name in _types(cli, types):
-            checked = missing = wrong = 0
-            after = 0
-            while (found := drift(index, cli.store, name, after_id=after, limit=page)).checked:
-                checked, missing, wrong = (
-                    checked + found.checked,
-                    missing + found.missing,
-                    wrong + found.wrong,
-                )
-                after = found.last_id
-            totals[name] = {"checked": checked, "missing": missing, "wrong": wrong}
+            totals[name] = _check_type(index, cli, name, page)
     except SchedulerError as error:
         raise reported(error) from None
     if as_json:
         emit_json(totals)
         return
     for name, row in totals.items():
+        if not row["complete"]:
+            click.echo(f"{name}: not checked: the index is not complete (see 'index status')")
+            continue
         click.echo(
             f"{name}: {row['checked']} waiting tasks checked, {row['missing']} missing "
-            f"and {row['wrong']} filed at other times (repaired)"
+            f"and {row['wrong']} filed at other times (repaired); {row['stray']} entries "
+            "of tasks no longer waiting (removed)"
         )
+
+
+def _check_type(index: RedisIndex, cli: CliContext, name: str, page: int) -> dict[str, Any]:
+    checked = missing = wrong = stray = 0
+    after = 0
+    while (found := drift(index, cli.store, name, after_id=after, limit=page)).checked:
+        checked, missing, wrong = (
+            checked + found.checked,
+            missing + found.missing,
+            wrong + found.wrong,
+        )
+        after = found.last_id
+    complete = found.complete
+    cursor = 0
+    while complete:
+        slice_ = strays(index, cli.store, name, cursor=cursor, count=page)
+        complete, stray, cursor = slice_.complete, stray + slice_.removed, slice_.cursor
+        if cursor == 0:
+            break
+    if not complete:  # emptied or invalidated meanwhile: the figures say nothing
+        return {"complete": False}
+    return {
+        "complete": True,
+        "checked": checked,
+        "missing": missing,
+        "wrong": wrong,
+        "stray": stray,
+    }

@@ -8,7 +8,7 @@ from __future__ import annotations
 from .rebuild import rebuild
 from .redis_index import CLAIM_TIMEOUT, IndexUnavailable, RedisIndex
 from .store import IndexedStore
-from .sync import Drift, drift, file_tasks, repair
+from .sync import Drift, Strays, drift, file_tasks, repair, strays
 
 __all__ = [
     "CLAIM_TIMEOUT",
@@ -16,8 +16,10 @@ __all__ = [
     "IndexUnavailable",
     "IndexedStore",
     "RedisIndex",
+    "Strays",
     "drift",
     "file_tasks",
     "rebuild",
     "repair",
+    "strays",
 ]

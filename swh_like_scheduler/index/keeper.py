@@ -7,20 +7,43 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..exceptions import SchedulerError
 from ..model import Priority
 from ..outage import Outage
 from ..store import SchedulerStore
 from .rebuild import rebuild
-from .redis_index import IndexUnavailable, RedisIndex
+from .redis_index import CLAIM_TIMEOUT, IndexUnavailable, RedisIndex
 from .sync import drift, repair
 
 logger = logging.getLogger(__name__)
 
 #: waiting tasks a runner's pass checks against the index (per due type)
 SWEEP_PAGE = 500
+#: ready tasks each index claim round reads from the database first
+#: (:meth:`IndexKeeper.file_lacking`)
+READY_CHECK = 1000
+
+
+#: added to the store's claim time limit (:func:`hold_of`)
+HOLD_MARGIN = timedelta(seconds=5)
+
+
+def hold_of(store: object) -> timedelta:
+    """How long a runner's ids stay in ``claimed`` before any process files
+    them again: the time limit of the database claim that follows the
+    Redis claim (``claim_timeout``: PostgreSQL cancels a claim running
+    longer, and nothing is written) and a margin, at most
+    :data:`.redis_index.CLAIM_TIMEOUT`. Past it, that claim either
+    committed (and took the entries out) or never will: a runner killed
+    between the two halves leaves its round for 35 s (the default limit
+    of 30 s), not 60. Filed again early, an id still being claimed is at
+    worst offered to another claim, which the database refuses."""
+    limit = getattr(store, "claim_timeout", None)
+    if not isinstance(limit, timedelta):
+        return CLAIM_TIMEOUT
+    return min(CLAIM_TIMEOUT, limit + HOLD_MARGIN)
 
 
 class IndexKeeper:
@@ -44,10 +67,11 @@ class IndexKeeper:
         self._lock = threading.Lock()
         #: entries the database contradicted and that were filed again
         self.repaired = 0
-        #: per type, the last task id the drift sweep checked
-        self._swept: dict[str, int] = {}
         #: waiting tasks the sweep found missing from the index, or filed wrong
         self.drifted = 0
+        #: how long the ids of a claim stay in ``claimed`` before they come
+        #: back as stuck (:func:`hold_of`)
+        self.hold = hold_of(store)
 
     def claim(
         self,
@@ -56,9 +80,21 @@ class IndexKeeper:
         now: datetime,
         limit: int,
         priorities: Sequence[Priority] | None,
+        nodes: Sequence[str] | None = None,
     ) -> list[int] | None:
+        """Up to ``limit`` ids from the index, after :meth:`file_lacking`
+        (the database's first ``min(limit, READY_CHECK)`` ready tasks)."""
+        self.file_lacking(
+            task_type,
+            now=now,
+            limit=min(limit, READY_CHECK),
+            priorities=priorities,
+            nodes=nodes,
+        )
         try:
-            ids = self.index.claim(task_type, now=now, limit=limit, priorities=priorities)
+            ids = self.index.claim(
+                task_type, now=now, limit=limit, priorities=priorities, hold=self.hold
+            )
         except IndexUnavailable as exc:
             self.outage.failed(exc)
             return None
@@ -66,6 +102,57 @@ class IndexKeeper:
         if ids is None:
             self.request_rebuild(task_type)
         return ids
+
+    def file_lacking(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        limit: int,
+        priorities: Sequence[Priority] | None,
+        nodes: Sequence[str] | None = None,
+    ) -> int:
+        """File the tasks among the database's first ``limit`` ready ones
+        (class, then deadline) that the index would not hand out; how many.
+
+        Why each claim round asks the database, rather than a sweep alone:
+        the index lacks a task only when a write did not reach it (a process
+        not given the URL, a Redis write that failed, SQL behind its back),
+        and such a task may have the earliest deadline of all. A sweep
+        through the waiting tasks finds it after a number of passes that
+        grows with the table (at 500 a pass, a million waiting tasks take
+        2,000 passes); this read finds it as soon as it is among the first
+        ``limit`` ready tasks of the database's own order, however large
+        the table. So, with the claim's full maturation
+        (:meth:`.redis_index.RedisIndex.claim`), each round dispatches the
+        database's first ``limit`` ready tasks, and a ready task with ``r``
+        ready tasks ahead of it (class, then deadline) goes out within
+        ``r // READY_CHECK + 1`` rounds of its type, whether the index
+        holds it or not. The read is one ordered scan of the ready index
+        that stops after ``limit`` ids (the rounds of a pass take up to
+        twenty times as many ids from Redis), plus one script call; tasks
+        in ``claimed`` count as held (another runner is claiming them, or
+        their claim comes back as stuck)."""
+        try:
+            ready = self.store.ready_task_ids(
+                task_type, now=now, limit=limit, priorities=priorities, nodes=nodes
+            )
+            lacking = self.index.lacking(task_type, ready, now=now)
+            if not lacking:  # ``None``: not complete; the round uses the database
+                return 0
+            tasks = self.store.get_tasks(lacking)
+            self.index.put(task_type, tasks)
+        except IndexUnavailable as exc:
+            self.outage.failed(exc)
+            return 0
+        except SchedulerError as exc:  # the round's claim then says it too
+            logger.debug("could not read the ready tasks of %s: %s", task_type, exc)
+            return 0
+        self.drifted += len(lacking)
+        logger.info(
+            "index of %s lacked %d ready tasks (written without it); filed", task_type, len(lacking)
+        )
+        return len(lacking)
 
     def settle(
         self, task_type: str, offered: Sequence[int], claimed: set[int], *, now: datetime
@@ -82,7 +169,14 @@ class IndexKeeper:
         the ready set from tasks that can run."""
         stale = [i for i in offered if i not in claimed]
         try:
-            self.repaired += repair(self.index, self.store, task_type, stale, parked_at=now)
+            self.repaired += repair(
+                self.index,
+                self.store,
+                task_type,
+                stale,
+                parked_at=now,
+                park_until=now + CLAIM_TIMEOUT,
+            )
         except (IndexUnavailable, SchedulerError) as exc:
             # what is left in ``claimed`` comes back as a stuck claim
             logger.warning("could not file %d index entries of %s: %s", len(stale), task_type, exc)
@@ -101,21 +195,20 @@ class IndexKeeper:
     def sweep(self, task_type: str, *, page: int = SWEEP_PAGE) -> None:
         """Check the next ``page`` waiting tasks of the type against the
         index and repair what differs (:func:`.sync.drift`), going round the
-        table one page per call: what no write filed (a worker's start
-        guard, ``celery beat -S swh``, a Redis write that failed) is filed
-        within one sweep."""
+        table one page per call from a cursor every runner shares (in
+        Redis): what no write filed, at any time, is filed within one round
+        of the table by all the runners together. Ready tasks the index
+        lacks do not wait for it (:meth:`file_lacking`). Nothing is checked
+        while the index is not complete."""
         try:
-            found = drift(
-                self.index,
-                self.store,
-                task_type,
-                after_id=self._swept.get(task_type, 0),
-                limit=page,
-            )
+            after = self.index.sweep_cursor(task_type)
+            found = drift(self.index, self.store, task_type, after_id=after, limit=page)
+            if not found.complete:
+                return
+            self.index.set_sweep_cursor(task_type, found.last_id)  # 0 at the end: start over
         except (IndexUnavailable, SchedulerError) as exc:
             self.outage.failed(exc)
             return
-        self._swept[task_type] = found.last_id  # 0 at the end: start over
         if found.missing or found.wrong:
             self.drifted += found.missing + found.wrong
             logger.info(

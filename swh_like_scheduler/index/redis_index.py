@@ -31,12 +31,22 @@ from . import scripts
 #: key prefix unless told otherwise
 DEFAULT_PREFIX = "swh-index"
 #: a claim its runner did not take in the database within this is returned
-#: (:meth:`RedisIndex.stuck`)
+#: (:meth:`RedisIndex.stuck`), unless the runner says how long its database
+#: claim may take (``hold``); ids the database refused although ready are
+#: parked in ``claimed`` this long (:meth:`RedisIndex.park`)
 CLAIM_TIMEOUT = timedelta(seconds=60)
 #: how long a process joining a rebuild holds the cursor, or a page it read,
 #: before another process may take it over (reading and filing a page takes
 #: about a second)
 REBUILD_LEASE = timedelta(minutes=2)
+#: a rebuild joined by a process within this is under way
+#: (:meth:`RedisIndex.rebuild_activity`)
+ACTIVE_WITHIN = timedelta(seconds=10)
+#: matured entries one claim script call moves to the ready sets (about
+#: 15 ms of Redis time per call at most)
+MATURE_SLICE = 10_000
+#: script calls one claim makes at most to mature every entry before it pops
+MATURE_CALLS = 1000
 
 
 class IndexUnavailable(SchedulerError):
@@ -139,6 +149,7 @@ class RedisIndex:
         self._join = client.register_script(scripts.JOIN)
         self._advance = client.register_script(scripts.ADVANCE)
         self._done = client.register_script(scripts.DONE)
+        self._lacking = client.register_script(scripts.LACKING)
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX) -> RedisIndex:
@@ -212,27 +223,67 @@ class RedisIndex:
         now: datetime,
         limit: int,
         priorities: Sequence[Priority] | None = None,
-        moves: int | None = None,
+        moves: int = MATURE_SLICE,
+        hold: timedelta = CLAIM_TIMEOUT,
     ) -> list[int] | None:
         """Up to ``limit`` ready task ids in dispatch order (class, then
         deadline), taken out of the ready sets into ``claimed`` until
-        ``now + CLAIM_TIMEOUT``; ``None`` while the type's index is not
-        complete (never built, being rebuilt, or emptied)."""
+        ``now + hold`` (then :meth:`stuck`: the caller's database claim of
+        them must be over by then); ``None`` while the type's index is not
+        complete (never built, being rebuilt, or emptied).
+
+        Every entry whose can_start_by is ``now`` or earlier is moved to
+        its ready set before anything is popped, ``moves`` entries per
+        script call (each call is bounded; a backlog of a million matured
+        entries takes a hundred calls once, then each claim moves only what
+        matured since the last one), so the ids come in the database's
+        order: class first, then deadline. After :data:`MATURE_CALLS`
+        calls (writers filing ready entries faster than they are moved)
+        the last call pops anyway."""
         if limit <= 0:
             return []
         wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
         ranks = "".join(str(p.rank) for p in PRIORITY_ORDER if p in wanted)
-        args = [
-            repr(seconds(now)),
-            limit,
-            repr(seconds(now + CLAIM_TIMEOUT)),
-            moves if moves is not None else max(10 * limit, 1000),
-            ranks,
-        ]
-        found = self._call(self._claim, task_type, args)
+        for call in range(MATURE_CALLS):
+            args = [
+                repr(seconds(now)),
+                limit,
+                repr(seconds(now + hold)),
+                moves,
+                ranks,
+                "1" if call == MATURE_CALLS - 1 else "0",
+            ]
+            found = self._call(self._claim, task_type, args)
+            if found is None:
+                return None
+            more, ids = found
+            if not more:
+                return [int(i) for i in ids]
+        raise AssertionError("the last call pops")  # pragma: no cover
+
+    def lacking(self, task_type: str, ids: Sequence[int], *, now: datetime) -> list[int] | None:
+        """Of ``ids`` (tasks the database holds ready at ``now``), those the
+        index would not hand out (:data:`.scripts.LACKING`); ``None`` while
+        the type's index is not complete."""
+        if not ids:
+            return []
+        found = self._call(self._lacking, task_type, [repr(seconds(now)), *ids])
         if found is None:
             return None
         return [int(i) for i in found]
+
+    def park(self, task_type: str, ids: Sequence[int], *, until: datetime) -> None:
+        """Keep these claimed ids in ``claimed`` until ``until`` (those no
+        longer there are left out): the database refused them although
+        they are ready, for a reason of the moment."""
+        if not ids:
+            return
+        try:
+            self.client.zadd(
+                self.keys(task_type).claimed, {str(i): seconds(until) for i in ids}, xx=True
+            )
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
 
     def stuck(self, task_type: str, *, now: datetime, limit: int = 10_000) -> list[int]:
         """Ids claimed from the index whose claim ran out (its runner died or
@@ -309,6 +360,58 @@ class RedisIndex:
         step = self.rebuild_step(task_type, now=now, first="end")
         if step.kind != "done":
             raise IndexUnavailable(f"the index of {task_type} could not be reset ({step.kind})")
+
+    def rebuild_activity(self, task_type: str, *, now: datetime) -> str:
+        """What the type's rebuild is doing at ``now``: ``complete`` (the
+        index is in use), ``under way`` (a process holds its cursor or a
+        page, or joined it within :data:`ACTIVE_WITHIN`), ``stalled`` (begun,
+        but its processes stopped: whoever joins next resumes it) or
+        ``none`` (emptied, invalidated or never built: the next runner pass
+        of the type, or ``index rebuild``, begins one)."""
+        keys = self.keys(task_type)
+        at = _ms(now)
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(keys.state, ["synced", "building"])
+            pipe.hmget(keys.rebuild, ["token", "held_until", "seen"])
+            pipe.zrangebyscore(keys.pages, at, "+inf", start=0, num=1)
+            (synced, building), (token, held, seen), leased = pipe.execute()
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+        if synced == b"1":
+            return "complete"
+        if building is None or building != token:
+            return "none"
+        if leased or int(held or 0) > at or int(seen or 0) > at - _ms_of(ACTIVE_WITHIN):
+            return "under way"
+        return "stalled"
+
+    # -- the drift sweep's cursor, shared by every runner -------------------------
+
+    def sweep_cursor(self, task_type: str) -> int:
+        """The last task id the drift sweep of the type checked (0: start)."""
+        try:
+            found = self.client.hget(self.keys(task_type).state, "swept")
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+        return int(found or 0)
+
+    def set_sweep_cursor(self, task_type: str, last_id: int) -> None:
+        try:
+            self.client.hset(self.keys(task_type).state, "swept", last_id)
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+
+    def scan_entries(self, task_type: str, cursor: int, *, count: int) -> tuple[int, list[int]]:
+        """A slice of the ids the type's index holds (``HSCAN`` of ``meta``,
+        about ``count`` a call, from ``cursor``; 0: the start, and the
+        next cursor is 0 after the last slice). An id may come twice."""
+        try:
+            # (the values too: NOVALUES needs Redis 7.4)
+            after, found = self.client.hscan(self.keys(task_type).meta, cursor, count=count)
+        except redis.RedisError as exc:
+            raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+        return int(after), [int(i) for i in found]
 
     def sizes(self, task_type: str) -> dict[str, int]:
         """How many entries each set of the type holds (for metrics and drift)."""

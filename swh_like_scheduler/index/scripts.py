@@ -9,18 +9,24 @@ value is ``"<class rank> <deadline>"``.
 from __future__ import annotations
 
 #: KEYS: the type's keys. ARGV: now, limit, stuck_at, most entries to move
-#: from ``wait`` to ``ready``, the class ranks to serve in order ("012").
-#: Moves the entries whose can_start_by has passed to their class's ready
-#: set (scored by deadline), then pops up to ``limit`` of the earliest
-#: deadlines, class by class, into ``claimed`` (scored by ``stuck_at``).
-#: Returns the ids, or false while the type's index is not complete. Each
-#: Redis command takes a thousand members at a time (Lua's ``unpack`` has
-#: a limit of a few thousand values), not one.
+#: from ``wait`` to ``ready`` in this call, the class ranks to serve in
+#: order ("012"), ``1`` to pop even if matured entries remain (else ``0``).
+#: Moves up to that many entries whose can_start_by has passed to their
+#: class's ready set (scored by deadline). If matured entries remain in
+#: ``wait`` (and popping is not forced), returns ``{1, {}}``: the caller
+#: calls again, and no call pops before every matured entry is ready, so
+#: the pop sees the same ready tasks as the database. Else pops up to
+#: ``limit`` of the earliest deadlines, class by class, into ``claimed``
+#: (scored by ``stuck_at``) and returns ``{0, ids}``; false while the
+#: type's index is not complete. Each Redis command takes a thousand
+#: members at a time (Lua's ``unpack`` has a limit of a few thousand
+#: values), not one.
 CLAIM = """
 if redis.call('HGET', KEYS[1], 'synced') ~= '1' then
   return false
 end
-local matured = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[4]))
+local moves = tonumber(ARGV[4])
+local matured = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, moves)
 for first = 1, #matured, 1000 do
   local ids = {unpack(matured, first, math.min(first + 999, #matured))}
   redis.call('ZREM', KEYS[2], unpack(ids))
@@ -40,6 +46,11 @@ for first = 1, #matured, 1000 do
     end
   end
 end
+if #matured >= moves and ARGV[6] ~= '1' then
+  if #redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, 1) > 0 then
+    return {1, {}}
+  end
+end
 local limit = tonumber(ARGV[2])
 local out, claimed = {}, {}
 for i = 1, #ARGV[5] do
@@ -57,7 +68,7 @@ end
 for first = 1, #claimed, 2000 do
   redis.call('ZADD', KEYS[4], unpack(claimed, first, math.min(first + 1999, #claimed)))
 end
-return out
+return {0, out}
 """
 
 #: KEYS: the type's keys. ARGV: id, next_run, meta, id, next_run, meta...
@@ -113,7 +124,8 @@ return ids
 #: its ``cursor`` (where the next page starts, in the order high class to
 #: low, then deadline and id; ``end`` once every page is handed out), who
 #: holds the cursor until when (``held_until``, ms) and how many tasks were
-#: ``filed``. ``pages`` holds the pages handed out and not yet filed, scored
+#: ``filed``, and when a process last joined it (``seen``, ms). ``pages``
+#: holds the pages handed out and not yet filed, scored
 #: by the end of their lease (ms): a page whose process died is handed out
 #: again.
 
@@ -139,6 +151,7 @@ if not token or redis.call('HGET', KEYS[8], 'token') ~= token then
   redis.call('HSET', KEYS[1], 'building', token)
   redis.call('HSET', KEYS[8], 'token', token, 'cursor', ARGV[4], 'filed', 0, 'started', ARGV[2])
 end
+redis.call('HSET', KEYS[8], 'seen', ARGV[2])
 local now = tonumber(ARGV[2])
 local lease = now + tonumber(ARGV[3])
 local late = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', now, 'LIMIT', 0, 1)
@@ -195,4 +208,33 @@ if redis.call('HGET', KEYS[8], 'cursor') == 'end' and redis.call('ZCARD', KEYS[9
   return 2
 end
 return 1
+"""
+
+#: KEYS: the type's keys. ARGV: now, then ids (at most a few thousand):
+#: ready tasks as the database lists them. Returns those the index would
+#: not hand out by ``now``: in no ready set, not in ``claimed``, and not in
+#: ``wait`` at ``now`` or earlier; false while the index is not complete.
+LACKING = """
+if redis.call('HGET', KEYS[1], 'synced') ~= '1' then
+  return false
+end
+local now = tonumber(ARGV[1])
+local out = {}
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local found = redis.call('ZSCORE', KEYS[4], id)
+  for k = 5, 7 do
+    if not found then
+      found = redis.call('ZSCORE', KEYS[k], id)
+    end
+  end
+  if not found then
+    local at = redis.call('ZSCORE', KEYS[2], id)
+    found = at and tonumber(at) <= now
+  end
+  if not found then
+    out[#out + 1] = id
+  end
+end
+return out
 """

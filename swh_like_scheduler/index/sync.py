@@ -12,6 +12,8 @@
   database; it is used again only once complete.
 * :func:`drift`: how many of a sample of waiting tasks the index files at
   other times, or lacks (repaired on the way).
+* :func:`strays`: entries of tasks that are no longer waiting (disabled,
+  deleted, or changed behind the index's back), taken out.
 
 A task the index lacks is never lost: a runner whose index claim came short
 of its capacity also claims from the database (:mod:`..runner.dispatch`).
@@ -49,20 +51,22 @@ def repair(
     ids: Sequence[int],
     *,
     parked_at: datetime | None = None,
+    park_until: datetime | None = None,
 ) -> int:
     """File again, from the database, the tasks of these ids (ids of tasks
     gone from the database are taken out). With ``parked_at``, the tasks
-    still ready at that instant are left where they are (the claim of
-    ``ids`` just refused them: see :meth:`.keeper.IndexKeeper.settle`).
-    Returns how many were filed again."""
+    still ready at that instant are left in ``claimed`` (the claim of
+    ``ids`` just refused them: see :meth:`.keeper.IndexKeeper.settle`),
+    until ``park_until`` if given. Returns how many were filed again."""
     if not ids:
         return 0
     tasks = store.get_tasks(list(ids))
     gone = set(ids) - {t.id for t in tasks}
     if parked_at is not None:
-        tasks = [
-            t for t in tasks if not (t.status is TaskStatus.WAITING and t.next_run <= parked_at)
-        ]
+        parked = {t.id for t in tasks if t.status is TaskStatus.WAITING and t.next_run <= parked_at}
+        tasks = [t for t in tasks if t.id not in parked]
+        if park_until is not None:
+            index.park(task_type, [i for i in parked if i is not None], until=park_until)
     index.put(task_type, tasks)
     if gone:
         index.remove(task_type, gone)
@@ -80,6 +84,9 @@ class Drift:
     wrong: int
     #: the last id checked (the next page starts after it)
     last_id: int
+    #: False: the index was not complete (being rebuilt, or emptied), so
+    #: nothing was compared (what it lacks then is no drift)
+    complete: bool = True
 
 
 def drift(
@@ -89,10 +96,15 @@ def drift(
     *,
     after_id: int = 0,
     limit: int = 1000,
+    only_complete: bool = True,
 ) -> Drift:
     """Compare a page of the type's waiting tasks (ids after ``after_id``)
     with their index entries and repair those that differ. Paging through
-    the whole table, a page per call, measures and repairs all drift."""
+    the whole table, a page per call, measures and repairs all drift.
+    Nothing is compared while the index is not complete (``complete`` is
+    then False): a rebuild is filling it, and its gaps are no drift
+    (``only_complete=False``: compared all the same, as for an index whose
+    every entry was filed by writes, never by a rebuild)."""
     criteria = TaskFilter(type=task_type, status=[TaskStatus.WAITING])
     tasks = store.search_tasks(criteria, after_id=after_id, limit=limit)
     if not tasks:
@@ -101,12 +113,16 @@ def drift(
     ids = [str(t.id) for t in tasks]
     try:
         pipe = index.client.pipeline(transaction=False)
+        pipe.hget(keys.state, "synced")
         pipe.hmget(keys.meta, ids)
         for member in ids:
             pipe.zscore(keys.wait, member)
-        metas, *scores = pipe.execute()
+        pipe.hget(keys.state, "synced")
+        before, metas, *scores, after = pipe.execute()
     except redis.RedisError as exc:
         raise IndexUnavailable(f"the Redis index cannot be used: {exc}") from exc
+    if only_complete and (before != b"1" or after != b"1"):
+        return Drift(0, 0, 0, 0, complete=False)
     suspects = []
     for task, meta, score in zip(tasks, metas, scores, strict=True):
         expected = entry(task)
@@ -135,3 +151,44 @@ def drift(
     if fix:
         index.put(task_type, fix)
     return Drift(len(tasks), missing, wrong, tasks[-1].id or after_id)
+
+
+@dataclass(frozen=True)
+class Strays:
+    """What :func:`strays` found in one slice of the index's entries."""
+
+    #: entries looked at
+    scanned: int
+    #: entries of tasks no longer waiting (or gone), taken out
+    removed: int
+    #: where the next slice starts (0: the scan is done)
+    cursor: int
+    complete: bool = True
+
+
+def strays(
+    index: RedisIndex, store: SchedulerStore, task_type: str, *, cursor: int = 0, count: int = 1000
+) -> Strays:
+    """Look at a slice of the type's index entries (from ``cursor``) and
+    take out those of tasks the database no longer holds waiting in this
+    type: disabled, finished one-shots, deleted, moved to another type
+    while no write filed them. A task written waiting again meanwhile is
+    filed again (read once more after the removal). Nothing is done while
+    the index is not complete."""
+    if not index.is_complete(task_type):
+        return Strays(0, 0, 0, complete=False)
+    after, ids = index.scan_entries(task_type, cursor, count=count)
+    if not ids:
+        return Strays(0, 0, after)
+    held = {t.id: t for t in store.get_tasks(ids)}
+    out = [
+        i
+        for i in ids
+        if (t := held.get(i)) is None or t.status is not TaskStatus.WAITING or t.type != task_type
+    ]
+    again: list[Task] = []
+    if out:
+        index.remove(task_type, out)
+        again = [t for t in store.get_tasks(out) if t.status is TaskStatus.WAITING]
+        file_tasks(index, again)
+    return Strays(len(ids), len(out) - len(again), after)

@@ -24,8 +24,9 @@ lock ``lock_ttl`` later and another takes over. Then, in order:
    ``republish_after`` ago that never started and are not in their queue,
    are published again with the same id (:mod:`..runner.republish`);
 6. **stuck index claims** (with the Redis index): ids a runner took from
-   the index and did not claim in the database within
-   :data:`~..index.CLAIM_TIMEOUT` (it died in between) are filed again
+   the index and did not claim in the database within the claim's time
+   limit and a margin (:func:`~..index.keeper.hold_of`: it died in
+   between; refused ids parked :data:`~..index.CLAIM_TIMEOUT`) are filed again
    from the database, for every task type (runners do it too, for the
    types they dispatch).
 

@@ -480,7 +480,11 @@ class _Serving:
         which catches any ready task the index lacks."""
         context = self.context
         ids = index.claim(
-            self.task_type.type, now=context.at(), limit=want, priorities=context.priorities
+            self.task_type.type,
+            now=context.at(),
+            limit=want,
+            priorities=context.priorities,
+            nodes=self.nodes,
         )
         if ids is None:
             return None

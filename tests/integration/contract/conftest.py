@@ -59,7 +59,9 @@ def _indexed(local: SQLAlchemyStore) -> Iterator[Any]:
             if task_type.type in indexed.invalidated:
                 continue  # an import: the type's index is to be rebuilt
             after, missing, wrong = 0, 0, 0
-            while (found := drift(index, local, task_type.type, after_id=after)).checked:
+            while (
+                found := drift(index, local, task_type.type, after_id=after, only_complete=False)
+            ).checked:
                 missing, wrong, after = missing + found.missing, wrong + found.wrong, found.last_id
             assert (missing, wrong) == (0, 0), (
                 f"index drift in {task_type.type}: {missing} missing, {wrong} wrong"

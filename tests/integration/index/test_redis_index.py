@@ -15,7 +15,7 @@ from celery import Celery
 from swh_like_scheduler.broker import queue_depth
 from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.index import CLAIM_TIMEOUT, IndexedStore, RedisIndex, drift, rebuild
-from swh_like_scheduler.index.keeper import IndexKeeper
+from swh_like_scheduler.index.keeper import HOLD_MARGIN, IndexKeeper
 from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.monitor.duties import MonitorSettings, monitor_tick, release
 from swh_like_scheduler.runner import tick
@@ -340,9 +340,11 @@ def test_the_command_line_builds_checks_and_dispatches_through_the_index(
         status = json.loads(run(*base, "status", *only, "--json"))[task_type.type]
         assert status == {"complete": True, "wait": 120, "ready": 0, "claimed": 0}
         assert json.loads(run(*base, "check", *only, "--json"))[task_type.type] == {
+            "complete": True,
             "checked": 120,
             "missing": 0,
             "wrong": 0,
+            "stray": 0,
         }
         runner = ["scheduler", "--db-url", postgres_url, "--index-url", redis_url]
         output = run(
@@ -399,3 +401,34 @@ def test_an_expired_one_shot_task_leaves_the_index(
     assert expiry.task.id == task.id and expiry.task.status is TaskStatus.DISABLED
     assert index.sizes(task_type.type) == {"wait": 0, "ready": 0, "claimed": 0}
     assert index.claim(task_type.type, now=now, limit=10) == []
+
+
+@pytest.mark.postgresql
+def test_a_round_left_by_a_killed_runner_comes_back_after_the_claim_time_limit(
+    pg_store: SQLAlchemyStore, index: RedisIndex
+) -> None:
+    """Ids taken from the index by a runner killed before its database
+    claim come back once that claim could no longer be running (its time
+    limit and a margin: 35 s), not after 60 s; ids the database refused
+    although ready stay parked for 60 s."""
+    store = IndexedStore(pg_store, index)
+    keeper = IndexKeeper(index, store, background=False)  # type: ignore[arg-type]
+    assert keeper.hold == pg_store.claim_timeout + HOLD_MARGIN < CLAIM_TIMEOUT
+    task_type = new_type(pg_store)
+    now = datetime.now(tz=UTC)
+    assert rebuild(index, store, task_type.type) == 0  # type: ignore[arg-type]
+    created = store.create_tasks(ready(task_type, 30, now), now=now)
+    # a runner took 20 from the index, then was killed
+    taken = keeper.claim(task_type.type, now=now, limit=20, priorities=None) or []
+    assert len(taken) == 20
+    # 5 more offered to a claim that the database refused (another runner
+    # was claiming them, say): parked
+    offered = keeper.claim(task_type.type, now=now, limit=5, priorities=None) or []
+    keeper.settle(task_type.type, offered, set(), now=now)
+    assert index.sizes(task_type.type)["claimed"] == 25
+    assert keeper.return_stuck(task_type.type, now=now + keeper.hold / 2) == 0
+    assert keeper.return_stuck(task_type.type, now=now + keeper.hold) == 20
+    assert index.sizes(task_type.type)["claimed"] == 5
+    assert keeper.return_stuck(task_type.type, now=now + CLAIM_TIMEOUT) == 5
+    again = index.claim(task_type.type, now=now, limit=100) or []
+    assert sorted(again) == sorted(t.id for t in created)

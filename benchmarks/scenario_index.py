@@ -19,6 +19,13 @@
   ``rebuild_by_two``, by two processes sharing it.
 * ``dispatch``: one runner pass publishing 50,000 ready tasks to Redis
   (quick: 20,000), with the index and without.
+* ``drift``: 1M waiting tasks (quick: 100k), 10,000 of them ready, filed
+  in the index; then 1,000 tasks written by a process without the index,
+  first with the earliest deadlines of all, then with deadlines behind the
+  10,000: runner passes of room for 2,000 (the queue emptied between
+  passes) until every one of them is published — the passes it took,
+  against the README's bound (a ready task with r ready tasks ahead goes
+  out within r / 1,000 + 1 claim rounds).
 """
 
 from __future__ import annotations
@@ -334,6 +341,79 @@ def dispatch(ctx: Context, index: RedisIndex, count: int) -> None:
         )
 
 
+DRIFT_READY, DRIFT_UNSEEN, DRIFT_ROOM = 10_000, 1_000, 2_000
+
+
+def _unseen(store: SQLAlchemyStore, first: int, deadline: datetime, now: datetime) -> list[int]:
+    """``DRIFT_UNSEEN`` ready tasks written straight to the database."""
+    from swh_like_scheduler.model import ScheduleKind, Task
+
+    tasks = [
+        Task(
+            type="bench",
+            args=(first + n,),
+            schedule_kind=ScheduleKind.ADAPTIVE,
+            current_interval=timedelta(days=1),
+            next_run=now - timedelta(minutes=5),
+            deadline=deadline,
+        )
+        for n in range(DRIFT_UNSEEN)
+    ]
+    return [t.id or 0 for t in store.create_tasks(tasks, now=now)]
+
+
+def drift(ctx: Context, index: RedisIndex, count: int) -> None:
+    app = celery_app(ctx.redis)
+    with scratch_store(ctx.postgres, "swh_bench_index_drift") as store:
+        queue = unique_queue("index-drift")
+        bench_type(store, queue, max_queue_length=DRIFT_ROOM)
+        now = utcnow()
+        log(f"index drift: filling {count:,} waiting tasks, {DRIFT_READY:,} ready")
+        fill_tasks(store, count, now=now, due=DRIFT_READY)
+        raw(store, "ANALYZE task")
+        indexed = IndexedStore(store, index)
+        keeper = IndexKeeper(index, indexed, background=False)  # type: ignore[arg-type]
+        try:
+            for name, deadline in (
+                ("earliest", now - timedelta(days=2)),
+                ("behind_backlog", now + timedelta(days=2)),
+            ):
+                reset_tasks(store)
+                purge(app, queue, delete=False)
+                _clear(index)
+                begin = time.perf_counter()
+                rebuild(index, store, "bench")
+                rebuilt = time.perf_counter() - begin
+                ids = _unseen(store, 10_000_000 + len(name), deadline, now)
+                passes, began = 0, time.perf_counter()
+                while passes < 100:
+                    passes += 1
+                    at = utcnow()
+                    tick(indexed, app, at, index=keeper)  # type: ignore[arg-type]
+                    purge(app, queue, delete=False)  # room again for the next pass
+                    left = [t for t in store.get_tasks(ids) if t.status is TaskStatus.WAITING]
+                    if not left:
+                        break
+                ctx.emit(
+                    {
+                        "scenario": "index",
+                        "measurement": f"drift_{name}",
+                        "tasks": count,
+                        "ready_ahead": 0 if name == "earliest" else DRIFT_READY,
+                        "unseen": DRIFT_UNSEEN,
+                        "room_per_pass": DRIFT_ROOM,
+                        "unit": "passes",
+                        "passes": passes,
+                        "seconds": round(time.perf_counter() - began, 2),
+                        "rebuild_s": round(rebuilt, 1),
+                        "left": len(left),
+                        "ratios": {},
+                    }
+                )
+        finally:
+            purge(app, queue)
+
+
 def run(ctx: Context) -> None:
     index = _index(ctx)
     try:
@@ -379,6 +459,7 @@ def run(ctx: Context) -> None:
                     "index", "wal_per_claim", "B", samples, digits=0, tasks=count, way=way
                 )
         dispatch(ctx, index, QUICK_DISPATCH if ctx.quick else DISPATCH)
+        drift(ctx, index, 100_000 if ctx.quick else 1_000_000)
     finally:
         _clear(index)
         index.client.close()

@@ -126,7 +126,7 @@ def test_a_oneshot_falling_due_is_never_expired_by_a_monitor_faster_than_the_run
         for thread in threads:
             thread.join(timeout=30)
         delete_queues(app, task_type.effective_queue)
-    assert len(reports) > 100, len(reports)
+    assert len(reports) > 30, len(reports)  # dozens of monitor passes, none expiring
     assert [e.task.id for r in reports for e in r.expired] == []
     for task in tasks:
         [run] = pg_store.get_task_runs(task.id or 0)

@@ -354,6 +354,8 @@ async def act_on_task(request: Request, task_id: int, action: str) -> Response:
     acts = _acts(state, form)
     if action not in acts:
         return _refused(request, viewer, 404, f"There is no action {action!r}.")
+    if not 0 < task_id < 2**63:
+        return _refused(request, viewer, 404, f"There is no task {task_id}.")
     if action == "delete" and form.get("confirm") != "yes":
         return _refused(request, viewer, 400, "Tick the box to confirm the deletion.")
     try:

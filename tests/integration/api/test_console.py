@@ -156,6 +156,15 @@ def test_actions_need_the_csrf_token_and_this_origin(
         assert "nothing changed" in http.get(again.headers["location"]).text
         assert http.post(f"/console/tasks/{task_id}/enable", data={"csrf": token}).is_redirect
         assert store.get_tasks([task_id])[0].status is TaskStatus.WAITING
+        huge = http.post(f"/console/tasks/{2**64}/disable", data={"csrf": token})
+        assert huge.status_code == 404
+        respawned = http.post(
+            f"/console/tasks/{task_id}/respawn", data={"csrf": token, "at": "2030-01-01T10:00"}
+        )
+        assert respawned.is_redirect
+        assert store.get_tasks([task_id])[0].next_run.isoformat() == "2030-01-01T10:00:00+00:00"
+        bad = http.post(f"/console/tasks/{task_id}/respawn", data={"csrf": token, "at": "soon"})
+        assert bad.status_code == 422 and "at:" in bad.text
         # a deletion needs its box ticked
         unticked = http.post(f"/console/tasks/{task_id}/delete", data={"csrf": token})
         assert unticked.status_code == 400

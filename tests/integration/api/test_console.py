@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -21,11 +21,6 @@ from swh_like_scheduler.store import SQLAlchemyStore
 #: the dash of a range (1-50 of 60)
 DASH = "\u2013"
 CSRF = re.compile(r'name="csrf" value="([^"]*)"')
-
-
-@pytest.fixture
-def clock(now: datetime) -> Clock:
-    return Clock(now)
 
 
 @pytest.fixture

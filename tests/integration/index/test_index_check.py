@@ -6,12 +6,12 @@ only while a process works on it."""
 from __future__ import annotations
 
 import json
-import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 import services
 from click.testing import CliRunner
+from indextest import H, new_type
 
 from swh_like_scheduler.cli import swh
 from swh_like_scheduler.index import IndexedStore, RedisIndex, drift, rebuild
@@ -21,15 +21,6 @@ from swh_like_scheduler.model import ScheduleKind, Task, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgresql]
-
-H = timedelta(hours=1)
-
-
-def new_type(store: SQLAlchemyStore) -> TaskType:
-    name = f"t{uuid.uuid4().hex[:8]}"
-    return store.create_task_type(
-        TaskType(type=name, backend_name="swh.test.nothing", queue=f"swh-test-{name}")
-    )
 
 
 def waiting(task_type: TaskType, count: int, now: datetime) -> list[Task]:

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import json
 import random
-import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 import redis
 import services
 from celery import Celery
+from indextest import T0, H, S, new_type, runner_app, task
 
-from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.index import IndexedStore, RedisIndex, rebuild
 from swh_like_scheduler.index.keeper import READY_CHECK, IndexKeeper
 from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskType
@@ -22,24 +21,6 @@ from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = [pytest.mark.redis]
-
-H = timedelta(hours=1)
-S = timedelta(seconds=1)
-T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
-
-
-def task(n: int, *, next_run: datetime, deadline: datetime, priority: str = "normal") -> Task:
-    return Task(
-        id=n,
-        type="crawl",
-        args=(n,),
-        schedule_kind=ScheduleKind.ADAPTIVE,
-        current_interval=H,
-        priority=Priority(priority),
-        next_run=next_run,
-        deadline=deadline,
-        created_at=T0,
-    )
 
 
 def test_a_claim_matures_every_entry_before_it_pops(index: RedisIndex) -> None:
@@ -87,27 +68,6 @@ def test_entries_the_index_would_not_hand_out_are_found(index: RedisIndex) -> No
 
 
 # -- with the database and a runner ---------------------------------------------
-
-
-def runner_app() -> Celery:
-    return make_app(
-        config_module=None,
-        broker_url=services.redis_url(),
-        load_workers=False,
-        broker_connection_timeout=3,
-    )
-
-
-def new_type(store: SQLAlchemyStore, room: int) -> TaskType:
-    name = f"t{uuid.uuid4().hex[:8]}"
-    return store.create_task_type(
-        TaskType(
-            type=name,
-            backend_name="swh.test.nothing",
-            queue=f"swh-test-{name}",
-            max_queue_length=room,
-        )
-    )
 
 
 def spec(

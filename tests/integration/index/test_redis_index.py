@@ -11,9 +11,9 @@ import pytest
 import redis
 import services
 from celery import Celery
+from indextest import T0, H, new_type, runner_app, task
 
 from swh_like_scheduler.broker import queue_depth
-from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.index import CLAIM_TIMEOUT, IndexedStore, RedisIndex, drift, rebuild
 from swh_like_scheduler.index.keeper import HOLD_MARGIN, IndexKeeper
 from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskStatus, TaskType
@@ -22,23 +22,6 @@ from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = [pytest.mark.redis]
-
-H = timedelta(hours=1)
-T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
-
-
-def task(n: int, *, next_run: datetime, deadline: datetime, priority: str = "normal") -> Task:
-    return Task(
-        id=n,
-        type="crawl",
-        args=(n,),
-        schedule_kind=ScheduleKind.ADAPTIVE,
-        current_interval=H,
-        priority=Priority(priority),
-        next_run=next_run,
-        deadline=deadline,
-        created_at=T0,
-    )
 
 
 def complete(index: RedisIndex, task_type: str) -> None:
@@ -115,22 +98,6 @@ def test_an_index_is_used_only_once_complete(index: RedisIndex) -> None:
 
 
 # -- with the database and a runner ---------------------------------------------
-
-
-def runner_app() -> Celery:
-    return make_app(
-        config_module=None,
-        broker_url=services.redis_url(),
-        load_workers=False,
-        broker_connection_timeout=3,
-    )
-
-
-def new_type(store: SQLAlchemyStore) -> TaskType:
-    name = f"t{uuid.uuid4().hex[:8]}"
-    return store.create_task_type(
-        TaskType(type=name, backend_name="swh.test.nothing", queue=f"swh-test-{name}")
-    )
 
 
 def ready(task_type: TaskType, count: int, now: datetime) -> list[Task]:

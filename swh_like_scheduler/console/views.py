@@ -154,13 +154,13 @@ def overview(state: ApiState) -> Overview:
     figures, activity_age = (None, None)
     if state.activity is not None:
         figures, activity_age = state.activity.latest()
-    overdue_at = state.store.schedule_health(now=now, counts=False, runs=False).oldest_overdue
+    # the health report read the oldest overdue task per type already
+    overdue = health.get("oldest_overdue_seconds", {})
     history = state.table_counts.history() if state.table_counts is not None else []
     rows = []
     for task_type in sorted(state.store.get_task_types(), key=lambda t: t.type):
         name = task_type.type
         counts = None if counted is None else counted.conditions.get(name, dict.fromkeys(LEVELS, 0))
-        deadline = overdue_at.get(name)
         open_runs = figures.open_runs if figures is not None else None
         ended = None
         failures = None
@@ -187,7 +187,7 @@ def overview(state: ApiState) -> Overview:
                     ],
                     now=now,
                 ),
-                overdue=None if deadline is None else (now - deadline).total_seconds(),
+                overdue=overdue.get(name),
                 queued=None if open_runs is None else open_runs.get((name, "scheduled"), 0),
                 running=None if open_runs is None else open_runs.get((name, "started"), 0),
                 max_queue_length=task_type.max_queue_length,

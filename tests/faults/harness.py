@@ -258,6 +258,18 @@ class Platform(ProcessTable):
         raw = self.counter.hgetall(faultapp.started_key(self.prefix))
         return sum(int(v) for v in raw.values())
 
+    def counts(self) -> tuple[dict[int, int], dict[int, int]]:
+        """(bodies started, bodies ended) per task, read in one atomic step
+        (two separate reads race with a body starting in between)."""
+        with self.counter.pipeline(transaction=True) as pipe:
+            pipe.hgetall(faultapp.started_key(self.prefix))
+            pipe.hgetall(faultapp.completed_key(self.prefix))
+            started, ended = pipe.execute()
+        return (
+            {int(k): int(v) for k, v in started.items()},
+            {int(k): int(v) for k, v in ended.items()},
+        )
+
     def completed_in_db(self) -> int:
         with self.store.engine.connect() as conn:
             return int(

@@ -72,11 +72,13 @@ def test_beat_keeps_periodic_tasks_fresh_and_republishes_like_the_runner(
                     not_ok.append(f"{now:%H:%M:%S} task {task.id}: {report.detail}")
             assert all(running.alive(name) for name in running.processes), running.status()
             time.sleep(1.0)
-        done = running.completions()
+        started, done = running.counts()
         assert not not_ok, not_ok[:5]
         assert sorted(done) == list(range(TASKS))
         assert all(n >= 3 for n in done.values()), done  # the first run and two periods
-        assert running.starts() == sum(done.values()), "a run started twice"
+        # at most one body of a task under way at the instant of the read
+        in_flight = {i: started.get(i, 0) - done.get(i, 0) for i in started}
+        assert all(0 <= n <= 1 for n in in_flight.values()), ("a run started twice", in_flight)
     finally:
         running.close()
         with app.connection_for_write() as conn:

@@ -1,4 +1,5 @@
 """Benchmarks of swh_like_scheduler, run on demand (``python -m benchmarks``).
 
-Never imported by the test suite; see ``benchmarks/README.md``.
+The test suite imports only :mod:`benchmarks.results` (pure); see
+``benchmarks/README.md``.
 """

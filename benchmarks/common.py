@@ -30,6 +30,8 @@ from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.model import ScheduleKind, Task, TaskType, arguments_hash
 from swh_like_scheduler.store import SQLAlchemyStore
 
+from .results import stamped
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/9"
@@ -71,6 +73,10 @@ class Context:
     redis: str
     amqp: str | None
     out: Any = None
+    #: the results file every measurement line is appended to, stamped (or None)
+    results: Any = None
+    #: the stamp of this run (:func:`benchmarks.results.stamp`)
+    run: dict[str, Any] = field(default_factory=dict)
     lines: list[dict[str, Any]] = field(default_factory=list)
     #: flat ``name -> ratio`` of every measurement, for the summary line
     ratios: dict[str, float | None] = field(default_factory=dict)
@@ -81,6 +87,9 @@ class Context:
         if self.out is not None:
             self.out.write(text + "\n")
             self.out.flush()
+        if self.results is not None and "measurement" in record:
+            self.results.write(json.dumps(stamped(record, self.run)) + "\n")
+            self.results.flush()
         self.lines.append(record)
 
     def measurement(

@@ -1,4 +1,5 @@
-"""``python -m benchmarks [scenario ...] [--quick] [--repeat R] [--out FILE]``.
+"""``python -m benchmarks [scenario ...] [--quick] [--repeat R] [--out FILE]``
+(and ``python -m benchmarks report``: see :mod:`benchmarks.results`).
 
 Starts PostgreSQL / Redis on loopback when they are not up (reuses running
 ones; RabbitMQ is used when it is up), runs each scenario ``R`` times and
@@ -12,11 +13,14 @@ import argparse
 import importlib
 import os
 import platform
+import sys
 import time
 import traceback
 from datetime import UTC, datetime
+from pathlib import Path
 
 from .common import DEFAULT_AMQP, DEFAULT_POSTGRES, DEFAULT_REDIS, Context, ensure_services, log
+from .results import RESULTS, report, stamp
 
 #: scenario name -> module (in the order they run)
 SCENARIOS = {
@@ -46,6 +50,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
     parser.add_argument("--out", help="also append the JSON lines to this file")
     parser.add_argument(
+        "--results",
+        type=Path,
+        default=RESULTS,
+        help=f"append the measurement lines, stamped, to this file (default {RESULTS})",
+    )
+    parser.add_argument(
+        "--no-record", action="store_true", help="do not append to the results file (a trial)"
+    )
+    parser.add_argument(
         "--postgres", default=os.environ.get("SWH_BENCH_POSTGRES_URL", DEFAULT_POSTGRES)
     )
     parser.add_argument(
@@ -66,11 +79,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    options = parse_args(argv)
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["report"]:
+        return report(args[1:])
+    options = parse_args(args)
     chosen = options.scenarios or list(SCENARIOS)
     postgres, redis_url, amqp = ensure_services(options.postgres, options.redis, options.amqp)
     out = open(options.out, "a") if options.out else None  # noqa: SIM115
-    ctx = Context(options.quick, options.repeat, postgres, redis_url, amqp, out=out)
+    results = None if options.no_record else open(options.results, "a")  # noqa: SIM115
+    ctx = Context(
+        options.quick,
+        options.repeat,
+        postgres,
+        redis_url,
+        amqp,
+        out=out,
+        results=results,
+        run=stamp(options.quick),
+    )
     started = time.perf_counter()
     load_before = os.getloadavg()
     seconds: dict[str, float] = {}
@@ -108,8 +134,9 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
     finally:
-        if out is not None:
-            out.close()
+        for file in (out, results):
+            if file is not None:
+                file.close()
     return 1 if failed else 0
 
 

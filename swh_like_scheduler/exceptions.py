@@ -84,6 +84,27 @@ class InvalidTransition(Conflict):
     """The task or run is not in a state that allows the requested change."""
 
 
+class TaskBusy(InvalidTransition, InvalidInput):
+    """An edit names a field that cannot change while a run holds the task
+    (or, for a task type, while runs of the type are open)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        InvalidInput.__init__(self, field, message)
+
+
+class DuplicateTask(Conflict, InvalidInput):
+    """An edit would make a task without a key identical to another live one."""
+
+    def __init__(self, field: str, task_id: int) -> None:
+        InvalidInput.__init__(
+            self,
+            field,
+            f"the task would be identical to live task {task_id} (same type, arguments, "
+            "schedule kind and priority, no key); change that one, or delete it first",
+        )
+        self.task_id = task_id
+
+
 class StoreError(SchedulerError):
     """The database refused or failed an operation; the message says why."""
 

@@ -66,6 +66,7 @@ WRITE_METHODS = frozenset(
         "respawn_tasks",
         "delete_tasks",
         "update_task",
+        "edit_task",
         "claim_ready_tasks",
         "schedule_task_run",
         "start_task_run",

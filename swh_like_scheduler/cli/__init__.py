@@ -3,6 +3,7 @@
 from . import (
     api,
     db,
+    edit,
     index,
     job,
     listener,
@@ -18,6 +19,7 @@ from .base import main, scheduler, swh
 __all__ = [
     "api",
     "db",
+    "edit",
     "index",
     "job",
     "listener",

@@ -110,6 +110,11 @@ class IndexedStore:
         self._file("updating a task", [updated])
         return updated
 
+    def edit_task(self, **kwargs: Any) -> Task:
+        edited: Task = self.store.edit_task(**kwargs)
+        self._file("editing a task", [edited])
+        return edited
+
     def _action(self, name: str, ids: Sequence[int], **kwargs: Any) -> list[Task]:
         done: list[Task] = getattr(self.store, name)(ids, **kwargs)
         self._file(name.replace("_", " "), done)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,10 +41,16 @@ class TaskStore(Protocol):
     def update_task_type(self, name: str, **changes: Any) -> TaskType:
         """Change fields of a task type (not its name) and return it.
 
-        The result is validated as a whole before anything is written.
+        ``changes`` are typed values (durations as ``timedelta``...), of the
+        fields in :data:`~swh_like_scheduler.editing.TASK_TYPE_EDITABLE`;
+        ``None`` unsets a nullable one. The result is validated as a whole
+        before anything is written. Its tasks keep their times: the new
+        settings apply from their next computation (a run's outcome).
         Raises :class:`NotFound` for an unknown type, :class:`InvalidInput`
-        for ``paused_at`` (:meth:`pause_task_type` and
-        :meth:`resume_task_type` change it).
+        for another field (``paused_at``: :meth:`pause_task_type` and
+        :meth:`resume_task_type` change it), and :class:`TaskBusy` for a
+        new ``backend_name`` or ``queue`` while runs of the type are open
+        (dispatched or running: their messages name the current ones).
         """
         ...
 
@@ -206,6 +212,34 @@ class TaskStore(Protocol):
 
     def delete_tasks(self, ids: Sequence[int]) -> int:
         """Delete tasks and their runs; returns how many tasks were deleted."""
+        ...
+
+    def edit_task(
+        self,
+        *,
+        task_id: int | None = None,
+        key: str | None = None,
+        changes: Mapping[str, Any],
+        now: datetime,
+    ) -> Task:
+        """Change fields of the task ``task_id`` (or the one with client key
+        ``key``) and return it, in one transaction with its row locked.
+
+        ``changes`` are typed values (as
+        :func:`~swh_like_scheduler.editing.task_changes` gives them) of the
+        fields in :data:`~swh_like_scheduler.editing.TASK_EDITABLE`. The
+        task is checked as at creation and, unless a run holds it, its
+        ``next_run`` and ``deadline`` are computed again by the policy
+        engine for the new schedule from its history
+        (:func:`~swh_like_scheduler.policy.edit.edited_task`); its status
+        does not change. An edit that changes nothing writes nothing.
+
+        Raises :class:`NotFound` for an unknown task, :class:`InvalidInput`
+        naming the field, :class:`TaskBusy` for a field marked ``IDLE``
+        while a run holds the task (status ``scheduled`` or a lease owner),
+        and :class:`DuplicateTask` when a live task without a key would
+        become identical to another live one. Nothing is written then.
+        """
         ...
 
     def update_task(self, task: Task, *, expected_updated_at: datetime | None = None) -> Task:

@@ -73,25 +73,6 @@ class TaskMethods(SQLBase):
             result = conn.execute(sa.select(type_t).order_by(type_t.c.type))
             return [rows.task_type_from_row(r._mapping) for r in result]
 
-    def update_task_type(self, name: str, **changes: Any) -> TaskType:
-        if "type" in changes:
-            raise InvalidInput("type", "a task type cannot be renamed")
-        if "paused_at" in changes:
-            raise InvalidInput(
-                "paused_at", "a task type is paused and resumed by pause_task_type/resume_task_type"
-            )
-        with self._write("update task type") as conn:
-            row = conn.execute(self._lock(sa.select(type_t).where(type_t.c.type == name))).first()
-            if row is None:
-                raise NotFound(f"no task type {name!r}")
-            updated = rows.task_type_from_row(row._mapping).updated(**changes)
-            conn.execute(
-                sa.update(type_t)
-                .where(type_t.c.type == name)
-                .values(rows.task_type_to_row(updated))
-            )
-        return updated
-
     def pause_task_type(self, name: str, *, now: datetime) -> TaskType:
         if now.tzinfo is None or now.utcoffset() is None:
             raise InvalidInput("now", f"{now.isoformat()} has no time zone")

@@ -1,0 +1,261 @@
+"""``swh scheduler task update`` and ``task-type update``: edit in place.
+
+What may change, and when, is :mod:`..editing`'s; the store applies it in
+one transaction and the policy engine computes the task's new times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from ..editing import (
+    TASK_EDITABLE,
+    TASK_TYPE_EDITABLE,
+    TASK_TYPE_IDLE,
+    Applies,
+    nullable_task_inputs,
+    nullable_type_inputs,
+    task_changes,
+    task_type_changes,
+)
+from ..exceptions import InvalidInput, NotFound
+from ..jsonable import task_type_json
+from ..model import Priority, ScheduleKind, Task
+from ..policy.edit import held
+from ..policy.times import fmt_instant
+from . import render
+from .base import CliContext, emit_json, now, pass_cli
+from .task import _window, json_option, split_arguments, task
+from .task_type import describe, task_type
+
+#: fields shown in the summary of a task edit, with their labels
+_SHOWN = (
+    "schedule_kind",
+    "period",
+    "cooldown",
+    "cron",
+    "cron_max_duration",
+    "current_interval",
+    "max_delay",
+    "priority",
+    "tz",
+    "blackout_periods",
+    "dont_run_on_nodes",
+    "args",
+    "kwargs",
+    "max_expected_duration",
+    "max_allowed_duration",
+    "expected_duration",
+    "failure_count",
+    "next_run",
+    "deadline",
+)
+
+_IDLE = ", ".join(sorted(k for k, v in TASK_EDITABLE.items() if v is Applies.IDLE))
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, tuple) and value and not isinstance(value[0], str | int | float):
+        return ", ".join(str(v) for v in value) or "()"
+    if hasattr(value, "isoformat") and hasattr(value, "tzinfo"):
+        return fmt_instant(value)
+    return "none" if value is None else str(value)
+
+
+def changed_lines(before: Task, after: Task) -> list[str]:
+    """``  field: old -> new`` for each field an edit changed."""
+    return [
+        f"  {name}: {_shown(getattr(before, name))} -> {_shown(getattr(after, name))}"
+        for name in _SHOWN
+        if getattr(before, name) != getattr(after, name)
+    ]
+
+
+@task.command("update")
+@click.argument("items", nargs=-1, metavar="ID|--key K [ARG | KEY=VALUE]...")
+@click.option("--key", help="The task with this client key (instead of ID).")
+@click.option("--kind", type=click.Choice([k.value for k in ScheduleKind]), help="Schedule kind.")
+@click.option("--period", help="Periodic: longest acceptable staleness.")
+@click.option("--cooldown", help="Periodic: pause after a run.")
+@click.option("--cron", help="Cron expression, read in the task's zone.")
+@click.option("--cron-max-duration", help="Cron: time allowed after each firing.")
+@click.option("--interval", "-i", help="Adaptive interval.")
+@click.option("--max-delay", help="One-shot: allowed lateness.")
+@click.option("--priority", "-P", type=click.Choice([p.value for p in Priority]))
+@click.option("--tz", help="IANA time zone.")
+@click.option(
+    "--blackout",
+    "blackouts",
+    multiple=True,
+    metavar="HH:MM-HH:MM|none",
+    help="Local windows in which it must not run (repeatable; replace the current ones).",
+)
+@click.option(
+    "--dont-run-on",
+    "nodes",
+    multiple=True,
+    metavar="NODE|none",
+    help="Banned nodes (repeatable; replace the current ones).",
+)
+@click.option("--expected-duration", help="Override of the measured average duration.")
+@click.option("--max-expected-duration", help="Longer runs are logged.")
+@click.option("--max-allowed-duration", help="Longer runs are terminated.")
+@click.option("--clear-arguments", is_flag=True, help="Call the task with no arguments.")
+@click.option("--reset-retries", is_flag=True, help="Forget the failures in a row.")
+@json_option
+@pass_cli
+def update_task(
+    cli: CliContext,
+    items: tuple[str, ...],
+    key: str | None,
+    blackouts: tuple[str, ...],
+    nodes: tuple[str, ...],
+    clear_arguments: bool,
+    reset_retries: bool,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Change task ID (or the one with --key K) in place.
+
+    ARG and KEY=VALUE items replace the task's arguments, read as in
+    `task add`. The new can/should start times are computed by the policy
+    engine for the new schedule from the task's history (a new period keeps
+    the last good run as anchor; a new cron expression gives its first
+    firing after the last good run's start, due at once if that is past).
+
+    'none' unsets a nullable field: {nullable}. Changing the kind clears
+    the parameters of the old one.
+
+    While a run holds the task (dispatched or running) {idle} are refused;
+    the other fields are stored at once and the times after that run are
+    computed with them.
+    """
+    target, arguments = _target(items, key)
+    values: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
+    if arguments or clear_arguments:
+        if arguments and clear_arguments:
+            raise InvalidInput("clear-arguments", "give arguments or --clear-arguments, not both")
+        args, kwargs = split_arguments(arguments)
+        values.update(args=args, kwargs=kwargs)
+    if blackouts:
+        values["blackout_periods"] = _none_or(blackouts, lambda: [_window(b) for b in blackouts])
+    if nodes:
+        values["dont_run_on_nodes"] = _none_or(nodes, lambda: list(nodes))
+    if reset_retries:
+        values["reset_retries"] = True
+    if not values:
+        raise click.UsageError("nothing to change: give at least one field option")
+    changes = task_changes(values)
+    store = cli.store
+    before = _current(store, target, key)
+    edited = store.edit_task(task_id=target, key=key, changes=changes, now=now())
+    if as_json:
+        emit_json(render.task_json(edited))
+        return
+    lines = changed_lines(before, edited)
+    if not lines:
+        click.echo(f"Task {edited.id} unchanged")
+        return
+    click.echo(f"Task {edited.id} updated")
+    click.echo("\n".join(lines))
+    current = now()
+    if held(edited):
+        click.echo("A run holds the task: the times after it use the new values.")
+    elif edited.status.is_live and edited.next_run <= current:
+        click.echo(f"It may start now (can_start_by {fmt_instant(edited.next_run)} is past).")
+
+
+update_task.help = (update_task.help or "").format(
+    nullable=", ".join(nullable_task_inputs()), idle=_IDLE
+)
+
+
+def _target(items: tuple[str, ...], key: str | None) -> tuple[int | None, tuple[str, ...]]:
+    if key is not None:
+        return None, items
+    if not items:
+        raise click.UsageError("give the task's ID, or --key K")
+    try:
+        task_id = int(items[0])
+    except ValueError:
+        raise click.UsageError(f"{items[0]!r} is not a task id (or use --key)") from None
+    return task_id, items[1:]
+
+
+def _none_or(given: tuple[str, ...], parse: Callable[[], Any]) -> Any:
+    if len(given) == 1 and given[0].strip().lower() == "none":
+        return None
+    return parse()
+
+
+def _current(store: Any, task_id: int | None, key: str | None) -> Task:
+    found = store.get_task_by_key(key) if key is not None else None
+    if task_id is not None:
+        found = next(iter(store.get_tasks([task_id])), None)
+    if found is None:
+        raise NotFound(f"no task {task_id}" if key is None else f"no task with key {key!r}")
+    return found
+
+
+#: help of the ``task-type update`` options (a field without one gets a generic text)
+_TYPE_HELP = {
+    "description": "Free text.",
+    "backend_name": "Celery task name (refused while runs of the type are open).",
+    "queue": "Celery queue (refused while runs of the type are open).",
+    "default_interval": "Interval of new adaptive tasks.",
+    "min_interval": "Shortest adaptive interval.",
+    "max_interval": "Longest adaptive interval.",
+    "backoff_factor": "Adaptive interval factor (>= 1).",
+    "max_queue_length": "Back-pressure: most messages waiting in the queue.",
+    "num_retries": "Retries after a failure.",
+    "retry_delay": "Delay before the first retry.",
+    "retry_growth": "Factor between consecutive retry delays.",
+    "retry_cap": "Longest retry delay.",
+    "retry_jitter": "Random extra delay, up to this.",
+    "max_expected_duration": "Longer runs are logged.",
+    "max_allowed_duration": "Longer runs are terminated and failed.",
+    "uses_lease": "Workers use the lease protocol (true/false).",
+}
+
+
+def _type_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """One ``--field-name VALUE`` option per editable task type field."""
+    for name in reversed(TASK_TYPE_EDITABLE):
+        flag = "--" + name.replace("_", "-")
+        help_text = _TYPE_HELP.get(name, f"New {name}.")
+        command = click.option(flag, name, metavar="VALUE", help=help_text)(command)
+    return command
+
+
+@task_type.command("update")
+@click.argument("name", metavar="TYPE")
+@_type_options
+@json_option
+@pass_cli
+def update_type(cli: CliContext, name: str, as_json: bool, **options: Any) -> None:
+    """Change settings of task type TYPE in place.
+
+    Durations read like '90', '5 min', '1h30m'. 'none' unsets a nullable
+    setting: {nullable}. Its tasks keep their times; the new settings apply
+    from the next computation (a run's outcome). {idle} are refused while
+    runs of the type are dispatched or running: pause the type and let
+    them end first.
+    """
+    values = {k: v for k, v in options.items() if v is not None}
+    if not values:
+        raise click.UsageError("nothing to change: give at least one setting option")
+    updated = cli.store.update_task_type(name, **task_type_changes(values))
+    if as_json:
+        emit_json(task_type_json(updated))
+        return
+    click.echo(f"Task type {name} updated")
+    click.echo("\n".join(describe(updated, True)))
+
+
+update_type.help = (update_type.help or "").format(
+    nullable=", ".join(nullable_type_inputs()),
+    idle=" and ".join(f"--{n.replace('_', '-')}" for n in sorted(TASK_TYPE_IDLE)),
+)

@@ -1,0 +1,144 @@
+"""Editing tasks and task types in place (:meth:`TaskStore.edit_task`,
+:meth:`TaskStore.update_task_type`): one transaction each, the row locked,
+a task's new times computed by the policy engine."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..editing import TASK_TYPE_EDITABLE, TASK_TYPE_IDLE
+from ..exceptions import DuplicateTask, InvalidInput, NotFound, TaskBusy, UnknownTaskType
+from ..model import OPEN_RUN_STATUSES, Task, TaskStatus, TaskType
+from ..policy.edit import edited_task
+from ..validation import unstorable
+from . import rows
+from .sql_base import SQLBase
+from .sql_tasks import identical_query
+from .tables import task as task_t
+from .tables import task_run as run_t
+from .tables import task_type as type_t
+
+
+class EditMethods(SQLBase):
+    """:meth:`edit_task` and :meth:`update_task_type`."""
+
+    def edit_task(
+        self,
+        *,
+        task_id: int | None = None,
+        key: str | None = None,
+        changes: Mapping[str, Any],
+        now: datetime,
+    ) -> Task:
+        if (task_id is None) == (key is None):
+            raise InvalidInput("task", "give either a task id or a key")
+        if now.tzinfo is None or now.utcoffset() is None:
+            raise InvalidInput("now", f"{now.isoformat()} has no time zone")
+        now = now.astimezone(UTC)
+        what = f"task {task_id}" if task_id is not None else f"the task with key {key!r}"
+        if key is not None and unstorable(key):
+            raise NotFound(f"no {what}")
+        where = task_t.c.id == task_id if task_id is not None else task_t.c.key == key
+        with self._write("edit task") as conn:
+            row = conn.execute(self._lock(sa.select(task_t).where(where))).first()
+            if row is None:
+                raise NotFound(f"no {what}")
+            task = rows.task_from_row(row._mapping)
+            type_row = conn.execute(sa.select(type_t).where(type_t.c.type == task.type)).first()
+            if type_row is None:  # the foreign key keeps this from happening
+                raise UnknownTaskType(task.type)
+            task_type = rows.task_type_from_row(type_row._mapping)
+            edited = edited_task(task, task_type, changes, now)
+            if edited == task:
+                return task
+            edited.check_arguments_size(self.max_argument_bytes)
+            edited.check_arguments_depth()
+            self._check_identical(conn, task, edited)
+            edited = edited.updated(updated_at=now)
+            conn.execute(
+                sa.update(task_t).where(task_t.c.id == task.id).values(rows.task_to_row(edited))
+            )
+            if edited.status is TaskStatus.WAITING:
+                self._announce(conn, [edited.type])  # it may be ready sooner
+        return edited
+
+    def update_task_type(self, name: str, **changes: Any) -> TaskType:
+        if "type" in changes:
+            raise InvalidInput("type", "a task type cannot be renamed")
+        if "paused_at" in changes:
+            raise InvalidInput(
+                "paused_at", "a task type is paused and resumed by pause_task_type/resume_task_type"
+            )
+        for field in changes:
+            if field not in TASK_TYPE_EDITABLE:
+                raise InvalidInput(field, "is not a task type field that can be changed")
+        with self._write("update task type") as conn:
+            row = conn.execute(self._lock(sa.select(type_t).where(type_t.c.type == name))).first()
+            if row is None:
+                raise NotFound(f"no task type {name!r}")
+            current = rows.task_type_from_row(row._mapping)
+            updated = current.updated(**changes)
+            if updated == current:
+                return current
+            self._check_type_idle(conn, current, changes)
+            conn.execute(
+                sa.update(type_t)
+                .where(type_t.c.type == name)
+                .values(rows.task_type_to_row(updated))
+            )
+        return updated
+
+    def _check_identical(self, conn: sa.Connection, task: Task, edited: Task) -> None:
+        """Refuse an edit that makes a live task without a key identical to
+        another live one (the rule of ``ux_task_identical``)."""
+        if edited.key is not None or not edited.status.is_live:
+            return
+        same = (
+            task.arguments_hash == edited.arguments_hash
+            and task.schedule_kind == edited.schedule_kind
+            and task.priority == edited.priority
+        )
+        if same:
+            return
+        for row in conn.execute(identical_query(edited.type, [edited.arguments_hash])):
+            other = rows.task_from_row(row._mapping)
+            if other.id != task.id and (other.schedule_kind, other.priority) == (
+                edited.schedule_kind,
+                edited.priority,
+            ):
+                changed = [
+                    name
+                    for name in ("args", "kwargs", "schedule_kind", "priority")
+                    if getattr(task, name) != getattr(edited, name)
+                ]
+                raise DuplicateTask(changed[0] if changed else "arguments", other.id or 0)
+
+    def _check_type_idle(
+        self, conn: sa.Connection, current: TaskType, changes: Mapping[str, Any]
+    ) -> None:
+        """Refuse a change of the Celery task name or queue while runs of the
+        type are open: their messages name the old ones."""
+        moved = sorted(
+            n for n in TASK_TYPE_IDLE if n in changes and getattr(current, n) != changes[n]
+        )
+        if not moved:
+            return
+        open_runs = conn.scalar(
+            sa.select(sa.func.count())
+            .select_from(run_t.join(task_t, task_t.c.id == run_t.c.task_id))
+            .where(
+                task_t.c.type == current.type,
+                run_t.c.status.in_([s.value for s in OPEN_RUN_STATUSES]),
+            )
+        )
+        if open_runs:
+            raise TaskBusy(
+                moved[0],
+                f"cannot change while {open_runs} run(s) of task type {current.type!r} are "
+                "dispatched or running: their messages name the current Celery task and "
+                "queue. Pause the type (task-type pause), wait for its runs to end, then edit",
+            )

@@ -12,6 +12,7 @@ from . import (
     standalone,
     task,
     task_type,
+    task_why,
 )
 from .base import main, scheduler, swh
 
@@ -30,4 +31,5 @@ __all__ = [
     "swh",
     "task",
     "task_type",
+    "task_why",
 ]

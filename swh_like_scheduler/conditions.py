@@ -16,7 +16,7 @@ from typing import Any
 from . import policy
 from .exceptions import UnknownTaskType
 from .jsonable import hidden_kwargs
-from .model import Task, TaskStatus
+from .model import Task, TaskRun, TaskStatus
 from .store import SchedulerStore, TaskFilter
 
 #: the statuses whose tasks the summary reads
@@ -78,6 +78,13 @@ def assess(
     if times is not None and times.finish_by is not None:
         late = (now - times.finish_by).total_seconds()
     return report, late
+
+
+def last_failure(store: SchedulerStore, task_id: int) -> TaskRun | None:
+    """The task's latest failed run (failed, permfailed, timed out: what
+    counts as a failure), read through that task's runs only."""
+    found = store.get_task_runs(task_id, limit=1, statuses=sorted(policy.FAILED_STATUSES))
+    return found[0] if found else None
 
 
 def _lateness_order(entry: Listed) -> tuple[int, int, float, int]:

@@ -11,21 +11,13 @@ import click
 
 from .. import conditions, policy
 from ..exceptions import InvalidInput, NotFound, UnknownTaskType
-from ..model import Task, TaskRun, TaskType
+from ..model import Task, TaskType
 from ..policy.times import fmt_duration
-from ..store import SchedulerStore
 from ..text import plural
 from ..validation import parse_datetime
 from . import render
 from .base import CliContext, emit_json, now, pass_cli
 from .task import json_option, task
-
-
-def last_failure(store: SchedulerStore, task_id: int) -> TaskRun | None:
-    """The task's latest failed run (failed, permfailed, timed out), read
-    through the task's runs only."""
-    found = store.get_task_runs(task_id, limit=1, statuses=sorted(policy.FAILED_STATUSES))
-    return found[0] if found else None
 
 
 @task.command("runs")
@@ -79,7 +71,7 @@ def explain(cli: CliContext, task_id: int, at: str | None, as_json: bool) -> Non
     policy does next."""
     item, task_type = _task_and_type(cli, task_id)
     instant = parse_datetime("at", at) if at else now()
-    failure = last_failure(cli.store, task_id)
+    failure = conditions.last_failure(cli.store, task_id)
     answer = policy.explain(item, task_type, instant, last_failure=failure)
     if as_json:
         emit_json(answer.to_dict())
@@ -171,4 +163,4 @@ def status(
         click.echo(f"... and {more:,} more (--limit {summary.matched} lists them all)")
 
 
-__all__ = ["explain", "last_failure", "lateness", "runs", "status"]
+__all__ = ["explain", "lateness", "runs", "status"]

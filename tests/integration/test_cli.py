@@ -345,7 +345,9 @@ def test_cron_without_a_duration_bound_gets_its_shortest_gap(run, registered) ->
     """``--cron`` alone: the firing has until the next one (the shortest gap
     over a year), or the max_allowed_duration when one is given."""
     daily = json.loads(ok(run("task", "add", "sleep", "seed=1", "--cron", "0 3 * * *", "--json")))
-    quarter = json.loads(ok(run("task", "add", "sleep", "seed=2", "--cron", "*/15 * * * *", "--json")))
+    quarter = json.loads(
+        ok(run("task", "add", "sleep", "seed=2", "--cron", "*/15 * * * *", "--json"))
+    )
     bounded = json.loads(
         ok(
             run(

@@ -82,10 +82,17 @@ def fail_runs(
     return at
 
 
-def periodic_failing(run, store: SQLAlchemyStore, start: datetime, count: int = 36) -> datetime:  # type: ignore[no-untyped-def]
+def periodic_failing(store: SQLAlchemyStore, start: datetime, count: int = 36) -> datetime:
     """The demo's task: ``sleep n=1 --period 1h`` whose runs all fail."""
-    ok(run("task", "add", "sleep", "n=1", "--period", "1h", "--no-check-args",
-           "--next-run", start.isoformat()))  # fmt: skip
+    task = Task(
+        type="sleep",
+        kwargs={"n": 1},
+        schedule_kind=ScheduleKind.PERIODIC,
+        period=H,
+        next_run=start,
+        deadline=start + H,
+    )
+    store.create_tasks([task], now=start)
     return fail_runs(store, 1, count, start, [TYPE_ERROR])
 
 
@@ -94,7 +101,7 @@ def periodic_failing(run, store: SQLAlchemyStore, start: datetime, count: int = 
 
 def test_runs_show_errors_and_the_total(run, store: SQLAlchemyStore) -> None:  # type: ignore[no-untyped-def]
     start = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
-    periodic_failing(run, store, start)
+    periodic_failing(store, start)
     out = ok(run("task", "runs", "1")).splitlines()
     assert out[0] == "Found 20 of 36 runs of task 1, newest first (--limit 36 lists them all)"
     assert out[1].split()[-1] == "ERROR"
@@ -112,7 +119,7 @@ def test_runs_show_errors_and_the_total(run, store: SQLAlchemyStore) -> None:  #
 
 def test_runs_cut_a_long_error_and_full_shows_it_all(run, store: SQLAlchemyStore) -> None:  # type: ignore[no-untyped-def]
     start = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
-    ok(run("task", "add", "sleep", "--period", "1h", "--next-run", start.isoformat()))
+    periodic_failing(store, start, count=0)
     traceback = (
         "Traceback (most recent call last):\n"
         '  File "/srv/worker/tasks.py", line 12, in crawl\n'
@@ -146,7 +153,7 @@ def test_explain_says_every_run_failed_with_what_and_what_comes_next(  # type: i
     run, store: SQLAlchemyStore
 ) -> None:
     start = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
-    ended = periodic_failing(run, store, start)
+    ended = periodic_failing(store, start)
     at = (ended + 10 * 60 * S).isoformat()
     text = ok(run("task", "explain", "1", "--at", at)).splitlines()
     condition = next(line for line in text if line.startswith("Condition:"))

@@ -16,7 +16,7 @@ from typing import Any
 from . import policy
 from .exceptions import UnknownTaskType
 from .jsonable import hidden_kwargs
-from .model import Task, TaskStatus
+from .model import Task, TaskRun, TaskStatus
 from .store import SchedulerStore, TaskFilter
 
 #: the statuses whose tasks the summary reads
@@ -27,19 +27,73 @@ PAGE = 1000
 
 
 @dataclass(frozen=True)
+class Listed:
+    """A task ``summarise`` lists: its condition, and how late it is."""
+
+    task: Task
+    report: policy.ConditionReport
+    #: seconds past its finish-by (negative: time left); ``None``: no such
+    #: time (a disabled task)
+    late: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.task.id,
+            "type": self.task.type,
+            **self.report.to_dict(),
+            "late_seconds": self.late,
+        }
+
+
+@dataclass(frozen=True)
 class ConditionSummary:
-    """Counts per type and level, and up to ``limit`` tasks at the levels asked."""
+    """Counts per type and level, and up to ``limit`` tasks at the level
+    asked, the most late first; ``matched``: how many tasks were at it."""
 
     now: datetime
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
-    tasks: list[tuple[Task, policy.ConditionReport]] = field(default_factory=list)
+    tasks: list[Listed] = field(default_factory=list)
+    matched: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "now": self.now.isoformat(),
             "counts": self.counts,
-            "tasks": [{"id": t.id, "type": t.type, **r.to_dict()} for t, r in self.tasks],
+            "tasks": [t.to_dict() for t in self.tasks],
+            "matched": self.matched,
+            "more": self.matched - len(self.tasks),
         }
+
+
+def assess(
+    task: Task, task_type: Any, now: datetime
+) -> tuple[policy.ConditionReport, float | None]:
+    """A task's condition at ``now`` and how late it is: seconds past its
+    finish-by (``None`` for a task that has none: disabled, finished)."""
+    times = None
+    if task.status in (TaskStatus.WAITING, TaskStatus.SCHEDULED):
+        times = policy.start_times(task, task_type, now)
+    report = policy.condition(task, task_type, now, times=times)
+    late = None
+    if times is not None and times.finish_by is not None:
+        late = (now - times.finish_by).total_seconds()
+    return report, late
+
+
+def last_failure(store: SchedulerStore, task_id: int) -> TaskRun | None:
+    """The task's latest failed run (failed, permfailed, timed out: what
+    counts as a failure), read through that task's runs only."""
+    found = store.get_task_runs(task_id, limit=1, statuses=sorted(policy.FAILED_STATUSES))
+    return found[0] if found else None
+
+
+def _lateness_order(entry: Listed) -> tuple[int, int, float, int]:
+    """Worst level first, then the most late (a task without a finish-by
+    last), then by id."""
+    rank = LEVELS[::-1].index(entry.report.level.value)
+    if entry.late is None:
+        return rank, 1, 0.0, entry.task.id or 0
+    return rank, 0, -entry.late, entry.task.id or 0
 
 
 def summarise(
@@ -49,28 +103,43 @@ def summarise(
     task_type: str | None = None,
     show: str | None = None,
     limit: int = 20,
+    at_least: bool = False,
 ) -> ConditionSummary:
     """The conditions at ``now`` of the tasks of ``task_type`` (default: all
-    types), listing up to ``limit`` tasks at level ``show`` (``"ERROR"``) or
-    worse (``"WARNING"``: warnings and errors); ``show=None`` lists none."""
-    if show is not None and show not in ("ERROR", "WARNING"):
-        raise ValueError(f"show must be ERROR or WARNING, not {show!r}")
+    types), listing up to ``limit`` tasks at level ``show`` (with
+    ``at_least``: at that level or worse, the worst first), the most late
+    first; ``show=None`` lists none.
+
+    Reads every watched task once, a page of :data:`PAGE` ids at a time,
+    and keeps at most ``2 * limit + PAGE`` candidates in memory: the counts
+    and ``matched`` are exact whatever the table holds."""
+    if show is not None and show not in LEVELS:
+        raise ValueError(f"show must be one of {', '.join(LEVELS)}, not {show!r}")
     types = {t.type: t for t in store.get_task_types()}
     if task_type is not None and task_type not in types:
         raise UnknownTaskType(task_type)
-    wanted = {"ERROR"} if show == "ERROR" else {"ERROR", "WARNING"}
-    summary = ConditionSummary(now)
+    wanted = set()
+    if show is not None:
+        wanted = set(LEVELS[LEVELS.index(show) :]) if at_least else {show}
+    counts: dict[str, dict[str, int]] = {}
+    kept: list[Listed] = []
+    matched = 0
     criteria = TaskFilter(type=task_type, status=WATCHED)
     after = 0
     while page := store.search_tasks(criteria, after_id=after, limit=PAGE):
         after = page[-1].id or 0
         for item in page:
-            report = policy.condition(item, types[item.type], now)
-            per_type = summary.counts.setdefault(item.type, dict.fromkeys(LEVELS, 0))
+            report, late = assess(item, types[item.type], now)
+            per_type = counts.setdefault(item.type, dict.fromkeys(LEVELS, 0))
             per_type[report.level.value] += 1
-            if show and report.level.value in wanted and len(summary.tasks) < limit:
-                summary.tasks.append((item, report))
-    return summary
+            if report.level.value in wanted:
+                matched += 1
+                kept.append(Listed(item, report, late))
+        if len(kept) > 2 * limit:  # bounded memory: keep the worst
+            kept.sort(key=_lateness_order)
+            del kept[limit:]
+    kept.sort(key=_lateness_order)
+    return ConditionSummary(now, counts, kept[:limit], matched)
 
 
 def listing(
@@ -159,13 +228,7 @@ def _text(task: Task) -> str:
 
 def problem_of(task: Task, task_type: Any, now: datetime) -> tuple[Problem, policy.ConditionReport]:
     """A task's condition at ``now`` and its problem entry (also for an OK task)."""
-    times = None
-    if task.status in (TaskStatus.WAITING, TaskStatus.SCHEDULED):
-        times = policy.start_times(task, task_type, now)
-    report = policy.condition(task, task_type, now, times=times)
-    late = None
-    if times is not None and times.finish_by is not None:
-        late = (now - times.finish_by).total_seconds()
+    report, late = assess(task, task_type, now)
     entry = Problem(
         id=task.id or 0,
         type=task.type,

@@ -92,9 +92,11 @@ def tasks_from_rows(
     now: datetime,
     default_type: str | None = None,
     max_argument_bytes: int | None = None,
+    check: Callable[[Task, TaskType], None] | None = None,
 ) -> Iterator[Task]:
     """Build a task from each row, locating every refusal at its line
-    (arguments longer than ``max_argument_bytes`` of JSON included)."""
+    (arguments longer than ``max_argument_bytes`` of JSON included, and
+    what ``check`` refuses in a built task: its arguments, for instance)."""
     types: dict[str, TaskType | None] = {}
     for number, values in rows:
         try:
@@ -108,6 +110,8 @@ def tasks_from_rows(
                 raise UnknownTaskType(name)
             built = task_from_input({**values, "type": name}, task_type, now=now)
             built.check_arguments_size(max_argument_bytes)
+            if check is not None:
+                check(built, task_type)
             yield built
         except InvalidInput as error:
             raise error.at_line(number) from None

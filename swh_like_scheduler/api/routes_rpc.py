@@ -49,6 +49,7 @@ READ_METHODS = frozenset(
         "unstarted_run_counts",
         "get_task_run",
         "get_task_runs",
+        "count_task_runs",
         "get_workers",
     }
 )

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 
-from .. import policy
+from .. import conditions, policy
 from ..builders import task_from_input
 from ..exceptions import InvalidInput, NotFound
 from ..jsonable import plain, run_json, task_json
@@ -165,7 +165,8 @@ def explain_task(
     if task_type is None:  # pragma: no cover - the foreign key forbids it
         raise NotFound(f"no task type named {task.type!r}")
     instant = _instant("at", at) or state.clock()
-    return plain(policy.explain(task, task_type, instant).to_dict())
+    failure = conditions.last_failure(state.store, task_id)
+    return plain(policy.explain(task, task_type, instant, last_failure=failure).to_dict())
 
 
 @router.get("/{task_id}/runs", dependencies=[READ], response_model=list[RunOut])

@@ -13,6 +13,7 @@ from . import (
     standalone,
     task,
     task_type,
+    task_why,
 )
 from .base import main, scheduler, swh
 
@@ -32,4 +33,5 @@ __all__ = [
     "swh",
     "task",
     "task_type",
+    "task_why",
 ]

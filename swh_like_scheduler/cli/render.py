@@ -8,6 +8,10 @@ import humanize
 
 from ..jsonable import run_json, task_json
 from ..model import ScheduleKind, Task, TaskRun
+from ..text import headline
+
+#: the narrowest the error column of :func:`runs_table` gets
+ERROR_WIDTH = 60
 
 __all__ = ["run_json", "runs_table", "task_json", "task_lines", "when"]
 
@@ -62,8 +66,12 @@ def task_lines(task: Task, now: datetime) -> list[str]:
     return lines
 
 
-def runs_table(runs: list[TaskRun]) -> list[str]:
-    header = ("ID", "BACKEND ID", "STATUS", "SCHEDULED", "STARTED", "ENDED", "WORKER")
+def runs_table(runs: list[TaskRun], *, columns: int = 80, full: bool = False) -> list[str]:
+    """The runs as a table; the last column is each run's error: its first
+    line, cut to the room the terminal's ``columns`` leave (at least
+    :data:`ERROR_WIDTH`); with ``full``, the whole of it, the lines after
+    the first under the run's row."""
+    header = ("ID", "BACKEND ID", "STATUS", "SCHEDULED", "STARTED", "ENDED", "WORKER", "ERROR")
     rows = [header]
     for run in runs:
         rows.append(
@@ -75,12 +83,28 @@ def runs_table(runs: list[TaskRun]) -> list[str]:
                 _short(run.started),
                 _short(run.ended),
                 run.worker or "",
+                "",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return [
+    lines = [
         "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
+    # the error column starts after the others and their gaps
+    start = sum(widths[:-1]) + 2 * (len(header) - 1)
+    room = max(ERROR_WIDTH, columns - 1 - start)
+    out = [lines[0]]
+    for run, line in zip(runs, lines[1:], strict=True):
+        text = (run.error or "").strip()
+        if not text:
+            out.append(line)
+            continue
+        first, *rest = text.splitlines()
+        cell = first.rstrip() if full else headline(text, room)
+        out.append(f"{line.ljust(start)}{cell}")
+        if full:
+            out.extend(f"    {more.rstrip()}" for more in rest if more.strip())
+    return out
 
 
 def _short(instant: datetime | None) -> str:

@@ -10,15 +10,15 @@ from typing import IO, Any
 
 import click
 
-from .. import conditions, policy
 from ..builders import task_from_input
 from ..exceptions import InvalidInput, NotFound, UnknownTaskType
 from ..importer import FORMATS, guess_format, read_rows, tasks_from_rows
-from ..model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from ..model import Priority, RunStatus, ScheduleKind, Task, TaskStatus
 from ..store import TaskFilter
 from ..text import plural
 from ..validation import parse_datetime
 from . import render
+from .arguments import checked_arguments, no_check_args_option, task_checker
 from .base import CliContext, emit_json, now, pass_cli, scheduler
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -98,6 +98,7 @@ def split_arguments(arguments: tuple[str, ...]) -> tuple[list[Any], dict[str, An
 @click.option("--expected-duration", help="Override of the measured average duration.")
 @click.option("--max-expected-duration", help="Longer runs are logged.")
 @click.option("--max-allowed-duration", help="Longer runs are terminated.")
+@no_check_args_option
 @json_option
 @pass_cli
 def add(
@@ -106,10 +107,15 @@ def add(
     arguments: tuple[str, ...],
     blackouts: tuple[str, ...],
     nodes: tuple[str, ...],
+    no_check_args: bool,
     as_json: bool,
     **options: Any,
 ) -> None:
-    """Create one task of type TYPE."""
+    """Create one task of type TYPE.
+
+    The arguments are checked against the signature of the type's Celery
+    task when its worker package is installed here (a warning says when it
+    is not); --no-check-args skips the check."""
     args, kwargs = split_arguments(arguments)
     values: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
     values.update(args=args, kwargs=kwargs, type=type_name)
@@ -120,6 +126,7 @@ def add(
     task_type = cli.store.get_task_type(type_name)
     if task_type is None:
         raise UnknownTaskType(type_name)
+    checked_arguments(task_type, args, kwargs, check=not no_check_args)
     current = now()
     created = cli.store.create_tasks([task_from_input(values, task_type, now=current)], now=current)
     existed = created[0].created_at is not None and created[0].created_at < current
@@ -147,6 +154,7 @@ def _window(text: str) -> dict[str, str]:
 @click.option("--task-type", "-t", "default_type", help="Type of rows that name none.")
 @click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@no_check_args_option
 @pass_cli
 def schedule(
     cli: CliContext,
@@ -157,6 +165,7 @@ def schedule(
     default_type: str | None,
     batch_size: int,
     quiet: bool,
+    no_check_args: bool,
 ) -> None:
     """Create tasks from FILE (CSV with a header row, or JSON lines; '-' reads stdin).
 
@@ -165,6 +174,9 @@ def schedule(
     tz, blackout_periods (JSON), dont_run_on_nodes, max_expected_duration,
     max_allowed_duration, expected_duration. The file is imported in one
     transaction: a bad line (reported with its number) writes nothing.
+    Arguments that do not fit the signature of their type's Celery task
+    make a bad line, when its worker package is installed here
+    (--no-check-args: not checked).
     """
     name = getattr(file, "name", "-")
     fmt = fmt or guess_format(name)
@@ -177,6 +189,7 @@ def schedule(
         now=current,
         default_type=default_type,
         max_argument_bytes=cli.settings.max_argument_bytes,
+        check=task_checker(not no_check_args),
     )
     total = _count_lines(name) if not quiet else None
     with click.progressbar(
@@ -368,88 +381,3 @@ def cancel(cli: CliContext, ids: tuple[int, ...], broker_url: str | None, as_jso
                 err=True,
             )
     _act(cli, "cancelled", ids, cancelled, as_json)
-
-
-@task.command("runs")
-@click.argument("task_id", type=int)
-@click.option("--limit", "-l", default=20, show_default=True, type=click.IntRange(1))
-@json_option
-@pass_cli
-def runs(cli: CliContext, task_id: int, limit: int, as_json: bool) -> None:
-    """The latest runs of task TASK_ID, newest first."""
-    if not cli.store.get_tasks([task_id]):
-        raise NotFound(f"no task with id {task_id}")
-    found = cli.store.get_task_runs(task_id, limit=limit)
-    if as_json:
-        emit_json([render.run_json(r) for r in found])
-        return
-    click.echo(f"Found {plural(len(found), 'run')} of task {task_id}")
-    if found:
-        click.echo("\n".join(render.runs_table(found)))
-
-
-def _task_and_type(cli: CliContext, task_id: int) -> tuple[Task, TaskType]:
-    found = cli.store.get_tasks([task_id])
-    if not found:
-        raise NotFound(f"no task with id {task_id}")
-    task_type = cli.store.get_task_type(found[0].type)
-    if task_type is None:  # pragma: no cover - the foreign key forbids it
-        raise UnknownTaskType(found[0].type)
-    return found[0], task_type
-
-
-@task.command("explain")
-@click.argument("task_id", type=int)
-@click.option("--at", "at", help="Explain as of this instant (ISO 8601, default now).")
-@json_option
-@pass_cli
-def explain(cli: CliContext, task_id: int, at: str | None, as_json: bool) -> None:
-    """Why is task TASK_ID (not) running? Its start times, condition, and what moved them."""
-    item, task_type = _task_and_type(cli, task_id)
-    instant = parse_datetime("at", at) if at else now()
-    answer = policy.explain(item, task_type, instant)
-    if as_json:
-        emit_json(answer.to_dict())
-    else:
-        click.echo(str(answer))
-
-
-@task.command("status")
-@click.option("--task-type", "-t", help="Only tasks of this type.")
-@click.option(
-    "--show",
-    "show_level",
-    type=click.Choice(["ERROR", "WARNING"]),
-    help="Also list the tasks at this level (and worse), with their reason.",
-)
-@click.option(
-    "--limit",
-    "-l",
-    default=20,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Most tasks listed by --show.",
-)
-@json_option
-@pass_cli
-def status(
-    cli: CliContext, task_type: str | None, show_level: str | None, limit: int, as_json: bool
-) -> None:
-    """Conditions of the live and disabled tasks (one that gave up after its
-    retries is in ERROR): how many are OK, WARNING or ERROR, per type."""
-    summary = conditions.summarise(
-        cli.store, now(), task_type=task_type, show=show_level, limit=limit
-    )
-    if as_json:
-        emit_json({k: v for k, v in summary.to_dict().items() if k != "now"})
-        return
-    counts, listed = summary.counts, summary.tasks
-    click.echo(f"{'TYPE':<24} {'OK':>9} {'WARNING':>9} {'ERROR':>9}")
-    for name, per_type in sorted(counts.items()):
-        click.echo(
-            f"{name:<24} {per_type['OK']:>9} {per_type['WARNING']:>9} {per_type['ERROR']:>9}"
-        )
-    for item, report in listed:
-        click.echo(
-            f"Task {item.id} ({item.type}): {report.level} {report.reason} - {report.detail}"
-        )

@@ -385,7 +385,13 @@ def task_page(state: ApiState, task_id: int) -> TaskPage | None:
     return TaskPage(
         task=without_secrets(task),
         task_type=task_type,
-        explanation=policy.explain(task, task_type, now),
+        explanation=policy.explain(
+            task,
+            task_type,
+            now,
+            # the latest failure among the runs shown (the runs table has the rest)
+            last_failure=next((r for r in runs if r.status in policy.FAILED_STATUSES), None),
+        ),
         firings=firings,
         runs=[_run_row(r) for r in runs],
         job=job,

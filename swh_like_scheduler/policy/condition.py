@@ -19,7 +19,11 @@ Then, for live tasks (``finish_by`` is defined in :mod:`.schedule`):
 * ``stale`` (ERROR) — periodic or adaptive: now is past ``finish_by``
   (``now - ref > period``; ``now > can_start_by + interval``).
 * ``never_run`` (ERROR) — as ``late``/``stale`` for a recurring task that has
-  never completed a good run.
+  never completed a good run (its detail says when every run so far failed:
+  "The task never ran successfully: the last 36 runs failed ...").
+
+The detail of ``late`` and ``stale`` also says how many runs failed since
+the last good one, when some did.
 * ``likely_late`` (WARNING) — not yet late, but the expected end is past
   ``finish_by``: for a running task ``owner_started_at + avg``; for an idle
   one ``max(now, can_start_by) + avg`` (it cannot start before can_start_by).
@@ -40,6 +44,7 @@ it is not dispatched.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
@@ -134,6 +139,29 @@ def _last_failed(count: int) -> str:
     return "The last run failed" if count == 1 else f"The last {count} runs failed"
 
 
+def _last_end(task: Task, when: Callable[[datetime], str]) -> str:
+    """`` (the latest ended at T)`` when the task tells."""
+    if task.last_end_at is None:
+        return ""
+    latest = "it" if task.failure_count == 1 else "the latest"
+    return f" ({latest} ended at {when(task.last_end_at)})"
+
+
+def _attempts_failed(task: Task) -> str:
+    if task.failure_count <= 0:
+        return ""
+    return f" {_last_failed(task.failure_count)}."
+
+
+def _failed_since(task: Task) -> str:
+    """What a late or stale task's failures add: the runs since its last
+    good one failed (its work is being tried, and failing)."""
+    if task.failure_count <= 0:
+        return ""
+    runs = "run" if task.failure_count == 1 else f"{task.failure_count} runs"
+    return f" The {runs} since the last good one failed."
+
+
 def condition(
     task: Task, task_type: TaskType, now: datetime, *, times: StartTimes | None = None
 ) -> ConditionReport:
@@ -180,7 +208,15 @@ def _condition(
         if kind is ScheduleKind.ONESHOT:
             return _report(
                 Reason.LATE,
-                f"The one-shot task was due to be done by {when(finish_by)} and is {overdue} late.",
+                f"The one-shot task was due to be done by {when(finish_by)} and is {overdue} late."
+                f"{_attempts_failed(task)}",
+            )
+        if task.last_good_start_at is None and task.failure_count > 0:
+            return _report(
+                Reason.NEVER_RUN,
+                f"The task never ran successfully: {_last_failed(task.failure_count).lower()}"
+                f"{_last_end(task, when)}; its first promise ({when(finish_by)}) was "
+                f"broken {overdue} ago.",
             )
         if task.last_good_start_at is None:
             return _report(
@@ -192,12 +228,13 @@ def _condition(
             return _report(
                 Reason.LATE,
                 f"The firing at {when(times.normal_can_start_by or finish_by)} should "
-                f"have finished by {when(finish_by)}; it is {overdue} late.",
+                f"have finished by {when(finish_by)}; it is {overdue} late."
+                f"{_failed_since(task)}",
             )
         return _report(
             Reason.STALE,
             f"The last good run started at {when(task.last_good_start_at)}; fresh "
-            f"data was promised until {when(finish_by)}, {overdue} ago.",
+            f"data was promised until {when(finish_by)}, {overdue} ago.{_failed_since(task)}",
         )
 
     if started is not None:

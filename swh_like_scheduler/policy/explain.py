@@ -11,11 +11,114 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..model import Task, TaskStatus, TaskType
+from ..model import ScheduleKind, Task, TaskRun, TaskStatus, TaskType
+from ..text import headline, plural
 from .blackout import blackout_at
 from .condition import ConditionReport, condition
-from .schedule import Adjustment, start_times
+from .retry import num_retries, retry_base_delay, retry_state
+from .schedule import Adjustment, StartTimes, start_times
 from .times import fmt_duration, fmt_instant, to_utc
+
+#: characters of an error's line shown by ``lines()``
+ERROR_SHOWN = 200
+
+
+@dataclass(frozen=True)
+class RetryOutlook:
+    """What the retry policy does next. ``state``: ``none`` (no failure
+    pending), ``retrying`` (retry ``retry`` awaited, from ``next_attempt``),
+    ``exhausted`` (the retries of this cycle are used up: back to the normal
+    schedule), ``no_retries`` (the type has none), ``gave_up`` (disabled
+    after failures), ``over`` (cancelled or completed)."""
+
+    state: str
+    retries: int
+    retries_left: int
+    retry: int | None
+    next_attempt: datetime | None
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "retries": self.retries,
+            "retries_left": self.retries_left,
+            "retry": self.retry,
+            "next_attempt": self.next_attempt.isoformat() if self.next_attempt else None,
+            "detail": self.detail,
+        }
+
+
+def _after_a_failure(task: Task, task_type: TaskType) -> str:
+    budget = num_retries(task_type)
+    if budget:
+        first = fmt_duration(retry_base_delay(task_type, 1))
+        retries = plural(budget, "retry", "retries")
+        return f"up to {retries} after a failure, the first {first} after it"
+    if task.schedule_kind is ScheduleKind.ONESHOT:
+        return f"no retries (task type {task_type.type!r}): a failure disables it"
+    return (
+        f"no retries (task type {task_type.type!r}): after a failure it waits for its "
+        "next regular run"
+    )
+
+
+def retry_outlook(task: Task, task_type: TaskType, times: StartTimes) -> RetryOutlook:
+    """What the retry policy (:mod:`.retry`) does next with ``task``."""
+    budget = num_retries(task_type)
+    failures = task.failure_count
+    state = retry_state(task, task_type)
+    oneshot = task.schedule_kind is ScheduleKind.ONESHOT
+    can = times.can_start_by
+
+    def outlook(name: str, detail: str, at: datetime | None = None) -> RetryOutlook:
+        return RetryOutlook(name, budget, state.retries_left, state.retry, at, detail)
+
+    if task.status in (TaskStatus.CANCELLED, TaskStatus.COMPLETED):
+        return outlook("over", f"nothing to retry: the task is {task.status}")
+    failed = plural(failures, "consecutive failure")
+    if task.status is TaskStatus.DISABLED and failures > 0:
+        why = (
+            f"its {plural(budget, 'retry', 'retries')} used up"
+            if oneshot and failures > budget
+            else "a permanent failure, or disabled by hand while failing"
+        )
+        return outlook(
+            "gave_up",
+            f"disabled after {failed} ({why}); nothing runs until `task respawn {task.id}`",
+        )
+    if failures <= 0:
+        return outlook("none", f"no failure pending; {_after_a_failure(task, task_type)}")
+    if state.retry is not None:
+        if state.retries_left:
+            then = f"{plural(state.retries_left, 'more retry', 'more retries')} if it fails"
+        elif oneshot:
+            then = f"if it fails, the task is disabled (after {failures + 1} failures)"
+        else:
+            then = "if it fails, back to its normal schedule"
+        return outlook(
+            "retrying",
+            f"retry {state.retry} of {budget} after {failed}, from {fmt_instant(can)}; {then}",
+            can,
+        )
+    if budget == 0:
+        return outlook(
+            "no_retries",
+            f"no retries (task type {task_type.type!r} has num_retries 0): after {failed} "
+            f"it waits for its next regular run, from {fmt_instant(can)}",
+            can,
+        )
+    if oneshot:  # a one-shot left waiting with its retries used up (edited by hand)
+        return outlook(
+            "exhausted", f"retries used up after {failed}: the next failure disables it", can
+        )
+    return outlook(
+        "exhausted",
+        f"the {plural(budget, 'retry', 'retries')} of this cycle were used up ({failed}); "
+        f"back to the normal schedule, next run from {fmt_instant(can)}; a new failure "
+        f"starts a new cycle of {plural(budget, 'retry', 'retries')}",
+        can,
+    )
 
 
 @dataclass(frozen=True)
@@ -38,6 +141,9 @@ class Explanation:
     condition: ConditionReport
     ready: bool
     blocked_by: tuple[str, ...]
+    retry: RetryOutlook | None = None
+    #: the task's latest failed run, when the caller read it
+    last_failure: TaskRun | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +163,8 @@ class Explanation:
             "condition": self.condition.to_dict(),
             "ready": self.ready,
             "blocked_by": list(self.blocked_by),
+            "retry": self.retry.to_dict() if self.retry else None,
+            "last_failure": _failure_json(self.last_failure),
         }
 
     def lines(self) -> list[str]:
@@ -78,6 +186,17 @@ class Explanation:
             f"status {self.status}",
             f"Condition: {self.condition.level} ({self.condition.reason}) - "
             f"{self.condition.detail}",
+        ]
+        failure = self.last_failure
+        if failure is not None:
+            ended = failure.ended or failure.started or failure.scheduled
+            out.append(
+                f"Last failure: run {failure.id} ({failure.status}), ended {when(ended)}: "
+                f"{headline(failure.error, ERROR_SHOWN) or 'no error text'}"
+            )
+        if self.retry is not None:
+            out.append(f"Retries: {self.retry.detail}")
+        out += [
             f"Can start by:    {when(self.can_start_by)}",
             f"Should start by: {when(self.should_start_by)}",
         ]
@@ -109,6 +228,19 @@ class Explanation:
         return "\n".join(self.lines())
 
 
+def _failure_json(run: TaskRun | None) -> dict[str, Any] | None:
+    if run is None:
+        return None
+    return {
+        "run_id": run.id,
+        "backend_id": run.backend_id,
+        "status": str(run.status),
+        "scheduled": run.scheduled.isoformat(),
+        "ended": run.ended.isoformat() if run.ended else None,
+        "error": run.error,
+    }
+
+
 def _blockers(task: Task, now: datetime, can_start_by: datetime) -> list[str]:
     blocked: list[str] = []
     if task.status is TaskStatus.CANCELLED:
@@ -133,8 +265,11 @@ def _blockers(task: Task, now: datetime, can_start_by: datetime) -> list[str]:
     return blocked
 
 
-def explain(task: Task, task_type: TaskType, now: datetime) -> Explanation:
-    """Everything that decides when ``task`` runs, at ``now``."""
+def explain(
+    task: Task, task_type: TaskType, now: datetime, *, last_failure: TaskRun | None = None
+) -> Explanation:
+    """Everything that decides when ``task`` runs, at ``now``; with
+    ``last_failure`` (its latest failed run, read by the caller), what it said."""
     now = to_utc(now)
     times = start_times(task, task_type, now)
     report = condition(task, task_type, now, times=times)
@@ -161,4 +296,6 @@ def explain(task: Task, task_type: TaskType, now: datetime) -> Explanation:
         condition=report,
         ready=not blocked,
         blocked_by=tuple(blocked),
+        retry=retry_outlook(task, task_type, times),
+        last_failure=last_failure,
     )

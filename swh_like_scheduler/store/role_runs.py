@@ -200,8 +200,21 @@ class RunStore(Protocol):
         """The run with this Celery task id, or ``None``."""
         ...
 
-    def get_task_runs(self, task_id: int, *, limit: int = 20) -> list[TaskRun]:
-        """The most recent runs of a task, newest first."""
+    def get_task_runs(
+        self,
+        task_id: int,
+        *,
+        limit: int = 20,
+        statuses: Collection[RunStatus] | None = None,
+    ) -> list[TaskRun]:
+        """The most recent runs of a task, newest first; with ``statuses``,
+        only the runs in one of them (its latest failure: the failed
+        statuses and ``limit=1``)."""
+        ...
+
+    def count_task_runs(self, task_id: int) -> int:
+        """How many runs of a task the store holds (retention deletes old
+        ended runs: the count is of those kept)."""
         ...
 
     # -- retention ----------------------------------------------------------

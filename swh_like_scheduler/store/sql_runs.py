@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from types import MappingProxyType
@@ -567,15 +567,29 @@ class RunMethods(DispatchMethods):
             row = conn.execute(sa.select(run_t).where(run_t.c.backend_id == backend_id)).first()
         return rows.run_from_row(row._mapping) if row else None
 
-    def get_task_runs(self, task_id: int, *, limit: int = 20) -> list[TaskRun]:
+    def get_task_runs(
+        self,
+        task_id: int,
+        *,
+        limit: int = 20,
+        statuses: Collection[RunStatus] | None = None,
+    ) -> list[TaskRun]:
         query = (
             sa.select(run_t)
             .where(run_t.c.task_id == task_id)
             .order_by(run_t.c.scheduled.desc(), run_t.c.id.desc())
             .limit(limit)
         )
+        if statuses is not None:
+            query = query.where(run_t.c.status.in_([RunStatus(s).value for s in statuses]))
         with self._read("list task runs") as conn:
             return [rows.run_from_row(r._mapping) for r in conn.execute(query)]
+
+    def count_task_runs(self, task_id: int) -> int:
+        # the (task_id, slot) unique index serves it
+        query = sa.select(sa.func.count()).select_from(run_t).where(run_t.c.task_id == task_id)
+        with self._read("count task runs") as conn:
+            return int(conn.scalar(query) or 0)
 
     # -- retention ----------------------------------------------------------
 

@@ -131,10 +131,10 @@ def test_bad_input_is_refused_with_a_message_naming_the_field(  # type: ignore[n
 
 def test_add_list_and_pending_order(run, registered) -> None:  # type: ignore[no-untyped-def]
     past = (datetime.now(tz=UTC) - timedelta(hours=2)).isoformat()
-    out = ok(run("task", "add", "sleep", "https://example.org", "depth=2", "cpu=true"))
+    out = ok(run("task", "add", "sleep", "https://example.org", "seed=2", "cpu=true"))
     assert out.startswith("Created 1 task\n\nTask 1\n")
     assert "  Type: sleep" in out and "  Policy: recurring" in out
-    assert "    'https://example.org'" in out and "    depth: 2" in out
+    assert "    'https://example.org'" in out and "    seed: 2" in out
     ok(run("task", "add", "sleep", "late", "--next-run", past, "--priority", "low"))
     ok(run("task", "add", "sleep", "first", "--priority", "high"))
     ok(
@@ -155,7 +155,7 @@ def test_add_list_and_pending_order(run, registered) -> None:  # type: ignore[no
     assert order == ["3", "1", "2"]
     listed = json.loads(ok(run("task", "list", "--json")))
     assert [t["id"] for t in listed] == [1, 2, 3, 4]
-    assert listed[0]["kwargs"] == {"depth": 2, "cpu": True}
+    assert listed[0]["kwargs"] == {"seed": 2, "cpu": True}
     assert json.loads(ok(run("task", "list", "--json", "-p", "oneshot")))[0]["id"] == 4
     assert [
         t["id"] for t in json.loads(ok(run("task", "list", "--json", "-i", "2", "-i", "1")))
@@ -199,6 +199,7 @@ def test_runs_are_listed(run, registered, db_url: str) -> None:  # type: ignore[
         "STARTED",
         "ENDED",
         "WORKER",
+        "ERROR",
     ]
     assert claimed.backend_id in out[2] and "scheduled" in out[2]
     [data] = json.loads(ok(run("task", "runs", "1", "--json")))
@@ -211,7 +212,7 @@ def test_schedule_csv_and_json_lines(  # type: ignore[no-untyped-def]
     csv_file = tmp_path / "tasks.csv"
     csv_file.write_text(
         "type,args,kwargs,key,period,cron,cron_max_duration,tz\n"
-        + "".join(f'sleep,"[{n}]","{{""n"": {n}}}",k{n},,,,\n' for n in range(2500))
+        + "".join(f'sleep,"[{n}]","{{""seed"": {n}}}",k{n},,,,\n' for n in range(2500))
         + "sleep,[],{},p,1 day,,,\n"
         + "sleep,[],{},c,,0 3 * * *,2h,Europe/Paris\n"
     )
@@ -286,7 +287,7 @@ def test_arguments_have_a_size_limit(run, registered, db_url: str, tmp_path: Pat
     """100 kB on the command line, and in the second line of a file: one line
     naming the limit, nothing written; a lower limit from the environment."""
     big = "x" * 100_000
-    refused(run("task", "add", "sleep", f"note={big}"), "arguments:", "max_argument_bytes")
+    refused(run("task", "add", "sleep", f"seed={big}"), "arguments:", "max_argument_bytes")
     rows = tmp_path / "tasks.jsonl"
     rows.write_text(
         json.dumps({"args": [1]}) + "\n" + json.dumps({"args": [big]}) + "\n",
@@ -295,10 +296,10 @@ def test_arguments_have_a_size_limit(run, registered, db_url: str, tmp_path: Pat
     refused(run("task", "schedule", "-q", "-t", "sleep", str(rows)), "line 2: arguments:")
     assert count_tasks(db_url) == 0
     small = CliRunner(env={"SWH_SCHEDULER_MAX_ARGUMENT_BYTES": "40"}).invoke(
-        swh, ["scheduler", "--db-url", db_url, "task", "add", "sleep", "note=" + "y" * 50]
+        swh, ["scheduler", "--db-url", db_url, "task", "add", "sleep", "seed=" + "y" * 50]
     )
     refused(small, "more than the limit of 40")
-    ok(run("task", "add", "sleep", "note=fits"))
+    ok(run("task", "add", "sleep", "seed=fits"))
     assert count_tasks(db_url) == 1
 
 
@@ -343,12 +344,14 @@ def test_pause_and_resume_a_task_type(run, registered, db_url: str) -> None:  # 
 def test_cron_without_a_duration_bound_gets_its_shortest_gap(run, registered) -> None:  # type: ignore[no-untyped-def]
     """``--cron`` alone: the firing has until the next one (the shortest gap
     over a year), or the max_allowed_duration when one is given."""
-    daily = json.loads(ok(run("task", "add", "sleep", "a=1", "--cron", "0 3 * * *", "--json")))
-    quarter = json.loads(ok(run("task", "add", "sleep", "a=2", "--cron", "*/15 * * * *", "--json")))
+    daily = json.loads(ok(run("task", "add", "sleep", "seed=1", "--cron", "0 3 * * *", "--json")))
+    quarter = json.loads(
+        ok(run("task", "add", "sleep", "seed=2", "--cron", "*/15 * * * *", "--json"))
+    )
     bounded = json.loads(
         ok(
             run(
-                "task", "add", "sleep", "a=3", "--cron", "0 3 * * *",
+                "task", "add", "sleep", "seed=3", "--cron", "0 3 * * *",
                 "--max-allowed-duration", "2h", "--json",
             )
         )

@@ -115,7 +115,18 @@ def test_status_counts_conditions(db_url: str) -> None:
     scenario(store)
     store.close()
     result = CliRunner().invoke(
-        swh, ["scheduler", "--db-url", db_url, "task", "status", "--show", "WARNING", "--json"]
+        swh,
+        [
+            "scheduler",
+            "--db-url",
+            db_url,
+            "task",
+            "status",
+            "--show",
+            "WARNING",
+            "--at-least",
+            "--json",
+        ],
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)

@@ -34,7 +34,22 @@ def test_task_and_job_commands_work_through_a_server(
     url, store = server
     done = cli(url, WRITER, "task-type", "add", "notify", "swh_like_workers.notify.notify")
     assert done.exit_code == 0, done.output
-    done = cli(url, WRITER, "task", "add", "notify", "queue=q", "--interval", "1h", "--key", "k")
+    # checked where the command runs: notify's payload is required
+    missing = cli(url, WRITER, "task", "add", "notify", "queue=q", "--interval", "1h")
+    assert missing.exit_code == 2 and "missing a required argument: 'payload'" in missing.stderr
+    done = cli(
+        url,
+        WRITER,
+        "task",
+        "add",
+        "notify",
+        "queue=q",
+        "payload={}",
+        "--interval",
+        "1h",
+        "--key",
+        "k",
+    )
     assert done.exit_code == 0 and done.output.startswith("Created 1 task"), done.output
     listed = cli(url, READER, "task", "list", "--json")
     assert [t["key"] for t in json.loads(listed.output)] == ["k"]

@@ -785,6 +785,35 @@ def test_runs_listed_newest_first(
     assert len(store.get_task_runs(a.id or 0, limit=2)) == 2
 
 
+def test_runs_counted_and_filtered_by_status(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    """``count_task_runs`` counts every kept run of the task (not a page of
+    them); ``get_task_runs(statuses=...)`` finds the latest failure behind
+    newer good runs."""
+    a, b = store.create_tasks([make_task(now, 1, offset=-H), make_task(now, 2)], now=now)
+    ends = [
+        (RunStatus.FAILED, "TypeError: first"),
+        (RunStatus.TIMED_OUT, "stopped by its hard time limit"),
+        (RunStatus.EVENTFUL, None),
+        (RunStatus.UNEVENTFUL, None),
+    ]
+    for n, (status, error) in enumerate(ends):
+        run = store.schedule_task_run(a.id or 0, now=now + n * H)
+        store.end_task_run(run.backend_id, status=status, ended=now + n * H, error=error)
+        [task] = store.get_tasks([a.id or 0])  # the task as an outcome leaves it
+        store.update_task(task.updated(status=TaskStatus.WAITING, next_run=now + (n + 1) * H))
+    assert store.count_task_runs(a.id or 0) == 4
+    assert store.count_task_runs(b.id or 0) == 0
+    assert len(store.get_task_runs(a.id or 0, limit=2)) == 2
+    failed = (RunStatus.FAILED, RunStatus.PERMFAILED, RunStatus.TIMED_OUT)
+    [latest] = store.get_task_runs(a.id or 0, limit=1, statuses=failed)
+    assert (latest.status, latest.error) == (RunStatus.TIMED_OUT, "stopped by its hard time limit")
+    both = store.get_task_runs(a.id or 0, statuses=[RunStatus.FAILED, RunStatus.TIMED_OUT])
+    assert [r.error for r in both] == ["stopped by its hard time limit", "TypeError: first"]
+    assert store.get_task_runs(a.id or 0, statuses=[RunStatus.LOST]) == []
+
+
 # -- retention --------------------------------------------------------------
 
 

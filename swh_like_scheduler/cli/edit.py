@@ -27,6 +27,7 @@ from ..model import Priority, ScheduleKind, Task
 from ..policy.edit import held
 from ..policy.times import fmt_instant
 from . import render
+from .arguments import checked_arguments, no_check_args_option
 from .base import CliContext, emit_json, now, pass_cli
 from .task import _window, json_option, split_arguments, task
 from .task_type import describe, task_type
@@ -105,6 +106,7 @@ def changed_lines(before: Task, after: Task) -> list[str]:
 @click.option("--max-allowed-duration", help="Longer runs are terminated.")
 @click.option("--clear-arguments", is_flag=True, help="Call the task with no arguments.")
 @click.option("--reset-retries", is_flag=True, help="Forget the failures in a row.")
+@no_check_args_option
 @json_option
 @pass_cli
 def update_task(
@@ -115,6 +117,7 @@ def update_task(
     nodes: tuple[str, ...],
     clear_arguments: bool,
     reset_retries: bool,
+    no_check_args: bool,
     as_json: bool,
     **options: Any,
 ) -> None:
@@ -151,6 +154,10 @@ def update_task(
     changes = task_changes(values)
     store = cli.store
     before = _current(store, target, key)
+    if "args" in values:
+        task_type = store.get_task_type(before.type)
+        if task_type is not None:
+            checked_arguments(task_type, values["args"], values["kwargs"], check=not no_check_args)
     edited = store.edit_task(task_id=target, key=key, changes=changes, now=now())
     if as_json:
         emit_json(render.task_json(edited))

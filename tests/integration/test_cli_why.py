@@ -366,6 +366,24 @@ def test_add_refuses_arguments_the_worker_does_not_take(  # type: ignore[no-unty
     assert store.count_tasks() == 2
 
 
+def test_update_refuses_arguments_the_worker_does_not_take(  # type: ignore[no-untyped-def]
+    run, store: SQLAlchemyStore
+) -> None:
+    ok(run("task", "add", "sleep", "duration=1", "--period", "1h", "--key", "nap"))
+    refused = run("task", "update", "--key", "nap", "n=1")
+    assert refused.exit_code == 2, refused.output
+    assert "unexpected keyword argument 'n' for task type 'sleep'" in refused.stderr
+    assert "--no-check-args" in refused.stderr
+    task = store.get_task_by_key("nap")
+    assert task is not None and dict(task.kwargs) == {"duration": 1}  # nothing written
+    changed = run("task", "update", "--key", "nap", "duration=2")
+    assert changed.exit_code == 0 and changed.stderr == "", changed.stderr
+    forced = run("task", "update", "--key", "nap", "n=1", "--no-check-args")
+    assert forced.exit_code == 0, forced.stderr
+    task = store.get_task_by_key("nap")
+    assert task is not None and dict(task.kwargs) == {"n": 1}
+
+
 def test_a_worker_not_importable_here_is_a_warning(run, store: SQLAlchemyStore) -> None:  # type: ignore[no-untyped-def]
     ok(run("task-type", "add", "crawl", "elsewhere.tasks.crawl", "-i", "1h"))
     added = run("task", "add", "crawl", "anything=1")

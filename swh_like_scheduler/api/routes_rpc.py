@@ -67,6 +67,7 @@ WRITE_METHODS = frozenset(
         "delete_tasks",
         "update_task",
         "claim_ready_tasks",
+        "skip_missed_firings",
         "schedule_task_run",
         "start_task_run",
         "start_task_runs",

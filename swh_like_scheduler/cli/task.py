@@ -14,7 +14,7 @@ from .. import conditions, policy
 from ..builders import task_from_input
 from ..exceptions import InvalidInput, NotFound, UnknownTaskType
 from ..importer import FORMATS, guess_format, read_rows, tasks_from_rows
-from ..model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from ..model import CatchUp, Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from ..store import TaskFilter
 from ..text import plural
 from ..validation import parse_datetime
@@ -98,6 +98,12 @@ def split_arguments(arguments: tuple[str, ...]) -> tuple[list[Any], dict[str, An
 @click.option("--expected-duration", help="Override of the measured average duration.")
 @click.option("--max-expected-duration", help="Longer runs are logged.")
 @click.option("--max-allowed-duration", help="Longer runs are terminated.")
+@click.option(
+    "--catch-up",
+    type=click.Choice([c.value for c in CatchUp]),
+    help="Missed firings: latest (run once, late) or skip (default: the type's).",
+)
+@click.option("--catch-up-grace", help="How late a firing may run with skip (default: the type's).")
 @json_option
 @pass_cli
 def add(

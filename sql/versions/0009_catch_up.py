@@ -51,9 +51,7 @@ def _run_statuses(names: tuple[str, ...]) -> None:
 
 def upgrade() -> None:
     with op.batch_alter_table("task_type") as batch:
-        batch.add_column(
-            sa.Column("catch_up", sa.Text, nullable=False, server_default="latest")
-        )
+        batch.add_column(sa.Column("catch_up", sa.Text, nullable=False, server_default="latest"))
         batch.add_column(sa.Column("catch_up_grace", sa.Interval))
         batch.create_check_constraint(op.f("ck_task_type_catch_up"), _CATCH_UP)
     with op.batch_alter_table("task") as batch:

@@ -149,16 +149,19 @@ def _blockers(task: Task, now: datetime, can_start_by: datetime) -> list[str]:
     return blocked
 
 
-def _catch_up_note(
-    task: Task, task_type: TaskType, now: datetime, can: datetime | None
-) -> str:
+def _catch_up_note(task: Task, task_type: TaskType, now: datetime, can: datetime | None) -> str:
     """The skip a runner pass would make now, else the last one, if it still
     decides the task's times."""
     missed = missed_firings(task, task_type, now)
     if missed is not None:
         return f"The next runner pass records this and does not run it: {missed.reason}."
     resumed = task.skipped_until
-    if resumed is not None and can is not None and to_utc(resumed) >= can and task.status is TaskStatus.WAITING:
+    if (
+        resumed is not None
+        and can is not None
+        and to_utc(resumed) >= can
+        and task.status is TaskStatus.WAITING
+    ):
         return (
             f"Missed firings were skipped, being later than the grace; it waits for the "
             f"firing at {fmt_instant(resumed)} (the skipped run says which: `task runs`)."

@@ -32,9 +32,7 @@ from .tables import task_type as task_type_t
 def _candidates(task_type: TaskType, now: datetime) -> sa.ColumnElement[bool]:
     """The tasks whose firing may be missed at ``now`` (a superset: the
     policy decides), as a condition on the task table."""
-    waiting = sa.and_(
-        task_t.c.type == task_type.type, task_t.c.status == TaskStatus.WAITING.value
-    )
+    waiting = sa.and_(task_t.c.type == task_type.type, task_t.c.status == TaskStatus.WAITING.value)
     own = sa.and_(
         sa.or_(task_t.c.catch_up.is_not(None), task_t.c.catch_up_grace.is_not(None)),
         task_t.c.next_run <= now,

@@ -31,7 +31,9 @@ def test_settings_are_stored(store: Any) -> None:
 
 def test_missed_firings_are_skipped_once(store: Any) -> None:
     kind = store.create_task_type(
-        TaskType(type="cs", backend_name="x.y", catch_up="skip", catch_up_grace=10 * timedelta(minutes=1))
+        TaskType(
+            type="cs", backend_name="x.y", catch_up="skip", catch_up_grace=10 * timedelta(minutes=1)
+        )
     )
     other = store.create_task_type(TaskType(type="cl", backend_name="x.y"))
     cron = task_from_input({"kind": "cron", "cron": "0 * * * *"}, kind, now=T0)

@@ -14,7 +14,15 @@ from typing import Any
 
 from . import policy, validation
 from .exceptions import InvalidInput
-from .model import TASK_TYPE_DURATIONS, BlackoutPeriod, Priority, ScheduleKind, Task, TaskType
+from .model import (
+    TASK_TYPE_DURATIONS,
+    BlackoutPeriod,
+    Priority,
+    ScheduleKind,
+    Task,
+    TaskType,
+    catch_up_value,
+)
 
 TASK_FIELDS = (
     "type",
@@ -30,6 +38,8 @@ TASK_FIELDS = (
     "cron",
     "cron_max_duration",
     "max_delay",
+    "catch_up",
+    "catch_up_grace",
     "priority",
     "tz",
     "blackout_periods",
@@ -45,6 +55,7 @@ _TASK_DURATIONS = (
     "cooldown",
     "cron_max_duration",
     "max_delay",
+    "catch_up_grace",
     "max_expected_duration",
     "max_allowed_duration",
     "expected_duration",
@@ -178,6 +189,8 @@ def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: date
             raise InvalidInput(
                 "priority", f"{values['priority']!r} is not one of high, normal, low"
             ) from None
+    if not _blank(values.get("catch_up")):
+        fields["catch_up"] = catch_up_value(str(values["catch_up"]).strip())
     if not _blank(values.get("cron")):
         fields["cron"] = validation.cron_expression("cron", str(values["cron"]))
     if not _blank(values.get("blackout_periods")):

@@ -20,7 +20,15 @@ from typing import Any
 from . import validation
 from .builders import _boolean, _json_value
 from .exceptions import InvalidInput
-from .model import TASK_TYPE_DURATIONS, BlackoutPeriod, Priority, ScheduleKind, Task, TaskType
+from .model import (
+    TASK_TYPE_DURATIONS,
+    BlackoutPeriod,
+    CatchUp,
+    Priority,
+    ScheduleKind,
+    Task,
+    TaskType,
+)
 
 
 class Applies(StrEnum):
@@ -55,6 +63,8 @@ TASK_EDITABLE: Mapping[str, Applies] = {
     "max_allowed_duration": Applies.IDLE,  # the open run's time limit
     "expected_duration": Applies.NEXT_RUN,
     "failure_count": Applies.NEXT_RUN,  # only to 0: a fresh retry budget
+    "catch_up": Applies.NEXT_RUN,  # ``None``: the type's
+    "catch_up_grace": Applies.NEXT_RUN,
 }
 
 #: input names (command-line options, PATCH bodies) that differ from the field's
@@ -83,6 +93,8 @@ TASK_TYPE_EDITABLE: tuple[str, ...] = (
     "max_expected_duration",
     "max_allowed_duration",
     "uses_lease",
+    "catch_up",
+    "catch_up_grace",
 )
 
 #: task type fields refused while runs of the type are open (dispatched or
@@ -142,6 +154,8 @@ def _task_value(name: str, field: str, raw: Any) -> Any:
         return _choice(name, raw, ScheduleKind)
     if field == "priority":
         return _choice(name, raw, Priority)
+    if field == "catch_up":
+        return _choice(name, raw, CatchUp)
     if field == "cron":
         return validation.cron_expression(name, str(raw))
     if field == "tz":
@@ -196,6 +210,8 @@ def _type_value(name: str, raw: Any) -> Any:
         return validation.positive_float(name, raw)
     if name == "uses_lease":
         return _boolean(name, raw)
+    if name == "catch_up":
+        return _choice(name, raw, CatchUp)
     if not isinstance(raw, str):
         raise InvalidInput(name, f"must be text, got {type(raw).__name__}")
     return raw

@@ -33,6 +33,22 @@ class Policy(StrEnum):
     RECURRING = "recurring"
 
 
+class CatchUp(StrEnum):
+    """What a runner does with the firings of a task missed while nothing ran
+    (platform down, runner stopped, type paused) or left too late."""
+
+    #: run once, late, at the first chance (what a task without the setting does)
+    LATEST = "latest"
+    #: drop the firings later than the grace period, record them as one
+    #: ``skipped`` run, and wait for the next firing
+    SKIP = "skip"
+
+
+#: how late a firing may still run under :attr:`CatchUp.SKIP` when neither
+#: the task nor its type says (``catch_up_grace``)
+DEFAULT_CATCH_UP_GRACE = timedelta(minutes=5)
+
+
 class Priority(StrEnum):
     HIGH = "high"
     NORMAL = "normal"
@@ -102,6 +118,9 @@ class RunStatus(StrEnum):
     LOST = "lost"
     CANCELLED = "cancelled"
     TIMED_OUT = "timed_out"
+    #: firings missed by more than the catch-up grace, dropped by a runner
+    #: (``catch_up = skip``): never dispatched, recorded with the reason
+    SKIPPED = "skipped"
 
     @property
     def is_open(self) -> bool:
@@ -124,6 +143,8 @@ def final_run_status(status: RunStatus | str) -> RunStatus:
         raise InvalidInput("status", f"{status!r} is not a run status") from None
     if value.is_open:
         raise InvalidInput("status", f"{value} is not a final run status")
+    if value is RunStatus.SKIPPED:
+        raise InvalidInput("status", "only a runner records skipped firings; a run cannot end so")
     return value
 
 
@@ -137,6 +158,25 @@ def _check_duration(name: str, value: timedelta | None) -> None:
         raise InvalidInput(name, f"{value} is negative; a duration must be >= 0")
 
 
+def _check_grace(value: timedelta | None) -> None:
+    if value is not None and value <= timedelta(0):
+        raise InvalidInput(
+            "catch_up_grace", f"{value} must be longer than zero (how late a firing may run)"
+        )
+
+
+def catch_up_value(value: CatchUp | str | None) -> CatchUp | None:
+    """``value`` as a :class:`CatchUp` (``None`` stays ``None``); InvalidInput naming
+    ``catch_up`` otherwise."""
+    if value is None or isinstance(value, CatchUp):
+        return value
+    try:
+        return CatchUp(value)
+    except ValueError:
+        choices = ", ".join(c.value for c in CatchUp)
+        raise InvalidInput("catch_up", f"{value!r} is not one of {choices}") from None
+
+
 #: The duration fields of a task type.
 TASK_TYPE_DURATIONS = (
     "default_interval",
@@ -147,6 +187,7 @@ TASK_TYPE_DURATIONS = (
     "retry_jitter",
     "max_expected_duration",
     "max_allowed_duration",
+    "catch_up_grace",
 )
 
 
@@ -174,9 +215,17 @@ class TaskType:
     #: when an operator paused the type (UTC; ``None``: not paused): nothing
     #: of it is dispatched until it is resumed (``pause_task_type``)
     paused_at: datetime | None = None
+    #: the default catch-up policy of its tasks (:class:`CatchUp`)
+    catch_up: CatchUp = CatchUp.LATEST
+    #: how late a firing may still run under ``catch_up = skip``
+    catch_up_grace: timedelta = DEFAULT_CATCH_UP_GRACE
 
     def __post_init__(self) -> None:
         validation.identifier("type", self.type)
+        object.__setattr__(self, "catch_up", catch_up_value(self.catch_up) or CatchUp.LATEST)
+        if self.catch_up_grace is None:  # a type always has one: the default
+            object.__setattr__(self, "catch_up_grace", DEFAULT_CATCH_UP_GRACE)
+        _check_grace(self.catch_up_grace)
         validation.identifier("backend_name", self.backend_name)
         validation.storable("description", self.description)
         if self.queue is not None:
@@ -315,6 +364,12 @@ class Task:
     cron: str | None = None  # cron
     cron_max_duration: timedelta | None = None  # cron
     max_delay: timedelta | None = None  # oneshot
+    # catch-up after missed firings (None: the type's)
+    catch_up: CatchUp | None = None
+    catch_up_grace: timedelta | None = None
+    #: the firing a skip of missed firings resumed at (``catch_up = skip``):
+    #: the schedule's times are never earlier than it
+    skipped_until: datetime | None = None
     # constraints
     tz: str = "UTC"
     blackout_periods: tuple[BlackoutPeriod, ...] = ()
@@ -355,6 +410,8 @@ class Task:
         object.__setattr__(self, "schedule_kind", ScheduleKind(self.schedule_kind))
         object.__setattr__(self, "status", TaskStatus(self.status))
         object.__setattr__(self, "priority", Priority(self.priority))
+        object.__setattr__(self, "catch_up", catch_up_value(self.catch_up))
+        _check_grace(self.catch_up_grace)
         object.__setattr__(self, "blackout_periods", tuple(self.blackout_periods))
         object.__setattr__(self, "dont_run_on_nodes", tuple(self.dont_run_on_nodes))
         if any(not isinstance(k, str) for k in self.kwargs):
@@ -398,6 +455,8 @@ class Task:
         put(task, "schedule_kind", ScheduleKind(task.schedule_kind))
         put(task, "status", TaskStatus(task.status))
         put(task, "priority", Priority(task.priority))
+        if task.catch_up is not None:
+            put(task, "catch_up", CatchUp(task.catch_up))
         put(task, "_arguments_hash", arguments_hash)
         put(task, "_arguments_size", -1)
         return task
@@ -467,6 +526,8 @@ class Task:
             "cron": self.cron,
             "cron_max_duration": self.cron_max_duration,
             "max_delay": self.max_delay,
+            "catch_up": self.catch_up,
+            "catch_up_grace": self.catch_up_grace,
             "tz": self.tz,
             "blackout_periods": self.blackout_periods,
             "dont_run_on_nodes": self.dont_run_on_nodes,
@@ -496,6 +557,8 @@ class Task:
         put(task, "schedule_kind", ScheduleKind(task.schedule_kind))
         put(task, "status", TaskStatus(task.status))
         put(task, "priority", Priority(task.priority))
+        put(task, "catch_up", catch_up_value(task.catch_up))
+        _check_grace(task.catch_up_grace)
         if task.retries_left < 0:
             raise InvalidInput("retries_left", f"{task.retries_left} is negative")
         task._check_schedule()

@@ -192,3 +192,22 @@ class Expiry:
     task: Task
     run: TaskRun
     should_start_by: datetime
+
+
+#: History entry written on the run that records skipped firings.
+SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Missed firings of a task dropped by its catch-up policy (``skip``):
+    the task as it now waits (for the firing ``resume_at``; a one-shot task
+    disabled), and the ``skipped`` run that records the stretch and why."""
+
+    task: Task
+    run: TaskRun
+    #: the first firing dropped, and how many (``more``: at least that many)
+    first: datetime
+    count: int
+    more: bool = False
+    resume_at: datetime | None = None

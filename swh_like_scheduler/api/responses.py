@@ -37,6 +37,9 @@ class TaskTypeOut(Out):
     uses_lease: bool
     #: since when the type is paused (nothing of it is dispatched); null: not paused
     paused_at: str | None = None
+    #: what happens to missed firings: ``latest`` (run once, late) or ``skip``
+    catch_up: Literal["latest", "skip"] = "latest"
+    catch_up_grace: Seconds | None = None
 
 
 class BlackoutOut(Out):
@@ -62,6 +65,11 @@ class TaskOut(Out):
     cron: str | None
     cron_max_duration: Seconds | None
     max_delay: Seconds | None
+    #: the task's own catch-up setting (``null``: its type's)
+    catch_up: Literal["latest", "skip"] | None = None
+    catch_up_grace: Seconds | None = None
+    #: the firing a skip of missed firings resumed at
+    skipped_until: str | None = None
     tz: str
     blackout_periods: list[dict[str, Any]]
     dont_run_on_nodes: list[str]

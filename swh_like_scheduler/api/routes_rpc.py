@@ -69,6 +69,7 @@ WRITE_METHODS = frozenset(
         "update_task",
         "edit_task",
         "claim_ready_tasks",
+        "skip_missed_firings",
         "schedule_task_run",
         "start_task_run",
         "start_task_runs",

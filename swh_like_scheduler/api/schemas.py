@@ -50,6 +50,12 @@ class TaskTypeIn(Body):
     max_expected_duration: Duration | None = None
     max_allowed_duration: Duration | None = None
     uses_lease: bool | None = None
+    catch_up: Literal["latest", "skip"] | None = Field(
+        default=None, description="missed firings: run the latest once (default) or skip them"
+    )
+    catch_up_grace: Duration | None = Field(
+        default=None, description="how late a firing may still run with skip (default 5 min)"
+    )
 
 
 class TaskIn(Body):
@@ -72,6 +78,12 @@ class TaskIn(Body):
     cron: StrictStr | None = None
     cron_max_duration: Duration | None = None
     max_delay: Duration | None = None
+    catch_up: Literal["latest", "skip"] | None = Field(
+        default=None, description="missed firings: latest or skip (default: the type's)"
+    )
+    catch_up_grace: Duration | None = Field(
+        default=None, description="how late a firing may run with skip (default: the type's)"
+    )
     priority: Literal["high", "normal", "low"] | None = None
     tz: StrictStr | None = None
     blackout_periods: list[BlackoutIn] | None = None

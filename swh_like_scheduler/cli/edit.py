@@ -51,6 +51,8 @@ _SHOWN = (
     "max_allowed_duration",
     "expected_duration",
     "failure_count",
+    "catch_up",
+    "catch_up_grace",
     "next_run",
     "deadline",
 )
@@ -106,6 +108,8 @@ def changed_lines(before: Task, after: Task) -> list[str]:
 @click.option("--max-allowed-duration", help="Longer runs are terminated.")
 @click.option("--clear-arguments", is_flag=True, help="Call the task with no arguments.")
 @click.option("--reset-retries", is_flag=True, help="Forget the failures in a row.")
+@click.option("--catch-up", help="Missed firings: latest, skip, or none (the type's).")
+@click.option("--catch-up-grace", help="How late a firing may run with skip (none: the type's).")
 @no_check_args_option
 @json_option
 @pass_cli
@@ -225,6 +229,8 @@ _TYPE_HELP = {
     "max_expected_duration": "Longer runs are logged.",
     "max_allowed_duration": "Longer runs are terminated and failed.",
     "uses_lease": "Workers use the lease protocol (true/false).",
+    "catch_up": "Missed firings of its tasks: latest (run once, late) or skip.",
+    "catch_up_grace": "How late a firing may still run with skip.",
 }
 
 

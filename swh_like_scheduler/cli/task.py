@@ -13,7 +13,7 @@ import click
 from ..builders import task_from_input
 from ..exceptions import InvalidInput, NotFound, UnknownTaskType
 from ..importer import FORMATS, guess_format, read_rows, tasks_from_rows
-from ..model import Priority, RunStatus, ScheduleKind, Task, TaskStatus
+from ..model import CatchUp, Priority, RunStatus, ScheduleKind, Task, TaskStatus
 from ..store import TaskFilter
 from ..text import plural
 from ..validation import parse_datetime
@@ -99,6 +99,12 @@ def split_arguments(arguments: tuple[str, ...]) -> tuple[list[Any], dict[str, An
 @click.option("--max-expected-duration", help="Longer runs are logged.")
 @click.option("--max-allowed-duration", help="Longer runs are terminated.")
 @no_check_args_option
+@click.option(
+    "--catch-up",
+    type=click.Choice([c.value for c in CatchUp]),
+    help="Missed firings: latest (run once, late) or skip (default: the type's).",
+)
+@click.option("--catch-up-grace", help="How late a firing may run with skip (default: the type's).")
 @json_option
 @pass_cli
 def add(

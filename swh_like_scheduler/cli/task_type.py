@@ -10,7 +10,7 @@ from ..builders import task_type_from_input
 from ..celery_factory import worker_registrations
 from ..exceptions import InvalidInput, UnknownTaskType
 from ..jsonable import task_type_json
-from ..model import TaskType
+from ..model import CatchUp, TaskType
 from ..policy.times import fmt_instant
 from .base import CliContext, emit_json, now, pass_cli, scheduler
 
@@ -45,6 +45,7 @@ def describe(tt: TaskType, verbose: bool) -> list[str]:
         f"  max_expected_duration: {tt.max_expected_duration}",
         f"  max_allowed_duration: {tt.max_allowed_duration}",
         f"  lease: {'yes' if tt.uses_lease else 'no'}",
+        f"  catch_up: {tt.catch_up} (grace {tt.catch_up_grace})",
         f"  paused: {fmt_instant(tt.paused_at) if tt.paused_at is not None else 'no'}",
     ]
 
@@ -99,6 +100,13 @@ def list_types(
 @click.option("--max-expected-duration", help="Longer runs are logged.")
 @click.option("--max-allowed-duration", help="Longer runs are terminated and failed.")
 @click.option("--lease/--no-lease", default=False, help="Workers use the lease protocol.")
+@click.option(
+    "--catch-up",
+    type=click.Choice([c.value for c in CatchUp]),
+    help="Missed firings (platform down): 'latest' runs once, late (default); 'skip' "
+    "drops those later than --catch-up-grace and records them as a skipped run.",
+)
+@click.option("--catch-up-grace", help="How late a firing may still run with skip (default 5 min).")
 @pass_cli
 def add_type(cli: CliContext, type_name: str, **options: Any) -> None:
     """Create task type TYPE, run by the Celery task TASK_NAME.

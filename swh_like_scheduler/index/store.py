@@ -151,6 +151,11 @@ class IndexedStore:
             self._safely("a claim", lambda: self.index.remove(task_type, ids))
         return claimed
 
+    def skip_missed_firings(self, task_type: str, **kwargs: Any) -> Any:
+        skips = self.store.skip_missed_firings(task_type, **kwargs)
+        self._file("skipping missed firings", [s.task for s in skips])
+        return skips
+
     def schedule_task_run(self, task_id: int, **kwargs: Any) -> TaskRun:
         run: TaskRun = self.store.schedule_task_run(task_id, **kwargs)
         self._refile("scheduling a run", [task_id])

@@ -8,6 +8,7 @@ The runner, listener, API, CLI and simulator all call these functions.
 * :mod:`.blackout` — blackout windows;
 * :mod:`.retry` — retry delays, retry position, retry budget;
 * :mod:`.schedule` — can_start_by / should_start_by and what moved them;
+* :mod:`.catchup` — missed firings: run the latest once, or skip them;
 * :mod:`.condition` — OK / WARNING / ERROR with a reason code;
 * :mod:`.outcome` — the task after a run's outcome;
 * :mod:`.validate` — creation-time rules and a new task's initial state;
@@ -15,6 +16,7 @@ The runner, listener, API, CLI and simulator all call these functions.
 """
 
 from .blackout import blackout_at, blackout_end, covers_whole_day, leave_blackouts, window_at
+from .catchup import MissedFirings, after_skip, catch_up_of, missed_firings
 from .condition import (
     REASON_LEVEL,
     Condition,
@@ -77,17 +79,20 @@ __all__ = [
     "Condition",
     "ConditionReport",
     "Explanation",
+    "MissedFirings",
     "Outcome",
     "RandomSource",
     "Reason",
     "RetryState",
     "StartTimes",
     "SupportsRandom",
+    "after_skip",
     "already_applied",
     "apply_outcome",
     "blackout_at",
     "blackout_end",
     "budget_period",
+    "catch_up_of",
     "check_retry_budget",
     "classify_result",
     "compute_start_times",
@@ -104,6 +109,7 @@ __all__ = [
     "local_to_utc",
     "max_allowed_duration",
     "max_expected_duration",
+    "missed_firings",
     "next_cron_time",
     "next_interval",
     "prepare_new_task",

@@ -1,7 +1,8 @@
 """Why is my task (not) running? A structured, printable answer.
 
 :func:`explain` gathers can_start_by, should_start_by, the condition and
-every adjustment (cooldown, retry back-off, retries exhausted, blackout), and
+every adjustment (cooldown, retry back-off, retries exhausted, blackout), its
+catch-up policy and the missed firings it skipped or is about to skip, and
 lists what currently keeps the task from being dispatched.
 """
 
@@ -11,9 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..model import ScheduleKind, Task, TaskRun, TaskStatus, TaskType
+from ..model import CatchUp, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
 from ..text import headline, plural
 from .blackout import blackout_at
+from .catchup import catch_up_of, missed_firings
 from .condition import ConditionReport, condition
 from .retry import num_retries, retry_base_delay, retry_state
 from .schedule import Adjustment, StartTimes, start_times
@@ -144,6 +146,11 @@ class Explanation:
     retry: RetryOutlook | None = None
     #: the task's latest failed run, when the caller read it
     last_failure: TaskRun | None = None
+    #: the catch-up policy in force (``latest`` or ``skip``) and its grace
+    catch_up: str = str(CatchUp.LATEST)
+    catch_up_grace: str = ""
+    #: what the catch-up policy did or is about to do ("" when nothing)
+    catch_up_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -165,6 +172,9 @@ class Explanation:
             "blocked_by": list(self.blocked_by),
             "retry": self.retry.to_dict() if self.retry else None,
             "last_failure": _failure_json(self.last_failure),
+            "catch_up": self.catch_up,
+            "catch_up_grace": self.catch_up_grace,
+            "catch_up_note": self.catch_up_note,
         }
 
     def lines(self) -> list[str]:
@@ -205,6 +215,12 @@ class Explanation:
         out.append(f"Based on: {self.basis}")
         if self.reference_start is not None:
             out.append(f"Reference start: {fmt_instant(self.reference_start)}")
+        if self.catch_up == CatchUp.SKIP:
+            out.append(f"Catch-up: skip missed firings later than {self.catch_up_grace}")
+        else:
+            out.append("Catch-up: latest (missed firings run once, late)")
+        if self.catch_up_note:
+            out.append(f"  {self.catch_up_note}")
         if self.dont_run_on_nodes:
             out.append(f"Never runs on nodes: {', '.join(self.dont_run_on_nodes)}")
         if self.adjustments:
@@ -265,6 +281,26 @@ def _blockers(task: Task, now: datetime, can_start_by: datetime) -> list[str]:
     return blocked
 
 
+def _catch_up_note(task: Task, task_type: TaskType, now: datetime, can: datetime | None) -> str:
+    """The skip a runner pass would make now, else the last one, if it still
+    decides the task's times."""
+    missed = missed_firings(task, task_type, now)
+    if missed is not None:
+        return f"The next runner pass records this and does not run it: {missed.reason}."
+    resumed = task.skipped_until
+    if (
+        resumed is not None
+        and can is not None
+        and to_utc(resumed) >= can
+        and task.status is TaskStatus.WAITING
+    ):
+        return (
+            f"Missed firings were skipped, being later than the grace; it waits for the "
+            f"firing at {fmt_instant(resumed)} (the skipped run says which: `task runs`)."
+        )
+    return ""
+
+
 def explain(
     task: Task, task_type: TaskType, now: datetime, *, last_failure: TaskRun | None = None
 ) -> Explanation:
@@ -279,7 +315,11 @@ def explain(
             f"its type is paused since {fmt_instant(task_type.paused_at)} "
             f"(`task-type resume {task_type.type}` dispatches it again)"
         )
+    policy, grace = catch_up_of(task, task_type)
     return Explanation(
+        catch_up=str(policy),
+        catch_up_grace=fmt_duration(grace),
+        catch_up_note=_catch_up_note(task, task_type, now, times.normal_can_start_by),
         task_id=task.id,
         task_type=task.type,
         schedule_kind=str(task.schedule_kind),

@@ -111,7 +111,35 @@ def _first_run(task: Task) -> datetime:
 
 
 def _normal_times(task: Task, task_type: TaskType) -> tuple[datetime, datetime, datetime, str]:
-    """(can_start_by, should_start_by, finish_by, basis) before any adjustment."""
+    """(can_start_by, should_start_by, finish_by, basis) before any adjustment,
+    moved on to the firing a skip resumed at (:func:`_resumed`)."""
+    can, should, finish_by, basis = _schedule_times(task, task_type)
+    return _resumed(task, can, should, finish_by, basis)
+
+
+def _resumed(
+    task: Task, can: datetime, should: datetime, finish_by: datetime, basis: str
+) -> tuple[datetime, datetime, datetime, str]:
+    """The times of a recurring task whose missed firings were skipped
+    (``skipped_until``, see :mod:`.catchup`): its firing (cron: can_start_by;
+    periodic, adaptive: should_start_by) is never before the one the skip
+    resumed at; should_start_by and finish_by move with it, can_start_by is
+    never earlier. Once a run served that firing, the schedule's own times are
+    later and this changes nothing."""
+    resume = task.skipped_until
+    if resume is None or task.schedule_kind is ScheduleKind.ONESHOT:
+        return can, should, finish_by, basis
+    resume = to_utc(resume)
+    firing = can if task.schedule_kind is ScheduleKind.CRON else should
+    if resume <= firing:
+        return can, should, finish_by, basis
+    shift = resume - firing
+    why = f"the firing at {fmt_instant(resume)}, after missed ones were skipped (catch_up skip)"
+    return max(can, resume), should + shift, finish_by + shift, why
+
+
+def _schedule_times(task: Task, task_type: TaskType) -> tuple[datetime, datetime, datetime, str]:
+    """(can_start_by, should_start_by, finish_by, basis) of the schedule kind."""
     avg = effective_average(task)
     ref = reference_start(task)
     kind = task.schedule_kind
@@ -187,7 +215,8 @@ def compute_start_times(
 
     if task.schedule_kind is ScheduleKind.PERIODIC and task.last_good_end_at is not None:
         cooldown = task.cooldown or ZERO
-        move(AdjustmentKind.COOLDOWN, can + cooldown, f"cooldown of {fmt_duration(cooldown)}")
+        ended = to_utc(task.last_good_end_at)
+        move(AdjustmentKind.COOLDOWN, ended + cooldown, f"cooldown of {fmt_duration(cooldown)}")
 
     state = retry_state(task, task_type)
     last_end = task.last_end_at or task.last_start_at

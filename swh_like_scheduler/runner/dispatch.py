@@ -198,6 +198,7 @@ def tick(
     later = [ready for ready in upcoming.values() if ready is not None and ready > now]
     if not due:
         return PassReport(now=now, next_ready=min(later, default=None))
+    due = skip_missed(store, due, now)
     if broker is not None:
         context = _Pass(store, broker, now, priorities, workers, claimers, order, clock, index)
         return _serve(context, due, later)
@@ -212,6 +213,40 @@ def tick(
     finally:
         if owned is not None:
             owned.release()
+
+
+#: missed firings dropped per type and call (calls repeat while one is full)
+SKIP_BATCH = 1000
+
+
+def skip_missed(store: SchedulerStore, due: list[TaskType], now: datetime) -> list[TaskType]:
+    """Drop the missed firings of ``due`` types' tasks whose catch-up policy
+    is ``skip`` (:meth:`SchedulerStore.skip_missed_firings`), before any
+    claim of the pass and at the pass's ``now``: a firing dropped is never
+    dispatched. A type whose firings could not be checked is not served
+    this pass (its late tasks would run when they should be dropped)."""
+    served: list[TaskType] = []
+    for task_type in due:
+        try:
+            while True:
+                skips = store.skip_missed_firings(task_type.type, now=now, limit=SKIP_BATCH)
+                for skip in skips:
+                    metrics.SKIPPED.labels(task_type=task_type.type).inc()
+                    logger.info("task %s: %s", skip.task.id, skip.run.error)
+                if len(skips) < SKIP_BATCH:
+                    break
+        except SchedulerError as error:
+            metrics.PASS_ERRORS.labels(stage="skip").inc()
+            _quiet.log(
+                "cannot drop the missed firings of %s; not served this pass: %s",
+                task_type.type,
+                error,
+                key=("skip", task_type.type),
+            )
+            continue
+        _quiet.ok(("skip", task_type.type))
+        served.append(task_type)
+    return served
 
 
 class _Paused:

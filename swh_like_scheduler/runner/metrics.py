@@ -14,6 +14,11 @@ QUEUE_DEPTH = Gauge(
 PASS_SECONDS = Histogram(
     "swh_scheduler_runner_type_pass_seconds", "Time to serve one type in one pass", ["task_type"]
 )
+SKIPPED = Counter(
+    "swh_scheduler_runner_skipped_firings",
+    "Tasks whose missed firings were dropped (catch_up skip): one per stretch",
+    ["task_type"],
+)
 PASS_ERRORS = Counter("swh_scheduler_runner_errors", "Passes cut short by an error", ["stage"])
 PASSES = Counter("swh_scheduler_runner_passes", "Runner passes")
 REPUBLISHED = Counter(

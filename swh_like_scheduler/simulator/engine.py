@@ -38,6 +38,7 @@ from ..builders import task_from_input
 from ..exceptions import InvalidInput
 from ..listener.handler import EventHandler
 from ..model import Claimed, DispatchOrder, RunStatus, Task, TaskType
+from ..records import Skip
 from ..runner.dispatch import tick
 from ..store import SQLAlchemyStore
 from ..store.tables import metadata
@@ -72,6 +73,12 @@ class SimStore(SQLAlchemyStore):
                 self.changed.add(c.task_id)
                 self.run_tasks[c.backend_id] = c.task_id
         return claimed
+
+    def skip_missed_firings(self, task_type: str, **kwargs: Any) -> list[Skip]:
+        skips = super().skip_missed_firings(task_type, **kwargs)
+        self.recorder.events["skipped"] += len(skips)
+        self.changed.update(s.task.id for s in skips if s.task.id is not None)
+        return skips
 
     def _announce(self, conn: sa.Connection, type_names: Any) -> None:
         names = set(type_names)
@@ -204,10 +211,19 @@ class Simulation:
     # -- the processes ----------------------------------------------------------------
 
     def _runner(self) -> Generator[simpy.Event, Any, None]:
-        period = self.workload.runner.period.total_seconds()
-        shortest = min(period, self.workload.runner.min_sleep.total_seconds())
+        runner = self.workload.runner
+        period = runner.period.total_seconds()
+        shortest = min(period, runner.min_sleep.total_seconds())
         env = self.env
+        down = (
+            (runner.down_from.total_seconds(), (runner.down_from + runner.down_for).total_seconds())
+            if runner.down_from is not None and runner.down_for is not None
+            else None
+        )
         while True:
+            if down is not None and down[0] <= env.now < down[1]:
+                yield env.timeout(down[1] - env.now)  # the outage: no pass at all
+                continue
             self.store.announced.clear()
             report = tick(
                 self.store,

@@ -124,6 +124,11 @@ class RunnerSettings:
     listener_delay: timedelta = timedelta(seconds=10)
     #: every task's condition is read this often
     sample_every: timedelta = timedelta(hours=1)
+    #: an outage: no runner pass from ``down_from`` after the start, for
+    #: ``down_for`` (what the task types' ``catch_up`` then does is seen in
+    #: the results: ``events.skipped``, dispatches, conditions)
+    down_from: timedelta | None = None
+    down_for: timedelta | None = None
 
 
 @dataclass(frozen=True)
@@ -344,7 +349,13 @@ def _number(name: str, value: Any, *, low: float, high: float) -> float:
 def _runner(values: Any) -> RunnerSettings:
     if not isinstance(values, Mapping):
         raise InvalidInput("runner", "must be a table")
-    _no_unknown("runner", values, ("period", "min_sleep", "listener_delay", "sample_every"))
+    _no_unknown(
+        "runner",
+        values,
+        ("period", "min_sleep", "listener_delay", "sample_every", "down_from", "down_for"),
+    )
+    if ("down_from" in values) != ("down_for" in values):
+        raise InvalidInput("runner.down_for", "an outage needs both down_from and down_for")
     settings = RunnerSettings()
     parsed = {
         name: validation.parse_duration(f"runner.{name}", value) for name, value in values.items()

@@ -15,7 +15,7 @@ from ..model import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from ..records import Skip
 
 
 from .values import ApplyOutcome, RunEnd, ScheduleHealth
@@ -83,6 +83,22 @@ class RunStore(Protocol):
         ...
 
     # -- runs ---------------------------------------------------------------
+
+    def skip_missed_firings(
+        self, task_type: str, *, now: datetime, limit: int = 1000
+    ) -> list[Skip]:
+        """Drop the missed firings of the waiting tasks of ``task_type`` whose
+        catch-up policy (their own, else their type's) is ``skip`` and whose
+        firing is later than the grace at ``now`` (rules in
+        :mod:`~swh_like_scheduler.policy.catchup`). Each such task gets **one**
+        ``skipped`` run (its current slot, ended at ``now``, ``error`` saying
+        which firings and why, history ``skipped``) and waits for the firing
+        it resumes at (``skipped_until``, ``next_run``, ``deadline``); a
+        one-shot task is disabled. A runner pass calls it before claiming,
+        with the same ``now``, so no firing it drops is dispatched. Tasks
+        being claimed are skipped over (PostgreSQL), tasks of a paused type
+        are left alone, at most ``limit`` per call."""
+        ...
 
     def schedule_task_run(
         self, task_id: int, *, now: datetime, backend_id: str | None = None

@@ -9,6 +9,7 @@ of :mod:`.sql_base`.
 
 from __future__ import annotations
 
+from .sql_catchup import CatchUpMethods
 from .sql_edit import EditMethods
 from .sql_health import HealthMethods
 from .sql_jobs import JobMethods
@@ -19,6 +20,13 @@ from .sql_tasks import TaskMethods
 
 
 class SQLAlchemyStore(
-    EditMethods, TaskMethods, RunMethods, MonitorMethods, LeaseMethods, HealthMethods, JobMethods
+    EditMethods,
+    TaskMethods,
+    RunMethods,
+    MonitorMethods,
+    LeaseMethods,
+    HealthMethods,
+    JobMethods,
+    CatchUpMethods,
 ):
     """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite)."""

@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from ..model import Priority, RunStatus, ScheduleKind, TaskStatus
+from ..model import CatchUp, Priority, RunStatus, ScheduleKind, TaskStatus
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -97,9 +97,13 @@ task_type = sa.Table(
     sa.Column("uses_lease", sa.Boolean, nullable=False, server_default=sa.false()),
     # set while an operator has paused the type (sql/versions/0008_task_type_pause.py)
     sa.Column("paused_at", UTCDateTime),
+    sa.Column("catch_up", sa.Text, nullable=False, server_default=CatchUp.LATEST.value),
+    # NULL (types older than the setting): DEFAULT_CATCH_UP_GRACE
+    sa.Column("catch_up_grace", sa.Interval),
     sa.CheckConstraint("max_queue_length >= 0", name="max_queue_length"),
     sa.CheckConstraint("num_retries >= 0", name="num_retries"),
     sa.CheckConstraint("backoff_factor > 1", name="backoff_factor"),
+    sa.CheckConstraint(_in("catch_up", _enum_values(CatchUp)), name="catch_up"),
 )
 
 TASK_LIVE_STATUSES = [TaskStatus.WAITING.value, TaskStatus.SCHEDULED.value]
@@ -108,6 +112,10 @@ TASK_LIVE_STATUSES = [TaskStatus.WAITING.value, TaskStatus.SCHEDULED.value]
 #: to use that partial index under a generic plan (a prepared statement run
 #: often), where bound values could not prove the predicate
 LIVE_STATUS = sa.text("task.status IN ('waiting', 'scheduled')")
+
+#: tasks with a catch-up setting of their own (rare): a runner pass looks
+#: for their missed firings whatever their type's policy
+_OWN_CATCH_UP = "status = 'waiting' AND (catch_up IS NOT NULL OR catch_up_grace IS NOT NULL)"
 
 _ONESHOT_FINISHED = "schedule_kind = 'oneshot' AND status IN ('completed', 'disabled', 'cancelled')"
 
@@ -144,6 +152,9 @@ task = sa.Table(
     sa.Column("cron", sa.Text),
     sa.Column("cron_max_duration", sa.Interval),
     sa.Column("max_delay", sa.Interval),
+    sa.Column("catch_up", sa.Text),
+    sa.Column("catch_up_grace", sa.Interval),
+    sa.Column("skipped_until", UTCDateTime),
     sa.Column("tz", sa.Text, nullable=False, server_default="UTC"),
     sa.Column("blackout_periods", _json(), nullable=False),
     sa.Column("dont_run_on_nodes", _json(), nullable=False),
@@ -168,6 +179,7 @@ task = sa.Table(
     sa.CheckConstraint(_in("schedule_kind", _enum_values(ScheduleKind)), name="schedule_kind"),
     sa.CheckConstraint(_in("status", _enum_values(TaskStatus)), name="status"),
     sa.CheckConstraint(_in("priority", _enum_values(Priority)), name="priority"),
+    sa.CheckConstraint(_in("catch_up", _enum_values(CatchUp)), name="catch_up"),
     sa.CheckConstraint("retries_left >= 0", name="retries_left"),
     sa.CheckConstraint("failure_count >= 0", name="failure_count"),
     # waiting tasks of a type and class by can_start_by: which are ready now
@@ -194,6 +206,7 @@ task = sa.Table(
     _partial_index("uq_task_key", "key", where="key IS NOT NULL", unique=True),
     # leases the steal step watches (owned tasks only)
     # leases (owners that ping), for the steal step (0005: not every owned task)
+    _partial_index("ix_task_catch_up", "type", "next_run", where=_OWN_CATCH_UP),
     _partial_index("ix_task_owned", "owner_last_ping_at", where="owner_last_ping_at IS NOT NULL"),
     # one-shot tasks the expiry and the retention duties look at
     _partial_index(

@@ -229,3 +229,44 @@ def test_the_default_order_keeps_more_of_an_overloaded_fleet_ok_than_fifo() -> N
         assert sorted(groups) == sorted(g.name for g in workload.groups)
         total = sum(g["error_hours"] for g in groups.values())
         assert total == pytest.approx(run["error_hours"])
+
+
+def _outage(catch_up: str) -> dict[str, object]:
+    """Ten hourly cron tasks, the runner down from 1 h 30 to 7 h 30."""
+    return {
+        "start": "2026-03-02T00:00:00Z",
+        "days": 0.5,
+        "seed": 5,
+        "runner": {
+            "period": "60 s",
+            "min_sleep": "30 s",
+            "sample_every": "1 h",
+            "down_from": "90 min",
+            "down_for": "6 h",
+        },
+        "types": {"cron": {"workers": 10, "catch_up": catch_up, "catch_up_grace": "10 min"}},
+        "tasks": [
+            {
+                "type": "cron",
+                "count": 10,
+                "kind": "cron",
+                "cron": "0 * * * *",
+                "cron_max_duration": "30 min",
+                "duration": {"median": "1 min", "sigma": 0},
+            }
+        ],
+    }
+
+
+def test_an_outage_under_each_catch_up_policy() -> None:
+    """Firings at 1 h .. 11 h within the 12 h horizon; the runner misses
+    2 h .. 7 h (six). ``latest`` runs them once, late, at 7 h 30; ``skip``
+    drops all six, recorded as one skipped run per task. Both run 1 h and
+    8 h .. 11 h on time."""
+    latest = Simulation(parse_workload(_outage("latest")), DispatchOrder.DEADLINE).run()
+    skip = Simulation(parse_workload(_outage("skip")), DispatchOrder.DEADLINE).run()
+    assert latest["events"].get("skipped", 0) == 0
+    assert skip["events"]["skipped"] == 10
+    # 1 h, then the late run at 7 h 30, then 8 h .. 11 h (12 h is past the horizon)
+    assert latest["dispatches"] == 10 * (1 + 1 + 4)
+    assert skip["dispatches"] == 10 * (1 + 4)

@@ -9,6 +9,7 @@ of :mod:`.sql_base`.
 
 from __future__ import annotations
 
+from .sql_bulk import BulkMethods
 from .sql_health import HealthMethods
 from .sql_jobs import JobMethods
 from .sql_lease import LeaseMethods
@@ -18,6 +19,6 @@ from .sql_tasks import TaskMethods
 
 
 class SQLAlchemyStore(
-    TaskMethods, RunMethods, MonitorMethods, LeaseMethods, HealthMethods, JobMethods
+    TaskMethods, BulkMethods, RunMethods, MonitorMethods, LeaseMethods, HealthMethods, JobMethods
 ):
     """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite)."""

@@ -11,6 +11,7 @@ from . import (
     simulate,
     standalone,
     task,
+    task_bulk,
     task_type,
 )
 from .base import main, scheduler, swh
@@ -29,5 +30,6 @@ __all__ = [
     "standalone",
     "swh",
     "task",
+    "task_bulk",
     "task_type",
 ]

@@ -61,9 +61,7 @@ __all__ = [
 
 
 @runtime_checkable
-class SchedulerStore(
-    TaskStore, BulkStore, RunStore, JobStore, LeaseStore, MonitorStore, Protocol
-):
+class SchedulerStore(TaskStore, BulkStore, RunStore, JobStore, LeaseStore, MonitorStore, Protocol):
     """Persistence of task types, tasks and their runs: every role."""
 
     @property

@@ -43,7 +43,12 @@ def test_preview_counts_and_apply_disables_what_matches(
     )
     criteria = BulkFilter(type="sleep", key_prefix="site/")
     preview = store.preview_bulk(BulkAction.DISABLE, criteria, now=now)
-    assert (preview.matched, preview.changed, preview.held, preview.next_after_id) == (5, 0, 0, None)
+    assert (preview.matched, preview.changed, preview.held, preview.next_after_id) == (
+        5,
+        0,
+        0,
+        None,
+    )
     assert statuses(store) == dict.fromkeys([0, 1, 2, 3, 4, 9, 7], TaskStatus.WAITING)
     ids = [t.id for t in store.search_tasks(limit=100) if t.type == "sleep" and t.args[0] < 5]
     assert preview.sample == tuple(ids)
@@ -138,7 +143,9 @@ def test_a_filter_by_arguments(store: Any, sleep_type: TaskType, now: datetime) 
     assert matched(("flag", 1)) == set()  # true is not 1
     assert matched(("0", "c")) == {"c"}
     assert matched(("1", "c")) == set()  # no second positional argument
-    done = store.apply_bulk(BulkAction.DELETE, BulkFilter(arguments=(("url", "https://y"),)), now=now)
+    done = store.apply_bulk(
+        BulkAction.DELETE, BulkFilter(arguments=(("url", "https://y"),)), now=now
+    )
     assert done.changed == 1 and set(statuses(store)) == {"a", "b", "d"}
 
 

@@ -291,9 +291,9 @@ def test_bulk_cancel_from_the_cli_revokes_the_queued_runs(
         wait_until(lambda: executions(counter, busy_run) == 1, 30, "the busy run to start")
         swh = Path(sys.executable).parent / "swh"
         cancel_args = ["--type", "plain", "--arg-match", "duration=0.1", "--yes"]
+        cancel_args += ["--broker-url", broker_url]
         done = subprocess.run(
-            [str(swh), "scheduler", "--db-url", postgres_url, "task", "cancel", *cancel_args]
-            + ["--broker-url", broker_url],
+            [str(swh), "scheduler", "--db-url", postgres_url, "task", "cancel", *cancel_args],
             capture_output=True,
             text=True,
             timeout=60,

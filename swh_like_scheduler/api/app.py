@@ -143,7 +143,7 @@ def create_app(
     revoke: Callable[[Sequence[str]], str | None] | None = None,
 ) -> FastAPI:
     """The ASGI application serving ``store``."""
-    from . import routes_jobs, routes_observe, routes_rpc, routes_tasks, routes_types
+    from . import routes_bulk, routes_jobs, routes_observe, routes_rpc, routes_tasks, routes_types
     from .deps import no_nul_parameters
     from .schemas import ERROR_RESPONSES
 
@@ -173,7 +173,9 @@ def create_app(
     )
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(SchedulerError, _scheduler_error)
-    for module in (routes_types, routes_tasks, routes_jobs, routes_observe, routes_rpc):
+    # /tasks/bulk/... before /tasks/{task_id}/...
+    routers = (routes_types, routes_bulk, routes_tasks, routes_jobs, routes_observe, routes_rpc)
+    for module in routers:
         app.include_router(module.router)
 
     from ..console import mount_console

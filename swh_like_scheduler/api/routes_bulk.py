@@ -78,11 +78,13 @@ def act_on_matching_tasks(
         everything=body.all,
     )
     now = state.clock()
-    window = {"now": now, "after_id": body.after_id, "scan": body.scan}
+    after, scan = body.after_id, body.scan
     if body.dry_run:
-        report = state.store.preview_bulk(action, criteria, **window)
+        report = state.store.preview_bulk(action, criteria, now=now, after_id=after, scan=scan)
     else:
-        report = state.store.apply_bulk(action, criteria, batch_size=body.batch_size, **window)
+        report = state.store.apply_bulk(
+            action, criteria, now=now, after_id=after, scan=scan, batch_size=body.batch_size
+        )
     answer: dict[str, Any] = {
         "action": report.action.value,
         "dry_run": body.dry_run,

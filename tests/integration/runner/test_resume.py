@@ -5,6 +5,7 @@ time, while a real worker drains the queue (PostgreSQL, Redis broker)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -58,9 +59,10 @@ def test_resume_dispatches_by_deadline_within_the_queue_bound(
         now=now,
     )
     swh = Path(sys.executable).parent / "swh"
+    options = ["-t", task_type.type, "--period", "0.2", "--no-monitor"]
+    options += ["--broker-url", services.redis_url()]
     runner = subprocess.Popen(
-        [str(swh), "scheduler", "--db-url", postgres_url, "start-runner", "-t", task_type.type]
-        + ["--period", "0.2", "--broker-url", services.redis_url(), "--no-monitor"],
+        [str(swh), "scheduler", "--db-url", postgres_url, "start-runner", *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -122,7 +124,7 @@ def test_resume_dispatches_by_deadline_within_the_queue_bound(
     assert max(len(b) for b in batches.values()) <= ROOM
     assert len(batches) >= TASKS // ROOM
     ordered = list(batches.values())
-    for earlier, later in zip(ordered, ordered[1:], strict=False):
+    for earlier, later in itertools.pairwise(ordered):
         assert max(earlier) <= min(later), (earlier, later)
 
 

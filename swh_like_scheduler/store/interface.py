@@ -1,8 +1,7 @@
 """The one store interface that every daemon and face of the scheduler uses,
 made of role protocols (each in its own module): :class:`TaskStore`,
-:class:`BulkStore`,
-:class:`RunStore`, :class:`JobStore`, :class:`LeaseStore`,
-:class:`MonitorStore`.
+:class:`BulkStore`, :class:`RunStore`, :class:`JobStore`,
+:class:`LeaseStore`, :class:`MonitorStore`.
 
 Implementations: :class:`~swh_like_scheduler.store.sql.SQLAlchemyStore`
 (PostgreSQL and SQLite) and :class:`~swh_like_scheduler.client.RemoteStore`

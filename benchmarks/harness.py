@@ -36,6 +36,7 @@ SCENARIOS = {
     "api": "scenario_api",
     "console": "scenario_console",
     "simulate": "scenario_simulate",
+    "bulk": "scenario_bulk",
 }
 
 

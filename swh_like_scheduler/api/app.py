@@ -144,6 +144,7 @@ def create_app(
 ) -> FastAPI:
     """The ASGI application serving ``store``."""
     from . import (
+        routes_bulk,
         routes_edit,
         routes_jobs,
         routes_observe,
@@ -180,8 +181,10 @@ def create_app(
     )
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(SchedulerError, _scheduler_error)
+    # /tasks/bulk/... before /tasks/{task_id}/...
     for module in (
         routes_types,
+        routes_bulk,
         routes_tasks,
         routes_edit,
         routes_jobs,

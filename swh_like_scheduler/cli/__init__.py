@@ -12,6 +12,7 @@ from . import (
     simulate,
     standalone,
     task,
+    task_bulk,
     task_type,
     task_why,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "standalone",
     "swh",
     "task",
+    "task_bulk",
     "task_type",
     "task_why",
 ]

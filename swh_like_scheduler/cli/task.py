@@ -13,7 +13,7 @@ import click
 from ..builders import task_from_input
 from ..exceptions import InvalidInput, NotFound, UnknownTaskType
 from ..importer import FORMATS, guess_format, read_rows, tasks_from_rows
-from ..model import CatchUp, Priority, RunStatus, ScheduleKind, Task, TaskStatus
+from ..model import CatchUp, Priority, ScheduleKind, Task, TaskStatus
 from ..store import TaskFilter
 from ..text import plural
 from ..validation import parse_datetime
@@ -337,53 +337,3 @@ def respawn(cli: CliContext, ids: tuple[int, ...], next_run: str | None, as_json
     _act(
         cli, "respawned", ids, cli.store.respawn_tasks(list(ids), next_run=at, now=current), as_json
     )
-
-
-@task.command("disable")
-@ids_argument
-@json_option
-@pass_cli
-def disable(cli: CliContext, ids: tuple[int, ...], as_json: bool) -> None:
-    """Take tasks out of scheduling (a running one finishes)."""
-    _act(cli, "disabled", ids, cli.store.disable_tasks(list(ids), now=now()), as_json)
-
-
-@task.command("enable")
-@ids_argument
-@json_option
-@pass_cli
-def enable(cli: CliContext, ids: tuple[int, ...], as_json: bool) -> None:
-    """Put disabled tasks back into scheduling."""
-    _act(cli, "enabled", ids, cli.store.enable_tasks(list(ids), now=now()), as_json)
-
-
-@task.command("cancel")
-@ids_argument
-@click.option(
-    "--broker-url",
-    envvar="SWH_SCHEDULER_BROKER_URL",
-    show_envvar=True,
-    help="Celery broker the revoke goes through (default: from celeryconfig).",
-)
-@json_option
-@pass_cli
-def cancel(cli: CliContext, ids: tuple[int, ...], broker_url: str | None, as_json: bool) -> None:
-    """Cancel tasks: a dispatched run is revoked and never runs (workers
-    refuse it at start even if they missed the revoke); a running leased run
-    stops at its next ping; a running plain run finishes."""
-    from ..broker.revoke import revoke_runs
-    from ..celery_factory import make_app
-
-    cancelled = cli.store.cancel_tasks(list(ids), now=now())
-    runs = [r for t in cancelled for r in cli.store.get_task_runs(t.id or 0, limit=1)]
-    pending = [r.backend_id for r in runs if r.status is RunStatus.CANCELLED and not r.started]
-    if pending:
-        app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
-        error = revoke_runs(app, pending)
-        if error is not None:
-            click.echo(
-                f"warning: could not revoke {len(pending)} dispatched run(s) ({error}); "
-                "workers will refuse them at start",
-                err=True,
-            )
-    _act(cli, "cancelled", ids, cancelled, as_json)

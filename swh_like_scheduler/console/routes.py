@@ -26,6 +26,7 @@ from ..api.auth import Access
 from ..exceptions import InvalidInput, NotFound, SchedulerError
 from ..model import RunStatus, Task
 from ..policy.times import fmt_duration, fmt_instant
+from ..store.values import BulkAction, BulkFilter
 from ..validation import parse_datetime
 from . import views
 from .session import COOKIE, Session, Sessions
@@ -318,6 +319,20 @@ def _cancel(state: ApiState, ids: Sequence[int], now: datetime) -> list[Task]:
     return changed
 
 
+def _bulk_store_action(state: ApiState, action: str, ids: list[int], level: str) -> int:
+    """The store's bulk action on a chunk of the confirmed selection: each
+    task's level is checked again as it is written (one that got better
+    since the census is left alone), and a cancel's dispatched runs are
+    revoked."""
+    criteria = BulkFilter(ids=tuple(ids), condition=(level,) if level else None)
+    report = state.store.apply_bulk(
+        BulkAction(action), criteria, now=state.clock(), batch_size=len(ids)
+    )
+    if report.revoke and state.revoke is not None:
+        state.revoke(list(report.revoke))
+    return report.changed
+
+
 def _acts(state: ApiState, form: dict[str, str]) -> dict[str, Callable[[list[int]], list[Any]]]:
     now = state.clock()
     store = state.store
@@ -452,7 +467,11 @@ async def bulk_apply(request: Request) -> Response:
     changed = 0
     try:
         for start in range(0, len(ids), BULK_CHUNK):
-            changed += len(act(ids[start : start + BULK_CHUNK]))
+            chunk = ids[start : start + BULK_CHUNK]
+            if action in ("disable", "enable", "cancel"):
+                changed += _bulk_store_action(state, action, chunk, filters.level)
+            else:
+                changed += len(act(chunk))
     except SchedulerError as error:
         return _refused(request, viewer, 503, f"Stopped after {changed:,} tasks changed: {error}")
     _recount(state)

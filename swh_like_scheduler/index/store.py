@@ -142,6 +142,16 @@ class IndexedStore:
             self._safely("deleting tasks", partial(self.index.remove, name, gone))
         return deleted
 
+    def apply_bulk(self, action: Any, criteria: Any, **kwargs: Any) -> Any:
+        report = self.store.apply_bulk(action, criteria, **kwargs)
+        if report.changed_ids and str(report.action) == "delete":
+            gone = list(report.changed_ids)
+            for name in report.types:
+                self._safely("deleting tasks", partial(self.index.remove, name, gone))
+        else:
+            self._refile(f"a bulk {report.action}", report.changed_ids)
+        return report
+
     # -- runs -----------------------------------------------------------------
 
     def claim_ready_tasks(self, task_type: str, **kwargs: Any) -> Any:

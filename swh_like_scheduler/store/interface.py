@@ -1,7 +1,7 @@
 """The one store interface that every daemon and face of the scheduler uses,
 made of role protocols (each in its own module): :class:`TaskStore`,
-:class:`RunStore`, :class:`JobStore`, :class:`LeaseStore`,
-:class:`MonitorStore`.
+:class:`BulkStore`, :class:`RunStore`, :class:`JobStore`,
+:class:`LeaseStore`, :class:`MonitorStore`.
 
 Implementations: :class:`~swh_like_scheduler.store.sql.SQLAlchemyStore`
 (PostgreSQL and SQLite) and :class:`~swh_like_scheduler.client.RemoteStore`
@@ -15,6 +15,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
+from .role_bulk import BulkStore
 from .role_jobs import JobStore
 from .role_lease import LeaseStore
 from .role_monitor import MonitorStore
@@ -24,6 +25,9 @@ from .values import (
     ALL_TASKS,
     READY_CHANNEL,
     ApplyOutcome,
+    BulkAction,
+    BulkFilter,
+    BulkReport,
     Capabilities,
     ImportSummary,
     RunEnd,
@@ -36,6 +40,10 @@ __all__ = [
     "ALL_TASKS",
     "READY_CHANNEL",
     "ApplyOutcome",
+    "BulkAction",
+    "BulkFilter",
+    "BulkReport",
+    "BulkStore",
     "Capabilities",
     "ImportSummary",
     "JobStore",
@@ -52,7 +60,7 @@ __all__ = [
 
 
 @runtime_checkable
-class SchedulerStore(TaskStore, RunStore, JobStore, LeaseStore, MonitorStore, Protocol):
+class SchedulerStore(TaskStore, BulkStore, RunStore, JobStore, LeaseStore, MonitorStore, Protocol):
     """Persistence of task types, tasks and their runs: every role."""
 
     @property

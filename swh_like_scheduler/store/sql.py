@@ -9,6 +9,7 @@ of :mod:`.sql_base`.
 
 from __future__ import annotations
 
+from .sql_bulk import BulkMethods
 from .sql_catchup import CatchUpMethods
 from .sql_edit import EditMethods
 from .sql_health import HealthMethods
@@ -22,6 +23,7 @@ from .sql_tasks import TaskMethods
 class SQLAlchemyStore(
     EditMethods,
     TaskMethods,
+    BulkMethods,
     RunMethods,
     MonitorMethods,
     LeaseMethods,

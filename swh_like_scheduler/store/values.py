@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from .. import validation
+from ..exceptions import InvalidInput
 from ..model import (
     Priority,
     RunStatus,
@@ -132,3 +136,189 @@ class Capabilities:
     #: Data-modifying statements inside ``WITH``: a claim marks its tasks and
     #: inserts their runs in one statement (one round trip).
     writable_ctes: bool = False
+
+
+class BulkAction(StrEnum):
+    """What :meth:`SchedulerStore.apply_bulk` does to the tasks it matches."""
+
+    DISABLE = "disable"
+    ENABLE = "enable"
+    CANCEL = "cancel"
+    DELETE = "delete"
+
+
+#: the condition levels a :class:`BulkFilter` may name
+CONDITION_LEVELS = ("OK", "WARNING", "ERROR")
+#: most ids a :class:`BulkFilter` may name
+BULK_MAX_IDS = 10_000
+#: most tasks one :meth:`SchedulerStore.apply_bulk` call reads
+BULK_MAX_SCAN = 100_000
+#: task ids a :class:`BulkReport` gives as a sample
+BULK_SAMPLE = 10
+
+
+@dataclass(frozen=True)
+class BulkFilter:
+    """Which tasks a bulk action takes (:meth:`SchedulerStore.apply_bulk`).
+
+    Every criterion given must hold (``None`` or empty: any). ``condition``
+    names levels (``OK``, ``WARNING``, ``ERROR``) of the tasks' conditions
+    at the action's ``now``; ``arguments`` are ``(name, value)`` pairs that
+    must all be equal to the task's keyword argument ``name``, or, for a
+    name made of digits, to its positional argument at that index (values
+    compared as JSON values: ``5`` is not ``"5"``). A filter with no
+    criterion is refused unless ``everything`` says that every task is
+    meant."""
+
+    type: str | None = None
+    status: tuple[TaskStatus, ...] | None = None
+    condition: tuple[str, ...] | None = None
+    key_prefix: str | None = None
+    arguments: tuple[tuple[str, Any], ...] = ()
+    ids: tuple[int, ...] | None = None
+    everything: bool = False
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        if self.type is not None:
+            validation.identifier("type", self.type)
+        if self.status is not None:
+            put(self, "status", tuple(_status(s) for s in self.status))
+        if self.condition is not None:
+            levels = tuple(str(c).upper() for c in self.condition)
+            unknown = [c for c in levels if c not in CONDITION_LEVELS]
+            if unknown or not levels:
+                raise InvalidInput(
+                    "condition", f"{unknown[0] if unknown else ''!r} is not OK, WARNING or ERROR"
+                )
+            put(self, "condition", levels)
+        if self.key_prefix is not None and not (
+            isinstance(self.key_prefix, str) and 0 < len(self.key_prefix) <= 500
+        ):
+            raise InvalidInput("key_prefix", "must be a non-empty text of at most 500 characters")
+        validation.storable("key_prefix", self.key_prefix)
+        pairs = tuple(tuple(p) for p in self.arguments)
+        for pair in pairs:
+            if len(pair) != 2 or not isinstance(pair[0], str):
+                raise InvalidInput("arguments", f"{pair!r} is not a (name, value) pair")
+            name = pair[0]
+            if not (name.isidentifier() or (name.isdigit() and len(name) <= 6)):
+                raise InvalidInput(
+                    "arguments",
+                    f"{name!r} is neither a keyword argument's name nor a position (0, 1...)",
+                )
+        put(self, "arguments", pairs)
+        if self.ids is not None:
+            ids = tuple(self.ids)
+            if len(ids) > BULK_MAX_IDS:
+                raise InvalidInput("ids", f"names at most {BULK_MAX_IDS} ids")
+            if any(isinstance(i, bool) or not isinstance(i, int) or i < 1 for i in ids):
+                raise InvalidInput("ids", "must be positive task ids")
+            put(self, "ids", ids)
+        if not isinstance(self.everything, bool):
+            raise InvalidInput("everything", "must be true or false")
+        if self.is_empty() and not self.everything:
+            raise InvalidInput(
+                "filter",
+                "no criterion given (type, status, condition, key_prefix, arguments, ids); "
+                "acting on every task must be asked for (everything)",
+            )
+
+    def is_empty(self) -> bool:
+        """Whether no criterion is given (every task matches)."""
+        return (
+            self.type is None
+            and self.status is None
+            and self.condition is None
+            and self.key_prefix is None
+            and not self.arguments
+            and self.ids is None
+        )
+
+    def matches_arguments(self, task: Task) -> bool:
+        """Whether ``task``'s arguments hold every pair of ``arguments``."""
+        for name, value in self.arguments:
+            if name.isdigit():
+                index = int(name)
+                if index >= len(task.args) or not _same(task.args[index], value):
+                    return False
+            elif name not in task.kwargs or not _same(task.kwargs[name], value):
+                return False
+        return True
+
+    def describe(self) -> str:
+        """The criteria in words (``type 'load-git', status waiting``)."""
+        parts = []
+        if self.ids is not None:
+            parts.append(f"{len(self.ids)} ids")
+        if self.type is not None:
+            parts.append(f"type {self.type!r}")
+        if self.status is not None:
+            parts.append("status " + "|".join(s.value for s in self.status))
+        if self.condition is not None:
+            parts.append("condition " + "|".join(self.condition))
+        if self.key_prefix is not None:
+            parts.append(f"key starting with {self.key_prefix!r}")
+        parts += [f"argument {n}={json.dumps(v)}" for n, v in self.arguments]
+        return ", ".join(parts) if parts else "every task"
+
+
+def _status(value: Any) -> TaskStatus:
+    try:
+        return TaskStatus(value)
+    except ValueError:
+        known = ", ".join(s.value for s in TaskStatus)
+        raise InvalidInput("status", f"{value!r} is not one of {known}") from None
+
+
+def _same(stored: Any, wanted: Any) -> bool:
+    """Equal as JSON values (``True`` is not ``1``, ``1`` is ``1.0``)."""
+    return json.dumps(stored, sort_keys=True) == json.dumps(wanted, sort_keys=True) or (
+        type(stored) is not bool
+        and type(wanted) is not bool
+        and isinstance(stored, int | float)
+        and isinstance(wanted, int | float)
+        and stored == wanted
+    )
+
+
+@dataclass(frozen=True)
+class BulkReport:
+    """What one :meth:`SchedulerStore.apply_bulk` (or
+    :meth:`SchedulerStore.preview_bulk`) call found and did."""
+
+    action: BulkAction
+    #: tasks read that match the filter and that the action applies to
+    matched: int = 0
+    #: of those, the ones changed (0 for a preview)
+    changed: int = 0
+    #: matched but left as they are: a task with an open run (delete), a
+    #: task identical to a live one (enable), a task that changed between
+    #: the read and the write and matched no more
+    held: int = 0
+    #: the first ids matched (at most :data:`BULK_SAMPLE`)
+    sample: tuple[int, ...] = ()
+    #: backend ids of the runs a cancel ended before they started: their
+    #: messages may still be queued (revoke them)
+    revoke: tuple[str, ...] = ()
+    #: the ids changed and their types (to keep an index in line)
+    changed_ids: tuple[int, ...] = ()
+    types: tuple[str, ...] = ()
+    #: where to go on (``after_id`` of the next call); ``None``: done
+    next_after_id: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "action", BulkAction(self.action))
+
+    def then(self, following: BulkReport) -> BulkReport:
+        """The counts and sample of this report and the next call's, as one
+        (without ids: act on each call's ``revoke`` and ``changed_ids`` as
+        it comes, a million of them are not kept)."""
+        return BulkReport(
+            action=self.action,
+            matched=self.matched + following.matched,
+            changed=self.changed + following.changed,
+            held=self.held + following.held,
+            sample=(self.sample + following.sample)[:BULK_SAMPLE],
+            next_after_id=following.next_after_id,
+        )

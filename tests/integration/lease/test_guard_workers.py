@@ -269,6 +269,60 @@ def test_cancel_from_the_cli_revokes_the_queued_run(
     assert stored is not None and stored.status is RunStatus.CANCELLED
 
 
+def test_bulk_cancel_from_the_cli_revokes_the_queued_runs(
+    pg_store: SQLAlchemyStore,
+    app: Celery,
+    queue: str,
+    counter: redis.Redis,
+    broker_url: str,
+    postgres_url: str,
+) -> None:
+    """``task cancel`` on a filter (the two short tasks, by argument) while
+    the worker is busy with the long one: both queued runs are revoked and
+    never run; the long one, not matched, runs to its end."""
+    store = pg_store
+    busy, *victims = plain_tasks(store, queue, 2.0, 0.1, 0.1)
+    assert tick(store, app, datetime.now(UTC)).published == 3
+    busy_run = only_run(store, busy)
+    victim_runs = [only_run(store, v) for v in victims]
+    with start_worker(
+        app, pool="solo", perform_ping_check=False, queues=[queue], loglevel="WARNING"
+    ):
+        wait_until(lambda: executions(counter, busy_run) == 1, 30, "the busy run to start")
+        swh = Path(sys.executable).parent / "swh"
+        cancel_args = ["--type", "plain", "--arg-match", "duration=0.1", "--yes"]
+        cancel_args += ["--broker-url", broker_url]
+        done = subprocess.run(
+            [str(swh), "scheduler", "--db-url", postgres_url, "task", "cancel", *cancel_args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "Cancelled 2 tasks." in done.stdout
+        wait_until(
+            lambda: all(r.backend_id in worker_state.revoked for r in victim_runs),
+            20,
+            "the revokes",
+        )
+        wait_until(
+            lambda: (
+                queue_depth(app, queue) == 0
+                and not worker_state.active_requests
+                and not worker_state.reserved_requests
+            ),
+            30,
+            "the worker to be done with the three messages",
+        )
+    assert executions(counter, busy_run) == 1
+    for run in victim_runs:
+        assert executions(counter, run) == 0
+        stored = store.get_task_run(run.backend_id)
+        assert stored is not None and stored.status is RunStatus.CANCELLED
+    [still] = store.get_tasks([busy.id or 0])
+    assert still.status is not TaskStatus.CANCELLED
+
+
 @contextlib.contextmanager
 def listening(app: Celery, store: SQLAlchemyStore) -> Iterator[Listener]:
     """The listener in a thread, on its own event queue, until the block ends."""

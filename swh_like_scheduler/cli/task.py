@@ -80,8 +80,16 @@ def split_arguments(arguments: tuple[str, ...]) -> tuple[list[Any], dict[str, An
 @click.option("--priority", "-P", type=click.Choice([p.value for p in Priority]))
 @click.option("--next-run", "-n", help="First allowed start (ISO 8601, default now).")
 @click.option("--interval", "-i", help="Adaptive interval (default: the type's).")
-@click.option("--period", help="Periodic: longest acceptable staleness.")
-@click.option("--cooldown", help="Periodic: pause after a run.")
+@click.option(
+    "--period",
+    help="Periodic: longest acceptable staleness; an idle platform runs the task about "
+    "once per period.",
+)
+@click.option(
+    "--cooldown",
+    help="Periodic: pause after a good run before the next may start (default: 90% of "
+    "the period less twice --expected-duration; 0: as often as capacity allows).",
+)
 @click.option("--cron", help="Cron expression, read in --tz.")
 @click.option("--cron-max-duration", help="Cron: time allowed after each cron instant.")
 @click.option("--max-delay", help="One-shot: allowed lateness.")

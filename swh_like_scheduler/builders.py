@@ -120,8 +120,10 @@ def _json_value(field: str, value: Any, expected: type) -> Any:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
+            # where in the value (not a column of the input file)
+            shown = value if len(value) <= 60 else value[:57] + "..."
             raise InvalidInput(
-                field, f"is not valid JSON ({exc.msg} at column {exc.colno})"
+                field, f"{shown!r} is not valid JSON ({exc.msg} at character {exc.pos + 1})"
             ) from None
     if not isinstance(value, expected):
         raise InvalidInput(field, f"must be a JSON {expected.__name__}, got {type(value).__name__}")

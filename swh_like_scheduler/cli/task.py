@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Container, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -155,6 +156,7 @@ def _window(text: str) -> dict[str, str]:
 @click.option("--task-type", "-t", "default_type", help="Type of rows that name none.")
 @click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON (no progress bar).")
 @pass_cli
 def schedule(
     cli: CliContext,
@@ -165,6 +167,7 @@ def schedule(
     default_type: str | None,
     batch_size: int,
     quiet: bool,
+    as_json: bool,
 ) -> None:
     """Create tasks from FILE (CSV with a header row, or JSON lines; '-' reads stdin).
 
@@ -172,8 +175,10 @@ def schedule(
     interval, period, cooldown, cron, cron_max_duration, max_delay, priority,
     tz, blackout_periods (JSON), dont_run_on_nodes, max_expected_duration,
     max_allowed_duration, expected_duration. The file is imported in one
-    transaction: a bad line (reported with its number) writes nothing.
+    transaction: a bad line (reported with its number) writes nothing. A
+    periodic task without a cooldown gets the default one (see task add).
     """
+    quiet = quiet or as_json
     name = getattr(file, "name", "-")
     fmt = fmt or guess_format(name)
     column_list = [c.strip() for c in columns.split(",")] if columns else None
@@ -186,7 +191,7 @@ def schedule(
         default_type=default_type,
         max_argument_bytes=cli.settings.max_argument_bytes,
     )
-    total = _count_lines(name) if not quiet else None
+    total = _count_rows(name, header=fmt == "csv" and not column_list) if not quiet else None
     with click.progressbar(
         length=total or 0,
         label="Importing",
@@ -204,18 +209,24 @@ def schedule(
             tasks, now=current, batch_size=batch_size, progress=progress
         )
     elapsed = time.monotonic() - started
+    if as_json:
+        emit_json({"created": summary.created, "existing": summary.existing, "seconds": elapsed})
+        return
     click.echo(
         f"Created {plural(summary.created, 'task')} ({summary.existing} already existed) "
         f"in {elapsed:.1f} s"
     )
 
 
-def _count_lines(name: str) -> int | None:
+def _count_rows(name: str, *, header: bool) -> int | None:
+    """The task lines of file ``name``, for the progress bar: the lines
+    that are not blank, less the header row (``None`` for stdin)."""
     path = Path(name)
     if name == "-" or not path.is_file():
         return None
     with path.open("rb") as stream:
-        return sum(chunk.count(b"\n") for chunk in iter(lambda: stream.read(1 << 20), b""))
+        lines = sum(1 for line in stream if line.strip())
+    return max(0, lines - 1) if header else lines
 
 
 @task.command("list")
@@ -305,10 +316,20 @@ def _act(
     if skipped:
         known = {t.id: t for t in cli.store.get_tasks(skipped)}
         for task_id in skipped:
-            reason = f"status {known[task_id].status}" if task_id in known else "no such task"
-            click.echo(f"Task {task_id}: unchanged ({reason})", err=True)
-        if len(skipped) == len(ids) and not any(i in known for i in skipped):
-            raise NotFound(f"no task with id {', '.join(map(str, skipped))}")
+            if task_id in known:
+                click.echo(f"Task {task_id}: unchanged (status {known[task_id].status})", err=True)
+        _require_known(skipped, known)  # deleted meanwhile
+
+
+def _require(cli: CliContext, ids: tuple[int, ...]) -> None:
+    """Refuse ids of no task, before anything changes (one error line)."""
+    _require_known(ids, {t.id for t in cli.store.get_tasks(list(ids))})
+
+
+def _require_known(ids: Iterable[int], known: Container[int | None]) -> None:
+    unknown = sorted({i for i in ids if i not in known})
+    if unknown:
+        raise NotFound(f"no task with id {', '.join(map(str, unknown))}")
 
 
 ids_argument = click.argument("ids", nargs=-1, required=True, type=int, metavar="ID...")
@@ -323,6 +344,7 @@ def respawn(cli: CliContext, ids: tuple[int, ...], next_run: str | None, as_json
     """Make tasks runnable again now (or at --next-run), whatever their status."""
     current = now()
     at = parse_datetime("next_run", next_run) if next_run else current
+    _require(cli, ids)
     _act(
         cli, "respawned", ids, cli.store.respawn_tasks(list(ids), next_run=at, now=current), as_json
     )
@@ -334,6 +356,7 @@ def respawn(cli: CliContext, ids: tuple[int, ...], next_run: str | None, as_json
 @pass_cli
 def disable(cli: CliContext, ids: tuple[int, ...], as_json: bool) -> None:
     """Take tasks out of scheduling (a running one finishes)."""
+    _require(cli, ids)
     _act(cli, "disabled", ids, cli.store.disable_tasks(list(ids), now=now()), as_json)
 
 
@@ -343,6 +366,7 @@ def disable(cli: CliContext, ids: tuple[int, ...], as_json: bool) -> None:
 @pass_cli
 def enable(cli: CliContext, ids: tuple[int, ...], as_json: bool) -> None:
     """Put disabled tasks back into scheduling."""
+    _require(cli, ids)
     _act(cli, "enabled", ids, cli.store.enable_tasks(list(ids), now=now()), as_json)
 
 
@@ -363,6 +387,7 @@ def cancel(cli: CliContext, ids: tuple[int, ...], broker_url: str | None, as_jso
     from ..broker.revoke import revoke_runs
     from ..celery_factory import make_app
 
+    _require(cli, ids)
     cancelled = cli.store.cancel_tasks(list(ids), now=now())
     runs = [r for t in cancelled for r in cli.store.get_task_runs(t.id or 0, limit=1)]
     pending = [r.backend_id for r in runs if r.status is RunStatus.CANCELLED and not r.started]

@@ -61,6 +61,22 @@ _TASK_DURATIONS = (
     "expected_duration",
 )
 
+#: the task durations that must be longer than zero (a cooldown or a
+#: max_delay of 0 means "none")
+_POSITIVE = frozenset(
+    {"interval", "period", "cron_max_duration", "max_expected_duration", "max_allowed_duration"}
+)
+
+_POSITIVE_TYPE = frozenset(
+    {
+        "default_interval",
+        "min_interval",
+        "max_interval",
+        "max_expected_duration",
+        "max_allowed_duration",
+    }
+)
+
 
 def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
@@ -78,7 +94,10 @@ def task_type_from_input(values: Mapping[str, Any]) -> TaskType:
     parsed: dict[str, Any] = {k: v for k, v in values.items() if not _blank(v)}
     for name in TASK_TYPE_DURATIONS:
         if name in parsed:
-            parsed[name] = validation.parse_duration(name, parsed[name])
+            raw = parsed[name]
+            parsed[name] = validation.parse_duration(name, raw)
+            if name in _POSITIVE_TYPE and parsed[name] <= timedelta(0):
+                raise InvalidInput(name, f"{raw!r} must be longer than zero")
     for name in ("max_queue_length", "num_retries"):
         if name in parsed:
             parsed[name] = validation.non_negative_int(name, parsed[name])
@@ -112,8 +131,10 @@ def _json_value(field: str, value: Any, expected: type) -> Any:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
+            # where in the value (not a column of the input file)
+            shown = value if len(value) <= 60 else value[:57] + "..."
             raise InvalidInput(
-                field, f"is not valid JSON ({exc.msg} at column {exc.colno})"
+                field, f"{shown!r} is not valid JSON ({exc.msg} at character {exc.pos + 1})"
             ) from None
     if not isinstance(value, expected):
         raise InvalidInput(field, f"must be a JSON {expected.__name__}, got {type(value).__name__}")
@@ -176,6 +197,8 @@ def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: date
     for name in _TASK_DURATIONS:
         if not _blank(values.get(name)):
             fields[name] = validation.parse_duration(name, values[name])
+            if name in _POSITIVE and fields[name] <= timedelta(0):
+                raise InvalidInput(name, f"{values[name]!r} must be longer than zero")
     if not _blank(values.get("args")):
         fields["args"] = tuple(_json_value("args", values["args"], list))
     if not _blank(values.get("kwargs")):
@@ -204,7 +227,8 @@ def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: date
         fields["dont_run_on_nodes"] = tuple(str(n) for n in nodes)
     interval = fields.pop("interval", None)
     if kind is ScheduleKind.ADAPTIVE:
-        interval = interval or task_type.default_interval
+        if interval is None:
+            interval = task_type.default_interval
         if interval is None:
             raise InvalidInput(
                 "interval",

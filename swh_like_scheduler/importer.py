@@ -40,15 +40,19 @@ def read_rows(
 
 
 def _jsonl_rows(stream: IO[str]) -> Iterator[tuple[int, Mapping[str, Any]]]:
-    for number, line in enumerate(stream, start=1):
+    for number, raw in enumerate(stream, start=1):
+        # the line without its end (an error there is "at the end of the
+        # line", not at column 1 of the next) nor a UTF-8 byte order mark
+        line = raw.rstrip("\r\n")
+        if number == 1:
+            line = line.removeprefix("\ufeff")
         if not line.strip():
             continue
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InvalidInput(
-                "json", f"not valid JSON ({exc.msg} at column {exc.colno})", line=number
-            ) from None
+            where = f"at column {exc.pos + 1}" if exc.pos < len(line) else "at the end of the line"
+            raise InvalidInput("json", f"not valid JSON ({exc.msg} {where})", line=number) from None
         if not isinstance(value, dict):
             raise InvalidInput("json", "each line must be a JSON object", line=number)
         yield number, value

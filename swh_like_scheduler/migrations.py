@@ -6,6 +6,7 @@ as the ``swh_like_scheduler.sql`` package.
 
 from __future__ import annotations
 
+import logging
 from importlib import resources
 
 import sqlalchemy as sa
@@ -17,6 +18,25 @@ from alembic.script import ScriptDirectory
 from .exceptions import SchemaMismatch
 from .store.engine import WRITE_OPTION
 from .store.errors import translated
+
+
+class _Preamble(logging.Filter):
+    """Drops the two lines Alembic logs whenever it looks at a database
+    ("Context impl SQLiteImpl.", "Will assume non-transactional DDL."):
+    every daemon and command reads the schema's revision at start. What a
+    migration that runs logs ("Running upgrade 0007 -> 0008") stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(("Context impl ", "Will assume "))
+
+
+_PREAMBLE = _Preamble()
+
+
+def _quiet_preamble() -> None:
+    logger = logging.getLogger("alembic.runtime.migration")
+    if _PREAMBLE not in logger.filters:
+        logger.addFilter(_PREAMBLE)
 
 
 def alembic_config() -> Config:
@@ -34,6 +54,7 @@ def head_revision() -> str:
 
 def current_revision(engine: sa.Engine) -> str | None:
     """The revision the database is at, ``None`` for an empty database."""
+    _quiet_preamble()
     with translated("read schema version"), engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
 
@@ -41,6 +62,7 @@ def current_revision(engine: sa.Engine) -> str | None:
 def upgrade(engine: sa.Engine, revision: str = "head") -> None:
     """Bring the schema to ``revision`` (creating it in an empty database)."""
     config = alembic_config()
+    _quiet_preamble()
     with translated("upgrade schema"), engine.connect() as conn:
         conn.execution_options(**{WRITE_OPTION: True})
         config.attributes["connection"] = conn

@@ -191,6 +191,16 @@ TASK_TYPE_DURATIONS = (
 )
 
 
+#: the durations of a task type that 0 cannot be
+_POSITIVE_TYPE_DURATIONS = (
+    "default_interval",
+    "min_interval",
+    "max_interval",
+    "max_expected_duration",
+    "max_allowed_duration",
+)
+
+
 @dataclass(frozen=True)
 class TaskType:
     """One kind of work, served by Celery workers on its own queue."""
@@ -232,7 +242,7 @@ class TaskType:
             validation.identifier("queue", self.queue)
         for name in TASK_TYPE_DURATIONS:
             _check_duration(name, getattr(self, name))
-        for name in ("default_interval", "min_interval", "max_interval"):
+        for name in _POSITIVE_TYPE_DURATIONS:
             value = getattr(self, name)
             if value is not None and value <= timedelta(0):
                 raise InvalidInput(name, f"{value} must be longer than zero")
@@ -336,6 +346,14 @@ _SCHEDULE_ALLOWED: dict[ScheduleKind, frozenset[str]] = {
     ScheduleKind.ADAPTIVE: frozenset({"current_interval"}),
 }
 _SCHEDULE_PARAMETERS = tuple(name for names in _SCHEDULE_ALLOWED.values() for name in names)
+#: the durations of a task that 0 cannot be (a cooldown, a delay may)
+_POSITIVE_TASK_DURATIONS = (
+    "period",
+    "current_interval",
+    "cron_max_duration",
+    "max_expected_duration",
+    "max_allowed_duration",
+)
 
 
 @dataclass(frozen=True)
@@ -469,7 +487,7 @@ class Task:
         for name in _SCHEDULE_PARAMETERS:
             if name not in _SCHEDULE_ALLOWED[kind] and getattr(self, name) is not None:
                 raise InvalidInput(name, f"does not apply to a {kind} task")
-        for name in ("period", "current_interval"):
+        for name in _POSITIVE_TASK_DURATIONS:
             value = getattr(self, name)
             if value is not None and value <= timedelta(0):
                 raise InvalidInput(name, f"{value} must be longer than zero")

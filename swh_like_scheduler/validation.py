@@ -18,7 +18,7 @@ from pytimeparse import parse as _timeparse
 
 from .exceptions import InvalidInput
 
-_NUMBER = re.compile(r"^\s*\d+(\.\d+)?\s*$")
+_NUMBER = re.compile(r"^\s*-?\d+(\.\d+)?\s*$")
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
 
 

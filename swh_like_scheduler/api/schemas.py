@@ -74,7 +74,11 @@ class TaskIn(Body):
     )
     interval: Duration | None = None
     period: Duration | None = None
-    cooldown: Duration | None = None
+    cooldown: Duration | None = Field(
+        default=None,
+        description="Periodic: pause after a good run (default: 90 % of the period less "
+        "twice expected_duration; 0: as often as capacity allows)",
+    )
     cron: StrictStr | None = None
     cron_max_duration: Duration | None = None
     max_delay: Duration | None = None

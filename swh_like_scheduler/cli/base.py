@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -12,7 +12,7 @@ import click
 
 from ..config import ENV_PREFIX, Settings, load_settings
 from ..exceptions import InvalidInput, NotFound, SchedulerError, StoreError
-from ..store import SchedulerStore, SQLAlchemyStore
+from ..store import SchedulerStore, SQLAlchemyStore, missing_sqlite_file
 
 if TYPE_CHECKING:
     from ..index import RedisIndex
@@ -122,9 +122,24 @@ class CliContext:
             self._index = RedisIndex.from_url(self.settings.index_url)
         return self._index
 
+    def check_database_exists(self) -> None:
+        """Refuse a SQLite ``--db-url`` whose file does not exist (opening it
+        would create it, and its folders): only ``db init``/``db upgrade``,
+        ``standalone`` and the embedded default create a database."""
+        if self.settings.db_is_default or self.create_empty or self.remote:
+            return
+        missing = missing_sqlite_file(self.settings.db_url)
+        if missing is not None:
+            raise InvalidInput(
+                "db-url",
+                f"no SQLite database at {missing} (the file does not exist; check the "
+                "path, or create it with `swh scheduler db init`)",
+            )
+
     def _open_sql(self) -> SQLAlchemyStore:
         from .. import migrations
 
+        self.check_database_exists()
         store = SQLAlchemyStore.from_url(
             self.settings.db_url, max_argument_bytes=self.settings.max_argument_bytes
         )
@@ -151,6 +166,9 @@ def now() -> datetime:
 
 
 pass_cli = click.make_pass_decorator(CliContext)
+
+#: the settings a configuration file may hold (``config.read_config_file``)
+FILE_SETTINGS = tuple(f.name for f in fields(Settings) if f.name != "db_is_default")
 
 
 @click.group(cls=SchedulerGroup, context_settings={"auto_envvar_prefix": "SWH"})
@@ -179,7 +197,9 @@ def swh() -> None:
     envvar=f"{ENV_PREFIX}_CONFIG_FILE",
     show_envvar=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="TOML file with a [scheduler] table (db_url, broker_url).",
+    help="TOML file with a [scheduler] table of settings: "
+    f"{', '.join(FILE_SETTINGS)} (flags and environment variables win). Default: "
+    "config.toml in your configuration directory, when it exists.",
 )
 @click.option(
     "--max-argument-bytes",

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 
 from .. import migrations
 from ..store import make_engine
-from .base import CliContext, pass_cli, scheduler
+from .base import CliContext, emit_json, pass_cli, scheduler
 
 
 @scheduler.group("db")
@@ -53,12 +53,18 @@ def upgrade(cli: CliContext, revision: str) -> None:
 
 
 @db.command("version")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_cli
-def version(cli: CliContext) -> None:
+def version(cli: CliContext, as_json: bool) -> None:
     """Print the schema revision of the database and the one this code needs."""
+    cli.check_database_exists()
     engine = _engine_for(cli)
     try:
         current = migrations.current_revision(engine)
     finally:
         engine.dispose()
-    click.echo(f"database: {current or 'empty'}; code: {migrations.head_revision()}")
+    code = migrations.head_revision()
+    if as_json:
+        emit_json({"database": current, "code": code, "current": current == code})
+        return
+    click.echo(f"database: {current or 'empty'}; code: {code}")

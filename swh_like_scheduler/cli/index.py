@@ -84,23 +84,30 @@ def _state(row: dict[str, Any]) -> str:
 
 @index_group.command("rebuild")
 @click.option("-t", "--task-type", "types", multiple=True, help="Only these types.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_cli
-def rebuild_command(cli: CliContext, types: tuple[str, ...]) -> None:
+def rebuild_command(cli: CliContext, types: tuple[str, ...], as_json: bool) -> None:
     """Fill each type's index anew from the database, with any runner that
     joins (runners claim from the database until it is complete)."""
     index = _index(cli)
     failed = False
+    #: per type: the waiting tasks filed (``rebuilt``), or not rebuilt
+    totals: dict[str, dict[str, Any]] = {}
     try:
         for name in _types(cli, types):
             index.invalidate(name)
             filed = rebuild(index, cli.store, name)
+            totals[name] = {"rebuilt": filed is not None, "filed": filed}
             if filed is None:
                 failed = True
-                click.echo(f"{name}: not rebuilt (begun anew by another process meanwhile)")
-            else:
+                if not as_json:
+                    click.echo(f"{name}: not rebuilt (begun anew by another process meanwhile)")
+            elif not as_json:
                 click.echo(f"{name}: {filed} waiting tasks filed")
     except SchedulerError as error:
         raise reported(error) from None
+    if as_json:
+        emit_json(totals)
     if failed:
         raise click.exceptions.Exit(1)
 

@@ -29,7 +29,7 @@ def schedule_line(task: Task) -> str:
     if kind is ScheduleKind.ADAPTIVE:
         return f"  Interval: {task.current_interval}"
     if kind is ScheduleKind.PERIODIC:
-        cooldown = f", cooldown {task.cooldown}" if task.cooldown else ""
+        cooldown = f", cooldown {task.cooldown}" if task.cooldown is not None else ""
         return f"  Period: {task.period}{cooldown}"
     if kind is ScheduleKind.CRON:
         return f"  Cron: {task.cron} ({task.tz}), max duration {task.cron_max_duration}"

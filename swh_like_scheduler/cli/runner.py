@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from ..exceptions import UnknownTaskType
 from ..model import RUNNER_ORDER, DispatchOrder, Priority
 from .base import CliContext, emit_json, now, pass_cli, scheduler
 from .monitor import monitor_options, monitor_settings, republish_delay
@@ -25,7 +26,7 @@ HIGH_PRIORITY_PERIOD = 5.0
     "types",
     multiple=True,
     metavar="TYPE",
-    help="Serve only these task types (repeatable; default all).",
+    help="Serve only these task types (repeatable; each must exist; default all).",
 )
 @click.option(
     "--priority",
@@ -135,6 +136,9 @@ def start_runner(
         else None
     )
     store = cli.scheduling_store("start-runner")
+    for name in types:  # a typo would serve nothing, for ever
+        if store.get_task_type(name) is None:
+            raise UnknownTaskType(name)
     index = cli.index()
     keeper = None
     if index is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Container, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -80,8 +81,16 @@ def split_arguments(arguments: tuple[str, ...]) -> tuple[list[Any], dict[str, An
 @click.option("--priority", "-P", type=click.Choice([p.value for p in Priority]))
 @click.option("--next-run", "-n", help="First allowed start (ISO 8601, default now).")
 @click.option("--interval", "-i", help="Adaptive interval (default: the type's).")
-@click.option("--period", help="Periodic: longest acceptable staleness.")
-@click.option("--cooldown", help="Periodic: pause after a run.")
+@click.option(
+    "--period",
+    help="Periodic: longest acceptable staleness; an idle platform runs the task about "
+    "once per period.",
+)
+@click.option(
+    "--cooldown",
+    help="Periodic: pause after a good run before the next may start (default: 90% of "
+    "the period less twice --expected-duration; 0: as often as capacity allows).",
+)
 @click.option("--cron", help="Cron expression, read in --tz.")
 @click.option("--cron-max-duration", help="Cron: time allowed after each cron instant.")
 @click.option("--max-delay", help="One-shot: allowed lateness.")
@@ -161,6 +170,7 @@ def _window(text: str) -> dict[str, str]:
 @click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @no_check_args_option
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON (no progress bar).")
 @pass_cli
 def schedule(
     cli: CliContext,
@@ -172,6 +182,7 @@ def schedule(
     batch_size: int,
     quiet: bool,
     no_check_args: bool,
+    as_json: bool,
 ) -> None:
     """Create tasks from FILE (CSV with a header row, or JSON lines; '-' reads stdin).
 
@@ -182,8 +193,10 @@ def schedule(
     transaction: a bad line (reported with its number) writes nothing.
     Arguments that do not fit the signature of their type's Celery task
     make a bad line, when its worker package is installed here
-    (--no-check-args: not checked).
+    (--no-check-args: not checked). A periodic task without a cooldown gets
+    the default one (see task add).
     """
+    quiet = quiet or as_json
     name = getattr(file, "name", "-")
     fmt = fmt or guess_format(name)
     column_list = [c.strip() for c in columns.split(",")] if columns else None
@@ -197,7 +210,7 @@ def schedule(
         max_argument_bytes=cli.settings.max_argument_bytes,
         check=task_checker(not no_check_args),
     )
-    total = _count_lines(name) if not quiet else None
+    total = _count_rows(name, header=fmt == "csv" and not column_list) if not quiet else None
     with click.progressbar(
         length=total or 0,
         label="Importing",
@@ -215,18 +228,24 @@ def schedule(
             tasks, now=current, batch_size=batch_size, progress=progress
         )
     elapsed = time.monotonic() - started
+    if as_json:
+        emit_json({"created": summary.created, "existing": summary.existing, "seconds": elapsed})
+        return
     click.echo(
         f"Created {plural(summary.created, 'task')} ({summary.existing} already existed) "
         f"in {elapsed:.1f} s"
     )
 
 
-def _count_lines(name: str) -> int | None:
+def _count_rows(name: str, *, header: bool) -> int | None:
+    """The task lines of file ``name``, for the progress bar: the lines
+    that are not blank, less the header row (``None`` for stdin)."""
     path = Path(name)
     if name == "-" or not path.is_file():
         return None
     with path.open("rb") as stream:
-        return sum(chunk.count(b"\n") for chunk in iter(lambda: stream.read(1 << 20), b""))
+        lines = sum(1 for line in stream if line.strip())
+    return max(0, lines - 1) if header else lines
 
 
 @task.command("list")
@@ -316,10 +335,20 @@ def _act(
     if skipped:
         known = {t.id: t for t in cli.store.get_tasks(skipped)}
         for task_id in skipped:
-            reason = f"status {known[task_id].status}" if task_id in known else "no such task"
-            click.echo(f"Task {task_id}: unchanged ({reason})", err=True)
-        if len(skipped) == len(ids) and not any(i in known for i in skipped):
-            raise NotFound(f"no task with id {', '.join(map(str, skipped))}")
+            if task_id in known:
+                click.echo(f"Task {task_id}: unchanged (status {known[task_id].status})", err=True)
+        _require_known(skipped, known)  # deleted meanwhile
+
+
+def _require(cli: CliContext, ids: tuple[int, ...]) -> None:
+    """Refuse ids of no task, before anything changes (one error line)."""
+    _require_known(ids, {t.id for t in cli.store.get_tasks(list(ids))})
+
+
+def _require_known(ids: Iterable[int], known: Container[int | None]) -> None:
+    unknown = sorted({i for i in ids if i not in known})
+    if unknown:
+        raise NotFound(f"no task with id {', '.join(map(str, unknown))}")
 
 
 ids_argument = click.argument("ids", nargs=-1, required=True, type=int, metavar="ID...")
@@ -334,6 +363,7 @@ def respawn(cli: CliContext, ids: tuple[int, ...], next_run: str | None, as_json
     """Make tasks runnable again now (or at --next-run), whatever their status."""
     current = now()
     at = parse_datetime("next_run", next_run) if next_run else current
+    _require(cli, ids)
     _act(
         cli, "respawned", ids, cli.store.respawn_tasks(list(ids), next_run=at, now=current), as_json
     )

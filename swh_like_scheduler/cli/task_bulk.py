@@ -14,7 +14,7 @@ from ..model import RunStatus, TaskStatus
 from ..store.values import BulkAction, BulkFilter, BulkReport
 from ..text import plural
 from .base import CliContext, Refused, emit_json, now, pass_cli
-from .task import _act, _literal, json_option, task
+from .task import _act, _literal, _require, json_option, task
 
 #: tasks read per store call (each call writes in batches of ``--batch-size``)
 WINDOW = 20_000
@@ -272,6 +272,7 @@ def disable(cli: CliContext, ids: tuple[int, ...], **given: Any) -> None:
     if _filtered(ids, given):
         _by_filter(cli, BulkAction.DISABLE, ids, given)
     else:
+        _require(cli, ids)
         changed = cli.store.disable_tasks(list(ids), now=now())
         _act(cli, "disabled", ids, changed, given["as_json"])
 
@@ -285,6 +286,7 @@ def enable(cli: CliContext, ids: tuple[int, ...], **given: Any) -> None:
     if _filtered(ids, given):
         _by_filter(cli, BulkAction.ENABLE, ids, given)
     else:
+        _require(cli, ids)
         changed = cli.store.enable_tasks(list(ids), now=now())
         _act(cli, "enabled", ids, changed, given["as_json"])
 
@@ -307,6 +309,7 @@ def cancel(cli: CliContext, ids: tuple[int, ...], broker_url: str | None, **give
     if _filtered(ids, given):
         _by_filter(cli, BulkAction.CANCEL, ids, given, lambda report: revoke(list(report.revoke)))
         return
+    _require(cli, ids)
     cancelled = cli.store.cancel_tasks(list(ids), now=now())
     runs = [r for t in cancelled for r in cli.store.get_task_runs(t.id or 0, limit=1)]
     revoke([r.backend_id for r in runs if r.status is RunStatus.CANCELLED and not r.started])

@@ -107,8 +107,9 @@ def list_types(
     "drops those later than --catch-up-grace and records them as a skipped run.",
 )
 @click.option("--catch-up-grace", help="How late a firing may still run with skip (default 5 min).")
+@click.option("--json", "as_json", is_flag=True, help="Print the type created as JSON.")
 @pass_cli
-def add_type(cli: CliContext, type_name: str, **options: Any) -> None:
+def add_type(cli: CliContext, type_name: str, as_json: bool, **options: Any) -> None:
     """Create task type TYPE, run by the Celery task TASK_NAME.
 
     Durations read like '90', '5 min', '1h30m', '3 days', '12:00:00' or 'PT5M'.
@@ -116,6 +117,9 @@ def add_type(cli: CliContext, type_name: str, **options: Any) -> None:
     options["type"] = type_name
     options["uses_lease"] = options.pop("lease")
     created = cli.store.create_task_type(task_type_from_input(options))
+    if as_json:
+        emit_json([task_type_json(created)])
+        return
     click.echo(f"Task type {created.type} created")
 
 
@@ -162,19 +166,32 @@ def worker_declarations() -> list[tuple[str, dict[str, Any]]]:
 
 @task_type.command("register")
 @click.option("--plugin", "-p", "plugins", multiple=True, help="Only these entry points.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON: each declared type, its plugin and whether it was created.",
+)
 @pass_cli
-def register_types(cli: CliContext, plugins: tuple[str, ...]) -> None:
+def register_types(cli: CliContext, plugins: tuple[str, ...], as_json: bool) -> None:
     """Create the task types declared by installed worker packages
     (the ``swh.workers`` entry points); existing types are left as they are."""
     declared = [(p, spec) for p, spec in worker_declarations() if not plugins or p in plugins]
     if not declared:
         click.echo("No worker package declares task types", err=True)
+        if as_json:
+            emit_json([])
         return
     parsed = [(plugin, task_type_from_input(spec)) for plugin, spec in declared]
     existing = {t.type for t in cli.store.get_task_types()}
+    report = []
     for plugin, tt in parsed:
-        if tt.type in existing:
-            click.echo(f"{tt.type} (from {plugin}): already registered")
-            continue
-        cli.store.create_task_type(tt)
-        click.echo(f"{tt.type} (from {plugin}): created")
+        created = tt.type not in existing
+        if created:
+            cli.store.create_task_type(tt)
+        report.append({"plugin": plugin, "created": created, "task_type": task_type_json(tt)})
+        if not as_json:
+            state = "created" if created else "already registered"
+            click.echo(f"{tt.type} (from {plugin}): {state}")
+    if as_json:
+        emit_json(report)

@@ -66,13 +66,20 @@ from .times import (
     max_expected_duration,
     reference_start,
 )
-from .validate import prepare_new_task, validate_task
+from .validate import (
+    PERIODIC_WINDOW,
+    default_cooldown,
+    prepare_new_task,
+    validate_task,
+    with_default_cooldown,
+)
 
 __all__ = [
     "EWMA_ALPHA",
     "FAILED_STATUSES",
     "GOOD_STATUSES",
     "NEUTRAL_STATUSES",
+    "PERIODIC_WINDOW",
     "REASON_LEVEL",
     "Adjustment",
     "AdjustmentKind",
@@ -99,6 +106,7 @@ __all__ = [
     "condition",
     "covers_whole_day",
     "cron_times",
+    "default_cooldown",
     "effective_average",
     "ewma",
     "explain",
@@ -121,5 +129,6 @@ __all__ = [
     "start_times",
     "validate_task",
     "window_at",
+    "with_default_cooldown",
     "worst_case_retry_sum",
 ]

@@ -14,11 +14,16 @@ schedule arithmetic:
 * ``max_expected_duration`` not longer than ``max_allowed_duration``
   (the task's values, falling back on the type's);
 * the retry budget of a recurring task (:func:`.retry.check_retry_budget`).
+
+:func:`with_default_cooldown` gives a periodic task created without a
+cooldown the default one (:func:`default_cooldown`): the store applies it
+when it writes a new task, so every way in (CLI, API, remote store,
+importer) gets the same rule.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..exceptions import InvalidInput
 from ..model import ScheduleKind, Task, TaskStatus, TaskType
@@ -27,6 +32,40 @@ from .cron import next_cron_time
 from .retry import check_retry_budget, num_retries
 from .schedule import start_times
 from .times import ZERO, max_allowed_duration, max_expected_duration, reference_start
+
+#: the share of its period that the default cooldown of a periodic task
+#: leaves between can_start_by and should_start_by: the runner's room to
+#: choose when the platform is busy
+PERIODIC_WINDOW = 0.1
+
+
+def default_cooldown(period: timedelta, expected: timedelta | None = None) -> timedelta:
+    """The cooldown of a periodic task created without one: 90 % of the
+    period, less twice the expected duration (the task's ``expected_duration``
+    when given, else 0), never below 0.
+
+    A run that started at s and lasted about ``expected`` (e) lets the next
+    one start from s + e + cooldown = s + 0.9 x period - e, while it should
+    start by s + period - e: an idle platform runs the task about once per
+    period, and a tenth of the period is left for a busy one to find the
+    time. (Without a cooldown the task may start again as soon as its last
+    run ended.)
+    """
+    if period <= ZERO:
+        raise InvalidInput("period", f"{period} must be longer than zero")
+    expected = expected or ZERO
+    cooldown = period * (1 - PERIODIC_WINDOW) - 2 * expected
+    return max(ZERO, timedelta(microseconds=round(cooldown / timedelta(microseconds=1))))
+
+
+def with_default_cooldown(task: Task) -> Task:
+    """``task`` with the :func:`default_cooldown` when it is periodic and
+    its cooldown was not given (``None``); an explicit cooldown, 0 included,
+    is kept."""
+    if task.schedule_kind is not ScheduleKind.PERIODIC or task.cooldown is not None:
+        return task
+    assert task.period is not None
+    return task.updated(cooldown=default_cooldown(task.period, task.expected_duration))
 
 
 def _check_cron(task: Task) -> None:

@@ -57,7 +57,7 @@ from .. import validation
 from ..builders import TASK_FIELDS, task_type_from_input
 from ..exceptions import InvalidInput
 from ..model import ScheduleKind, TaskType
-from ..policy import cron_times
+from ..policy import cron_times, default_cooldown
 
 #: the workloads shipped with the package (``simulator/workloads/*.toml``)
 SHIPPED = ("crawler-fleet", "reminders", "mixed-platform")
@@ -247,7 +247,14 @@ def nominal_rate(
         # as often as that, when the workers keep up (its period is a bound
         # on staleness, not a rate)
         raw = group.fields.get("cooldown")
-        cooldown = validation.parse_duration("cooldown", raw) if raw is not None else timedelta(0)
+        if raw is not None:
+            cooldown = validation.parse_duration("cooldown", raw)
+        else:  # the default the store gives it
+            period = validation.parse_duration("period", group.fields["period"])
+            expected = validation.optional_duration(
+                "expected_duration", group.fields.get("expected_duration")
+            )
+            cooldown = default_cooldown(period, expected)
         return 1 / max(1.0, (cooldown + group.duration.mean).total_seconds())
     if kind is ScheduleKind.CRON:
         week = timedelta(days=7)

@@ -66,7 +66,8 @@ class TypeRow:
     """One line of the table."""
 
     type: str
-    #: tasks waiting for their next run, and those of them ready now
+    #: tasks waiting for their next run, and those of them ready now (the
+    #: table shows them apart: WAIT, not ready yet, and READY)
     waiting: int = 0
     ready: int = 0
     #: open runs: dispatched to the broker, and started by a worker
@@ -238,19 +239,29 @@ def snapshot(store: SchedulerStore, now: datetime, previous: Snapshot | None = N
 # rendering
 # --------------------------------------------------------------------------- #
 
+#: (title, width) of each column after TYPE: disjoint counts, short titles,
+#: so that a table of short type names fits 80 columns (:data:`LEGEND`)
 COLUMNS = (
-    ("WAITING", 7),
+    ("WAIT", 5),
     ("READY", 5),
-    ("SCHEDULED", 9),
-    ("STARTED", 7),
+    ("QUEUED", 6),
+    ("RUN", 5),
     ("OK", 5),
-    ("WARNING", 7),
+    ("WARN", 5),
     ("ERROR", 5),
-    ("DISPATCHED/S", 12),
-    ("EVENTFUL", 8),
-    ("UNEVENTFUL", 10),
-    ("FAILED", 6),
+    ("DISP/S", 6),
+    ("EVENT", 5),
+    ("UNEV", 5),
+    ("FAIL", 5),
 )
+#: what the titles mean, under the table
+LEGEND = (
+    "WAIT not ready yet, READY may start now, QUEUED sent to the broker, RUN started",
+    "OK/WARN/ERROR conditions; DISP/S runs sent/s (last min); EVENT/UNEV/FAIL ended",
+)
+#: the LAST ERROR column is left out when a terminal leaves it less than
+#: this (the latest errors are listed under the table anyway)
+LAST_ERROR_MIN = 20
 
 _SPACES = re.compile(r"\s+")
 
@@ -277,7 +288,7 @@ def age(then: datetime, now: datetime | None) -> str:
 def _cells(row: TypeRow) -> list[str]:
     rate = "-" if row.dispatched_per_s is None else f"{row.dispatched_per_s:.2f}"
     return [
-        str(row.waiting),
+        str(row.waiting - row.ready),
         str(row.ready),
         str(row.scheduled),
         str(row.started),
@@ -297,22 +308,26 @@ def render(
     """The table as text: one line per task type, then the latest errors.
 
     ``now`` makes error times relative ("12s ago"); ``width`` cuts every line
-    to that many characters (a terminal's width).
+    to that many characters (a terminal's width), and leaves out the LAST
+    ERROR column when it would be narrower than :data:`LAST_ERROR_MIN`.
     """
     name_width = max([4, *(len(r.type) for r in rows)])
-    header = " ".join(
-        ["TYPE".ljust(name_width), *(title.rjust(w) for title, w in COLUMNS), "LAST ERROR"]
-    )
-    fixed = len(header) - len("LAST ERROR")
-    room = max(20, width - fixed) if width else 60
-    lines = [header]
+    titles = ["TYPE".ljust(name_width), *(title.rjust(w) for title, w in COLUMNS)]
+    fixed = len(" ".join(titles)) + 1
+    room = width - fixed if width else 60
+    last_column = room >= LAST_ERROR_MIN
+    lines = [" ".join([*titles, "LAST ERROR"] if last_column else titles)]
     for row in rows:
         cells = [c.rjust(w) for c, (_, w) in zip(_cells(row), COLUMNS, strict=True)]
-        last = "-"
-        if row.last_errors:
-            newest = row.last_errors[0]
-            last = shorten(f"{age(newest.ended, now)} task {newest.task_id}: {newest.text}", room)
-        lines.append(" ".join([row.type.ljust(name_width), *cells, last]))
+        line = [row.type.ljust(name_width), *cells]
+        if last_column:
+            last = "-"
+            if row.last_errors:
+                newest = row.last_errors[0]
+                text = f"{age(newest.ended, now)} task {newest.task_id}: {newest.text}"
+                last = shorten(text, room)
+            line.append(last)
+        lines.append(" ".join(line))
     totals = TypeRow(
         "total",
         **{
@@ -335,6 +350,7 @@ def render(
     totals = replace(totals, dispatched_per_s=sum(rates) if rates else None)
     cells = [c.rjust(w) for c, (_, w) in zip(_cells(totals), COLUMNS, strict=True)]
     lines.append(" ".join([totals.type.ljust(name_width), *cells]))
+    lines.extend(LEGEND)
     errors = sorted(
         ((row.type, e) for row in rows for e in row.last_errors),
         key=lambda item: item[1].ended,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .engine import make_engine, normalise_url
+from .engine import make_engine, missing_sqlite_file, normalise_url
 from .interface import Capabilities, SchedulerStore, TaskFilter
 from .sql import SQLAlchemyStore
 
@@ -12,6 +12,7 @@ __all__ = [
     "SchedulerStore",
     "TaskFilter",
     "make_engine",
+    "missing_sqlite_file",
     "normalise_url",
     "open_store",
 ]

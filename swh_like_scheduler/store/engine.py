@@ -43,6 +43,20 @@ def normalise_url(url: str | sa.URL) -> sa.URL:
     return parsed
 
 
+def missing_sqlite_file(url: str | sa.URL) -> Path | None:
+    """The file a SQLite ``url`` names when it does not exist (``None``: it
+    exists, or ``url`` is not a SQLite file). Opening such a URL would create
+    the file, and its folders: a command that only reads asks first."""
+    parsed = normalise_url(url)
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+        return None
+    if database.startswith("file:"):
+        return None
+    path = Path(database).expanduser()
+    return None if path.exists() else path
+
+
 def capabilities_of(engine: sa.Engine) -> Capabilities:
     if engine.dialect.name == "postgresql":
         return Capabilities(

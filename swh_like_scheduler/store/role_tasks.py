@@ -87,7 +87,10 @@ class TaskStore(Protocol):
         (:class:`InvalidInput` ``arguments``) and nothing is written.
 
         Each task must have ``id=None``; its ``next_run`` and ``deadline`` are
-        stored as given. Creation is idempotent:
+        stored as given. A periodic task without a cooldown (``None``; an
+        explicit 0 is kept) is stored with
+        :func:`~swh_like_scheduler.policy.default_cooldown` of its period.
+        Creation is idempotent:
 
         - a task with a client ``key`` already used returns the existing task
           if its definition (type, arguments, schedule, priority, constraints)

@@ -28,6 +28,7 @@ from ..model import (
     TaskStatus,
     TaskType,
 )
+from ..policy import with_default_cooldown
 from ..validation import unstorable
 from . import rows
 from .interface import (
@@ -154,6 +155,8 @@ class TaskMethods(SQLBase):
         if build:
             self._match_identical(conn, batch, found, copy_of)
         fresh = [i for i in range(len(batch)) if found[i] is None and i not in copy_of]
+        for i in fresh:  # a periodic task without a cooldown gets the default
+            batch[i] = with_default_cooldown(batch[i])
         created = 0
         if fresh:
             values = [rows.task_to_row(batch[i]) for i in fresh]
@@ -209,7 +212,7 @@ class TaskMethods(SQLBase):
             else:
                 first_index[item.key] = i
                 continue
-            if known.definition() != item.definition() or _moved_instant(known, item):
+            if not _same_definition(known, item) or _moved_instant(known, item):
                 raise KeyConflict(item.key, known.id or 0)
             if item.key in existing:
                 found[i] = known
@@ -483,6 +486,18 @@ def identical_query(type_name: str, digests: Sequence[str]) -> sa.Select[Any]:
 def _key_values(key: tuple[datetime, int]) -> tuple[Any, Any]:
     deadline, task_id = key
     return sa.literal(deadline, UTCDateTime), sa.literal(task_id, sa.BigInteger)
+
+
+def _same_definition(known: Task, item: Task) -> bool:
+    """Whether ``item`` asks for the task ``known`` already is. A periodic
+    task asked for without a cooldown matches one stored with the default
+    cooldown (created the same way), and one stored without any (created
+    before there was a default: it keeps what it has)."""
+    if known.definition() == item.definition():
+        return True
+    if item.schedule_kind is not ScheduleKind.PERIODIC or item.cooldown is not None:
+        return False
+    return known.definition() == with_default_cooldown(item).definition()
 
 
 def _moved_instant(known: Task, item: Task) -> bool:

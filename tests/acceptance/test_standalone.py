@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+import shutil
 import signal
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -33,7 +34,7 @@ from swh_like_scheduler.standalone import (
     render,
     snapshot,
 )
-from swh_like_scheduler.standalone.table import ErrorLine
+from swh_like_scheduler.standalone.table import LEGEND, ErrorLine
 from swh_like_scheduler.store import SQLAlchemyStore
 
 NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
@@ -88,19 +89,10 @@ def test_standalone_runs_tasks_and_ctrl_c_leaves_no_process(
     assert code == 0, (tmp_path / "standalone.err").read_text()
     assert ended_runs(db_path) >= 3
     header = next(line for line in stdout.splitlines() if line.startswith("TYPE "))
-    assert header.split()[:11] == [
-        "TYPE",
-        "WAITING",
-        "READY",
-        "SCHEDULED",
-        "STARTED",
-        "OK",
-        "WARNING",
-        "ERROR",
-        "DISPATCHED/S",
-        "EVENTFUL",
-        "UNEVENTFUL",
-    ]
+    assert header.split()[:12] == [
+        "TYPE", "WAIT", "READY", "QUEUED", "RUN", "OK", "WARN", "ERROR", "DISP/S", "EVENT",
+        "UNEV", "FAIL",
+    ]  # fmt: skip
     rows = {line.split()[0] for line in stdout.splitlines() if line.strip()}
     assert {"sleep", "notify", "check-page", "total"} <= rows
     assert f"Logs and pids of this run: {run_dir}" in stdout
@@ -173,21 +165,9 @@ def test_render() -> None:
     text = render(rows, now=NOW)
     lines = text.splitlines()
     assert lines[0].split() == [
-        "TYPE",
-        "WAITING",
-        "READY",
-        "SCHEDULED",
-        "STARTED",
-        "OK",
-        "WARNING",
-        "ERROR",
-        "DISPATCHED/S",
-        "EVENTFUL",
-        "UNEVENTFUL",
-        "FAILED",
-        "LAST",
-        "ERROR",
-    ]
+        "TYPE", "WAIT", "READY", "QUEUED", "RUN", "OK", "WARN", "ERROR", "DISP/S", "EVENT",
+        "UNEV", "FAIL", "LAST", "ERROR",
+    ]  # fmt: skip
     assert lines[1].split() == [
         "notify",
         "1",
@@ -203,11 +183,13 @@ def test_render() -> None:
         "0",
         "-",
     ]
+    # WAIT and READY apart: 5 waiting tasks, 1 of them ready, show as 4 and 1
     assert lines[2].split()[:12] == [
-        "sleep", "5", "1", "1", "2", "6", "1", "1", "0.50", "9", "3", "2",
+        "sleep", "4", "1", "1", "2", "6", "1", "1", "0.50", "9", "3", "2",
     ]  # fmt: skip
     assert lines[2].endswith("12s ago task 4: SimulatedFailure('boom')")
-    assert lines[3].split() == ["total", "6", "1", "1", "2", "7", "1", "1", "0.50", "9", "3", "2"]
+    assert lines[3].split() == ["total", "5", "1", "1", "2", "7", "1", "1", "0.50", "9", "3", "2"]
+    assert lines[4:6] == list(LEGEND)
     assert "Last errors:" in lines
     assert lines[-1].split() == [
         "12s",
@@ -219,8 +201,51 @@ def test_render() -> None:
         "SimulatedFailure('boom')",
     ]
     # every column starts where its title does
-    assert lines[2].index("0.50") + 4 == lines[0].index("DISPATCHED/S") + len("DISPATCHED/S")
+    assert lines[2].index("0.50") + 4 == lines[0].index("DISP/S") + len("DISP/S")
     assert all(len(line) <= 60 for line in render(rows, now=NOW, width=60).splitlines())
+
+
+def test_the_table_fits_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At COLUMNS=80 (a terminal's default) every column of the example
+    types shows whole: the LAST ERROR column gives way (the errors are listed
+    under the table)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    width = shutil.get_terminal_size((120, 40)).columns  # as the platform asks
+    assert width == 80
+    failure = ErrorLine(NOW - timedelta(seconds=3), 7, "failed", "TypeError('x' * 200)")
+    rows = [
+        TypeRow("check-page", waiting=12345, ready=345, ok=12000, warning=300, error=45),
+        TypeRow("notify", waiting=40, ready=2, scheduled=3, started=1, ok=44),
+        TypeRow(
+            "sleep",
+            waiting=90,
+            ready=9,
+            scheduled=10,
+            started=2,
+            ok=90,
+            warning=2,
+            error=10,
+            dispatched_per_s=12.25,
+            eventful=1234,
+            uneventful=5678,
+            failed=99,
+            last_errors=(failure,),
+        ),
+    ]
+    lines = render(rows, now=NOW, width=width).splitlines()
+    assert all(len(line) <= 80 and "…" not in line for line in lines[:4]), lines
+    assert lines[0].split() == [
+        "TYPE", "WAIT", "READY", "QUEUED", "RUN", "OK", "WARN", "ERROR", "DISP/S", "EVENT",
+        "UNEV", "FAIL",
+    ]  # fmt: skip
+    assert lines[3].split() == [
+        "sleep", "81", "9", "10", "2", "90", "2", "10", "12.25", "1234", "5678", "99",
+    ]  # fmt: skip
+    assert all(len(line) <= 80 for line in lines)
+    assert any("sleep task 7 failed: TypeError" in line for line in lines)
+    # a wide terminal shows the last error on its type's line
+    wide = render(rows, now=NOW, width=160).splitlines()
+    assert wide[0].endswith("LAST ERROR") and "3s ago task 7: TypeError" in wide[3]
 
 
 def test_snapshot_of_the_examples(tmp_path: Path) -> None:

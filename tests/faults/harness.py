@@ -117,14 +117,17 @@ class Platform(ProcessTable):
         self.store.create_tasks(tasks, now=now)
         self._created = start + count
 
-    def create_periodic(self, count: int, *, period: str) -> list[int]:
-        """``count`` periodic probe tasks (staleness bound ``period``), due
-        now, as ``task add --period`` makes them; their ids."""
+    def create_periodic(self, count: int, *, period: str, cooldown: str | None = None) -> list[int]:
+        """``count`` periodic probe tasks (staleness bound ``period``, the
+        default cooldown unless ``cooldown``), due now, as ``task add
+        --period [--cooldown]`` makes them; their ids."""
         task_type = self._probe_type("periodic-probe", retries=0)
         now = datetime.now(UTC)
         start = self._created
         tasks = [
-            task_from_input({"args": [n], "period": period}, task_type, now=now)
+            task_from_input(
+                {"args": [n], "period": period, "cooldown": cooldown}, task_type, now=now
+            )
             for n in range(start, start + count)
         ]
         self._created = start + count

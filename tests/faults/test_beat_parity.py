@@ -41,7 +41,9 @@ def test_beat_keeps_periodic_tasks_fresh_and_republishes_like_the_runner(
     running = Platform(postgres_url, broker, counter_url, tmp_path)
     app = make_app(config_module=None, broker_url=broker, load_workers=False)
     try:
-        ids = running.create_periodic(TASKS, period=PERIOD)
+        # as often as the workers allow (an explicit cooldown of 0, not the
+        # default's ~once per period): many runs watched for a run started twice
+        ids = running.create_periodic(TASKS, period=PERIOD, cooldown="0")
         running.listener()
         if driver == "start-runner":
             running.runner("runner", "--period", "60", "--monitor-period", "10", "--lock-ttl", "60")

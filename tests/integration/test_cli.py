@@ -247,6 +247,8 @@ def test_unreachable_database_is_one_line_exit_1() -> None:
 
 def test_uninitialised_database_says_what_to_do(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'new.sqlite'}"
+    # (a file that does not exist is refused before it is created: test_cli_traps.py)
+    (tmp_path / "new.sqlite").touch()
     result = CliRunner().invoke(swh, ["scheduler", "--db-url", url, "task-type", "list"])
     assert result.exit_code == 1
     assert "swh scheduler db init" in result.stderr

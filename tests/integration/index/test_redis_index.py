@@ -304,6 +304,8 @@ def test_the_command_line_builds_checks_and_dispatches_through_the_index(
         status = json.loads(run(*base, "status", *only, "--json"))[task_type.type]
         assert status["complete"] is False
         assert run(*base, "rebuild", *only).strip() == f"{task_type.type}: 120 waiting tasks filed"
+        rebuilt = json.loads(run(*base, "rebuild", *only, "--json"))
+        assert rebuilt == {task_type.type: {"rebuilt": True, "filed": 120}}
         status = json.loads(run(*base, "status", *only, "--json"))[task_type.type]
         assert status == {"complete": True, "wait": 120, "ready": 0, "claimed": 0}
         assert json.loads(run(*base, "check", *only, "--json"))[task_type.type] == {

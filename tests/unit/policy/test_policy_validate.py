@@ -40,8 +40,16 @@ def test_wrong_type() -> None:
 
 
 def test_cron_needs_a_positive_max_duration() -> None:
-    task = make_task(ScheduleKind.CRON, cron_max_duration=timedelta(0))
-    assert "longer than zero" in refused("cron_max_duration", task, make_type())
+    # the model refuses it (as a period or an interval of 0); so does
+    # validate_task, for a task read back from a store
+    with pytest.raises(InvalidInput) as caught:
+        make_task(ScheduleKind.CRON, cron_max_duration=timedelta(0))
+    assert caught.value.field == "cron_max_duration"
+    stored = Task.stored(
+        {**make_task(ScheduleKind.CRON).__dict__, "cron_max_duration": timedelta(0)},
+        arguments_hash="",
+    )
+    assert "longer than zero" in refused("cron_max_duration", stored, make_type())
 
 
 def test_cron_that_never_fires() -> None:

@@ -1,0 +1,80 @@
+"""A periodic task given only ``--period`` runs about once per period on an
+idle platform (issue 31: it ran back to back, once a second); one given
+``--cooldown 0`` still runs as often as the platform allows. The whole
+platform runs for real: ``swh scheduler standalone`` (runner, listener, a
+Celery worker per type, an embedded Redis), a 0.2 s body, a 5 s period."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from standalone_run import assert_nothing_left, children, clean_env, start
+
+from swh_like_scheduler.cli import swh
+from swh_like_scheduler.model import TaskRun
+from swh_like_scheduler.store import SQLAlchemyStore
+
+WINDOW = timedelta(seconds=20)
+
+
+def cli(url: str, *args: str) -> str:
+    result = CliRunner().invoke(swh, ["scheduler", "--db-url", url, *args])
+    assert result.exit_code == 0, (result.output, result.stderr)
+    return result.output
+
+
+def starts_in_window(runs: list[TaskRun]) -> list[TaskRun]:
+    """The runs that started within WINDOW of the first one, oldest first."""
+    started = sorted((r for r in runs if r.started is not None), key=lambda r: r.started)  # type: ignore[arg-type, return-value]
+    assert started, "no run started"
+    first = started[0].started
+    assert first is not None
+    return [r for r in started if r.started is not None and r.started - first <= WINDOW]
+
+
+@pytest.mark.acceptance
+@pytest.mark.timeout(150)
+def test_a_period_alone_runs_about_once_per_period(tmp_path: Path) -> None:
+    env = clean_env(tmp_path)
+    url = f"sqlite:///{tmp_path / 'pace.db'}"
+    cli(url, "db", "init")
+    cli(url, "task-type", "register")
+    cli(url, "task", "add", "sleep", "duration=0.2", "--period", "5s", "--key", "default")
+    cli(url, "task", "add", "sleep", "duration=0.2", "--period", "5s", "--cooldown", "0",
+        "--key", "eager")  # fmt: skip
+    process, _ = start(
+        env, tmp_path, "--db-url", url, "--no-examples", "--no-api", "--duration", "35",
+        "--refresh", "5",
+    )  # fmt: skip
+    try:
+        code = process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == 0, (tmp_path / "standalone.err").read_text()
+    assert_nothing_left(tmp_path / "run", children(tmp_path / "run"))
+    store = SQLAlchemyStore.from_url(url)
+    try:
+        default = store.get_task_by_key("default")
+        eager = store.get_task_by_key("eager")
+        assert default is not None and eager is not None
+        assert default.cooldown == timedelta(seconds=4.5)
+        assert eager.cooldown == timedelta(0)
+        paced = store.get_task_runs(default.id or 0, limit=1000)
+        eager_runs = store.get_task_runs(eager.id or 0, limit=1000)
+    finally:
+        store.close()
+    window = starts_in_window(paced)
+    # once per period over 20 s: 4 or 5 runs (the first, then every ~4.7 s)
+    assert 3 <= len(window) <= 5, [r.started for r in window]
+    for before, after in pairwise(window):
+        assert before.ended is not None and after.started is not None
+        # never back to back: each waited the cooldown after the last good end
+        assert after.started - before.ended >= timedelta(seconds=4.4), (before, after)
+    # the same task with --cooldown 0 ran as often as the runner's 1 s pass allows
+    assert len(starts_in_window(eager_runs)) >= 10, len(eager_runs)

@@ -2,6 +2,7 @@
 
 from . import (
     api,
+    beat,
     db,
     index,
     job,
@@ -17,6 +18,7 @@ from .base import main, scheduler, swh
 
 __all__ = [
     "api",
+    "beat",
     "db",
     "index",
     "job",

@@ -378,8 +378,11 @@ def _updated_task(task: Task, entry: BeatEntry, task_type: TaskType, now: dateti
     else:
         changes.update(period=None, cooldown=None, cron=entry.cron)
         if kind_changed or task.cron != entry.cron or task.tz != entry.tz:
-            bound = {"cron": entry.cron, "tz": entry.tz}
-            bound["max_allowed_duration"] = task.max_allowed_duration
+            bound: dict[str, Any] = {
+                "cron": entry.cron,
+                "tz": entry.tz,
+                "max_allowed_duration": task.max_allowed_duration,
+            }
             changes["cron_max_duration"] = default_cron_max_duration(bound, task_type, now)
     changed = task.updated(**changes)
     validate_task(changed, task_type)

@@ -173,7 +173,8 @@ def _period_of(value: Any) -> timedelta | None:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return timedelta(seconds=value)
     if type(value) is schedule:
-        return value.run_every  # type: ignore[no-any-return]
+        run_every: timedelta = value.run_every
+        return run_every
     return None
 
 

@@ -130,7 +130,14 @@ class BeatScheduleSync:
             self._later()
 
     def _check(self, entries: list[Any], now: datetime) -> None:
-        report = import_entries(self.store, entries, now=now, dry_run=True)
+        report = import_entries(
+            self.store,
+            entries,
+            now=now,
+            dry_run=True,
+            create_types=self.create_types,
+            hint=f"set {CREATE_TYPES_SETTING} = True",
+        )
         differ = [
             f"{o.name!r} ({'not imported' if o.action is Action.CREATED else 'changed'})"
             for o in report.outcomes

@@ -33,7 +33,7 @@ from typing import Any
 
 from ..beatimport import Action, ImportReport, import_entries
 from ..beatschedule import app_entries
-from ..exceptions import InvalidInput, StoreError
+from ..exceptions import Conflict, InvalidInput, StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -118,9 +118,7 @@ class BeatScheduleSync:
                 create_types=self.create_types,
                 hint=f"set {CREATE_TYPES_SETTING} = True",
             )
-        except InvalidInput:
-            raise
-        except StoreError as error:
+        except (StoreError, Conflict) as error:  # out of reach; a task kept changing
             logger.warning("beat_schedule not imported yet (tried again shortly): %s", error)
             self._later()
             return

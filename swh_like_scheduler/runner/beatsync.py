@@ -60,9 +60,10 @@ def import_mode(value: Any) -> str:
 class BeatScheduleSync:
     """The import of one beat's ``beat_schedule`` into its store."""
 
-    def __init__(self, app: Any, store: Any) -> None:
+    def __init__(self, app: Any, store: Any, *, retry_every: float = RETRY_EVERY) -> None:
         self.app = app
         self.store = store
+        self.retry_every = retry_every
         self.mode = import_mode(app.conf.get(IMPORT_SETTING, True))
         create = app.conf.get(CREATE_TYPES_SETTING, False)
         if not isinstance(create, bool):
@@ -107,7 +108,7 @@ class BeatScheduleSync:
 
     def _later(self) -> None:
         self.pending = True
-        self._next_try = time.monotonic() + RETRY_EVERY
+        self._next_try = time.monotonic() + self.retry_every
 
     def _import(self, entries: list[Any], now: datetime) -> None:
         try:

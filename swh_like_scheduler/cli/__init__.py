@@ -2,6 +2,7 @@
 
 from . import (
     api,
+    beat,
     db,
     edit,
     index,
@@ -20,6 +21,7 @@ from .base import main, scheduler, swh
 
 __all__ = [
     "api",
+    "beat",
     "db",
     "edit",
     "index",

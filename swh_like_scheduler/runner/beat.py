@@ -20,7 +20,11 @@ Settings (Celery configuration, read when beat starts the scheduler):
   fields, durations in seconds, e.g. ``{"republish_after": 120, "period":
   5}`` (``republish_after: None`` disables re-publishing);
 * ``swh_scheduler_index_url`` (else ``SWH_SCHEDULER_INDEX_URL``): the Redis
-  index of waiting tasks, used and kept in line as ``start-runner`` does.
+  index of waiting tasks, used and kept in line as ``start-runner`` does;
+* ``swh_scheduler_import_beat_schedule`` (``True``, ``'check'``, ``False``)
+  and ``swh_scheduler_beat_create_types``: what beat does at start with the
+  app's ``beat_schedule`` (:mod:`.beatsync`): by default its entries are
+  imported as keyed tasks, as ``swh scheduler import-beat`` does.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from ..config import load_settings
 from ..exceptions import InvalidInput
 from ..monitor.duties import MonitorSettings
 from ..store import SchedulerStore, SQLAlchemyStore
+from .beatsync import BeatScheduleSync, utc_now
 from .interpreter import tune_interpreter
 from .loop import RunnerLoop
 from .routing import LiveWorkers
@@ -119,6 +124,19 @@ class RunnerScheduler(Scheduler):
             monitor=monitor,
             index=keeper,
         )
+        #: the app's beat_schedule, imported (or checked) before the first tick
+        self._beat_schedule = BeatScheduleSync(app, store)
+        if not kwargs.get("lazy"):
+            try:
+                self._beat_schedule.start(utc_now())
+            except InvalidInput as error:
+                # one line, not a traceback: beat stops (exit code 1)
+                logger.critical("beat -S swh cannot start: %s", error)
+                self.close()
+                raise SystemExit(1) from None
+            except BaseException:
+                self.close()  # beat stops: the monitor lock and the database go
+                raise
 
     def setup_schedule(self) -> None:
         """No static entries: the schedule lives in the database."""
@@ -129,6 +147,7 @@ class RunnerScheduler(Scheduler):
         own sleep cannot be woken). SIGTERM/SIGINT interrupt the wait."""
         self._stepping = True
         try:
+            self._beat_schedule.retry(utc_now())
             wait = self._loop.step()
         finally:
             self._stepping = False

@@ -9,6 +9,7 @@ import pytest
 from swh_like_scheduler.exceptions import InvalidInput
 from swh_like_scheduler.monitor.duties import MonitorSettings
 from swh_like_scheduler.runner.beat import monitor_settings
+from swh_like_scheduler.runner.beatsync import import_mode
 
 
 def test_default_and_off() -> None:
@@ -44,3 +45,13 @@ def test_bad_values_name_the_field(value: object, field: str) -> None:
     with pytest.raises(InvalidInput) as raised:
         monitor_settings(value)
     assert raised.value.field == field
+
+
+def test_the_beat_schedule_import_setting() -> None:
+    assert import_mode(True) == import_mode(None) == "import"
+    assert import_mode(False) == "off"
+    assert import_mode("check") == "check"
+    for wrong in ("yes", 1, 0, "True"):
+        with pytest.raises(InvalidInput) as raised:
+            import_mode(wrong)
+        assert raised.value.field == "swh_scheduler_import_beat_schedule"

@@ -7,7 +7,10 @@ So, for a waiting task:
 
 * a new period or cooldown keeps the last good run as the anchor
   (can_start_by = its end + cooldown, should_start_by = its start + period
-  - average duration);
+  - average duration); a cooldown that is the default of the old period
+  (:func:`.validate.default_cooldown`) follows a new period or expected
+  duration unless the edit gives one, and a task made periodic without a
+  cooldown gets the default;
 * a new cron expression, zone or ``cron_max_duration`` gives the first
   firing of the new expression after the last good run's start (after the
   creation for a task that never succeeded) — a firing of the new
@@ -37,7 +40,7 @@ from .cron import shortest_cron_gap
 from .retry import retry_state
 from .schedule import compute_start_times
 from .times import ZERO, never_attempted, oneshot_instant, to_utc
-from .validate import validate_task
+from .validate import default_cooldown, validate_task
 
 #: the schedule parameters each kind uses (the others are cleared when the
 #: kind changes, unless the edit gives them)
@@ -84,6 +87,7 @@ def edited_task(task: Task, task_type: TaskType, changes: Mapping[str, Any], now
     elif kind is ScheduleKind.ONESHOT and "max_delay" in wanted and not never_attempted(task):
         # after an attempt the instant asked for is read back from the deadline
         wanted["deadline"] = oneshot_instant(task) + (wanted["max_delay"] or ZERO)
+    wanted.update(_cooldown_follows(task, kind, changes, wanted))
     if not wanted:
         return task
     after = task.updated(**wanted)
@@ -93,6 +97,30 @@ def edited_task(task: Task, task_type: TaskType, changes: Mapping[str, Any], now
         return after
     times = compute_start_times(after, task_type, now)
     return after.updated(next_run=times.can_start_by, deadline=times.should_start_by)
+
+
+def _cooldown_follows(
+    task: Task, kind: ScheduleKind, changes: Mapping[str, Any], wanted: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The periodic default cooldown, again, when the edit changes what it
+    derives from and gives no cooldown: a task made periodic gets it; a task
+    whose cooldown is the default of its old period and expected duration
+    gets the default of the new ones (an explicit cooldown of another value
+    is kept)."""
+    if kind is not ScheduleKind.PERIODIC or "cooldown" in changes:
+        return {}
+    period = wanted.get("period", task.period)
+    expected = wanted.get("expected_duration", task.expected_duration)
+    if period is None:
+        return {}
+    if task.schedule_kind is not ScheduleKind.PERIODIC:
+        return {"cooldown": default_cooldown(period, expected)}
+    if task.period is None or task.cooldown != default_cooldown(
+        task.period, task.expected_duration
+    ):
+        return {}
+    new = default_cooldown(period, expected)
+    return {"cooldown": new} if new != task.cooldown else {}
 
 
 def _new_kind(

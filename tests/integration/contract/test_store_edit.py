@@ -60,8 +60,10 @@ def test_a_new_period_keeps_the_last_good_run_as_anchor(
     at = now + 20 * M
     edited = store.edit_task(task_id=task.id, changes=task_changes({"period": "3h"}), now=at)
     assert edited.period == 3 * H
-    # can_start_by: the good run's end (no cooldown); should: its start + 3h - 10 min
-    assert edited.next_run == now + 10 * M
+    # the default cooldown (0.9 x period) follows the new period
+    assert task.cooldown == 54 * M and edited.cooldown == 162 * M
+    # can_start_by: the good run's end + cooldown; should: its start + 3h - 10 min
+    assert edited.next_run == now + 10 * M + 162 * M
     assert edited.deadline == now + 3 * H - 10 * M
     agrees_with_policy(edited, sleep_type, at)
     assert edited.last_good_start_at == ran.last_good_start_at == now
@@ -70,6 +72,15 @@ def test_a_new_period_keeps_the_last_good_run_as_anchor(
     again = store.edit_task(task_id=task.id, changes={"cooldown": 30 * M}, now=at)
     assert again.next_run == now + 40 * M  # the end of the good run + the cooldown
     agrees_with_policy(again, sleep_type, at)
+    # an explicit cooldown stays when the period changes again
+    longer = store.edit_task(task_id=task.id, changes={"period": 4 * H}, now=at)
+    assert longer.cooldown == 30 * M
+    # a task made periodic without a cooldown gets the default
+    cron = add(store, sleep_type, now, cron="0 * * * *", key="made-periodic")
+    made = store.edit_task(
+        task_id=cron.id, changes=task_changes({"kind": "periodic", "period": "2h"}), now=at
+    )
+    assert (made.schedule_kind, made.cooldown) == (ScheduleKind.PERIODIC, 108 * M)
 
 
 def test_a_new_cron_expression_fires_after_the_last_good_start(

@@ -30,6 +30,12 @@ from swh_like_scheduler.store import SQLAlchemyStore, make_engine
 _counter = itertools.count()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw"):
+        services.WORKER = int(worker[2:])
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     return [f"CI={'yes' if services.in_ci() else 'no'}"]
 

@@ -783,12 +783,75 @@ def postgres_url() -> str:
     return _cached("postgresql")
 
 
+#: this process's share of the shared Redis and RabbitMQ when the suite runs
+#: in parallel (pytest-xdist worker ``gwN`` → N; set by conftest), else None.
+#: Each worker gets its own Redis databases and RabbitMQ virtual host, so one
+#: worker's queues and Celery events (a fanout: every listener and monitor
+#: would see every worker's events) never reach another's tests.
+WORKER: int | None = None
+#: the most parallel workers the shared Redis's 16 databases allow (two each)
+MAX_WORKERS = 7
+
+
+def _worker_redis_db() -> int | None:
+    if WORKER is None:
+        return None
+    if not 0 <= WORKER < MAX_WORKERS:
+        raise ServiceUnavailable(f"at most {MAX_WORKERS} parallel test workers (-n)")
+    return 1 + WORKER
+
+
+def _with_redis_db(url: str, db: int) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{db}"))
+
+
+def _ensure_vhost(url: str, vhost: str) -> str:
+    """``url`` on virtual host ``vhost``, created (with the URL's user
+    allowed everything on it) if it does not exist: ``rabbitmqctl`` is
+    idempotent for both."""
+    parts = urllib.parse.urlsplit(url)
+    user = urllib.parse.unquote(parts.username or "guest")
+    for command in (
+        ["rabbitmqctl", "-q", "add_vhost", vhost],
+        ["rabbitmqctl", "-q", "set_permissions", "-p", vhost, user, ".*", ".*", ".*"],
+    ):
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ServiceUnavailable(f"cannot make RabbitMQ vhost {vhost}: {exc}") from None
+        if done.returncode != 0:
+            raise ServiceUnavailable(
+                f"cannot make RabbitMQ vhost {vhost} ({' '.join(command[:3])}): "
+                f"{(done.stderr or done.stdout).strip()[:300]}"
+            )
+    return urllib.parse.urlunsplit(parts._replace(path="/" + urllib.parse.quote(vhost, safe="")))
+
+
+@functools.cache
+def _worker_vhost(url: str, worker: int) -> str:
+    return _ensure_vhost(url, f"swh-test-gw{worker}")
+
+
 def redis_url() -> str:
-    return _cached("redis")
+    """The Redis URL of the tests (this worker's database when in parallel)."""
+    url = _cached("redis")
+    db = _worker_redis_db()
+    return url if db is None else _with_redis_db(url, db)
+
+
+def redis_side_url() -> str:
+    """A second Redis database of this worker (e.g. a result backend kept
+    apart from the broker)."""
+    url = _cached("redis")
+    db = _worker_redis_db()
+    return _with_redis_db(url, 8 + (db or 0) if db is not None else 2)
 
 
 def amqp_url() -> str:
-    return _cached("rabbitmq")
+    """The RabbitMQ URL of the tests (this worker's virtual host when in parallel)."""
+    url = _cached("rabbitmq")
+    return url if WORKER is None else _worker_vhost(url, WORKER)
 
 
 #: marker name (as declared in pyproject.toml) -> resolver, for conftest

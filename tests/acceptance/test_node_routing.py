@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.redis]
 
 
 def result_backend() -> str:
-    return services.redis_url().rsplit("/", 1)[0] + "/2"
+    return services.redis_side_url()
 
 
 def start_worker(

@@ -56,6 +56,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     """No SWH_TEST_* variables, an empty resolution cache before and after."""
     for var in ENV_VARS:
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(services, "WORKER", None)  # the URLs as resolved, not a worker's share
     services.clear_cache()
     yield monkeypatch
     services.clear_cache()

@@ -26,7 +26,7 @@ def run(db_url: str) -> Any:
 
 def ok(result: Result) -> str:
     assert result.exit_code == 0, (result.output, result.stderr, result.exception)
-    return result.output
+    return result.stdout  # a warning (arguments not checked) goes to stderr
 
 
 def refused(result: Result, *fragments: str) -> str:

@@ -23,19 +23,30 @@ def test_period_alone_gets_the_default_cooldown(db_url: str, tmp_path: Path) -> 
     shown = ok(invoke(db_url, "task", "add", "sleep", "duration=0.2", "--period", "1h"))
     assert "Period: 1:00:00, cooldown 0:54:00" in shown
     [default] = json.loads(
-        ok(invoke(db_url, "task", "add", "sleep", "n=2", "--period", "1h", "--json"))
+        ok(invoke(db_url, "task", "add", "sleep", "seed=2", "--period", "1h", "--json"))
     )
     assert default["cooldown"] == 54 * 60
     [zero] = json.loads(
         ok(
             invoke(
-                db_url, "task", "add", "sleep", "n=3", "--period", "1h", "--cooldown", "0", "--json"
+                db_url,
+                "task",
+                "add",
+                "sleep",
+                "seed=3",
+                "--period",
+                "1h",
+                "--cooldown",
+                "0",
+                "--json",
             )
         )
     )
     assert zero["cooldown"] == 0
     expected = ok(
-        invoke(db_url, "task", "add", "sleep", "n=4", "--period", "1h", "--expected-duration", "5m")
+        invoke(
+            db_url, "task", "add", "sleep", "seed=4", "--period", "1h", "--expected-duration", "5m"
+        )
     )
     assert "cooldown 0:44:00" in expected
     lines = tmp_path / "tasks.jsonl"

@@ -23,6 +23,12 @@ from swh_like_scheduler.model import TaskStatus
 from swh_like_scheduler.store import SQLAlchemyStore, make_engine
 
 
+def stdout(result: Result) -> str:
+    """What the command printed on stdout (a warning goes to stderr), once it succeeded."""
+    ok(result)
+    return result.stdout
+
+
 def invoke(db_url: str, *args: str) -> Result:
     return CliRunner().invoke(swh, ["scheduler", "--db-url", db_url, *args])
 
@@ -135,16 +141,16 @@ def test_no_alembic_preamble_in_the_logs(tmp_path: Path, caplog: pytest.LogCaptu
 
 
 def test_json_where_it_was_missing(db_url: str, tmp_path: Path) -> None:
-    version = json.loads(ok(invoke(db_url, "db", "version", "--json")))
+    version = json.loads(stdout(invoke(db_url, "db", "version", "--json")))
     head = migrations.head_revision()
     assert version == {"database": head, "code": head, "current": True}
-    registered = json.loads(ok(invoke(db_url, "task-type", "register", "--json")))
+    registered = json.loads(stdout(invoke(db_url, "task-type", "register", "--json")))
     assert {r["task_type"]["type"] for r in registered} >= {"sleep", "notify"}
     assert all(r["created"] for r in registered)
-    again = json.loads(ok(invoke(db_url, "task-type", "register", "--json")))
+    again = json.loads(stdout(invoke(db_url, "task-type", "register", "--json")))
     assert not any(r["created"] for r in again)
     [added] = json.loads(
-        ok(invoke(db_url, "task-type", "add", "crawl", "tasks.crawl", "-i", "1h", "--json"))
+        stdout(invoke(db_url, "task-type", "add", "crawl", "tasks.crawl", "-i", "1h", "--json"))
     )
     assert (added["type"], added["backend_name"], added["default_interval"]) == (
         "crawl",
@@ -153,7 +159,7 @@ def test_json_where_it_was_missing(db_url: str, tmp_path: Path) -> None:
     )
     lines = tmp_path / "tasks.jsonl"
     lines.write_text("".join(json.dumps({"type": "crawl", "args": [n]}) + "\n" for n in range(3)))
-    counts = json.loads(ok(invoke(db_url, "task", "schedule", "--json", str(lines))))
+    counts = json.loads(stdout(invoke(db_url, "task", "schedule", "--json", str(lines))))
     assert (counts["created"], counts["existing"]) == (3, 0) and counts["seconds"] >= 0
-    counts = json.loads(ok(invoke(db_url, "task", "schedule", "--json", str(lines))))
+    counts = json.loads(stdout(invoke(db_url, "task", "schedule", "--json", str(lines))))
     assert (counts["created"], counts["existing"]) == (0, 3)

@@ -78,6 +78,7 @@ def test_without_its_type_beat_names_the_setting_that_creates_it(sqlite_url: str
 def test_a_database_out_of_reach_at_start_is_imported_into_once_back(
     postgres_server: str, postgres_template: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="swh_like_scheduler.runner.beatsync")
     name = f"swh_beatsync_{uuid.uuid4().hex[:8]}"
     missing = services.database_url(postgres_server, name)
     store = SQLAlchemyStore.from_url(missing)

@@ -10,11 +10,13 @@ The runner, listener, API, CLI and simulator all call these functions.
 * :mod:`.schedule` — can_start_by / should_start_by and what moved them;
 * :mod:`.condition` — OK / WARNING / ERROR with a reason code;
 * :mod:`.outcome` — the task after a run's outcome;
+* :mod:`.capacity` — adaptive intervals within the type's capacity;
 * :mod:`.validate` — creation-time rules and a new task's initial state;
 * :mod:`.explain` — "why is my task not running?".
 """
 
 from .blackout import blackout_at, blackout_end, covers_whole_day, leave_blackouts, window_at
+from .capacity import adapt_interval, clamp_interval, next_interval, pressure
 from .condition import (
     REASON_LEVEL,
     Condition,
@@ -35,7 +37,6 @@ from .outcome import (
     apply_outcome,
     classify_result,
     ewma,
-    next_interval,
 )
 from .retry import (
     RandomSource,
@@ -83,12 +84,14 @@ __all__ = [
     "RetryState",
     "StartTimes",
     "SupportsRandom",
+    "adapt_interval",
     "already_applied",
     "apply_outcome",
     "blackout_at",
     "blackout_end",
     "budget_period",
     "check_retry_budget",
+    "clamp_interval",
     "classify_result",
     "compute_start_times",
     "condition",
@@ -107,6 +110,7 @@ __all__ = [
     "next_cron_time",
     "next_interval",
     "prepare_new_task",
+    "pressure",
     "reference_start",
     "retry_base_delay",
     "retry_delay",

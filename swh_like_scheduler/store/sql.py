@@ -12,12 +12,13 @@ from __future__ import annotations
 from .sql_health import HealthMethods
 from .sql_jobs import JobMethods
 from .sql_lease import LeaseMethods
+from .sql_load import LoadMethods
 from .sql_monitor import MonitorMethods
 from .sql_runs import RunMethods
 from .sql_tasks import TaskMethods
 
 
 class SQLAlchemyStore(
-    TaskMethods, RunMethods, MonitorMethods, LeaseMethods, HealthMethods, JobMethods
+    TaskMethods, RunMethods, MonitorMethods, LeaseMethods, HealthMethods, JobMethods, LoadMethods
 ):
     """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite)."""

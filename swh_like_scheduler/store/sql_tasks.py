@@ -21,6 +21,7 @@ from ..exceptions import (
 )
 from ..model import (
     PRIORITY_ORDER,
+    TYPE_LOAD_FIELDS,
     Priority,
     RunStatus,
     ScheduleKind,
@@ -80,6 +81,9 @@ class TaskMethods(SQLBase):
             raise InvalidInput(
                 "paused_at", "a task type is paused and resumed by pause_task_type/resume_task_type"
             )
+        measured = sorted(set(changes) & set(TYPE_LOAD_FIELDS))
+        if measured:
+            raise InvalidInput(measured[0], "is measured by the monitor (measure_type_loads)")
         with self._write("update task type") as conn:
             row = conn.execute(self._lock(sa.select(type_t).where(type_t.c.type == name))).first()
             if row is None:

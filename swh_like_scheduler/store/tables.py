@@ -97,6 +97,12 @@ task_type = sa.Table(
     sa.Column("uses_lease", sa.Boolean, nullable=False, server_default=sa.false()),
     # set while an operator has paused the type (sql/versions/0008_task_type_pause.py)
     sa.Column("paused_at", UTCDateTime),
+    # the monitor's measurement of the type's adaptive tasks
+    # (sql/versions/0010_task_type_load.py)
+    sa.Column("load_demand", sa.Float),
+    sa.Column("load_delivered", sa.Float),
+    sa.Column("load_backlog", sa.Integer),
+    sa.Column("load_measured_at", UTCDateTime),
     sa.CheckConstraint("max_queue_length >= 0", name="max_queue_length"),
     sa.CheckConstraint("num_retries >= 0", name="num_retries"),
     sa.CheckConstraint("backoff_factor > 1", name="backoff_factor"),

@@ -65,7 +65,7 @@ class LoadMethods(SQLBase):
             names = list(conn.execute(sa.select(type_t.c.type)).scalars())
             demand = self._demand(conn, adaptive)
             delivered = self._delivered(conn, adaptive, now, window)
-            backlog = dict(
+            backlog: dict[str, int] = dict(
                 conn.execute(
                     sa.select(task_t.c.type, sa.func.count())
                     .where(

@@ -15,13 +15,12 @@ from datetime import timedelta
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from policy_helpers import DAY, HOUR, MIN, T0, adaptive_type, at
 
 from swh_like_scheduler.exceptions import InvalidInput
 from swh_like_scheduler.model import TypeLoad
 from swh_like_scheduler.policy import adapt_interval, next_interval, pressure
 from swh_like_scheduler.policy.capacity import HEADROOM, LOAD_MAX_AGE, MARGIN, TOLERANCE
-
-from policy_helpers import DAY, HOUR, MIN, T0, adaptive_type, at
 
 SECONDS = st.floats(min_value=1.0, max_value=90 * 86400.0)
 
@@ -165,7 +164,9 @@ class Fleet:
     backlog: float = 0.0  # worker-seconds asked and not yet served
 
     def demand(self) -> float:
-        return sum(d / (i.total_seconds() + d) for d, i in zip(self.durations, self.intervals))
+        return sum(
+            d / (i.total_seconds() + d) for d, i in zip(self.durations, self.intervals, strict=True)
+        )
 
     def round(self, task_type_of) -> tuple[float, float]:  # type: ignore[no-untyped-def]
         demand = self.demand()
@@ -175,7 +176,7 @@ class Fleet:
         task_type = task_type_of(demand, delivered, 1 if self.backlog > 0 else 0)
         self.intervals = [
             adapt_interval(i, task_type, eventful=True, gap=i + timedelta(seconds=d), now=T0)
-            for d, i in zip(self.durations, self.intervals)
+            for d, i in zip(self.durations, self.intervals, strict=True)
         ]
         return demand, delivered
 
@@ -215,9 +216,9 @@ def test_under_overload_the_demand_converges_to_the_capacity(
     HEADROOM)), C x (1 + HEADROOM)] -- under the capacity after a
     lengthening, a headroom's worth over it after a round of shrinks -- and
     averages at most 10 % over it, while the workers deliver at least 90 %
-    of it (the demand, or the backlog the transient left). A demand within the tolerance over the capacity is held
-    (it is what measurement lags look like), so the backlog grows by at
-    most that much per round."""
+    of it (the demand, or the backlog the transient left). A demand within
+    the tolerance over the capacity is held (it is what measurement lags
+    look like), so the backlog grows by at most that much per round."""
     # runs shorter than half the shortest interval: a visit on time comes
     # less than f x I after the previous start (the per-task rule's "late")
     lo, hi = 2 * HOUR, timedelta(days=3650)

@@ -16,6 +16,7 @@ from . import policy, validation
 from .exceptions import InvalidInput
 from .model import (
     TASK_TYPE_DURATIONS,
+    TYPE_LOAD_FIELDS,
     BlackoutPeriod,
     Priority,
     ScheduleKind,
@@ -84,8 +85,9 @@ def _blank(value: Any) -> bool:
 
 def task_type_from_input(values: Mapping[str, Any]) -> TaskType:
     """A :class:`TaskType` from loosely typed values (strings allowed)."""
-    # ``paused_at`` is the operator's (``pause_task_type``), not a setting
-    known = {f for f in TaskType.__dataclass_fields__} - {"paused_at"}
+    # ``paused_at`` is the operator's (``pause_task_type``), not a setting,
+    # and the ``load_*`` fields the monitor's measurement (``measure_type_loads``)
+    known = {f for f in TaskType.__dataclass_fields__} - {"paused_at", *TYPE_LOAD_FIELDS}
     unknown = sorted(set(values) - known)
     if unknown:
         raise InvalidInput(

@@ -201,6 +201,34 @@ _POSITIVE_TYPE_DURATIONS = (
 )
 
 
+#: the fields of a task type that the monitor measures (never set by hand)
+TYPE_LOAD_FIELDS = ("load_demand", "load_delivered", "load_backlog", "load_measured_at")
+
+
+@dataclass(frozen=True)
+class TypeLoad:
+    """One measurement of a task type's adaptive tasks (the monitor's
+    ``measure_type_loads``): ``demand``, the worker-seconds per second they
+    ask for at their current intervals (each task ``avg / (I + avg)``);
+    ``delivered``, the worker-seconds per second their runs took over the
+    window before ``measured_at``; ``backlog``, how many were overdue (ready
+    for longer than the monitor's slack, not dispatched)."""
+
+    demand: float
+    delivered: float
+    backlog: int
+    measured_at: datetime
+
+    def __post_init__(self) -> None:
+        _check_aware("measured_at", self.measured_at)
+
+    @property
+    def pressure(self) -> float | None:
+        """Demand over delivered work (``None`` when nothing was delivered:
+        no run ended in the window, which tells nothing of the capacity)."""
+        return self.demand / self.delivered if self.delivered > 0 else None
+
+
 @dataclass(frozen=True)
 class TaskType:
     """One kind of work, served by Celery workers on its own queue."""
@@ -229,6 +257,15 @@ class TaskType:
     catch_up: CatchUp = CatchUp.LATEST
     #: how late a firing may still run under ``catch_up = skip``
     catch_up_grace: timedelta = DEFAULT_CATCH_UP_GRACE
+    #: what the monitor measured of the type's adaptive tasks
+    #: (``measure_type_loads``; ``None``: never measured): the work they ask
+    #: for and the work their runs delivered over the last window, both in
+    #: worker-seconds per second, how many of them wait overdue, and when.
+    #: The capacity-aware interval rule reads them (:mod:`.policy.capacity`).
+    load_demand: float | None = None
+    load_delivered: float | None = None
+    load_backlog: int | None = None
+    load_measured_at: datetime | None = None
 
     def __post_init__(self) -> None:
         validation.identifier("type", self.type)
@@ -267,6 +304,29 @@ class TaskType:
                 f"{bounds[0]} is longer than max_allowed_duration {bounds[1]}",
             )
         _check_aware("paused_at", self.paused_at)
+        _check_aware("load_measured_at", self.load_measured_at)
+        for name in ("load_demand", "load_delivered"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:  # NaN too
+                raise InvalidInput(name, f"{value!r} is not a rate >= 0")
+        validation.non_negative_int("load_backlog", self.load_backlog)
+
+    @property
+    def load(self) -> TypeLoad | None:
+        """The last measurement of the type's load (``None``: never measured)."""
+        if (
+            self.load_measured_at is None
+            or self.load_demand is None
+            or self.load_delivered is None
+            or self.load_backlog is None
+        ):
+            return None
+        return TypeLoad(
+            demand=self.load_demand,
+            delivered=self.load_delivered,
+            backlog=self.load_backlog,
+            measured_at=self.load_measured_at,
+        )
 
     @property
     def effective_queue(self) -> str:

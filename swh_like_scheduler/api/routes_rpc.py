@@ -96,6 +96,7 @@ WRITE_METHODS = frozenset(
         "sweep_silent_workers",
         "record_room",
         "expire_oneshot_tasks",
+        "measure_type_loads",
         "acquire_lock",
         "release_lock",
     }

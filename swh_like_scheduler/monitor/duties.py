@@ -23,14 +23,19 @@ lock ``lock_ttl`` later and another takes over. Then, in order:
    whose messages were never sent (a runner died), and runs published
    ``republish_after`` ago that never started and are not in their queue,
    are published again with the same id (:mod:`..runner.republish`);
-6. **stuck index claims** (with the Redis index): ids a runner took from
+6. **load**: every ``load_every``, each task type's adaptive tasks are
+   measured (demand at their intervals, work delivered over the last
+   ``load_window``, how many overdue by more than ``load_slack``) and the
+   measurement kept on the type, for the capacity-aware interval rule
+   (:meth:`SchedulerStore.measure_type_loads`, :mod:`..policy.capacity`);
+7. **stuck index claims** (with the Redis index): ids a runner took from
    the index and did not claim in the database within the claim's time
    limit and a margin (:func:`~..index.keeper.hold_of`: it died in
    between; refused ids parked :data:`~..index.CLAIM_TIMEOUT`) are filed again
    from the database, for every task type (runners do it too, for the
    types they dispatch).
 
-Duties 2-4 and 5 run on the caller's clock (``now``), the lock and the steal
+Duties 2-6 run on the caller's clock (``now``), the lock and the steal
 step on the database's.
 """
 
@@ -65,6 +70,12 @@ _ZERO = timedelta(0)
 #: how long after its should_start_by a one-shot task with a ``max_delay``
 #: may still start before it can expire (and only if a runner had room)
 ONESHOT_EXPIRY_GRACE = timedelta(minutes=5)
+#: how often each task type's load is measured, over what window, and how
+#: long a ready task may wait before it counts as overdue (the runner's
+#: period and sleep, and the listener's delay, stay well under it)
+LOAD_EVERY = timedelta(minutes=5)
+LOAD_WINDOW = timedelta(hours=1)
+LOAD_SLACK = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,9 @@ class MonitorSettings:
     batch_size: int = 1000
     lock_ttl: timedelta = timedelta(seconds=60)
     holder: str | None = None
+    load_every: timedelta = LOAD_EVERY
+    load_window: timedelta = LOAD_WINDOW
+    load_slack: timedelta = LOAD_SLACK
 
     def __post_init__(self) -> None:
         positive = (
@@ -114,6 +128,8 @@ class MonitorSettings:
             "keep_runs",
             "keep_finished_oneshots",
             "orphaned_after",
+            "load_every",
+            "load_window",
         )
         for name in (*positive, "lock_ttl"):
             if getattr(self, name) <= _ZERO:
@@ -124,6 +140,8 @@ class MonitorSettings:
                 raise InvalidInput(name, f"{value} must be longer than zero (or unset)")
         if self.offline_grace < _ZERO:
             raise InvalidInput("offline_grace", f"{self.offline_grace} is negative")
+        if self.load_slack < _ZERO:
+            raise InvalidInput("load_slack", f"{self.load_slack} is negative")
         if self.oneshot_expiry_grace < _ZERO:
             raise InvalidInput("oneshot_expiry_grace", f"{self.oneshot_expiry_grace} is negative")
         if self.lock_ttl <= self.period:
@@ -238,6 +256,7 @@ def monitor_tick(
             workers=workers,
             limit=batch,
         )
+    loads = measure_loads(store, now, settings)
     unstuck = 0
     if index is not None:
         for task_type in store.get_task_types():
@@ -252,9 +271,35 @@ def monitor_tick(
         oneshots_deleted=oneshots_deleted,
         republished=republished,
         index_unstuck=unstuck,
+        loads_measured=loads,
     )
     logger.info("monitor pass: %s", report.summary())
     return report
+
+
+def measure_loads(store: SchedulerStore, now: datetime, settings: MonitorSettings) -> int:
+    """Measure every task type's load when the last measurement is at least
+    ``load_every`` old (or missing): the number of types measured (0: not due)."""
+    measured = [t.load_measured_at for t in store.get_task_types()]
+    if not measured:
+        return 0
+    if all(at is not None and now - at < settings.load_every for at in measured):
+        return 0
+    loads = store.measure_type_loads(
+        now=now, window=settings.load_window, slack=settings.load_slack
+    )
+    for name, load in sorted(loads.items()):
+        if load.demand or load.delivered:
+            pressure = load.pressure
+            logger.info(
+                "load of %s: demand %.3f, delivered %.3f worker(s)%s, %d overdue",
+                name,
+                load.demand,
+                load.delivered,
+                f" (pressure {pressure:.2f})" if pressure is not None else "",
+                load.backlog,
+            )
+    return len(loads)
 
 
 def _no_steal(db_now: datetime) -> StealReport:

@@ -30,6 +30,8 @@ class MonitorReport:
     republished: int = 0
     #: stuck claims of the Redis index filed again
     index_unstuck: int = 0
+    #: the task types whose load was measured (``load_every`` after the last)
+    loads_measured: int = 0
 
     @property
     def is_monitor(self) -> bool:
@@ -42,6 +44,8 @@ class MonitorReport:
         steal = self.steal
         unstuck = self.index_unstuck
         index = f"; {unstuck} stuck index claim(s) filed again" if unstuck else ""
+        if self.loads_measured:
+            index += f"; load of {self.loads_measured} task type(s) measured"
         return (
             f"{len(steal.warned)} lease(s) put on notice, {len(steal.stolen)} run(s) lost; "
             f"{len(self.offline.marked_offline)} silent worker(s) marked offline, "

@@ -11,11 +11,13 @@ The runner, listener, API, CLI and simulator all call these functions.
 * :mod:`.catchup` — missed firings: run the latest once, or skip them;
 * :mod:`.condition` — OK / WARNING / ERROR with a reason code;
 * :mod:`.outcome` — the task after a run's outcome;
+* :mod:`.capacity` — adaptive intervals within the type's capacity;
 * :mod:`.validate` — creation-time rules and a new task's initial state;
 * :mod:`.explain` — "why is my task not running?".
 """
 
 from .blackout import blackout_at, blackout_end, covers_whole_day, leave_blackouts, window_at
+from .capacity import adapt_interval, clamp_interval, next_interval, pressure
 from .catchup import MissedFirings, after_skip, catch_up_of, missed_firings
 from .condition import (
     REASON_LEVEL,
@@ -37,7 +39,6 @@ from .outcome import (
     apply_outcome,
     classify_result,
     ewma,
-    next_interval,
 )
 from .retry import (
     RandomSource,
@@ -93,6 +94,7 @@ __all__ = [
     "RetryState",
     "StartTimes",
     "SupportsRandom",
+    "adapt_interval",
     "after_skip",
     "already_applied",
     "apply_outcome",
@@ -101,6 +103,7 @@ __all__ = [
     "budget_period",
     "catch_up_of",
     "check_retry_budget",
+    "clamp_interval",
     "classify_result",
     "compute_start_times",
     "condition",
@@ -121,6 +124,7 @@ __all__ = [
     "next_cron_time",
     "next_interval",
     "prepare_new_task",
+    "pressure",
     "reference_start",
     "retry_base_delay",
     "retry_delay",

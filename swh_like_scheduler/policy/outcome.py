@@ -4,7 +4,8 @@ Outcomes fall in three families:
 
 * good (``eventful``, ``uneventful``): ``failure_count`` back to 0, retry
   budget refilled, ``last_good_*`` set, the duration folded into the EWMA when
-  the start is known, an adaptive interval adapted (see :func:`next_interval`;
+  the start is known, an adaptive interval adapted (see
+  :func:`.capacity.adapt_interval`;
   not on a task's first good run, which has no earlier visit to compare
   with), a one-shot completed;
 * failed (``failed``, ``permfailed``, ``timed_out``): ``failure_count`` + 1
@@ -29,6 +30,7 @@ from typing import Any
 
 from ..exceptions import InvalidInput
 from ..model import OWNER_CLEARED, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from .capacity import adapt_interval
 from .retry import RandomSource, draw, num_retries, retry_state
 from .schedule import compute_start_times, interval_of
 from .times import to_utc
@@ -117,43 +119,6 @@ def ewma(previous: timedelta | None, last: timedelta, alpha: float = EWMA_ALPHA)
     return last * alpha + previous * (1.0 - alpha)
 
 
-def next_interval(
-    current: timedelta,
-    task_type: TaskType,
-    *,
-    eventful: bool,
-    gap: timedelta | None = None,
-) -> timedelta:
-    """An adaptive interval after a good run, kept within ``[min_interval, max_interval]``.
-
-    Eventful: ``min(I, G / backoff_factor)`` (come back sooner), where ``G``
-    (``gap``) is the time since the start of the previous good run. A run on
-    time (``G`` just over ``I``) gives about ``I / backoff_factor``; a run so
-    late that ``G >= I * backoff_factor`` keeps ``I``, because a change found
-    after waiting that long is what ``I`` already expects. Without this,
-    every late visit under overload would shrink its interval and add demand
-    where capacity is short. Without ``gap``: ``I / backoff_factor``.
-    Uneventful: ``I * backoff_factor`` (come back later).
-    Without a ``backoff_factor`` the interval does not adapt. A missing bound
-    leaves that side open (but never below one second).
-    """
-    factor = task_type.backoff_factor
-    interval = current
-    if factor is not None:
-        if not eventful:
-            interval = current * factor
-        elif gap is not None and gap > timedelta(0):
-            interval = min(current, gap / factor)
-        else:
-            interval = current / factor
-    lo, hi = task_type.min_interval, task_type.max_interval
-    if lo is not None:
-        interval = max(lo, interval)
-    if hi is not None:
-        interval = min(hi, interval)
-    return max(interval, timedelta(seconds=1))
-
-
 def already_applied(task: Task, outcome: Outcome) -> bool:
     """Whether ``outcome`` is already reflected in ``task`` (or superseded by a later one).
 
@@ -219,11 +184,12 @@ def apply_outcome(
         if task.schedule_kind is ScheduleKind.ADAPTIVE and previous is not None:
             # a first good run finds everything new: it says nothing of how
             # often the source changes, so the interval stays as it is
-            changes["current_interval"] = next_interval(
+            changes["current_interval"] = adapt_interval(
                 interval_of(task, task_type),
                 task_type,
                 eventful=outcome.status is RunStatus.EVENTFUL,
                 gap=started - to_utc(previous),
+                now=ended,
             )
     elif outcome.is_failure:
         changes.update(failure_count=task.failure_count + 1, last_start_at=started)

@@ -10,7 +10,10 @@ everything), the broker's queues (:class:`.queues.SimQueues`) and the
 workers (one SimPy process per worker slot, drawing each run's duration and
 outcome from :mod:`.behaviour`).
 
-The runner behaves as it does on PostgreSQL: after a pass it sleeps until
+The monitor's load duty measures each type's adaptive tasks every
+``load_every`` (5 min) as it does for real
+(:func:`~..monitor.duties.measure_loads`), for the capacity-aware interval
+rule. The runner behaves as it does on PostgreSQL: after a pass it sleeps until
 the next task is ready, at most its period (a full period when a queue was
 full), and an outcome that makes a task ready within a minute wakes it (the
 store's notification); but it sleeps at least ``min_sleep`` (30 s by
@@ -36,8 +39,9 @@ from .. import migrations
 from ..broker.message import Message
 from ..builders import task_from_input
 from ..exceptions import InvalidInput
-from ..listener.handler import EventHandler
+from ..listener.handler import EventHandler, TaskTypeCache
 from ..model import Claimed, DispatchOrder, RunStatus, Task, TaskType
+from ..monitor.duties import MonitorSettings, measure_loads
 from ..records import Skip
 from ..runner.dispatch import tick
 from ..store import SQLAlchemyStore
@@ -163,7 +167,10 @@ class Simulation:
             store.changed, store.run_tasks = set(), {}
             self.store = store
             self._populate(store)
-            self.handler = EventHandler(store, rng=stream(self.workload.seed, "listener"))
+            # the listener reads task types again a minute after, as it does
+            # for real: on the simulated clock
+            types = TaskTypeCache(store, clock=lambda: self.env.now)
+            self.handler = EventHandler(store, types, rng=stream(self.workload.seed, "listener"))
             self.watch = ConditionWatch(
                 store, {t.type: t for t in self.workload.types}, self._group_of
             )
@@ -171,6 +178,7 @@ class Simulation:
                 for slot in range(self.workload.workers[task_type.type]):
                     self.env.process(self._worker(task_type, f"sim{slot}@{task_type.type}"))
             self.env.process(self._runner())
+            self.env.process(self._monitor())
             self.env.process(self._sampler())
             # samples at 0, every, 2 every... each standing for the time
             # until the next: the horizon is covered once
@@ -306,6 +314,14 @@ class Simulation:
         self.recorder.events["listener_batch"] += 1
         if self.store.announced and self.wake is not None and not self.wake.triggered:
             self.wake.succeed()
+
+    def _monitor(self) -> Generator[simpy.Event, Any, None]:
+        """The monitor's load duty (the others have nothing to do here:
+        no lease, no worker goes silent, no message is lost)."""
+        settings = MonitorSettings()
+        while True:
+            measure_loads(self.store, self.now(), settings)
+            yield self.env.timeout(settings.load_every.total_seconds())
 
     def _sampler(self) -> Generator[simpy.Event, Any, None]:
         every = self.workload.runner.sample_every.total_seconds()

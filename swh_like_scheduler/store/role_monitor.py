@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..model import (
     Priority,
     TaskRun,
+    TypeLoad,
 )
 
 if TYPE_CHECKING:
@@ -119,6 +120,21 @@ class MonitorStore(Protocol):
         slot. At most ``limit`` per call, earliest deadline first; rows being
         claimed are skipped (PostgreSQL), and so are the tasks of a paused
         type (:meth:`pause_task_type`)."""
+        ...
+
+    def measure_type_loads(
+        self, *, now: datetime, window: timedelta, slack: timedelta
+    ) -> dict[str, TypeLoad]:
+        """Measure, per task type, its live adaptive tasks' load at ``now``
+        and keep it on the type (``load_*``), all types in one transaction:
+        ``demand``, the worker-seconds per second they ask for at their
+        current intervals (each ``avg / (I + avg)``; tasks without a known
+        duration count as the mean of the others); ``delivered``, the
+        worker-seconds their runs took within ``[now - window, now]`` over
+        ``window``; ``backlog``, how many wait with a ``next_run`` more than
+        ``slack`` before ``now``. The capacity-aware interval rule reads them
+        (:func:`~swh_like_scheduler.policy.adapt_interval`). Raises
+        InvalidInput for a window <= 0 or a negative slack."""
         ...
 
     def acquire_lock(self, name: str, *, holder: str, ttl: timedelta) -> LockState:

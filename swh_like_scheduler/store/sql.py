@@ -15,6 +15,7 @@ from .sql_edit import EditMethods
 from .sql_health import HealthMethods
 from .sql_jobs import JobMethods
 from .sql_lease import LeaseMethods
+from .sql_load import LoadMethods
 from .sql_monitor import MonitorMethods
 from .sql_runs import RunMethods
 from .sql_tasks import TaskMethods
@@ -30,5 +31,6 @@ class SQLAlchemyStore(
     HealthMethods,
     JobMethods,
     CatchUpMethods,
+    LoadMethods,
 ):
     """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite)."""

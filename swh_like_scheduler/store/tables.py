@@ -100,6 +100,12 @@ task_type = sa.Table(
     sa.Column("catch_up", sa.Text, nullable=False, server_default=CatchUp.LATEST.value),
     # NULL (types older than the setting): DEFAULT_CATCH_UP_GRACE
     sa.Column("catch_up_grace", sa.Interval),
+    # the monitor's measurement of the type's adaptive tasks
+    # (sql/versions/0010_task_type_load.py)
+    sa.Column("load_demand", sa.Float),
+    sa.Column("load_delivered", sa.Float),
+    sa.Column("load_backlog", sa.Integer),
+    sa.Column("load_measured_at", UTCDateTime),
     sa.CheckConstraint("max_queue_length >= 0", name="max_queue_length"),
     sa.CheckConstraint("num_retries >= 0", name="num_retries"),
     sa.CheckConstraint("backoff_factor > 1", name="backoff_factor"),

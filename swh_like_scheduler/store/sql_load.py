@@ -1,0 +1,161 @@
+"""The monitor's measurement of each task type's load (``task_type.load_*``).
+
+Per task type, over its live adaptive tasks, in three aggregate queries:
+
+* **demand**: the worker-seconds per second they ask for at their current
+  intervals, each task ``avg / (I + avg)`` (``avg``: its expected duration,
+  else its average good duration; a task visited every ``I`` after its last
+  end runs once per ``I + avg``). Tasks without a known duration count as
+  the mean of those with one;
+* **delivered**: the worker-seconds their runs took within the window
+  ``[now - window, now]`` (the part of each run inside it, runs still going
+  included), over the window's length;
+* **backlog**: how many wait with a ``next_run`` more than ``slack`` before
+  ``now`` (ready, not dispatched: the runner did not keep up, or their
+  queue is full).
+
+Durations are summed in the database: PostgreSQL's ``EXTRACT(EPOCH ...)``,
+SQLite's ``julianday`` (SQLAlchemy keeps an interval there as the instant
+that far after the epoch).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..exceptions import InvalidInput
+from ..model import RunStatus, ScheduleKind, TaskStatus, TypeLoad
+from .sql_base import SQLBase
+from .tables import LIVE_STATUS
+from .tables import task as task_t
+from .tables import task_run as run_t
+from .tables import task_type as type_t
+
+#: the Julian day of 1970-01-01T00:00:00 (SQLite's epoch for intervals)
+_UNIX_EPOCH_JULIAN = 2440587.5
+
+
+class LoadMethods(SQLBase):
+    """``measure_type_loads`` (the monitor's, :class:`MonitorStore`)."""
+
+    def _interval_seconds(self, column: Any) -> Any:
+        if self.engine.dialect.name == "postgresql":
+            return sa.extract("epoch", column)
+        return (sa.func.julianday(column) - _UNIX_EPOCH_JULIAN) * 86400.0
+
+    def _between_seconds(self, start: Any, end: Any) -> Any:
+        if self.engine.dialect.name == "postgresql":
+            return sa.extract("epoch", end - start)
+        return (sa.func.julianday(end) - sa.func.julianday(start)) * 86400.0
+
+    def measure_type_loads(
+        self, *, now: datetime, window: timedelta, slack: timedelta
+    ) -> dict[str, TypeLoad]:
+        if now.tzinfo is None or now.utcoffset() is None:
+            raise InvalidInput("now", f"{now.isoformat()} has no time zone")
+        if window <= timedelta(0):
+            raise InvalidInput("load_window", f"{window} must be longer than zero")
+        if slack < timedelta(0):
+            raise InvalidInput("load_slack", f"{slack} is negative")
+        adaptive = task_t.c.schedule_kind == ScheduleKind.ADAPTIVE.value
+        with self._write("measure task type loads") as conn:
+            names = list(conn.execute(sa.select(type_t.c.type)).scalars())
+            demand = self._demand(conn, adaptive)
+            delivered = self._delivered(conn, adaptive, now, window)
+            backlog: dict[str, int] = dict(
+                conn.execute(
+                    sa.select(task_t.c.type, sa.func.count())
+                    .where(
+                        adaptive,
+                        task_t.c.status == TaskStatus.WAITING.value,
+                        task_t.c.next_run < now - slack,
+                    )
+                    .group_by(task_t.c.type)
+                ).all()
+            )
+            loads = {
+                name: TypeLoad(
+                    demand=demand.get(name, 0.0),
+                    delivered=delivered.get(name, 0.0),
+                    backlog=int(backlog.get(name, 0)),
+                    measured_at=now,
+                )
+                for name in names
+            }
+            if loads:
+                conn.execute(
+                    sa.update(type_t)
+                    .where(type_t.c.type == sa.bindparam("name"))
+                    .values(
+                        load_demand=sa.bindparam("demand"),
+                        load_delivered=sa.bindparam("delivered"),
+                        load_backlog=sa.bindparam("backlog"),
+                        load_measured_at=sa.bindparam("at", type_=type_t.c.load_measured_at.type),
+                    ),
+                    [
+                        {
+                            "name": name,
+                            "demand": load.demand,
+                            "delivered": load.delivered,
+                            "backlog": load.backlog,
+                            "at": now,
+                        }
+                        for name, load in loads.items()
+                    ],
+                )
+        return loads
+
+    def _demand(self, conn: sa.Connection, adaptive: Any) -> dict[str, float]:
+        avg = self._interval_seconds(
+            sa.func.coalesce(task_t.c.expected_duration, task_t.c.average_good_duration)
+        )
+        interval = self._interval_seconds(
+            sa.func.coalesce(task_t.c.current_interval, type_t.c.default_interval)
+        )
+        share = avg / sa.func.nullif(interval + avg, 0)
+        query = (
+            sa.select(
+                task_t.c.type,
+                sa.func.count(),
+                sa.func.count(share),
+                sa.func.coalesce(sa.func.sum(share), 0.0),
+            )
+            .select_from(task_t.join(type_t, type_t.c.type == task_t.c.type))
+            .where(adaptive, LIVE_STATUS)
+            .group_by(task_t.c.type)
+        )
+        demand = {}
+        for name, tasks, known, total in conn.execute(query):
+            # the tasks without a known duration ask, on average, what the others do
+            demand[name] = float(total) * tasks / known if known else 0.0
+        return demand
+
+    def _delivered(
+        self, conn: sa.Connection, adaptive: Any, now: datetime, window: timedelta
+    ) -> dict[str, float]:
+        since = now - window
+        start = sa.case(
+            (run_t.c.started < since, sa.literal(since, run_t.c.started.type)),
+            else_=run_t.c.started,
+        )
+        end = sa.func.coalesce(run_t.c.ended, sa.literal(now, run_t.c.ended.type))
+        busy = self._between_seconds(start, end)
+        query = (
+            sa.select(task_t.c.type, sa.func.coalesce(sa.func.sum(busy), 0.0))
+            .select_from(run_t.join(task_t, task_t.c.id == run_t.c.task_id))
+            .where(
+                adaptive,
+                run_t.c.started.is_not(None),
+                run_t.c.started < now,
+                sa.or_(
+                    sa.and_(run_t.c.ended > since, run_t.c.ended <= now),
+                    sa.and_(run_t.c.ended.is_(None), run_t.c.status == RunStatus.STARTED.value),
+                ),
+            )
+            .group_by(task_t.c.type)
+        )
+        seconds = window.total_seconds()
+        return {name: max(0.0, float(total)) / seconds for name, total in conn.execute(query)}

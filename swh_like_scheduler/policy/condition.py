@@ -36,10 +36,14 @@ the last good one, when some did.
 
 ``avg`` is the effective average duration (operator override, else EWMA, else 0).
 
-A waiting task of a paused type (``task_type.paused_at``) keeps the level
-and reason of these rules (a paused schedule that goes stale is stale);
-its detail ends by saying since when its type has been paused, the reason
-it is not dispatched.
+A waiting task of a paused type (``task_type.paused_at``): its detail ends
+by saying since when its type has been paused, the reason it is not
+dispatched; and
+
+* ``paused`` (WARNING) — instead of ``late``, ``stale`` or ``never_run``
+  when the promise was broken while the type was paused (``finish_by`` at or
+  after ``paused_at``): an operator stopped the work, as for ``disabled``.
+  A promise broken before the pause stays ERROR.
 """
 
 from __future__ import annotations
@@ -83,6 +87,7 @@ class Reason(StrEnum):
     LIKELY_LATE = "likely_late"
     OVERRAN_EXPECTED_DURATION = "overran_expected_duration"
     LAST_RUN_FAILED = "last_run_failed"
+    PAUSED = "paused"
 
 
 #: The level each reason is reported with.
@@ -100,6 +105,7 @@ REASON_LEVEL: dict[Reason, Condition] = {
     Reason.LIKELY_LATE: Condition.WARNING,
     Reason.OVERRAN_EXPECTED_DURATION: Condition.WARNING,
     Reason.LAST_RUN_FAILED: Condition.WARNING,
+    Reason.PAUSED: Condition.WARNING,
 }
 
 
@@ -169,12 +175,27 @@ def condition(
 
     ``times`` may be passed when already computed by :func:`start_times`.
     """
-    report = _condition(task, task_type, now, times)
     paused_at = task_type.paused_at
     if paused_at is None or task.status is not TaskStatus.WAITING:
-        return report
+        return _condition(task, task_type, now, times)
+    times = times or start_times(task, task_type, to_utc(now))
+    report = _condition(task, task_type, now, times)
     since = fmt_local(to_utc(paused_at), task.tz, seconds=True)
+    if (
+        report.reason in _BROKEN_PROMISE
+        and times.finish_by is not None
+        and times.finish_by >= to_utc(paused_at)
+    ):
+        return _report(
+            Reason.PAUSED,
+            f"Its type has been paused since {since}: nothing of it is dispatched until "
+            f"`task-type resume {task_type.type}`. Meanwhile: {report.detail}",
+        )
     return replace(report, detail=f"{report.detail} Its type has been paused since {since}.")
+
+
+#: the reasons that become ``paused`` when the promise was broken during a pause
+_BROKEN_PROMISE = frozenset({Reason.LATE, Reason.STALE, Reason.NEVER_RUN})
 
 
 def _condition(

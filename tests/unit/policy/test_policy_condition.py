@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from policy_helpers import DAY, HOUR, MIN, T0, adaptive_type, at, make_task, make_type, window
 
 from swh_like_scheduler.model import ScheduleKind, Task, TaskStatus
-from swh_like_scheduler.policy import REASON_LEVEL, Condition, ConditionReport, Reason, condition
+from swh_like_scheduler.policy import (
+    REASON_LEVEL,
+    Condition,
+    ConditionReport,
+    Reason,
+    condition,
+    start_times,
+)
 
 
 def check(report: ConditionReport, level: Condition, reason: Reason) -> None:
@@ -255,18 +262,30 @@ class TestWords:
 
 
 class TestPausedType:
-    def test_an_overdue_task_says_its_type_is_paused_and_keeps_its_level(self) -> None:
+    def test_a_promise_broken_during_the_pause_is_a_warning_saying_so(self) -> None:
         task = make_task(**good_periodic(tz="Europe/Paris"))
         paused = make_type(paused_at=at(20))
         running = make_type()
         report = condition(task, paused, at(24) + MIN)
         plain = condition(task, running, at(24) + MIN)
-        assert (report.level, report.reason) == (plain.level, plain.reason)
-        check(report, Condition.ERROR, Reason.STALE)
+        check(plain, Condition.ERROR, Reason.STALE)
+        check(report, Condition.WARNING, Reason.PAUSED)
         # 08:00 UTC is 10:00 in Paris (CEST): the task's own zone, as its other times
         assert report.detail == (
-            f"{plain.detail} Its type has been paused since 2024-06-04 10:00:00+02:00."
+            "Its type has been paused since 2024-06-04 10:00:00+02:00: nothing of it is "
+            f"dispatched until `task-type resume load-git`. Meanwhile: {plain.detail}"
         )
+
+    def test_a_promise_broken_before_the_pause_stays_an_error(self) -> None:
+        task = make_task(**good_periodic(tz="Europe/Paris"))
+        running = make_type()
+        finish_by = start_times(task, running, at(24) + MIN).finish_by
+        assert finish_by is not None
+        paused = make_type(paused_at=finish_by + timedelta(seconds=1))
+        report = condition(task, paused, at(24) + MIN)
+        plain = condition(task, running, at(24) + MIN)
+        check(report, Condition.ERROR, Reason.STALE)
+        assert report.detail.startswith(plain.detail + " Its type has been paused since ")
 
     def test_only_waiting_tasks_are_held_by_the_pause(self) -> None:
         paused = make_type(paused_at=at(20))

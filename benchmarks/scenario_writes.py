@@ -102,7 +102,7 @@ def writes_rows(query: str) -> bool:
 
 #: a list of bound values (``IN ($1::VARCHAR, $2::VARCHAR)``): one statement
 #: whatever its length
-_IN_LIST = re.compile(r"\bIN \((?:\$\d+(?:::[\w ]+)?(?:, )?)+\)")
+_IN_LIST = re.compile(r'\bIN \((?:\$\d+(?:::[\w ]+)?(?: COLLATE "\w+")?(?:, )?)+\)')
 
 
 def normalised(query: str) -> str:

@@ -23,11 +23,14 @@ already excludes every other writer).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
+
+from ..exceptions import InvalidInput
 
 #: rows per statement (one JSON parameter; the listener's batches are smaller)
 CHUNK = 5_000
@@ -55,16 +58,20 @@ def _sql_type(column: sa.Column[Any]) -> str:
     raise TypeError(f"no batch form for column {column.name} of type {column.type!r}")
 
 
-def _value(column_type: str, value: Any) -> Any:
+def _value(name: str, column_type: str, value: Any) -> Any:
     """``value`` as the JSON that PostgreSQL reads back as the same value."""
     if value is None or column_type == "jsonb":
         return value
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            raise ValueError(f"naive datetime {value!r} given where an aware one is required")
+            raise InvalidInput(
+                name, f"naive datetime {value!r} given where an aware one is required"
+            )
         return value.astimezone(UTC).isoformat()
     if isinstance(value, timedelta):
         return f"{value.days} days {value.seconds} seconds {value.microseconds} microseconds"
+    if isinstance(value, float) and not math.isfinite(value):  # not JSON numbers
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     return value
 
 
@@ -120,7 +127,7 @@ def update_rows(
     ordered = sorted(rows, key=lambda row: row[key])
     changed = 0
     for chunk in _chunks(ordered):
-        payload = [{name: _value(types[name], row[name]) for name in names} for row in chunk]
+        payload = [{n: _value(n, types[n], row[n]) for n in names} for row in chunk]
         found = conn.execute(statement, {"rows": json.dumps(payload), **bound})
         changed += int(found.rowcount)
     return changed

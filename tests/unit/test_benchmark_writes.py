@@ -75,6 +75,9 @@ def test_statement_kinds() -> None:
     assert not writes_rows("WITH r AS (SELECT 1) SELECT * FROM r")
     assert not writes_rows("SELECT * FROM task FOR UPDATE")
     assert normalised("a  IN ($1::BIGINT, $2::BIGINT)\n b") == "a IN (…) b"
+    assert (
+        normalised('x IN ($1::VARCHAR COLLATE "C", $2::VARCHAR COLLATE "C") FOR') == "x IN (…) FOR"
+    )
 
 
 def test_a_line_s_detail_is_not_a_parameter() -> None:

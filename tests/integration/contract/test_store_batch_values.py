@@ -149,3 +149,46 @@ def test_on_postgresql_a_batch_is_one_statement_per_table(
         ("UPDATE task SET", False),  # the tasks after their outcomes
     ]
     assert all(t.status is TaskStatus.WAITING for t in store.get_tasks([c.task_id for c in claims]))
+
+
+@pytest.mark.postgresql
+def test_on_postgresql_values_json_cannot_hold_come_back_the_same(
+    pg_store: SQLAlchemyStore, now: datetime
+) -> None:
+    import math
+
+    import sqlalchemy as sa
+
+    from swh_like_scheduler.exceptions import InvalidInput
+    from swh_like_scheduler.store.sql_batch import update_rows
+    from swh_like_scheduler.store.tables import worker
+
+    names = ["nan", "inf", "-inf", "tiny"]
+    values = [math.nan, math.inf, -math.inf, 5e-324]
+    with pg_store.engine.begin() as conn:
+        conn.execute(
+            sa.insert(worker),
+            [{"hostname": n, "last_heartbeat_at": now, "online": True} for n in names],
+        )
+        rows = [
+            {"hostname": n, "freq": v, "last_heartbeat_at": now + n_ * US}
+            for n_, (n, v) in enumerate(zip(names, values, strict=True))
+        ]
+        single = sa.update(worker).where(worker.c.hostname == sa.bindparam("hostname_"))
+        assert (
+            update_rows(
+                conn, worker, "hostname", rows, ("freq", "last_heartbeat_at"), single=single
+            )
+            == 4
+        )
+        found = dict(conn.execute(sa.select(worker.c.hostname, worker.c.freq)).all())
+        instants = dict(
+            conn.execute(sa.select(worker.c.hostname, worker.c.last_heartbeat_at)).all()
+        )
+    assert math.isnan(found["nan"])
+    assert [found[n] for n in names[1:]] == values[1:]
+    assert [instants[n] for n in names] == [now + i * US for i in range(4)]
+    naive = [{"hostname": "nan", "freq": 1.0, "last_heartbeat_at": now.replace(tzinfo=None)}]
+    with pg_store.engine.begin() as conn, pytest.raises(InvalidInput) as info:
+        update_rows(conn, worker, "hostname", naive, ("freq", "last_heartbeat_at"), single=single)
+    assert info.value.field == "last_heartbeat_at"

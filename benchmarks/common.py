@@ -205,8 +205,10 @@ def _pg_bin() -> Path | None:
         return None
 
 
-def start_postgres() -> str:
-    """A throw-away PostgreSQL on a free loopback port (durability off)."""
+def start_postgres(*, durable: bool = False, settings: dict[str, str] | None = None) -> str:
+    """A throw-away PostgreSQL on a free loopback port: durability off
+    (``fsync``, ``synchronous_commit``) unless ``durable``, and any other
+    server ``settings`` (e.g. ``shared_preload_libraries``)."""
     bin_dir = _pg_bin()
     if bin_dir is None:
         raise RuntimeError("PostgreSQL is not up and no initdb was found to start one")
@@ -237,8 +239,10 @@ def start_postgres() -> str:
     process = subprocess.Popen(
         [
             *(str(bin_dir / "postgres"), "-D", str(folder / "data"), "-h", "127.0.0.1"),
-            *("-p", str(port), "-k", "", "-c", "fsync=off", "-c", "synchronous_commit=off"),
+            *("-p", str(port), "-k", ""),
+            *(() if durable else ("-c", "fsync=off", "-c", "synchronous_commit=off")),
             *("-c", "max_connections=200"),
+            *(part for k, v in (settings or {}).items() for part in ("-c", f"{k}={v}")),
         ],
         stdout=log_file,
         stderr=log_file,

@@ -28,9 +28,13 @@ README = HERE / "README.md"
 BEGIN = "<!-- latest-figures: written by `python -m benchmarks report`; edits here are lost -->"
 END = "<!-- /latest-figures -->"
 
-#: fields of a line that are its value or its stamp, not what names the measurement
+#: fields of a line that are its value or its stamp, not what names the
+#: measurement (``detail``: a breakdown the line carries, not shown in the table)
 _VALUE_FIELDS = frozenset(
-    {"unit", "median", "min", "max", "samples", "ratios", "stamp", "scenario", "measurement"}
+    {
+        *("unit", "median", "min", "max", "samples", "ratios", "stamp"),
+        *("scenario", "measurement", "detail"),
+    }
 )
 #: how many past values of a ratio the history shows (newest last)
 HISTORY = 6

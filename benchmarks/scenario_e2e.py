@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -87,18 +87,33 @@ def open_runs(store: SQLAlchemyStore) -> int:
     )
 
 
-def ours(store: SQLAlchemyStore, app: Any, count: int) -> float:
-    """Runner passes until ``count`` are published, then wait until the
-    listener recorded every run's end."""
+def ours(
+    store: SQLAlchemyStore,
+    app: Any,
+    count: int,
+    *,
+    listener_store: SQLAlchemyStore | None = None,
+    still_open: Callable[[], int] | None = None,
+    on_ready: Callable[[], None] | None = None,
+) -> float:
+    """Runner passes (on ``store``) until ``count`` are published, then wait
+    until the listener (on ``listener_store``, default ``store``) recorded
+    every run's end (``still_open``: how many runs are open, default read
+    through ``store``). ``on_ready`` is called once the listener is up,
+    just before the clock starts."""
     queue = unique_queue("e2e-events")
     options = ListenerOptions(queue_name=queue, wakeup_workers=False, retry_delay=0.5)
     stop = threading.Event()
-    listener = Listener(app, store, rng=random.Random(0), options=options, stop=stop)
+    target = listener_store or store
+    listener = Listener(app, target, rng=random.Random(0), options=options, stop=stop)
+    count_open = still_open or (lambda: open_runs(store))
     thread = threading.Thread(target=listener.run, name="bench-listener", daemon=True)
     thread.start()
     try:
         if not listener.ready.wait(30):
             raise RuntimeError("the listener did not start")
+        if on_ready is not None:
+            on_ready()
         started = time.perf_counter()
         published = 0
         while published < count:
@@ -106,9 +121,9 @@ def ours(store: SQLAlchemyStore, app: Any, count: int) -> float:
             if report.errors:
                 raise RuntimeError(report.errors)
             published += report.published
-        while open_runs(store):
+        while count_open():
             if time.perf_counter() - started > TIMEOUT:
-                raise RuntimeError(f"{open_runs(store)} runs still open after {TIMEOUT}s")
+                raise RuntimeError(f"{count_open()} runs still open after {TIMEOUT}s")
             time.sleep(0.02)
         return time.perf_counter() - started
     finally:

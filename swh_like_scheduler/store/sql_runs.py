@@ -35,6 +35,7 @@ from ..records import LATE_OUTCOME, SUPERSEDED, WORKER_OFFLINE
 from ..validation import unstorable
 from . import rows
 from .interface import ApplyOutcome, RunEnd
+from .sql_batch import update_rows
 from .sql_claim import (
     SPARSE_FACTOR,
     order_values,
@@ -395,12 +396,20 @@ class RunMethods(DispatchMethods):
         if not first:
             return {}
         values = [
-            {"backend_id_": b, "status": RunStatus.STARTED.value, "started": s, "worker": w}
+            {"backend_id": b, "status": RunStatus.STARTED.value, "started": s, "worker": w}
             for b, (s, w) in first.items()
         ]
         with self._write("start task runs") as conn:
             # only a run still scheduled changes: the same guard as one start
-            conn.execute(_START_SCHEDULED_RUN, values)
+            update_rows(
+                conn,
+                run_t,
+                "backend_id",
+                values,
+                ("status", "started", "worker"),
+                single=_START_SCHEDULED_RUN,
+                where={"status": RunStatus.SCHEDULED.value},
+            )
             found = conn.execute(sa.select(run_t).where(run_t.c.backend_id.in_(list(first))))
             return {r.backend_id: rows.run_from_row(r._mapping) for r in found}
 
@@ -450,11 +459,13 @@ class RunMethods(DispatchMethods):
                     ended.append(run)
                 results.append(run)
             if ended:
-                conn.execute(
-                    _END_RUN,
+                update_rows(
+                    conn,
+                    run_t,
+                    "id",
                     [
                         {
-                            "run_id_": run.id,
+                            "id": run.id,
                             "status": run.status.value,
                             "ended": run.ended,
                             "result": run.result,
@@ -463,6 +474,8 @@ class RunMethods(DispatchMethods):
                         }
                         for run in ended
                     ],
+                    ("status", "ended", "result", "error", "progress"),
+                    single=_END_RUN,
                 )
             if ended and apply is not None:
                 self._apply_ends(conn, ended, apply)
@@ -475,6 +488,7 @@ class RunMethods(DispatchMethods):
         tasks = {
             row.id: rows.task_from_row(row._mapping) for row in conn.execute(self._lock(query))
         }
+        before = {tid: rows.task_to_row(task) for tid, task in tasks.items()}
         changed: dict[int, Task] = {}
         for run in ended:
             task = tasks.get(run.task_id)
@@ -483,10 +497,18 @@ class RunMethods(DispatchMethods):
                 task = tasks[run.task_id] = replace(apply(task, run), updated_at=run.ended)
                 changed[run.task_id] = task
         if changed:
-            conn.execute(
-                UPDATE_TASK,
-                [{**rows.task_to_row(task), "task_id_": tid} for tid, task in changed.items()],
+            after = {tid: rows.task_to_row(task) for tid, task in changed.items()}
+            # only the columns an outcome changed (the rows are locked: the
+            # others are as read), never the arguments nor the definition
+            columns = sorted(
+                {
+                    name
+                    for tid, row in after.items()
+                    for name in row
+                    if row[name] != before[tid][name]
+                }
             )
+            update_rows(conn, task_t, "id", list(after.values()), columns, single=UPDATE_TASK)
             # a runner asleep for longer than this task's new wait is woken
             # to sleep until then instead (a short-interval task stays fresh)
             soon = max(run.ended for run in ended if run.ended is not None) + ANNOUNCE_WITHIN
@@ -557,7 +579,7 @@ class RunMethods(DispatchMethods):
             )
         assert run.ended is not None
         after = replace(apply(task, run), updated_at=run.ended)
-        conn.execute(UPDATE_TASK, [{**rows.task_to_row(after), "task_id_": task.id}])
+        conn.execute(UPDATE_TASK, [{**rows.task_to_row(after), "id_": task.id}])
         return run
 
     def get_task_run(self, backend_id: str) -> TaskRun | None:
@@ -709,7 +731,7 @@ _START_SCHEDULED_RUN = (
 )
 _END_RUN = (
     sa.update(run_t)
-    .where(run_t.c.id == sa.bindparam("run_id_"))
+    .where(run_t.c.id == sa.bindparam("id_"))
     .values(
         {name: _bind(run_t, name) for name in ("status", "ended", "result", "error", "progress")}
     )
@@ -717,6 +739,6 @@ _END_RUN = (
 #: every column of a task but its id, from ``rows.task_to_row`` values
 UPDATE_TASK = (
     sa.update(task_t)
-    .where(task_t.c.id == sa.bindparam("task_id_"))
+    .where(task_t.c.id == sa.bindparam("id_"))
     .values({c.name: _bind(task_t, c.name) for c in task_t.c if c.name != "id"})
 )

@@ -1,4 +1,5 @@
-"""Frozen, validated domain objects: task types, tasks and task runs.
+"""Frozen, validated domain objects: task types and tasks (task runs and the
+plain values are in :mod:`.run_model` and :mod:`.enums`, re-exported here).
 
 The words follow DESIGN.md §2. Objects are checked when built, so a value
 that reaches the store is already known to be consistent; raw user input is
@@ -9,173 +10,79 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from datetime import UTC, datetime, time, timedelta
-from enum import StrEnum
+from datetime import datetime, time, timedelta
 from types import MappingProxyType
 from typing import Any, Self
 
 from . import validation
+from .enums import (
+    DEFAULT_CATCH_UP_GRACE as DEFAULT_CATCH_UP_GRACE,
+)
+from .enums import (
+    DUE_MARGIN as DUE_MARGIN,
+)
+from .enums import (
+    END_RUN_STATUSES as END_RUN_STATUSES,
+)
+from .enums import (
+    OPEN_RUN_STATUSES as OPEN_RUN_STATUSES,
+)
+from .enums import (
+    PRIORITY_ORDER as PRIORITY_ORDER,
+)
+from .enums import (
+    RUNNER_ORDER as RUNNER_ORDER,
+)
+from .enums import (
+    CatchUp as CatchUp,
+)
+from .enums import (
+    DispatchOrder as DispatchOrder,
+)
+from .enums import (
+    Policy as Policy,
+)
+from .enums import (
+    Priority as Priority,
+)
+from .enums import (
+    RunStatus as RunStatus,
+)
+from .enums import (
+    ScheduleKind as ScheduleKind,
+)
+from .enums import (
+    TaskStatus as TaskStatus,
+)
+from .enums import (
+    catch_up_value as catch_up_value,
+)
+from .enums import (
+    check_aware,
+    check_duration,
+    check_grace,
+)
+from .enums import (
+    final_run_status as final_run_status,
+)
 from .exceptions import InvalidInput
-
-
-class ScheduleKind(StrEnum):
-    ONESHOT = "oneshot"
-    PERIODIC = "periodic"
-    CRON = "cron"
-    ADAPTIVE = "adaptive"
-
-
-class Policy(StrEnum):
-    ONESHOT = "oneshot"
-    RECURRING = "recurring"
-
-
-class CatchUp(StrEnum):
-    """What a runner does with the firings of a task missed while nothing ran
-    (platform down, runner stopped, type paused) or left too late."""
-
-    #: run once, late, at the first chance (what a task without the setting does)
-    LATEST = "latest"
-    #: drop the firings later than the grace period, record them as one
-    #: ``skipped`` run, and wait for the next firing
-    SKIP = "skip"
-
-
-#: how late a firing may still run under :attr:`CatchUp.SKIP` when neither
-#: the task nor its type says (``catch_up_grace``)
-DEFAULT_CATCH_UP_GRACE = timedelta(minutes=5)
-
-
-class Priority(StrEnum):
-    HIGH = "high"
-    NORMAL = "normal"
-    LOW = "low"
-
-    @property
-    def rank(self) -> int:
-        """0 for the class served first."""
-        return _PRIORITY_RANK[self]
-
-
-_PRIORITY_RANK = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
-PRIORITY_ORDER: tuple[Priority, ...] = (Priority.HIGH, Priority.NORMAL, Priority.LOW)
-
-
-class DispatchOrder(StrEnum):
-    """The order in which a claim takes the ready tasks of one priority class."""
-
-    #: earliest should_start_by first: the task closest to breaking its promise
-    DEADLINE = "deadline"
-    #: earliest can_start_by first (swh-scheduler's runner, Celery beat)
-    FIFO = "fifo"
-    #: a pseudo-random order, reproducible: drawn from the task's id and the
-    #: instant of the claim
-    RANDOM = "random"
-    #: first the tasks due (late, or due within :data:`DUE_MARGIN`), those
-    #: whose run buys the longest time before their next deadline first
-    #: (one-shot tasks, which have no next deadline, before all); then the
-    #: others in deadline order. While every task can be served in time it
-    #: serves them as DEADLINE does; when not, the capacity goes to the tasks
-    #: a run keeps OK the longest. Each claim sorts the tasks due
-    TRIAGE = "triage"
-
-
-#: the order of a runner unless told otherwise (``start-runner
-#: --dispatch-order``). With the adaptive interval rules of the policy
-#: engine (a late or first visit does not shrink an interval), DEADLINE
-#: keeps as many tasks OK as TRIAGE under overload in ``swh scheduler
-#: simulate`` and reads an index where TRIAGE sorts
-RUNNER_ORDER = DispatchOrder.DEADLINE
-
-#: how long before its should_start_by a task counts as due in the
-#: :attr:`DispatchOrder.TRIAGE` order (a run dispatched then still has the
-#: time to wait in its queue and to run)
-DUE_MARGIN = timedelta(minutes=30)
-
-
-class TaskStatus(StrEnum):
-    WAITING = "waiting"  # may be dispatched once next_run has passed
-    SCHEDULED = "scheduled"  # has an open run (dispatched or running)
-    COMPLETED = "completed"  # one-shot task that ran to its end
-    DISABLED = "disabled"  # taken out of scheduling by an operator or by retries
-    CANCELLED = "cancelled"  # cancelled by a client
-
-    @property
-    def is_live(self) -> bool:
-        return self in (TaskStatus.WAITING, TaskStatus.SCHEDULED)
-
-
-class RunStatus(StrEnum):
-    SCHEDULED = "scheduled"
-    STARTED = "started"
-    EVENTFUL = "eventful"
-    UNEVENTFUL = "uneventful"
-    FAILED = "failed"
-    PERMFAILED = "permfailed"
-    LOST = "lost"
-    CANCELLED = "cancelled"
-    TIMED_OUT = "timed_out"
-    #: firings missed by more than the catch-up grace, dropped by a runner
-    #: (``catch_up = skip``): never dispatched, recorded with the reason
-    SKIPPED = "skipped"
-
-    @property
-    def is_open(self) -> bool:
-        return self in (RunStatus.SCHEDULED, RunStatus.STARTED)
-
-    @property
-    def is_good(self) -> bool:
-        return self in (RunStatus.EVENTFUL, RunStatus.UNEVENTFUL)
-
-
-OPEN_RUN_STATUSES = (RunStatus.SCHEDULED, RunStatus.STARTED)
-END_RUN_STATUSES = tuple(s for s in RunStatus if not s.is_open)
-
-
-def final_run_status(status: RunStatus | str) -> RunStatus:
-    """``status`` as a final run status; InvalidInput if a run cannot end with it."""
-    try:
-        value = RunStatus(status)
-    except ValueError:
-        raise InvalidInput("status", f"{status!r} is not a run status") from None
-    if value.is_open:
-        raise InvalidInput("status", f"{value} is not a final run status")
-    if value is RunStatus.SKIPPED:
-        raise InvalidInput("status", "only a runner records skipped firings; a run cannot end so")
-    return value
-
-
-def _check_aware(name: str, value: datetime | None) -> None:
-    if value is not None and (value.tzinfo is None or value.utcoffset() is None):
-        raise InvalidInput(name, f"{value.isoformat()} has no time zone")
-
-
-def _check_duration(name: str, value: timedelta | None) -> None:
-    if value is not None and value < timedelta(0):
-        raise InvalidInput(name, f"{value} is negative; a duration must be >= 0")
-
-
-def _check_grace(value: timedelta | None) -> None:
-    if value is not None and value <= timedelta(0):
-        raise InvalidInput(
-            "catch_up_grace", f"{value} must be longer than zero (how late a firing may run)"
-        )
-
-
-def catch_up_value(value: CatchUp | str | None) -> CatchUp | None:
-    """``value`` as a :class:`CatchUp` (``None`` stays ``None``); InvalidInput naming
-    ``catch_up`` otherwise."""
-    if value is None or isinstance(value, CatchUp):
-        return value
-    try:
-        return CatchUp(value)
-    except ValueError:
-        choices = ", ".join(c.value for c in CatchUp)
-        raise InvalidInput("catch_up", f"{value!r} is not one of {choices}") from None
-
+from .run_model import (
+    RUN_NAMESPACE as RUN_NAMESPACE,
+)
+from .run_model import (
+    Claimed as Claimed,
+)
+from .run_model import (
+    TaskRun as TaskRun,
+)
+from .run_model import (
+    decode_json as decode_json,
+)
+from .run_model import (
+    run_backend_id as run_backend_id,
+)
 
 #: The duration fields of a task type.
 TASK_TYPE_DURATIONS = (
@@ -220,7 +127,7 @@ class TypeLoad:
     measured_at: datetime
 
     def __post_init__(self) -> None:
-        _check_aware("measured_at", self.measured_at)
+        check_aware("measured_at", self.measured_at)
 
     @property
     def pressure(self) -> float | None:
@@ -272,13 +179,13 @@ class TaskType:
         object.__setattr__(self, "catch_up", catch_up_value(self.catch_up) or CatchUp.LATEST)
         if self.catch_up_grace is None:  # a type always has one: the default
             object.__setattr__(self, "catch_up_grace", DEFAULT_CATCH_UP_GRACE)
-        _check_grace(self.catch_up_grace)
+        check_grace(self.catch_up_grace)
         validation.identifier("backend_name", self.backend_name)
         validation.storable("description", self.description)
         if self.queue is not None:
             validation.identifier("queue", self.queue)
         for name in TASK_TYPE_DURATIONS:
-            _check_duration(name, getattr(self, name))
+            check_duration(name, getattr(self, name))
         for name in _POSITIVE_TYPE_DURATIONS:
             value = getattr(self, name)
             if value is not None and value <= timedelta(0):
@@ -303,8 +210,8 @@ class TaskType:
                 "max_expected_duration",
                 f"{bounds[0]} is longer than max_allowed_duration {bounds[1]}",
             )
-        _check_aware("paused_at", self.paused_at)
-        _check_aware("load_measured_at", self.load_measured_at)
+        check_aware("paused_at", self.paused_at)
+        check_aware("load_measured_at", self.load_measured_at)
         for name in ("load_demand", "load_delivered"):
             value = getattr(self, name)
             if value is not None and not value >= 0:  # NaN too
@@ -480,16 +387,16 @@ class Task:
     def __post_init__(self) -> None:
         validation.identifier("type", self.type)
         for name in _TASK_INSTANTS:
-            _check_aware(name, getattr(self, name))
+            check_aware(name, getattr(self, name))
         for name in _TASK_DURATIONS:
-            _check_duration(name, getattr(self, name))
+            check_duration(name, getattr(self, name))
         object.__setattr__(self, "args", tuple(self.args))
         object.__setattr__(self, "kwargs", dict(self.kwargs))
         object.__setattr__(self, "schedule_kind", ScheduleKind(self.schedule_kind))
         object.__setattr__(self, "status", TaskStatus(self.status))
         object.__setattr__(self, "priority", Priority(self.priority))
         object.__setattr__(self, "catch_up", catch_up_value(self.catch_up))
-        _check_grace(self.catch_up_grace)
+        check_grace(self.catch_up_grace)
         object.__setattr__(self, "blackout_periods", tuple(self.blackout_periods))
         object.__setattr__(self, "dont_run_on_nodes", tuple(self.dont_run_on_nodes))
         if any(not isinstance(k, str) for k in self.kwargs):
@@ -628,15 +535,15 @@ class Task:
         put = object.__setattr__
         for name, value in changes.items():
             if name in _TASK_INSTANTS:
-                _check_aware(name, value)
+                check_aware(name, value)
             elif name in _TASK_DURATIONS:
-                _check_duration(name, value)
+                check_duration(name, value)
             put(task, name, value)
         put(task, "schedule_kind", ScheduleKind(task.schedule_kind))
         put(task, "status", TaskStatus(task.status))
         put(task, "priority", Priority(task.priority))
         put(task, "catch_up", catch_up_value(task.catch_up))
-        _check_grace(task.catch_up_grace)
+        check_grace(task.catch_up_grace)
         if task.retries_left < 0:
             raise InvalidInput("retries_left", f"{task.retries_left} is negative")
         task._check_schedule()
@@ -666,103 +573,3 @@ _TASK_REBUILT = frozenset(
 )
 #: the fields a change may name
 _TASK_CHANGEABLE = frozenset(f.name for f in fields(Task) if f.init)
-
-
-@dataclass(frozen=True)
-class TaskRun:
-    """One attempt at running a task, dispatched as one Celery message."""
-
-    task_id: int
-    backend_id: str
-    slot: datetime
-    scheduled: datetime
-    status: RunStatus = RunStatus.SCHEDULED
-    id: int | None = None
-    started: datetime | None = None
-    ended: datetime | None = None
-    worker: str | None = None
-    error: str | None = None
-    progress: float | None = None
-    result: Any = None
-    history: tuple[Mapping[str, Any], ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "status", RunStatus(self.status))
-        object.__setattr__(self, "history", tuple(self.history))
-        for name in ("slot", "scheduled", "started", "ended"):
-            _check_aware(name, getattr(self, name))
-        if self.progress is not None and not 0.0 <= self.progress <= 1.0:
-            raise InvalidInput("progress", f"{self.progress} is not between 0 and 1")
-
-
-@dataclass(frozen=True, slots=True)
-class Claimed:
-    """A task claimed for dispatch: what its Celery message needs.
-
-    Its run exists in the store (status ``scheduled``) under ``backend_id``.
-    Deliberately light (no validation): the runner builds thousands a second.
-    ``arguments`` is the task's ``{"args": [...], "kwargs": {...}}``, or its
-    JSON text as the store read it: decoding is then left to whoever builds
-    the message (the runner's publishing thread, while the next claim runs).
-    """
-
-    task_id: int
-    slot: datetime
-    deadline: datetime
-    backend_id: str
-    arguments: Mapping[str, Any] | str
-    dont_run_on_nodes: tuple[str, ...] = ()
-    #: the dispatch batch of its run: mark it published
-    #: (:meth:`~swh_like_scheduler.store.SchedulerStore.mark_published`) once
-    #: the message is on the broker; ``None`` when the store keeps none
-    batch: int | None = None
-
-    def call_arguments(self) -> tuple[tuple[Any, ...], Mapping[str, Any]]:
-        """``(args, kwargs)`` of the task's call (decoded once per call)."""
-        arguments = self.arguments
-        if isinstance(arguments, str):
-            arguments = decode_json(arguments)
-        return tuple(arguments.get("args", ())), arguments.get("kwargs", {})
-
-    @property
-    def args(self) -> tuple[Any, ...]:
-        return self.call_arguments()[0]
-
-    @property
-    def kwargs(self) -> Mapping[str, Any]:
-        return self.call_arguments()[1]
-
-
-_scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-
-
-def decode_json(text: str) -> Any:
-    """``json.loads(text)`` for a text without surrounding blanks (as
-    PostgreSQL writes JSON), at a quarter of the cost: ``json.loads`` spends
-    most of its time on small texts looking for blanks with regular
-    expressions. Anything else goes through ``json.loads`` (and its errors)."""
-    try:
-        value, end = _scan_json(text, 0)
-    except StopIteration:
-        end = -1
-    return value if end == len(text) else json.loads(text)
-
-
-#: Namespace of :func:`run_backend_id` (the store computes the same id in SQL).
-RUN_NAMESPACE = uuid.UUID("6f1f7d2e-8a55-4c1e-9a43-2f3f0c9b6d11")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def run_backend_id(task_id: int, slot: datetime) -> str:
-    """The Celery task id of a task's run for one slot.
-
-    Derived from the task id and the slot only, so re-publishing the run's
-    message reuses the same id and a duplicate delivery can be recognised.
-    It is the name-based (MD5, version 3) UUID of ``"<task id>@<slot in
-    microseconds since the epoch>"`` in :data:`RUN_NAMESPACE`: integers
-    only, so that the PostgreSQL store can compute the very same id inside
-    its claim statement.
-    """
-    micros = (slot - _EPOCH) // _MICROSECOND
-    return str(uuid.uuid3(RUN_NAMESPACE, f"{task_id}@{micros}"))

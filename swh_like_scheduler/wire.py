@@ -15,7 +15,7 @@ from datetime import datetime, time, timedelta
 from enum import Enum
 from typing import Any
 
-from . import exceptions, jobs, model
+from . import enums, exceptions, jobs, model, run_model
 from .exceptions import InvalidInput, SchedulerError
 
 TYPE = "__type__"
@@ -39,7 +39,7 @@ def _modules() -> list[Any]:
     from . import records
     from .store import values
 
-    return [model, values, jobs, records]
+    return [model, enums, run_model, values, jobs, records]
 
 
 _RECORDS: dict[str, type] = {}

@@ -1,0 +1,291 @@
+"""Runs starting and ending: the start and end of runs as workers and the
+listener report them, applied in batches (the outcome policy decides the
+task's next times). Part of :class:`.sql_runs.RunMethods`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..model import (
+    OPEN_RUN_STATUSES,
+    RunStatus,
+    Task,
+    TaskRun,
+    TaskStatus,
+    final_run_status,
+)
+from ..records import LATE_OUTCOME, SUPERSEDED, WORKER_OFFLINE
+from . import rows
+from .interface import ApplyOutcome, RunEnd
+from .sql_base import SQLBase
+from .sql_batch import update_rows
+from .sql_lease import _entry
+from .tables import task as task_t
+from .tables import task_run as run_t
+
+_OPEN = [s.value for s in OPEN_RUN_STATUSES]
+#: an outcome that makes its task ready again within this long wakes the
+#: runners (PostgreSQL NOTIFY), which sleep up to a minute by default
+ANNOUNCE_WITHIN = timedelta(minutes=1)
+
+
+class RunEndMethods(SQLBase):
+    """Runs starting and ending (see the module doc)."""
+
+    def start_task_run(
+        self, backend_id: str, *, started: datetime, worker: str | None = None
+    ) -> TaskRun | None:
+        return self.start_task_runs([(backend_id, started, worker)]).get(backend_id)
+
+    def start_task_runs(
+        self, starts: Sequence[tuple[str, datetime, str | None]]
+    ) -> dict[str, TaskRun]:
+        first: dict[str, tuple[datetime, str | None]] = {}
+        for backend_id, started, worker in starts:
+            first.setdefault(backend_id, (started, worker))
+        if not first:
+            return {}
+        values = [
+            {"backend_id": b, "status": RunStatus.STARTED.value, "started": s, "worker": w}
+            for b, (s, w) in first.items()
+        ]
+        with self._write("start task runs") as conn:
+            # only a run still scheduled changes: the same guard as one start
+            update_rows(
+                conn,
+                run_t,
+                "backend_id",
+                values,
+                ("status", "started", "worker"),
+                single=_START_SCHEDULED_RUN,
+                where={"status": RunStatus.SCHEDULED.value},
+            )
+            found = conn.execute(sa.select(run_t).where(run_t.c.backend_id.in_(list(first))))
+            return {r.backend_id: rows.run_from_row(r._mapping) for r in found}
+
+    def end_task_run(
+        self,
+        backend_id: str,
+        *,
+        status: RunStatus,
+        ended: datetime,
+        result: Any = None,
+        error: str | None = None,
+        apply: ApplyOutcome | None = None,
+    ) -> TaskRun | None:
+        end = RunEnd(backend_id, status, ended, result, error)
+        return self.end_task_runs([end], apply=apply)[0]
+
+    def end_task_runs(
+        self, ends: Sequence[RunEnd], *, apply: ApplyOutcome | None = None
+    ) -> list[TaskRun | None]:
+        statuses = [final_run_status(end.status) for end in ends]  # all checked first
+        if not ends:
+            return []
+        wanted = list(dict.fromkeys(end.backend_id for end in ends))
+        with self._write("end task runs") as conn:
+            query = sa.select(run_t).where(run_t.c.backend_id.in_(wanted)).order_by(run_t.c.id)
+            runs = {
+                row.backend_id: rows.run_from_row(row._mapping)
+                for row in conn.execute(self._lock(query))
+            }
+            results: list[TaskRun | None] = []
+            ended: list[TaskRun] = []
+            for end, status in zip(ends, statuses, strict=True):
+                run = runs.get(end.backend_id)
+                if run is not None and _replaces_loss(run, status):
+                    run = runs[end.backend_id] = self._replace_loss(conn, run, end, status, apply)
+                elif run is not None and run.status.is_open:
+                    run = replace(
+                        run,
+                        status=status,
+                        ended=end.ended,
+                        result=end.result,
+                        error=end.error,
+                        # a good end is the whole of the work, whatever was reported
+                        progress=1.0 if status.is_good else run.progress,
+                    )
+                    runs[end.backend_id] = run
+                    ended.append(run)
+                results.append(run)
+            if ended:
+                update_rows(
+                    conn,
+                    run_t,
+                    "id",
+                    [
+                        {
+                            "id": run.id,
+                            "status": run.status.value,
+                            "ended": run.ended,
+                            "result": run.result,
+                            "error": run.error,
+                            "progress": run.progress,
+                        }
+                        for run in ended
+                    ],
+                    ("status", "ended", "result", "error", "progress"),
+                    single=_END_RUN,
+                )
+            if ended and apply is not None:
+                self._apply_ends(conn, ended, apply)
+        return results
+
+    def _apply_ends(self, conn: sa.Connection, ended: list[TaskRun], apply: ApplyOutcome) -> None:
+        """The tasks of ``ended`` runs, locked, through ``apply`` in order."""
+        ids = sorted({run.task_id for run in ended})
+        query = sa.select(task_t).where(task_t.c.id.in_(ids)).order_by(task_t.c.id)
+        tasks = {
+            row.id: rows.task_from_row(row._mapping) for row in conn.execute(self._lock(query))
+        }
+        before = {tid: rows.task_to_row(task) for tid, task in tasks.items()}
+        changed: dict[int, Task] = {}
+        for run in ended:
+            task = tasks.get(run.task_id)
+            if task is not None:
+                assert run.ended is not None
+                task = tasks[run.task_id] = replace(apply(task, run), updated_at=run.ended)
+                changed[run.task_id] = task
+        if changed:
+            after = {tid: rows.task_to_row(task) for tid, task in changed.items()}
+            # only the columns an outcome changed (the rows are locked: the
+            # others are as read), never the arguments nor the definition
+            columns = sorted(
+                {
+                    name
+                    for tid, row in after.items()
+                    for name in row
+                    if row[name] != before[tid][name]
+                }
+            )
+            update_rows(conn, task_t, "id", list(after.values()), columns, single=UPDATE_TASK)
+            # a runner asleep for longer than this task's new wait is woken
+            # to sleep until then instead (a short-interval task stays fresh)
+            soon = max(run.ended for run in ended if run.ended is not None) + ANNOUNCE_WITHIN
+            self._announce(
+                conn,
+                (
+                    task.type
+                    for task in changed.values()
+                    if task.status is TaskStatus.WAITING and task.next_run <= soon
+                ),
+            )
+
+    def _replace_loss(
+        self,
+        conn: sa.Connection,
+        run: TaskRun,
+        end: RunEnd,
+        status: RunStatus,
+        apply: ApplyOutcome | None,
+    ) -> TaskRun:
+        """The real outcome of ``run``, ended ``lost`` when its worker went
+        away, arrived after all: it replaces ``lost``. When the task has no
+        run going on, the outcome is applied to it (its schedule recomputed);
+        a run dispatched meanwhile and not started is ended ``cancelled``
+        (superseded), so that the start guard refuses its copy. A run
+        already started is left to finish, and the task to its outcome."""
+        entry = _entry(LATE_OUTCOME, end.ended, replaced=str(run.status), status=str(status))
+        run = replace(
+            run,
+            status=status,
+            ended=end.ended,
+            result=end.result,
+            error=end.error,
+            progress=1.0 if status.is_good else run.progress,
+            history=(*run.history, entry),
+        )
+        conn.execute(
+            sa.update(run_t)
+            .where(run_t.c.id == run.id)
+            .values(
+                status=run.status.value,
+                ended=run.ended,
+                result=run.result,
+                error=run.error,
+                progress=run.progress,
+                history=[dict(h) for h in run.history],
+            )
+        )
+        row = conn.execute(self._lock(sa.select(task_t).where(task_t.c.id == run.task_id))).first()
+        if row is None or apply is None:
+            return run
+        task = rows.task_from_row(row._mapping)
+        query = sa.select(run_t).where(run_t.c.task_id == task.id, run_t.c.status.in_(_OPEN))
+        going_on = [rows.run_from_row(r._mapping) for r in conn.execute(self._lock(query))]
+        if task.owner_tag is not None or any(r.status is RunStatus.STARTED for r in going_on):
+            return run
+        for other in going_on:
+            superseded = _entry(SUPERSEDED, end.ended, by=run.backend_id)
+            conn.execute(
+                sa.update(run_t)
+                .where(run_t.c.id == other.id)
+                .values(
+                    status=RunStatus.CANCELLED.value,
+                    ended=max(end.ended, other.scheduled),
+                    error=f"superseded: the real outcome of run {run.backend_id} arrived late",
+                    history=[*(dict(h) for h in other.history), superseded],
+                )
+            )
+        assert run.ended is not None
+        after = replace(apply(task, run), updated_at=run.ended)
+        conn.execute(UPDATE_TASK, [{**rows.task_to_row(after), "id_": task.id}])
+        return run
+
+
+def _replaces_loss(run: TaskRun, status: RunStatus) -> bool:
+    """Whether an end with ``status`` is the real outcome of ``run``, which
+    was ended ``lost`` because its worker went offline (not a stolen or
+    yielded lease: their bodies were stopped, their late events are not
+    outcomes)."""
+    return (
+        run.status is RunStatus.LOST
+        and status in _REAL_OUTCOMES
+        and bool(run.history)
+        and run.history[-1].get("event") == WORKER_OFFLINE
+    )
+
+
+_REAL_OUTCOMES = frozenset(
+    {
+        RunStatus.EVENTFUL,
+        RunStatus.UNEVENTFUL,
+        RunStatus.FAILED,
+        RunStatus.PERMFAILED,
+        RunStatus.TIMED_OUT,
+    }
+)
+
+
+# Statements built once: SQLAlchemy caches their compiled form, which matters
+# on the listener's path (a few thousand run ends a second).
+def _bind(table: sa.Table, name: str) -> sa.BindParameter[Any]:
+    return sa.bindparam(name, type_=table.c[name].type)
+
+
+_START_SCHEDULED_RUN = (
+    sa.update(run_t)
+    .where(
+        run_t.c.backend_id == sa.bindparam("backend_id_"),
+        run_t.c.status == RunStatus.SCHEDULED.value,
+    )
+    .values({name: _bind(run_t, name) for name in ("status", "started", "worker")})
+)
+_END_RUN = (
+    sa.update(run_t)
+    .where(run_t.c.id == sa.bindparam("id_"))
+    .values(
+        {name: _bind(run_t, name) for name in ("status", "ended", "result", "error", "progress")}
+    )
+)
+#: every column of a task but its id, from ``rows.task_to_row`` values
+UPDATE_TASK = (
+    sa.update(task_t)
+    .where(task_t.c.id == sa.bindparam("id_"))
+    .values({c.name: _bind(task_t, c.name) for c in task_t.c if c.name != "id"})
+)

@@ -230,14 +230,19 @@ class Workload:
     def _stretch(self, name: str, target: float) -> float:
         """The factor on type ``name``'s run durations that makes its demand
         ``target`` (1.0 when it is already there, or when no factor up to
-        :data:`MAX_STRETCH` reaches it): demand grows with the factor, so
-        bisection finds it."""
+        :data:`MAX_STRETCH` reaches it): ``target`` over the demand when the
+        demand is proportional to the durations (no periodic task), else
+        found by bisection (demand grows with the factor)."""
 
         def demand(factor: float) -> float:
             return self.demand({name: factor})[name]
 
-        if demand(1.0) >= target or demand(MAX_STRETCH) < target * (1 - 1e-9):
+        base = demand(1.0)
+        if base >= target or demand(MAX_STRETCH) < target * (1 - 1e-9):
             return 1.0
+        proportional = target / base
+        if math.isclose(demand(proportional), target, rel_tol=1e-6):  # (durations in µs)
+            return proportional
         low, high = 1.0, MAX_STRETCH
         for _ in range(60):
             middle = (low + high) / 2

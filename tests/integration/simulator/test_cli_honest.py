@@ -143,11 +143,8 @@ def test_the_readme_from_store_example_runs_on_the_demo_database(sqlite_url: str
     args = _readme_from_store_example()
     assert args[:2] == ["simulate", "--from-store"]
     # as written, over a shorter horizon (the last --days wins) to keep the test short
-    result = CliRunner().invoke(
-        swh,
-        ["scheduler", "--db-url", sqlite_url, *args, "--days", "0.02", "--policy", "deadline"]
-        + ["--json"],
-    )
+    shorter = ["--days", "0.02", "--policy", "deadline", "--json"]
+    result = CliRunner().invoke(swh, ["scheduler", "--db-url", sqlite_url, *args, *shorter])
     assert result.exit_code == 0, (result.output, result.stderr)
     data = json.loads(result.stdout)
     assert data["workload"]["tasks"] > 100

@@ -48,9 +48,12 @@ def _workers(values: tuple[str, ...]) -> dict[str, int]:
     "loads",
     type=click.FloatRange(min=0.01, max=100),
     multiple=True,
-    help="Give each task type the workers (and lengthen its runs by less than one "
-    "worker's worth) at which its tasks ask for F times what they can do (1.5 = 150 %); "
-    "repeat to compare loads. Default: the workload as written.",
+    help="Give each task type the workers at which its tasks ask for F times what they "
+    "can do (1.5 = 150 %): its demand over F, rounded up, then its runs lengthened to "
+    "make the load exact; a type whose runs would have to be more than 8x as long keeps "
+    "them, and is reported (warning, report heading, JSON load_not_reached) at the load "
+    "it reaches. Repeat to compare loads. Not with --workers (which it sets) nor "
+    "--from-store. Default: the workload as written.",
 )
 @click.option(
     "--policy",
@@ -65,7 +68,7 @@ def _workers(values: tuple[str, ...]) -> dict[str, int]:
     "worker_counts",
     multiple=True,
     metavar="TYPE=N",
-    help="Worker slots of a task type (repeatable).",
+    help="Worker slots of a task type (repeatable; not with --load, which sets them).",
 )
 @click.option(
     "--interval",
@@ -84,7 +87,8 @@ def _workers(values: tuple[str, ...]) -> dict[str, int]:
     "--find-workers",
     is_flag=True,
     help="Search the smallest worker count per type that keeps ERROR-hours at or under "
-    "--target-error-hours (with the first --policy).",
+    "--target-error-hours (with the first --policy); refused at once (exit 2) for types "
+    "that stay above it with a worker per task.",
 )
 @click.option(
     "--target-error-hours",
@@ -102,7 +106,8 @@ def _workers(values: tuple[str, ...]) -> dict[str, int]:
 @click.option(
     "--report",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Write report.md, results.json and the plots (PNG) into this folder.",
+    help="Write report.md, results.json and the plots (PNG) into this folder "
+    "(needs the 'plots' extra, checked before simulating).",
 )
 @pass_cli
 def simulate(cli: CliContext, **options: Any) -> None:
@@ -110,7 +115,8 @@ def simulate(cli: CliContext, **options: Any) -> None:
     mixed-platform; default crawler-fleet) through the real runner pass,
     store, policy and listener on a virtual clock, with simulated queues and
     workers, and compare dispatch orders: ERROR- and WARNING-hours, lateness
-    at dispatch, outcomes, queue depths."""
+    at dispatch and at start (time in the queue counted), outcomes,
+    retries, queue depths."""
     # stopped by SIGTERM as by Ctrl-C: the simulation's database is removed
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
@@ -138,15 +144,29 @@ def _simulate(
 ) -> None:
     from ..simulator import compare as comparing
     from ..simulator.live import from_store as live_workload
-    from ..simulator.report import dumps, page, write_report
+    from ..simulator.report import dumps, page, require_plotting, write_report
     from ..simulator.workload import load_workload
 
+    if report is not None:
+        require_plotting()
+    if loads and worker_counts:
+        raise InvalidInput(
+            "workers",
+            "--workers and --load both set the worker counts: give one of them "
+            "(--load F gives each type its demand over F, rounded up)",
+        )
     chosen = [DispatchOrder(o) for o in orders] or list(comparing.DEFAULT_ORDERS)
     given = None
     if from_store:
         if workload is not None:
             raise InvalidInput(
                 "workload", "--from-store simulates the database's tasks: give no file"
+            )
+        if loads:
+            raise InvalidInput(
+                "load",
+                "--load scales a workload file's runs; --from-store keeps the live "
+                "tasks' own durations: set --workers instead",
             )
         durations = {
             name: parse_duration(f"interval.{name}", text)
@@ -176,7 +196,11 @@ def _simulate(
         click.echo(line, err=True)
 
     if find_workers:
-        scaled = model.with_load(loads[0]) if loads else model
+        scaled = model
+        if loads:
+            scaled = model.with_load(loads[0])
+            for name, reached in scaled.unreached(loads[0]).items():
+                progress(comparing.load_warning(scaled, name, loads[0], reached))
         sizing = comparing.find_workers(
             scaled, chosen[0], target=target_error_hours, db_url=sim_db_url, progress=progress
         )

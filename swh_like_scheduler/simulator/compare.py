@@ -12,9 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..exceptions import InvalidInput
 from ..model import DispatchOrder
 from .engine import Simulation
-from .workload import Workload
+from .watch import CAUSES
+from .workload import MAX_STRETCH, Workload
 
 #: the orders compared when none is given
 DEFAULT_ORDERS = (
@@ -64,16 +66,30 @@ def compare(
     runs = []
     for load in loads:
         scaled = workload if load is None else workload.with_load(load)
+        short: dict[str, float] = {}
+        if load is not None:
+            short = scaled.unreached(load)
+            for name, reached in short.items():
+                progress(load_warning(scaled, name, load, reached))
         for order in orders:
             progress(f"simulating {scaled.name}: order {order.value}, load {_load_text(load)}")
             result = Simulation(scaled, order, db_url=db_url, tasks=tasks).run()
-            runs.append({"order": order.value, "load": load, **result})
+            runs.append({"order": order.value, "load": load, "load_not_reached": short, **result})
     return {
         "workload": describe(workload),
         "orders": [o.value for o in orders],
         "loads": list(loads),
         "runs": runs,
     }
+
+
+def load_warning(workload: Workload, name: str, load: float, reached: float) -> str:
+    """The warning for a type that ``--load`` could not bring to ``load``."""
+    return (
+        f"warning: load {load:.0%}: {name} reaches only {reached:.0%} "
+        f"({workload.workers[name]} worker(s); its runs would have to be more than "
+        f"{MAX_STRETCH:g}x as long, so they are kept as written)"
+    )
 
 
 def _load_text(load: float | None) -> str:
@@ -108,36 +124,59 @@ def find_workers(
     progress: Progress = _quiet,
 ) -> Sizing:
     """Per task type, the smallest worker count whose ERROR-hours are at
-    most ``target``. The types have queues and workers of their own, so
-    one simulation tries a count for every type at once: each type's
-    range is halved by its own ERROR-hours (a binary search per type, in
-    lockstep; about log2 of the answer simulations, after doubling the
-    counts until every type meets the target). ``limit`` bounds the
-    counts tried."""
+    most ``target``.
+
+    First, one simulation with a worker per task for every type (more are
+    never busy: a task has one run at a time): a type still above the
+    target there stays above it with any number of workers, and the search
+    is refused (:class:`~..exceptions.InvalidInput`), naming the type, its
+    groups in ERROR and what keeps them there when the simulation can tell
+    (:data:`.watch.CAUSES`). Then the types have queues and workers of their
+    own, so one simulation tries a count for every type at once: the counts
+    of the types still short double (up to their task count, and
+    ``limit``), then each type's range, from its last count that missed to
+    its first that met the target, is halved by its own ERROR-hours (a
+    binary search per type, in lockstep). Every trial is kept by its worker
+    counts and never simulated twice."""
     trials: list[tuple[dict[str, int], dict[str, float]]] = []
+    cache: dict[tuple[tuple[str, int], ...], dict[str, Any]] = {}
+
+    def simulate(workers: Mapping[str, int]) -> dict[str, Any]:
+        key = tuple(sorted(workers.items()))
+        if key not in cache:
+            progress(f"simulating with workers {dict(key)}")
+            cache[key] = Simulation(workload.with_workers(workers), order, db_url=db_url).run()
+            errors = {t: r["error_hours"] for t, r in cache[key]["types"].items()}
+            trials.append((dict(key), errors))
+        return cache[key]
 
     def trial(workers: Mapping[str, int]) -> dict[str, float]:
-        progress(f"simulating with workers {dict(sorted(workers.items()))}")
-        result = Simulation(workload.with_workers(workers), order, db_url=db_url).run()
-        errors = {t: r["error_hours"] for t, r in result["types"].items()}
-        trials.append((dict(workers), errors))
-        return errors
+        return {t: r["error_hours"] for t, r in simulate(workers)["types"].items()}
 
     types = sorted(workload.workers)
+    tasks = dict.fromkeys(types, 0)
+    for group in workload.groups:
+        tasks[group.type] += group.count
+    ceiling = {t: max(1, min(limit, tasks[t])) for t in types}
+    _refuse_unreachable(workload, simulate({t: max(1, tasks[t]) for t in types}), target)
     high = dict(workload.workers)
-    errors = trial(high)
-    good = {t: errors[t] for t in types if errors[t] <= target}
-    while len(good) < len(types):  # double the counts of the types still short
-        if any(high[t] >= limit for t in types if t not in good):
-            short = sorted(t for t in types if t not in good)
-            raise RuntimeError(
-                f"{', '.join(short)}: more than {limit} workers still leave ERROR-hours "
-                f"above {target}"
-            )
-        high = {t: high[t] if t in good else min(limit, high[t] * 2) for t in types}
-        errors = trial(high)
-        good.update({t: errors[t] for t in types if t not in good and errors[t] <= target})
     low = dict.fromkeys(types, 0)  # counts known to miss the target (0: none tried)
+    errors = trial(high)
+    good = {t for t in types if errors[t] <= target}
+    while len(good) < len(types):  # double the counts of the types still short
+        short = sorted(t for t in types if t not in good)
+        if any(high[t] >= ceiling[t] for t in short):
+            at = ", ".join(f"{t} at {high[t]}" for t in short if high[t] >= ceiling[t])
+            raise InvalidInput(
+                "target_error_hours",
+                f"ERROR-hours still above {target:g} with {at} workers (the search stops "
+                f"at a worker per task, or {limit})",
+            )
+        for t in short:
+            low[t] = high[t]
+        high = {t: high[t] if t in good else min(ceiling[t], high[t] * 2) for t in types}
+        errors = trial(high)
+        good.update(t for t in types if errors[t] <= target)
     while any(high[t] - low[t] > 1 for t in types):
         middle = {t: (low[t] + high[t]) // 2 if high[t] - low[t] > 1 else high[t] for t in types}
         errors = trial(middle)
@@ -151,7 +190,33 @@ def find_workers(
     # the counts found are checked together, and a type that misses the
     # target with the others at their answer gets one more worker at a time
     errors = trial(high)
-    while short := [t for t in types if errors[t] > target and high[t] < limit]:
+    while short := [t for t in types if errors[t] > target and high[t] < ceiling[t]]:
         high = {t: high[t] + (t in short) for t in types}
         errors = trial(high)
     return Sizing(workers=high, error_hours=errors, trials=trials)
+
+
+def _refuse_unreachable(workload: Workload, result: Mapping[str, Any], target: float) -> None:
+    """Refuse, naming them, the types above ``target`` in ``result`` (a
+    simulation with a worker per task), their groups in ERROR and the cause
+    of most of each group's ERROR-hours."""
+    above = sorted(t for t, r in result["types"].items() if r["error_hours"] > target)
+    if not above:
+        return
+    parts = []
+    for name in above:
+        hours = result["types"][name]["error_hours"]
+        groups = []
+        for group in workload.groups:
+            record = result["groups"].get(group.name, {})
+            if group.type != name or not record.get("error_hours"):
+                continue
+            causes = record.get("error_hours_by_cause") or {}
+            why = f": {CAUSES[max(causes, key=causes.__getitem__)]}" if causes else ""
+            groups.append(f"{group.name!r} {record['error_hours']:,.1f}{why}")
+        parts.append(f"{name} {hours:,.1f} ERROR-hours ({'; '.join(groups)})")
+    raise InvalidInput(
+        "target_error_hours",
+        f"no number of workers keeps these types at or under {target:g} ERROR-hours "
+        f"(with a worker per task): {' | '.join(parts)}",
+    )

@@ -42,6 +42,7 @@ from ..exceptions import InvalidInput
 from ..listener.handler import EventHandler, TaskTypeCache
 from ..model import Claimed, DispatchOrder, RunStatus, Task, TaskType
 from ..monitor.duties import MonitorSettings, measure_loads
+from ..policy.retry import retry_state
 from ..records import Skip
 from ..runner.dispatch import tick
 from ..store import SQLAlchemyStore
@@ -68,6 +69,9 @@ class SimStore(SQLAlchemyStore):
     changed: set[int]
     #: the task of each run claimed, by the run's backend id
     run_tasks: dict[str, int]
+    #: the type and should_start_by of each run claimed and not started
+    #: yet, by the run's backend id
+    run_deadlines: dict[str, tuple[str, datetime]]
 
     def claim_ready_tasks(self, task_type: str, **kwargs: Any) -> list[Claimed]:
         claimed = super().claim_ready_tasks(task_type, **kwargs)
@@ -76,6 +80,7 @@ class SimStore(SQLAlchemyStore):
             for c in claimed:
                 self.changed.add(c.task_id)
                 self.run_tasks[c.backend_id] = c.task_id
+                self.run_deadlines[c.backend_id] = (task_type, c.deadline)
         return claimed
 
     def skip_missed_firings(self, task_type: str, **kwargs: Any) -> list[Skip]:
@@ -164,7 +169,7 @@ class Simulation:
     def run(self) -> dict[str, Any]:
         with sim_store(self.db_url) as store:
             store.recorder, store.announced = self.recorder, set()
-            store.changed, store.run_tasks = set(), {}
+            store.changed, store.run_tasks, store.run_deadlines = set(), {}, {}
             self.store = store
             self._populate(store)
             # the listener reads task types again a minute after, as it does
@@ -183,6 +188,7 @@ class Simulation:
             # samples at 0, every, 2 every... each standing for the time
             # until the next: the horizon is covered once
             self.env.run(until=self.workload.horizon.total_seconds())
+            self._still_queued()
         return self.recorder.to_json()
 
     # -- set-up -----------------------------------------------------------------------
@@ -258,6 +264,9 @@ class Simulation:
             attempt = self.attempts.get(key, 0) + 1
             self.attempts[key] = attempt
             started = env.now
+            _, deadline = self.store.run_deadlines.pop(message.task_id)
+            self.recorder.started(task_type.type, (self.now() - deadline).total_seconds())
+            retry = key in self.failed_last and self._retrying(message.task_id, task_type)
             last = self.last_visit.get(key)
             fate = self.behaviours[key].fate(
                 stream(seed, "run", *key, attempt), None if last is None else started - last
@@ -268,13 +277,29 @@ class Simulation:
             self._event("task-started", message.task_id, hostname)
             yield env.timeout(seconds)
             self._end(message.task_id, hostname, status, seconds)
-            retry = key in self.failed_last
             if status in SUCCESS:
                 self.last_visit[key] = started
                 self.failed_last.discard(key)
             else:
                 self.failed_last.add(key)
             self.recorder.ended(task_type.type, status.value, retry)
+
+    def _retrying(self, backend_id: str, task_type: TaskType) -> bool:
+        """Whether the run starting is a retry: its task's last run failed
+        and the policy scheduled a retry (not the next run of its schedule,
+        once its retries were exhausted). The failure was recorded before
+        the task could be claimed again."""
+        (task,) = self.store.get_tasks([self.store.run_tasks[backend_id]])
+        return retry_state(task, task_type).retry is not None
+
+    def _still_queued(self) -> None:
+        """The runs still waiting in a queue at the end: their wait so far
+        counts in the lateness at start (they started no earlier)."""
+        for name in sorted({t.effective_queue for t in self.workload.types}):
+            for message in self.queues.queue(name).items:
+                type_name, deadline = self.store.run_deadlines.pop(message.task_id)
+                waited = (self.now() - deadline).total_seconds()
+                self.recorder.started(type_name, waited, queued=True)
 
     def _end(self, backend_id: str, hostname: str, status: RunStatus, seconds: float) -> None:
         if status is RunStatus.FAILED:
@@ -333,7 +358,9 @@ class Simulation:
         counts = self.watch.counts(self.now(), self.store.changed)
         self.store.changed = set()
         depths = {t.type: self.queues.depth(t.effective_queue) for t in self.workload.types}
-        self.recorder.sample(self.now(), counts, depths, self.watch.group_counts)
+        self.recorder.sample(
+            self.now(), counts, depths, self.watch.group_counts, self.watch.group_causes
+        )
 
     def _group_of(self, task: Task) -> str:
         if self.given_tasks is not None:

@@ -2,8 +2,8 @@
 (PNG, matplotlib) and the JSON beside it.
 
 Plots: the share of tasks OK over simulated time per dispatch order (at
-each load), the CDF of lateness at dispatch per order, and ERROR-hours
-against load per order (when several loads were simulated)."""
+each load), the CDF of lateness at dispatch and at start per order, and
+ERROR-hours against load per order (when several loads were simulated)."""
 
 from __future__ import annotations
 
@@ -71,15 +71,17 @@ def page(results: Mapping[str, Any], plots: Sequence[str]) -> str:
         "",
         "ERROR-hours and WARNING-hours: time summed over tasks, from every task's "
         "condition read every sample (as `swh scheduler task status` shows it). "
-        "Lateness: how long after its should_start_by a task was dispatched "
-        "(0 when in time).",
+        "Lateness at dispatch: how long after its should_start_by a task was sent "
+        "to the broker; at start: how long after it a worker started the run (the "
+        "time in the queue counts; a run still queued at the end counts its wait "
+        "so far). Both 0 when in time. Retries: runs that retry a failed one.",
         "",
     ]
     for load, runs in by_load(results).items():
         ratios = ratio_to(runs, "fifo")
         types = runs[0]["types"]
         lines += [
-            f"## Load {_load_label(load)}",
+            _heading(load, types, runs[0].get("load_not_reached") or {}),
             "",
             "Workers (load at the nominal rates): "
             + ", ".join(
@@ -87,9 +89,10 @@ def page(results: Mapping[str, Any], plots: Sequence[str]) -> str:
             )
             + ".",
             "",
-            "| order | ERROR-h | vs fifo | WARNING-h | OK share (mean / min) | late dispatches "
-            "| lateness p50 / p99 | dispatches | failed | retries | max queue |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| order | ERROR-h | vs fifo | WARNING-h | OK share (mean / min) "
+            "| late at dispatch | p50 / p99 at dispatch | late at start | p50 / p99 at start "
+            "| dispatches | failed | retries | max queue |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for run in runs:
             ratio = ratios.get(run["order"])
@@ -101,13 +104,27 @@ def page(results: Mapping[str, Any], plots: Sequence[str]) -> str:
                 f"{'-' if ratio is None else f'{ratio:.2f}'} | {run['warning_hours']:,.1f} | "
                 f"{run['ok_share_mean']:.1%} / {run['ok_share_min']:.1%} | "
                 f"{run['dispatched_late']:,} | {_seconds(run['lateness_p50_s'])} / "
-                f"{_seconds(run['lateness_p99_s'])} | {run['dispatches']:,} | {failed:,} | "
+                f"{_seconds(run['lateness_p99_s'])} | {run['started_late']:,} | "
+                f"{_seconds(run['start_lateness_p50_s'])} / "
+                f"{_seconds(run['start_lateness_p99_s'])} | {run['dispatches']:,} | {failed:,} | "
                 f"{run['retries']:,} | {run['queue_depth_max']:,} |"
             )
         lines += ["", *_group_table(runs)]
     for name in plots:
         lines += [f"![{name}]({name})", ""]
     return "\n".join(lines)
+
+
+def _heading(load: float | None, types: Mapping[str, Any], short: Mapping[str, float]) -> str:
+    """A load's heading: the load asked, and the types that did not reach it
+    with the load they reached (never a load that was not simulated)."""
+    if load is None or not short:
+        return f"## Load {_load_label(load)}"
+    reached = [name for name in types if name not in short]
+    missed = ", ".join(f"{name} only {value:.0%}" for name, value in short.items())
+    if not reached:
+        return f"## Load {_load_label(load)} asked, not reached: {missed}"
+    return f"## Load {_load_label(load)} for {', '.join(reached)}; {missed}"
 
 
 def _group_table(runs: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -135,17 +152,26 @@ def _seconds(value: float) -> str:
     return f"{value / 3600:.1f} h"
 
 
-def _plots(results: Mapping[str, Any], folder: Path) -> list[Path]:
+def require_plotting() -> None:
+    """Refuse at once (before any simulation) when the plotting extra is
+    not installed."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib  # noqa: F401
     except ImportError:
         raise InvalidInput(
             "report",
-            "the plots need matplotlib: pip install 'swh-like-scheduler[plots]'",
+            "the plots need the 'plots' extra (matplotlib): "
+            "pip install 'swh-like-scheduler[plots]'",
         ) from None
+
+
+def _plots(results: Mapping[str, Any], folder: Path) -> list[Path]:
+    require_plotting()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     written = []
     grouped = by_load(results)
     for index, (load, runs) in enumerate(grouped.items()):
@@ -172,15 +198,22 @@ def _plots(results: Mapping[str, Any], folder: Path) -> list[Path]:
         plt.close(figure)
         figure, axes = plt.subplots(figsize=(9, 4))
         for run in runs:
-            points = run["lateness_cdf"]
-            if points:
-                axes.plot(
-                    [max(1.0, x) for x, _ in points], [q for _, q in points], label=run["order"]
-                )
+            for key, style, what in (
+                ("lateness_cdf", "-", "at dispatch"),
+                ("start_lateness_cdf", "--", "at start"),
+            ):
+                points = run.get(key) or []
+                if points:
+                    axes.plot(
+                        [max(1.0, x) for x, _ in points],
+                        [q for _, q in points],
+                        style,
+                        label=f"{run['order']} {what}",
+                    )
         axes.set_xscale("log")
-        axes.set_xlabel("lateness at dispatch, seconds (1 s and less at the left edge)")
-        axes.set_ylabel("share of dispatches")
-        axes.set_title(f"lateness at dispatch, load {_load_label(load)}")
+        axes.set_xlabel("lateness, seconds (1 s and less at the left edge)")
+        axes.set_ylabel("share of runs")
+        axes.set_title(f"lateness at dispatch and at start, load {_load_label(load)}")
         axes.legend()
         written.append(_save(figure, folder / f"lateness-{index}.png"))
         plt.close(figure)

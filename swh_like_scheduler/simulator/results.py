@@ -7,8 +7,14 @@
 * **Lateness at dispatch**: for every claimed task, the claim's instant
   minus its should_start_by (negative: early). Percentiles are of the
   positive part (0 for a task dispatched in time).
-* Dispatches, run outcomes, retries (runs of a task whose previous run
-  failed), queue depths at the samples, the share of tasks OK over time.
+* **Lateness at start**: for every run, the instant a worker started it
+  minus the should_start_by of its claim: the time it waited in the
+  broker's queue counts. A run still queued at the end of the horizon
+  counts with its wait until then (``queued_at_end`` of them).
+* Dispatches, run outcomes, retries (runs that retry a failed one, as the
+  policy scheduled them: not the next run of a schedule after the retries
+  were exhausted), queue depths at the samples, the share of tasks OK over
+  time.
 """
 
 from __future__ import annotations
@@ -62,6 +68,9 @@ class TypeRecord:
     workers: int
     natural_load: float
     lateness: list[float] = field(default_factory=list)
+    #: lateness at start, runs still queued at the end included
+    start_lateness: list[float] = field(default_factory=list)
+    queued_at_end: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     retries: int = 0
     level_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LEVELS, 0.0))
@@ -70,6 +79,7 @@ class TypeRecord:
 
     def to_json(self, samples: int) -> dict[str, Any]:
         late = sorted(max(0.0, x) for x in self.lateness)
+        late_start = sorted(max(0.0, x) for x in self.start_lateness)
         return {
             "workers": self.workers,
             "natural_load": _round(self.natural_load),
@@ -80,6 +90,10 @@ class TypeRecord:
             "lateness_p50_s": _round(percentile(late, 50), 1),
             "lateness_p99_s": _round(percentile(late, 99), 1),
             "dispatched_late": sum(1 for x in self.lateness if x > 0),
+            "start_lateness_p50_s": _round(percentile(late_start, 50), 1),
+            "start_lateness_p99_s": _round(percentile(late_start, 99), 1),
+            "started_late": sum(1 for x in self.start_lateness if x > 0),
+            "queued_at_end": self.queued_at_end,
             "queue_depth_max": self.depth_max,
             "queue_depth_mean": _round(self.depth_sum / samples if samples else 0.0, 2),
         }
@@ -98,11 +112,20 @@ class Recorder:
     events: Counter[str] = field(default_factory=Counter)
     #: per task group (the workload's ``[[tasks]]``), seconds spent at each level
     groups: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: per task group, seconds spent in ERROR by cause (:data:`.watch.CAUSES`)
+    causes: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def claimed(self, task_type: str, now: datetime, deadlines: Sequence[datetime]) -> None:
         record = self.types[task_type]
         record.lateness.extend((now - d).total_seconds() for d in deadlines)
         self.events["dispatch"] += len(deadlines)
+
+    def started(self, task_type: str, lateness: float, *, queued: bool = False) -> None:
+        """A run started ``lateness`` seconds after its should_start_by (or,
+        ``queued``, is still waiting at the end, that long after it)."""
+        record = self.types[task_type]
+        record.start_lateness.append(lateness)
+        record.queued_at_end += int(queued)
 
     def ended(self, task_type: str, status: str, retry: bool) -> None:
         record = self.types[task_type]
@@ -116,14 +139,20 @@ class Recorder:
         counts: Mapping[str, Mapping[str, int]],
         depths: Mapping[str, int],
         groups: Mapping[str, Mapping[str, int]] | None = None,
+        causes: Mapping[str, Mapping[str, int]] | None = None,
     ) -> None:
         """One reading of every task's condition (``{type: {level: n}}``,
-        and ``{group: {level: n}}``) and of every type's queue depth; its
-        levels count for the time until the next sample."""
+        ``{group: {level: n}}`` and ``{group: {cause of ERROR: n}}``) and of
+        every type's queue depth; its levels count for the time until the
+        next sample."""
         for name, levels in (groups or {}).items():
             _accrue(
                 self.groups.setdefault(name, dict.fromkeys(LEVELS, 0.0)), levels, self.sample_every
             )
+        for name, counted in (causes or {}).items():
+            seconds = self.causes.setdefault(name, {})
+            for cause, tasks in counted.items():
+                seconds[cause] = seconds.get(cause, 0.0) + tasks * self.sample_every
         totals: Counter[str] = Counter()
         for name, record in self.types.items():
             levels = counts.get(name, {})
@@ -138,11 +167,15 @@ class Recorder:
         )
         self.events["sample"] += 1
 
+    def _cause_hours(self, group: str) -> dict[str, float]:
+        return _cause_hours_of(self.causes.get(group, {}))
+
     def to_json(self) -> dict[str, Any]:
         samples = len(self.timeline)
         per_type = {name: r.to_json(samples) for name, r in sorted(self.types.items())}
         lateness = sorted(x for r in self.types.values() for x in r.lateness)
         positive = [max(0.0, x) for x in lateness]
+        at_start = sorted(max(0.0, x) for r in self.types.values() for x in r.start_lateness)
         outcomes: Counter[str] = Counter()
         for record in self.types.values():
             outcomes.update(record.outcomes)
@@ -157,14 +190,26 @@ class Recorder:
             "lateness_p50_s": _round(percentile(positive, 50), 1),
             "lateness_p99_s": _round(percentile(positive, 99), 1),
             "lateness_cdf": _cdf(positive),
+            "start_lateness_p50_s": _round(percentile(at_start, 50), 1),
+            "start_lateness_p99_s": _round(percentile(at_start, 99), 1),
+            "started_late": sum(1 for x in at_start if x > 0),
+            "queued_at_end": sum(r.queued_at_end for r in self.types.values()),
+            "start_lateness_cdf": _cdf(at_start),
             "outcomes": dict(sorted(outcomes.items())),
             "retries": sum(r.retries for r in self.types.values()),
             "queue_depth_max": max((r.depth_max for r in self.types.values()), default=0),
             "events": dict(sorted(self.events.items())),
             "types": per_type,
-            "groups": {name: _level_hours(s) for name, s in sorted(self.groups.items())},
+            "groups": {
+                name: {**_level_hours(s), "error_hours_by_cause": self._cause_hours(name)}
+                for name, s in sorted(self.groups.items())
+            },
             "timeline": self.timeline,
         }
+
+
+def _cause_hours_of(seconds: Mapping[str, float]) -> dict[str, float]:
+    return {cause: _round(s / 3600, 3) for cause, s in sorted(seconds.items())}
 
 
 def _cdf(sorted_values: Sequence[float]) -> list[list[float]]:

@@ -16,17 +16,42 @@ from datetime import datetime
 
 from .. import policy
 from ..conditions import LEVELS, PAGE, WATCHED
-from ..model import Task, TaskType
+from ..model import Task, TaskStatus, TaskType
 from ..store import SchedulerStore, TaskFilter
 
-#: a known task: the task as last read, its level, until when it holds
-Known = tuple[Task, str, datetime | None]
+#: a known task: the task as last read, its level, until when it holds,
+#: and the cause of an ERROR (:func:`error_cause`; None at other levels)
+Known = tuple[Task, str, datetime | None, str | None]
+
+#: what keeps a task in ERROR, as :func:`error_cause` tells it
+CAUSES = {
+    "schedule": "in ERROR by construction: its schedule does not let it start before it "
+    "is due (blackout windows, cooldown)",
+    "failures": "its runs fail",
+    "running": "its runs last longer than it is given",
+    "waiting": "ready but not started in time (queue limit, the runner's pace, workers)",
+}
+
+
+def error_cause(
+    task: Task, report: policy.ConditionReport, times: policy.StartTimes, now: datetime
+) -> str:
+    """Why ``task`` is in ERROR (a key of :data:`CAUSES`), from what the
+    store and the policy engine say of it; the first that applies."""
+    if report.reason is policy.Reason.GAVE_UP or task.failure_count > 0:
+        return "failures"
+    if task.owner_started_at is not None:
+        return "running"
+    if task.status is TaskStatus.WAITING and times.can_start_by > now:
+        return "schedule"
+    return "waiting"
 
 
 class ConditionWatch:
     """Counts of tasks per type and level, sample after sample; with
     ``group_of``, also per group (:attr:`group_counts`, ``{group: {level:
-    tasks}}`` at the last :meth:`counts`)."""
+    tasks}}`` at the last :meth:`counts`, and :attr:`group_causes`, ``{group:
+    {cause: tasks in ERROR}}``)."""
 
     def __init__(
         self,
@@ -37,6 +62,7 @@ class ConditionWatch:
         self.store, self.types = store, dict(types)
         self.group_of = group_of
         self.group_counts: dict[str, dict[str, int]] = {}
+        self.group_causes: dict[str, dict[str, int]] = {}
         self._known: dict[int, Known] | None = None
 
     def counts(
@@ -53,7 +79,7 @@ class ConditionWatch:
                 self._learn(page, now)
         else:
             # (a claim may put a task in a blackout window back unseen)
-            again = set(changed) | {i for i, (t, _, _) in self._known.items() if t.blackout_periods}
+            again = set(changed) | {i for i, (t, *_) in self._known.items() if t.blackout_periods}
             ids = sorted(again)
             for start in range(0, len(ids), PAGE):
                 chunk = ids[start : start + PAGE]
@@ -63,15 +89,20 @@ class ConditionWatch:
                 self._learn(found, now)
         counts: dict[str, dict[str, int]] = {}
         groups: dict[str, dict[str, int]] = {}
-        for task_id, (task, level, until) in self._known.items():
+        causes: dict[str, dict[str, int]] = {}
+        for task_id, (task, level, until, cause) in self._known.items():
             if until is not None and now > until:
                 self._known[task_id] = known = self._judge(task, now)
-                level = known[1]
+                level, cause = known[1], known[3]
             per_type = counts.setdefault(task.type, dict.fromkeys(LEVELS, 0))
             per_type[level] += 1
             if self.group_of is not None:
-                groups.setdefault(self.group_of(task), dict.fromkeys(LEVELS, 0))[level] += 1
-        self.group_counts = groups
+                group = self.group_of(task)
+                groups.setdefault(group, dict.fromkeys(LEVELS, 0))[level] += 1
+                if cause is not None:
+                    per_group = causes.setdefault(group, {})
+                    per_group[cause] = per_group.get(cause, 0) + 1
+        self.group_counts, self.group_causes = groups, causes
         return counts
 
     def _learn(self, tasks: Collection[Task], now: datetime) -> None:
@@ -91,4 +122,10 @@ class ConditionWatch:
         times = policy.start_times(task, task_type, now)
         report = policy.condition(task, task_type, now, times=times)
         until = policy.level_holds_until(task, task_type, now, times=times)
-        return task, report.level.value, until
+        error = report.level is policy.Condition.ERROR
+        return (
+            task,
+            report.level.value,
+            until,
+            error_cause(task, report, times, now) if error else None,
+        )

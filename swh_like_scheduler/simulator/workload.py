@@ -71,6 +71,10 @@ GROUP_TASK_FIELDS = tuple(
 )
 #: fields of a task type that are not type fields
 TYPE_SIM_FIELDS = ("workers",)
+#: the most ``--load`` lengthens a type's runs (:meth:`Workload.with_load`)
+MAX_STRETCH = 8.0
+#: a load reached within this share of the one asked counts as reached
+LOAD_TOLERANCE = 0.01
 
 
 @dataclass(frozen=True)
@@ -156,16 +160,22 @@ class Workload:
 
     # -- scaling ------------------------------------------------------------------
 
-    def demand(self) -> dict[str, float]:
+    def demand(self, stretch: Mapping[str, float] | None = None) -> dict[str, float]:
         """Per type, the worker-seconds its tasks ask for per second, at
         their nominal rate (adaptive: the first interval; periodic: the
-        period; cron: the firings of the first week; one-shot: once over the
-        horizon) and mean duration: the number of workers that would be
-        busy all the time. Retries are not counted. A periodic task counts
-        once per cooldown plus its mean duration: it may run again that soon
-        after its last good end."""
+        period; cron: the firings of the first week; one-shot: the share of
+        its spread that falls within the horizon, over the horizon) and
+        mean duration: the number of workers that would be busy all the
+        time. Retries are not counted. A periodic task counts once per
+        cooldown plus its mean duration: it may run again that soon after
+        its last good end. ``stretch``: per type, a factor on its run
+        durations (see :meth:`with_load`)."""
+        stretch = stretch or {}
         demand = dict.fromkeys(self.workers, 0.0)
         for group in self.groups:
+            factor = stretch.get(group.type, 1.0)
+            if factor != 1.0:
+                group = replace(group, duration=group.duration.scaled(factor))
             rate = nominal_rate(group, self.task_type(group.type), self.start, self.horizon)
             demand[group.type] += group.count * rate * group.duration.mean.total_seconds()
         return demand
@@ -173,6 +183,15 @@ class Workload:
     def natural_load(self) -> dict[str, float]:
         """Per type, :meth:`demand` over its workers."""
         return {t: d / max(1, self.workers[t]) for t, d in self.demand().items()}
+
+    def unreached(self, load: float) -> dict[str, float]:
+        """The types whose :meth:`natural_load` stays under ``load`` (by
+        more than 1 %), with the load they reach."""
+        return {
+            name: reached
+            for name, reached in sorted(self.natural_load().items())
+            if reached < load * (1 - LOAD_TOLERANCE)
+        }
 
     def with_tasks(self, total: int) -> Workload:
         """The workload with ``total`` tasks, its groups (and its workers,
@@ -187,22 +206,51 @@ class Workload:
 
     def with_load(self, load: float) -> Workload:
         """The workload whose tasks ask, per type, ``load`` times what its
-        workers can do (1.0: exactly; 1.5: half as much again). The worker
-        count is the demand over ``load``, rounded up; the run durations are
-        then lengthened by the rest (less than one worker's worth: at most
-        twice as long) so that the load is exact. A type whose demand is
-        under ``load`` of one worker is given one worker and keeps its
-        durations: it stays under the load (:meth:`natural_load` tells).
-        Queue limits follow the worker counts (:meth:`_staffed`)."""
+        workers can do (1.0: exactly; 1.5: half as much again). The rule,
+        per type: its worker count is its demand over ``load``, rounded up
+        (at least one); its run durations are then lengthened by the factor
+        that makes its demand exactly ``load`` times that count (solved, so
+        that periodic tasks, which run less often when their runs are
+        longer, count right). A type whose runs would have to be more than
+        :data:`MAX_STRETCH` times as long (a type whose demand is far under
+        ``load`` of one worker, or whose periodic tasks cannot ask that much
+        however long their runs) keeps its durations and stays under the
+        load: :meth:`unreached` names it, with the load it reaches. Queue
+        limits follow the worker counts (:meth:`_staffed`)."""
         if not (0 < load <= 100) or math.isnan(load):
             raise InvalidInput("load", f"{load} is not a load between 0 and 100 (1.0 = 100 %)")
         workers, factors = {}, {}
         for name, demand in self.demand().items():
-            workers[name] = max(1, math.ceil(demand / load))
-            factor = load * workers[name] / demand if demand > 0 else 1.0
-            factors[name] = factor if factor <= 2 else 1.0
+            # (a demand of exactly ``load`` workers needs no extra one)
+            workers[name] = max(1, math.ceil(demand / load * (1 - 1e-12)))
+            factors[name] = self._stretch(name, load * workers[name])
         groups = tuple(replace(g, duration=g.duration.scaled(factors[g.type])) for g in self.groups)
         return replace(self, groups=groups)._staffed(workers)
+
+    def _stretch(self, name: str, target: float) -> float:
+        """The factor on type ``name``'s run durations that makes its demand
+        ``target`` (1.0 when it is already there, or when no factor up to
+        :data:`MAX_STRETCH` reaches it): ``target`` over the demand when the
+        demand is proportional to the durations (no periodic task), else
+        found by bisection (demand grows with the factor)."""
+
+        def demand(factor: float) -> float:
+            return self.demand({name: factor})[name]
+
+        base = demand(1.0)
+        if base >= target or demand(MAX_STRETCH) < target * (1 - 1e-9):
+            return 1.0
+        proportional = target / base
+        if math.isclose(demand(proportional), target, rel_tol=1e-6):  # (durations in µs)
+            return proportional
+        low, high = 1.0, MAX_STRETCH
+        for _ in range(60):
+            middle = (low + high) / 2
+            if demand(middle) < target:
+                low = middle
+            else:
+                high = middle
+        return high
 
     def _staffed(self, workers: Mapping[str, int]) -> Workload:
         """The workload with ``workers``, each type's ``max_queue_length``
@@ -241,7 +289,7 @@ def nominal_rate(
     """Runs per second of one task of ``group`` (see :meth:`Workload.demand`)."""
     kind = group.kind
     if kind is ScheduleKind.ONESHOT:
-        return 1 / horizon.total_seconds()
+        return _share_within(group.spread, horizon) / horizon.total_seconds()
     if kind is ScheduleKind.PERIODIC:
         # a periodic task may run again a cooldown after its last good end:
         # as often as that, when the workers keep up (its period is a bound
@@ -271,6 +319,17 @@ def nominal_rate(
         else task_type.default_interval
     )
     return 1 / max(1.0, (interval or timedelta(days=1)).total_seconds())
+
+
+def _share_within(spread: tuple[timedelta, timedelta], horizon: timedelta) -> float:
+    """The probability that an offset drawn uniformly from ``spread`` falls
+    within ``[0, horizon)``: a one-shot task spread over 7 days runs in a
+    2-day horizon with probability 2/7."""
+    low, high = spread
+    if high <= low:
+        return 1.0 if timedelta(0) <= low < horizon else 0.0
+    inside = min(high, horizon) - max(low, timedelta(0))
+    return max(0.0, inside / (high - low))
 
 
 # -- reading ---------------------------------------------------------------------------

@@ -101,15 +101,25 @@ def test_scaling_tasks_and_load() -> None:
     assert workload.natural_load() == {"job": pytest.approx(1.5)}
     assert workload.with_load(0.5).workers == {"job": 12}
     assert workload.with_load(2.0).natural_load() == {"job": pytest.approx(2.0)}
-    # 6 / 1.6 = 3.75 workers: 4, with runs 4 x 1.6 / 6 times as long (the
-    # periodic tasks then run a little less often: within 1 %)
+    # 6 / 1.6 = 3.75 workers: 4, with runs f times as long where the demand
+    # 100 x 3f / 60 + 10 x 3f / (27 + 3f) is 4 x 1.6 (the periodic tasks run
+    # less often when their runs are longer: f is solved, not 6.4 / 6)
     tuned = workload.with_load(1.6)
     assert tuned.workers == {"job": 4}
-    assert tuned.natural_load() == {"job": pytest.approx(1.6, rel=0.01)}
-    assert tuned.groups[0].duration.median == timedelta(minutes=3) * (4 * 1.6 / 6)
-    # a demand of 6 workers at a load of 100: one worker, durations kept
+    assert tuned.natural_load() == {"job": pytest.approx(1.6, rel=1e-6)}
+    f = tuned.groups[0].duration.median / timedelta(minutes=3)
+    assert 5 * f + 30 * f / (27 + 3 * f) == pytest.approx(6.4, rel=1e-6)
+    assert f > 6.4 / 6
+    assert tuned.unreached(1.6) == {}
+    # a demand of 6 workers at a load of 100: one worker, whose runs would
+    # have to be 100 / 6 times as long (more than 8x): durations kept, and
+    # the load reached is said
     assert workload.with_load(100).workers == {"job": 1}
     assert workload.with_load(100).natural_load() == {"job": pytest.approx(6)}
+    assert workload.with_load(100).unreached(100) == {"job": pytest.approx(6)}
+    # 6 x 8 = 48: reached with runs 8x as long (the periodic tasks' less)
+    assert workload.with_load(40).unreached(40) == {}
+    assert workload.with_load(40).natural_load() == {"job": pytest.approx(40, rel=1e-6)}
     half = workload.with_tasks(55)
     assert [g.count for g in half.groups] == [50, 5] and half.workers == {"job": 2}
     # the queue per worker is kept: 5 per worker as written
@@ -122,3 +132,74 @@ def test_scaling_tasks_and_load() -> None:
         workload.with_load(0)
     with pytest.raises(InvalidInput, match="workers"):
         workload.with_workers({"other": 3})
+
+
+#: a type whose demand is a fraction of one worker: one adaptive task of
+#: 10 min every 2 h (1/12 of a worker) and one periodic task
+SMALL_DEMAND = {
+    "days": 2,
+    "types": {
+        "job": {"workers": 1, "default_interval": "2 h", "min_interval": "1 h"},
+        "lister": {"workers": 1},
+    },
+    "tasks": [
+        {"type": "job", "count": 1, "kind": "adaptive", "duration": "10 min"},
+        {
+            "type": "lister",
+            "count": 1,
+            "kind": "periodic",
+            "period": "1 day",
+            "cooldown": "20 h",
+            "duration": "30 min",
+        },
+    ],
+}
+
+
+def test_a_load_is_reached_by_longer_runs_beyond_twice_as_long() -> None:
+    # 1/12 of a worker at 150 %: one worker, runs 18x as long would be
+    # needed (more than 8x: not reached); at 50 % 6x as long (reached; the
+    # old rule lengthened runs at most 2x and stayed at 8 %)
+    workload = parse_workload(SMALL_DEMAND)
+    assert workload.natural_load()["job"] == pytest.approx(1 / 12)
+    half = workload.with_load(0.5)
+    assert half.natural_load()["job"] == pytest.approx(0.5)
+    assert half.groups[0].duration.median == timedelta(minutes=60)
+    assert "job" not in half.unreached(0.5)
+    assert workload.with_load(1.5).unreached(1.5)["job"] == pytest.approx(1 / 12)
+
+
+def test_a_periodic_task_cannot_ask_more_than_one_worker() -> None:
+    # one periodic task runs at most one run at a time: a load of 1.5 on one
+    # worker is out of reach however long its runs; 0.5 is reached with
+    # runs of 20 h (30 min x 40: more than 8x, so not reached either), and
+    # 0.1 with runs of 2 h 13 min (20 h x 0.1 / 0.9)
+    workload = parse_workload(SMALL_DEMAND)
+    assert "lister" in workload.with_load(1.5).unreached(1.5)
+    assert "lister" in workload.with_load(0.5).unreached(0.5)
+    tenth = workload.with_load(0.1)
+    assert "lister" not in tenth.unreached(0.1)
+    assert tenth.groups[1].duration.median.total_seconds() == pytest.approx(20 * 3600 / 9)
+
+
+@pytest.mark.parametrize(("days", "share"), [(7, 1.0), (2, 2 / 7), (10, 1.0)])
+def test_one_shots_count_over_the_horizon_they_are_spread_on(days: float, share: float) -> None:
+    # 700 one-shots of 1 min spread over 7 days: 100 a day, 100 min of work
+    # a day, whatever the horizon (before: 700 over --days 2 counted 350 a day)
+    workload = parse_workload(
+        {
+            "days": days,
+            "types": {"job": {"workers": 1}},
+            "tasks": [
+                {
+                    "type": "job",
+                    "count": 700,
+                    "kind": "oneshot",
+                    "spread": ["0 s", "7 days"],
+                    "duration": "1 min",
+                }
+            ],
+        }
+    )
+    runs = 700 * share
+    assert workload.demand()["job"] == pytest.approx(runs * 60 / (days * 86400))

@@ -90,13 +90,56 @@ def read(path: Path) -> Iterator[dict[str, Any]]:
                 yield record
 
 
+def _parameters(record: dict[str, Any]) -> list[str]:
+    """The fields that say what was measured: those a line gives before its
+    ``unit`` (every scenario writes its parameters, then the unit, then the
+    values); all but the known value fields when a line has no unit."""
+    names = list(record)
+    if "unit" in names:
+        names = names[: names.index("unit")]
+    return sorted(k for k in names if k not in _VALUE_FIELDS and _is_parameter(record[k]))
+
+
+def _is_parameter(value: Any) -> bool:
+    """A size, a name or a switch; a float or a text with blanks given among
+    the parameters is something measured (a duration, a plan)."""
+    if isinstance(value, bool | int):
+        return True
+    return isinstance(value, str) and " " not in value
+
+
 def identity(record: dict[str, Any]) -> tuple[str, str, str]:
     """(scenario, measurement, parameters): what two lines must share to be
     two measurements of the same thing."""
-    params = ", ".join(
-        f"{k}={_short(v)}" for k, v in sorted(record.items()) if k not in _VALUE_FIELDS
-    )
+    params = ", ".join(f"{k}={_short(record[k])}" for k in _parameters(record))
     return str(record["scenario"]), str(record["measurement"]), params
+
+
+def value_text(record: dict[str, Any]) -> str:
+    """The measured value: the median, else the fields after the unit
+    (``p50 18.5, p99 44.7 ms``, ``passes 6``)."""
+    unit = record.get("unit", "")
+    if "median" in record:
+        return f"{_figure(record['median'])} {unit}".strip()
+    names = list(record)
+    after = names[names.index("unit") + 1 :] if "unit" in names else names
+    shown = [
+        f"{k} {_figure(record[k])}"
+        for k in after
+        if k not in _VALUE_FIELDS and isinstance(record[k], int | float)
+    ]
+    return f"{', '.join(shown)} {unit}".strip()
+
+
+def _measured_aside(record: dict[str, Any]) -> str:
+    """Numbers measured but written among the parameters (``longest_claim_s``)."""
+    names = list(record)
+    before = names[: names.index("unit")] if "unit" in names else []
+    return ", ".join(
+        f"{k} {_figure(record[k])}"
+        for k in before
+        if k not in _VALUE_FIELDS and isinstance(record[k], float)
+    )
 
 
 def _short(value: Any) -> str:
@@ -149,7 +192,7 @@ def table(records: list[dict[str, Any]]) -> str:
         f"{len(newest)} measurements, the newest of each (from `{RESULTS.name}`, "
         f"{len(records)} lines). Ratios compare with a baseline measured in the same run.",
         "",
-        "| scenario | measurement | parameters | median | ratios | date | commit | load |",
+        "| scenario | measurement | parameters | value (median) | ratios | date | commit | load |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for key in sorted(newest):
@@ -161,7 +204,8 @@ def table(records: list[dict[str, Any]]) -> str:
         size = "quick" if run.get("quick") else "full"
         load = run.get("loadavg") or ["?"]
         lines.append(
-            f"| {key[0]} | {key[1]} | {key[2]} | {_figure(record['median'])} {record['unit']} "
+            f"| {key[0]} | {key[1]} | {key[2]} | "
+            f"{'; '.join(filter(None, [value_text(record), _measured_aside(record)]))} "
             f"| {ratios} | {run['date'][:16].replace('T', ' ')} ({size}) | `{run['commit']}` "
             f"| {load[0]} |"
         )

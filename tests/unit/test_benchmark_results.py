@@ -76,6 +76,25 @@ def test_report_rewrites_only_between_the_markers_and_check_sees_a_stale_readme(
     assert results.report([*args, "--check"]) == 0
 
 
+def test_a_line_without_a_median_shows_what_follows_its_unit() -> None:
+    record = {
+        "scenario": "api",
+        "measurement": "reads_http",
+        "tasks": 100_000,
+        "clients": 8,
+        "longest_s": 0.25,  # measured, though written before the unit
+        "unit": "ms",
+        "p50": 18.52,
+        "p99": 44.66,
+        "ratios": {},
+        "stamp": {"date": "2026-11-26T03:07:35+00:00", "commit": "a", "loadavg": [1, 1, 1]},
+    }
+    assert results.identity(record) == ("api", "reads_http", "clients=8, tasks=100,000")
+    assert results.value_text(record) == "p50 18.5, p99 44.7 ms"
+    later = {**record, "p50": 20.0, "stamp": {**record["stamp"], "date": "2026-11-27T00:00:00"}}
+    assert list(results.latest([record, later]).values()) == [later]
+
+
 def test_a_broken_results_line_is_named_by_its_number(tmp_path: Path) -> None:
     found = tmp_path / "results.jsonl"
     found.write_text(line("2026-11-20T10:00:00+00:00", "a", 1.0) + "\n{not json\n")

@@ -238,7 +238,7 @@ def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: date
             )
         fields["current_interval"] = interval
     elif interval is not None:
-        raise InvalidInput("interval", f"does not apply to a {kind} task (use period or cron)")
+        raise InvalidInput("interval", f"does not apply to {kind} tasks (use period or cron)")
     if kind is ScheduleKind.CRON and "cron_max_duration" not in fields:
         fields["cron_max_duration"] = default_cron_max_duration(fields, task_type, now)
     requested = (

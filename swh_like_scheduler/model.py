@@ -450,10 +450,10 @@ class Task:
         kind = self.schedule_kind
         for name in _SCHEDULE_REQUIRED[kind]:
             if getattr(self, name) is None:
-                raise InvalidInput(name, f"is required for a {kind} task")
+                raise InvalidInput(name, f"is required for {kind} tasks")
         for name in _SCHEDULE_PARAMETERS:
             if name not in _SCHEDULE_ALLOWED[kind] and getattr(self, name) is not None:
-                raise InvalidInput(name, f"does not apply to a {kind} task")
+                raise InvalidInput(name, f"does not apply to {kind} tasks")
         for name in _POSITIVE_TASK_DURATIONS:
             value = getattr(self, name)
             if value is not None and value <= timedelta(0):

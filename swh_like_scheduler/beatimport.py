@@ -42,10 +42,9 @@ from typing import Any
 from . import validation
 from .beatreport import STALE_ACTIONS, Action, ImportReport, Outcome
 from .beatschedule import KEY_PREFIX, BeatEntry, span
-from .builders import default_cron_max_duration
 from .exceptions import Conflict, InvalidInput
 from .model import ScheduleKind, Task, TaskStatus, TaskType
-from .policy import prepare_new_task, start_times, validate_task
+from .policy import default_cron_max_duration, prepare_new_task, start_times, validate_task
 from .policy.times import never_attempted
 from .store.values import TaskFilter
 

@@ -164,18 +164,6 @@ def schedule_kind(values: Mapping[str, Any]) -> ScheduleKind:
     return ScheduleKind.ADAPTIVE
 
 
-def default_cron_max_duration(
-    fields: Mapping[str, Any], task_type: TaskType, now: datetime
-) -> timedelta:
-    """The time a cron firing has to finish when none is given: the task's
-    (else its type's) ``max_allowed_duration``, else the shortest gap between
-    two firings over the next year (a run should end before the next one)."""
-    allowed = fields.get("max_allowed_duration") or task_type.max_allowed_duration
-    if allowed is not None:
-        return allowed
-    return policy.shortest_cron_gap(fields["cron"], fields.get("tz", "UTC"), now)
-
-
 #: the field each schedule kind cannot do without, and an example
 _REQUIRED = {
     ScheduleKind.CRON: ("cron", "example: '0 3 * * *'"),
@@ -240,7 +228,7 @@ def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: date
     elif interval is not None:
         raise InvalidInput("interval", f"does not apply to {kind} tasks (use period or cron)")
     if kind is ScheduleKind.CRON and "cron_max_duration" not in fields:
-        fields["cron_max_duration"] = default_cron_max_duration(fields, task_type, now)
+        fields["cron_max_duration"] = policy.default_cron_max_duration(fields, task_type, now)
     requested = (
         now
         if _blank(values.get("next_run"))

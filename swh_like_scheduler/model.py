@@ -306,13 +306,14 @@ _SCHEDULE_REQUIRED: dict[ScheduleKind, tuple[str, ...]] = {
     ScheduleKind.CRON: ("cron", "cron_max_duration"),
     ScheduleKind.ADAPTIVE: ("current_interval",),
 }
-_SCHEDULE_ALLOWED: dict[ScheduleKind, frozenset[str]] = {
+#: the schedule parameters each kind takes (the others must be unset)
+SCHEDULE_ALLOWED: dict[ScheduleKind, frozenset[str]] = {
     ScheduleKind.ONESHOT: frozenset({"max_delay"}),
     ScheduleKind.PERIODIC: frozenset({"period", "cooldown"}),
     ScheduleKind.CRON: frozenset({"cron", "cron_max_duration"}),
     ScheduleKind.ADAPTIVE: frozenset({"current_interval"}),
 }
-_SCHEDULE_PARAMETERS = tuple(name for names in _SCHEDULE_ALLOWED.values() for name in names)
+SCHEDULE_PARAMETERS = tuple(name for names in SCHEDULE_ALLOWED.values() for name in names)
 #: the durations of a task that 0 cannot be (a cooldown, a delay may)
 _POSITIVE_TASK_DURATIONS = (
     "period",
@@ -451,8 +452,8 @@ class Task:
         for name in _SCHEDULE_REQUIRED[kind]:
             if getattr(self, name) is None:
                 raise InvalidInput(name, f"is required for {kind} tasks")
-        for name in _SCHEDULE_PARAMETERS:
-            if name not in _SCHEDULE_ALLOWED[kind] and getattr(self, name) is not None:
+        for name in SCHEDULE_PARAMETERS:
+            if name not in SCHEDULE_ALLOWED[kind] and getattr(self, name) is not None:
                 raise InvalidInput(name, f"does not apply to {kind} tasks")
         for name in _POSITIVE_TASK_DURATIONS:
             value = getattr(self, name)

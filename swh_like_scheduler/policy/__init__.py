@@ -27,7 +27,7 @@ from .condition import (
     condition,
     level_holds_until,
 )
-from .cron import cron_times, next_cron_time, shortest_cron_gap
+from .cron import cron_times, default_cron_max_duration, next_cron_time, shortest_cron_gap
 from .explain import Explanation, explain
 from .outcome import (
     EWMA_ALPHA,
@@ -110,6 +110,7 @@ __all__ = [
     "covers_whole_day",
     "cron_times",
     "default_cooldown",
+    "default_cron_max_duration",
     "effective_average",
     "ewma",
     "explain",

@@ -20,13 +20,15 @@ real local time.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta, tzinfo
 from functools import lru_cache
+from typing import Any
 
 from croniter import CroniterBadDateError, croniter
 
 from ..exceptions import InvalidInput
+from ..model import TaskType
 from ..validation import cron_expression
 from .times import get_zone, local_to_utc, to_utc, wall_time
 
@@ -171,3 +173,15 @@ def _offset_changes(zone: tzinfo, start: datetime, end: datetime) -> Iterator[da
             yield high
             offset = following.astimezone(zone).utcoffset()
         day = following
+
+
+def default_cron_max_duration(
+    fields: Mapping[str, Any], task_type: TaskType, now: datetime
+) -> timedelta:
+    """The time a cron firing has to finish when none is given: the task's
+    (else its type's) ``max_allowed_duration``, else the shortest gap between
+    two firings over the next year (a run should end before the next one)."""
+    allowed = fields.get("max_allowed_duration") or task_type.max_allowed_duration
+    if allowed is not None:
+        return allowed
+    return shortest_cron_gap(fields["cron"], fields.get("tz", "UTC"), now)

@@ -35,22 +35,20 @@ from typing import Any
 
 from ..editing import TASK_EDITABLE, Applies, task_field
 from ..exceptions import InvalidInput, TaskBusy
-from ..model import OWNER_CLEARED, ScheduleKind, Task, TaskStatus, TaskType
-from .cron import shortest_cron_gap
+from ..model import (
+    OWNER_CLEARED,
+    SCHEDULE_ALLOWED,
+    SCHEDULE_PARAMETERS,
+    ScheduleKind,
+    Task,
+    TaskStatus,
+    TaskType,
+)
+from .cron import default_cron_max_duration
 from .retry import retry_state
 from .schedule import compute_start_times
 from .times import ZERO, never_attempted, oneshot_instant, to_utc
 from .validate import default_cooldown, validate_task
-
-#: the schedule parameters each kind uses (the others are cleared when the
-#: kind changes, unless the edit gives them)
-_KIND_PARAMETERS: Mapping[ScheduleKind, frozenset[str]] = {
-    ScheduleKind.ONESHOT: frozenset({"max_delay"}),
-    ScheduleKind.PERIODIC: frozenset({"period", "cooldown"}),
-    ScheduleKind.CRON: frozenset({"cron", "cron_max_duration"}),
-    ScheduleKind.ADAPTIVE: frozenset({"current_interval"}),
-}
-_PARAMETERS = frozenset(name for names in _KIND_PARAMETERS.values() for name in names)
 
 
 def held(task: Task) -> bool:
@@ -134,17 +132,20 @@ def _new_kind(
     kinds' parameters cleared, defaults for the new one's."""
     extra: dict[str, Any] = {
         name: None
-        for name in _PARAMETERS - _KIND_PARAMETERS[kind]
-        if name not in wanted and getattr(task, name) is not None
+        for name in SCHEDULE_PARAMETERS
+        if name not in SCHEDULE_ALLOWED[kind]
+        and name not in wanted
+        and getattr(task, name) is not None
     }
     if kind is ScheduleKind.ADAPTIVE and wanted.get("current_interval") is None:
         extra["current_interval"] = task.current_interval or task_type.default_interval
     if kind is ScheduleKind.CRON and wanted.get("cron") and not wanted.get("cron_max_duration"):
-        allowed = wanted.get("max_allowed_duration", task.max_allowed_duration)
-        tz = wanted.get("tz", task.tz)
-        extra["cron_max_duration"] = (
-            allowed or task_type.max_allowed_duration or shortest_cron_gap(wanted["cron"], tz, now)
-        )
+        fields = {
+            "cron": wanted["cron"],
+            "tz": wanted.get("tz", task.tz),
+            "max_allowed_duration": wanted.get("max_allowed_duration", task.max_allowed_duration),
+        }
+        extra["cron_max_duration"] = default_cron_max_duration(fields, task_type, now)
     if kind is ScheduleKind.ONESHOT:
         # run once, at the can_start_by it had
         at = oneshot_instant(task) if task.schedule_kind is kind else to_utc(task.next_run)

@@ -110,14 +110,14 @@ def task_type_from_input(values: Mapping[str, Any]) -> TaskType:
     if "retry_growth" in parsed:
         parsed["retry_growth"] = validation.positive_float("retry_growth", parsed["retry_growth"])
     if "uses_lease" in parsed:
-        parsed["uses_lease"] = _boolean("uses_lease", parsed["uses_lease"])
+        parsed["uses_lease"] = boolean_value("uses_lease", parsed["uses_lease"])
     for name in ("type", "backend_name"):
         if name not in parsed:
             raise InvalidInput(name, "is required")
     return TaskType(**parsed)
 
 
-def _boolean(field: str, value: Any) -> bool:
+def boolean_value(field: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -128,7 +128,7 @@ def _boolean(field: str, value: Any) -> bool:
     raise InvalidInput(field, f"{value!r} is not a boolean (true/false)")
 
 
-def _json_value(field: str, value: Any, expected: type) -> Any:
+def json_value(field: str, value: Any, expected: type) -> Any:
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -190,9 +190,9 @@ def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: date
             if name in _POSITIVE and fields[name] <= timedelta(0):
                 raise InvalidInput(name, f"{values[name]!r} must be longer than zero")
     if not _blank(values.get("args")):
-        fields["args"] = tuple(_json_value("args", values["args"], list))
+        fields["args"] = tuple(json_value("args", values["args"], list))
     if not _blank(values.get("kwargs")):
-        fields["kwargs"] = _json_value("kwargs", values["kwargs"], dict)
+        fields["kwargs"] = json_value("kwargs", values["kwargs"], dict)
     if not _blank(values.get("key")):
         fields["key"] = str(values["key"])
     if not _blank(values.get("priority")):
@@ -207,13 +207,13 @@ def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: date
     if not _blank(values.get("cron")):
         fields["cron"] = validation.cron_expression("cron", str(values["cron"]))
     if not _blank(values.get("blackout_periods")):
-        windows = _json_value("blackout_periods", values["blackout_periods"], list)
+        windows = json_value("blackout_periods", values["blackout_periods"], list)
         fields["blackout_periods"] = tuple(BlackoutPeriod.parse(w) for w in windows)
     if not _blank(values.get("dont_run_on_nodes")):
         nodes = values["dont_run_on_nodes"]
         if isinstance(nodes, str) and not nodes.lstrip().startswith("["):
             nodes = [n.strip() for n in nodes.split(",") if n.strip()]
-        nodes = _json_value("dont_run_on_nodes", nodes, list)
+        nodes = json_value("dont_run_on_nodes", nodes, list)
         fields["dont_run_on_nodes"] = tuple(str(n) for n in nodes)
     interval = fields.pop("interval", None)
     if kind is ScheduleKind.ADAPTIVE:

@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from . import validation
-from .builders import _boolean, _json_value
+from .builders import boolean_value, json_value
 from .exceptions import InvalidInput
 from .model import (
     TASK_TYPE_DURATIONS,
@@ -139,7 +139,7 @@ def task_changes(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def _task_value(name: str, field: str, raw: Any) -> Any:
     if field == "failure_count":
-        if raw is True or (not isinstance(raw, bool) and _boolean(name, raw)):
+        if raw is True or (not isinstance(raw, bool) and boolean_value(name, raw)):
             return 0
         raise InvalidInput(name, "can only be true: the retry budget starts afresh")
     if _unset(raw):
@@ -163,15 +163,15 @@ def _task_value(name: str, field: str, raw: Any) -> Any:
         validation.zone(name, text)
         return text
     if field == "args":
-        return tuple(_json_value(name, raw, list))
+        return tuple(json_value(name, raw, list))
     if field == "kwargs":
-        return _json_value(name, raw, dict)
+        return json_value(name, raw, dict)
     if field == "blackout_periods":
-        return tuple(BlackoutPeriod.parse(w) for w in _json_value(name, raw, list))
+        return tuple(BlackoutPeriod.parse(w) for w in json_value(name, raw, list))
     assert field == "dont_run_on_nodes", field
     if isinstance(raw, str) and not raw.lstrip().startswith("["):
         raw = [n.strip() for n in raw.split(",") if n.strip()]
-    return tuple(str(n) for n in _json_value(name, raw, list))
+    return tuple(str(n) for n in json_value(name, raw, list))
 
 
 def _choice(name: str, raw: Any, kind: type[StrEnum]) -> Any:
@@ -209,7 +209,7 @@ def _type_value(name: str, raw: Any) -> Any:
     if name == "retry_growth":
         return validation.positive_float(name, raw)
     if name == "uses_lease":
-        return _boolean(name, raw)
+        return boolean_value(name, raw)
     if name == "catch_up":
         return _choice(name, raw, CatchUp)
     if not isinstance(raw, str):

@@ -47,6 +47,7 @@ from .common import (
     unique_queue,
     utcnow,
 )
+from .cpu import CpuMeter, median_parts
 
 TASKS = 5_000
 QUICK_TASKS = 2_000
@@ -95,12 +96,14 @@ def ours(
     listener_store: SQLAlchemyStore | None = None,
     still_open: Callable[[], int] | None = None,
     on_ready: Callable[[], None] | None = None,
+    meter: CpuMeter | None = None,
 ) -> float:
     """Runner passes (on ``store``) until ``count`` are published, then wait
     until the listener (on ``listener_store``, default ``store``) recorded
     every run's end (``still_open``: how many runs are open, default read
     through ``store``). ``on_ready`` is called once the listener is up,
-    just before the clock starts."""
+    just before the clock starts; ``meter`` measures the CPU by part over
+    the timed interval."""
     queue = unique_queue("e2e-events")
     options = ListenerOptions(queue_name=queue, wakeup_workers=False, retry_delay=0.5)
     stop = threading.Event()
@@ -114,6 +117,8 @@ def ours(
             raise RuntimeError("the listener did not start")
         if on_ready is not None:
             on_ready()
+        if meter is not None:
+            meter.start()
         started = time.perf_counter()
         published = 0
         while published < count:
@@ -125,15 +130,19 @@ def ours(
             if time.perf_counter() - started > TIMEOUT:
                 raise RuntimeError(f"{count_open()} runs still open after {TIMEOUT}s")
             time.sleep(0.02)
-        return time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        if meter is not None:
+            meter.stop()
+        return seconds
     finally:
         stop.set()
         thread.join(30)
         purge(app, queue)
 
 
-def plain(app: Any, count: int, queue: str) -> float:
-    """A plain ``apply_async`` loop; time until every task-succeeded is seen."""
+def plain(app: Any, count: int, queue: str, meter: CpuMeter | None = None) -> float:
+    """A plain ``apply_async`` loop; time until every task-succeeded is seen
+    (``meter``: the CPU by part over that time)."""
     ids = [str(uuid.uuid4()) for _ in range(count)]
     wanted = set(ids)
     seen: set[str] = set()
@@ -159,6 +168,8 @@ def plain(app: Any, count: int, queue: str) -> float:
     thread.start()
     time.sleep(2.0)  # the receiver's queue is declared and consumed
     signature = app.signature(NOOP_TASK)
+    if meter is not None:
+        meter.start()
     started = time.perf_counter()
     with app.producer_or_acquire() as producer:
         for n, task_id in enumerate(ids):
@@ -168,6 +179,8 @@ def plain(app: Any, count: int, queue: str) -> float:
             )
     finished = done.wait(TIMEOUT)
     seconds = time.perf_counter() - started
+    if meter is not None:
+        meter.stop()
     if receiver_box:
         receiver_box[0].should_stop = True
     thread.join(10)
@@ -183,22 +196,30 @@ def run(ctx: Context) -> None:
     app = celery_app(broker, worker_send_task_events=True, task_send_sent_event=False)
     queue = unique_queue("e2e")
     rates: dict[str, list[float]] = {"ours": [], "unguarded": [], "apply_async": []}
+    cpu: dict[str, list[dict[str, float]]] = {name: [] for name in rates}
     with scratch_store(ctx.postgres, "swh_bench_e2e") as store:
         bench_type(store, queue, max_queue_length=count)
         fill_tasks(store, count, now=utcnow())
         db_url = store.engine.url.render_as_string(hide_password=False)
         try:
-            with worker(broker, queue, app, db_url):
+            with worker(broker, queue, app, db_url) as process:
                 for attempt in range(ctx.repeat):
                     for name, task_name in (("ours", GUARDED_TASK), ("unguarded", NOOP_TASK)):
                         store.update_task_type("bench", backend_name=task_name)
                         reset_tasks(store, due_at=utcnow())
-                        rates[name].append(count / ours(store, app, count))
-                    rates["apply_async"].append(count / plain(app, count, queue))
+                        meter = CpuMeter(worker_pids=[process.pid])
+                        rates[name].append(count / ours(store, app, count, meter=meter))
+                        cpu[name].append(meter.per(count))
+                        log(f"  {name}: outside the parts, CPU s: {meter.others}")
+                    meter = CpuMeter(worker_pids=[process.pid])
+                    rates["apply_async"].append(count / plain(app, count, queue, meter))
+                    cpu["apply_async"].append(meter.per(count))
                     log(
                         f"end-to-end {kind} {count:,} #{attempt}: "
                         + ", ".join(f"{k} {v[-1]:,.0f} tasks/s" for k, v in rates.items())
                     )
+                    for name, parts in cpu.items():
+                        log(f"  CPU ms per run, {name}: " + cpu_text(parts[-1]))
         finally:
             purge(app, queue)
     mine, base = statistics.median(rates["ours"]), statistics.median(rates["apply_async"])
@@ -213,9 +234,20 @@ def run(ctx: Context) -> None:
             "ours/unguarded": ratio(mine, statistics.median(rates["unguarded"])),
         },
         digits=0,
+        cpu_ms_per_run=median_parts(cpu["ours"]),
         **params,
     )
-    ctx.measurement("end-to-end", "unguarded", "tasks/s", rates["unguarded"], digits=0, **params)
-    ctx.measurement(
-        "end-to-end", "apply_async", "tasks/s", rates["apply_async"], digits=0, **params
-    )
+    for name in ("unguarded", "apply_async"):
+        ctx.measurement(
+            "end-to-end",
+            name,
+            "tasks/s",
+            rates[name],
+            digits=0,
+            cpu_ms_per_run=median_parts(cpu[name]),
+            **params,
+        )
+
+
+def cpu_text(parts: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.2f}" for k, v in parts.items())

@@ -23,6 +23,7 @@ from .interface import (
     READY_CHANNEL,
     Capabilities,
 )
+from .sql_held import HeldConnections
 from .tables import task as task_t
 from .tables import task_type as task_type_t
 
@@ -51,6 +52,11 @@ class SQLBase:
         self._capabilities = capabilities_of(engine)
         #: the connection of an open :meth:`transaction`, shared by every call
         self._bound: sa.Connection | None = None
+        #: connections held per thread for the start guard's statement, when
+        #: this store owns its engine (PostgreSQL): :mod:`.sql_held`
+        self._held = (
+            HeldConnections(engine) if owns_engine and self._capabilities.writable_ctes else None
+        )
 
     @classmethod
     def from_url(
@@ -72,6 +78,8 @@ class SQLBase:
 
     def close(self) -> None:
         if self._owns_engine and self._bound is None:
+            if self._held is not None:
+                self._held.close()
             self.engine.dispose()
 
     @contextmanager

@@ -19,6 +19,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .sql_held import HeldConnections
+
 _FIRST_COPY = sa.text(
     """
 WITH r AS (
@@ -59,7 +61,7 @@ RETURNING statement_timestamp()
 
 
 def first_copy(
-    conn: sa.Connection,
+    conn: sa.Connection | HeldConnections,
     backend_id: str,
     *,
     node: str,
@@ -68,7 +70,9 @@ def first_copy(
     pid: int | None = None,
 ) -> datetime | None:
     """Grant the common case (module doc): the database's now when granted,
-    ``None`` when the general path must decide."""
+    ``None`` when the general path must decide. ``conn``: a connection, or
+    the store's held connections (:mod:`.sql_held`), which run it committed
+    and prepared."""
     values: dict[str, Any] = {
         "backend_id": backend_id,
         "node": node,
@@ -77,7 +81,11 @@ def first_copy(
         "worker": f"{name}@{node}",
         "pid": pid,
     }
-    found = conn.execute(_FIRST_COPY, values).scalar()
+    if isinstance(conn, HeldConnections):
+        row = conn.fetch_one("guard the start of a run", _FIRST_COPY, values)
+        found = row[0] if row is not None else None
+    else:
+        found = conn.execute(_FIRST_COPY, values).scalar()
     if found is None:
         return None
     assert isinstance(found, datetime)

@@ -209,8 +209,15 @@ class LeaseMethods(SQLBase):
         guarded start's never does (left null: the steal step ignores it,
         the worker's liveness covers it)."""
         if not pinging and self._capabilities.writable_ctes:
-            with self._single("guard the start of a run") as conn:
-                granted_at = first_copy(conn, backend_id, node=node, name=name, tag=tag, pid=pid)
+            if self._held is not None and self._bound is None:
+                granted_at = first_copy(
+                    self._held, backend_id, node=node, name=name, tag=tag, pid=pid
+                )
+            else:
+                with self._single("guard the start of a run") as conn:
+                    granted_at = first_copy(
+                        conn, backend_id, node=node, name=name, tag=tag, pid=pid
+                    )
             if granted_at is not None:
                 return LeaseGrant(True, Refusal.OK, granted_at)
         with self._write("guard the start of a run") as conn:

@@ -132,10 +132,32 @@ def event_result(value: Any, maxsize: int) -> Any:
     return {"status": status, "truncated": True}
 
 
+#: values whose ``saferepr`` is their ``repr``, which reads back as an equal value
+_SCALARS = (int, bool, type(None))
+
+
+def _plain_scalar(value: Any) -> bool:
+    if type(value) is str:  # saferepr does not escape: no quote, backslash or control
+        return value.isprintable() and "'" not in value and "\\" not in value
+    return type(value) in _SCALARS
+
+
+def _plain(value: Any) -> bool:
+    """A plain scalar (:func:`_plain_scalar`), or a mapping of plain texts to
+    plain scalars (``{"status": "eventful"}``)."""
+    if type(value) is dict:
+        return all(
+            type(k) is str and _plain_scalar(k) and _plain_scalar(v) for k, v in value.items()
+        )
+    return _plain_scalar(value)
+
+
 def carried_whole(value: Any, maxsize: int) -> bool:
     """Whether Celery's ``task-succeeded`` carries ``value`` whole: its
     ``saferepr`` is not cut at ``maxsize`` and reads back as an equal value
     (what the listener does with it)."""
+    if _plain(value):  # the common case: its repr is its saferepr, read back as equal
+        return len(repr(value)) < maxsize
     text = saferepr(value, maxlen=maxsize)
     if len(text) >= maxsize:
         return False

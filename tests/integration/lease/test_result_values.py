@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from celery import Celery
+from celery.utils.saferepr import saferepr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from swh_like_scheduler.listener.events import parse_event
 from swh_like_scheduler.model import RunStatus
@@ -79,3 +83,19 @@ def test_a_second_event_only_when_task_succeeded_cannot_carry_the_value(
     value: Any, whole: bool
 ) -> None:
     assert carried_whole(value, 1024) is whole
+
+
+scalars = st.one_of(st.text(max_size=700), st.integers(), st.booleans(), st.none())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(scalars, st.dictionaries(st.text(max_size=40), scalars, max_size=6)))
+def test_the_quick_answer_for_plain_values_is_the_long_one(value: Any) -> None:
+    """Text, numbers, booleans and mappings of them are answered without
+    Celery's saferepr: the answer is the one saferepr and literal_eval give."""
+    text = saferepr(value, maxlen=1024)
+    try:
+        expected = len(text) < 1024 and ast.literal_eval(text) == value
+    except (ValueError, SyntaxError):
+        expected = False
+    assert carried_whole(value, 1024) is expected

@@ -3,7 +3,14 @@
 Events are read with a subclass of Celery's
 :class:`~celery.events.receiver.EventReceiver` on one broker connection and
 buffered; a batch is applied (:class:`~.handler.EventHandler`) when it holds
-``batch_size`` events or its oldest event waited ``batch_wait`` seconds.
+the batch size's events or its oldest event waited ``batch_wait`` seconds.
+The batch size is ``batch_size`` while events trickle in and grows (doubling
+up to ``max_batch_size``) while they queue up: each batch that filled up
+before ``batch_wait`` doubles the next one (fewer statements and commits per
+event), one written because its oldest event waited brings it back
+(:func:`next_batch_size`). A message body is read once, as plain JSON when
+it is (:func:`decode_body`); Celery's receiver machinery (its Lamport clock,
+timestamp localising) is not used.
 
 Durability depends on the broker:
 
@@ -29,6 +36,7 @@ store outage keeps the batch (unacknowledged) and retries it.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -62,6 +70,8 @@ class ListenerOptions:
     """How the listener reads and batches events.
 
     ``durable`` ``None`` means durable on AMQP brokers and not elsewhere.
+    ``max_batch_size`` (``None``: four times ``batch_size``) bounds the
+    batches applied while events queue up (:func:`next_batch_size`).
     ``queue_expires`` (seconds) lets the broker delete the durable queue after
     it went unused that long (``None``: never; set it to bound the growth of
     the queue of a listener taken out of service). ``lanes`` is the number of
@@ -71,6 +81,7 @@ class ListenerOptions:
 
     queue_name: str = DEFAULT_QUEUE_NAME
     batch_size: int = 500
+    max_batch_size: int | None = None
     batch_wait: float = 0.2
     poll_interval: float = 0.25
     durable: bool | None = None
@@ -88,6 +99,41 @@ class ListenerOptions:
             raise ValueError(f"batch_size {self.batch_size} must be at least 1")
         if not self.queue_name:
             raise ValueError("queue_name must not be empty")
+        if self.max_batch_size is not None and self.max_batch_size < self.batch_size:
+            raise ValueError(
+                f"max_batch_size {self.max_batch_size} is smaller than batch_size {self.batch_size}"
+            )
+
+    @property
+    def largest_batch(self) -> int:
+        """The most events a batch holds (``max_batch_size`` or its default)."""
+        return self.max_batch_size if self.max_batch_size is not None else 4 * self.batch_size
+
+
+def next_batch_size(current: int, *, full: bool, smallest: int, largest: int) -> int:
+    """The size of the next batch after one of ``current`` events was
+    written: twice as large (at most ``largest``) when the batch ``full``
+    filled up (events are queuing up: fewer, larger batches cost fewer
+    statements and commits per event), back to ``smallest`` when it was
+    written because its oldest event waited ``batch_wait`` (events trickle
+    in: the latency stays ``batch_wait`` at most either way)."""
+    if not full:
+        return smallest
+    return max(smallest, min(largest, 2 * current))
+
+
+def decode_body(message: Any) -> Any:
+    """The body of an event message, read once: plain JSON (what Celery's
+    ``json`` event serializer sends) is parsed directly; anything else
+    (another serializer, compression, kombu's tagged values such as a
+    ``datetime`` in a result) goes through kombu's decoder."""
+    body = message.body
+    if message.content_type == "application/json" and not message.headers.get("compression"):
+        if isinstance(body, bytes) and b'"__type__"' not in body:
+            return json.loads(body)
+        if isinstance(body, str) and '"__type__"' not in body:
+            return json.loads(body)
+    return message.decode()
 
 
 @dataclass
@@ -113,8 +159,9 @@ class ListenerReceiver(EventReceiver):
     Differences from the base class: the queue is built from
     :class:`ListenerOptions` (durable without TTL/expiry on AMQP); messages are
     acknowledged by the listener after the batch is written (AMQP only);
-    timestamps are kept as sent (``localize=False``); events go to
-    ``on_events(events, message)`` as whole messages.
+    bodies are decoded once (:func:`decode_body`) and handed on as sent
+    (timestamps not localised, no Lamport clock kept: the listener reads
+    neither); events go to ``on_events(events, message)`` as whole messages.
     """
 
     def __init__(
@@ -136,7 +183,9 @@ class ListenerReceiver(EventReceiver):
             queue_exclusive=not durable,
         )
         self.manual_ack = durable and amqp
-        self.prefetch = max(1, options.batch_size) * 2
+        # room for the largest batch and the next one (acknowledged after
+        # its write: a smaller window could never fill a batch)
+        self.prefetch = options.largest_batch * 2
         self.on_events = on_events
         self.queue = Queue(
             options.queue_name,
@@ -153,7 +202,7 @@ class ListenerReceiver(EventReceiver):
         return [
             consumer_class(
                 queues=[self.queue],
-                callbacks=[self._on_message],
+                on_message=self._on_raw_message,
                 no_ack=not self.manual_ack,
                 accept=self.accept,
                 prefetch_count=self.prefetch if self.manual_ack else None,
@@ -174,6 +223,14 @@ class ListenerReceiver(EventReceiver):
         if self.manual_ack:
             message.ack()
 
+    def _on_raw_message(self, message: Any) -> None:
+        try:
+            body = decode_body(message)
+        except Exception as error:
+            self.on_decode_error(message, error)
+            return
+        self._on_message(body, message)
+
     def _on_message(self, body: Any, message: Any) -> None:
         raw = body if isinstance(body, list) else [body]
         events = []
@@ -181,10 +238,7 @@ class ListenerReceiver(EventReceiver):
             if not isinstance(event, dict) or "type" not in event:
                 poison.drop(event, TypeError("not a Celery event"), reason="not_an_event")
                 continue
-            try:  # Celery adjusts its Lamport clock from the event's "clock"
-                events.append(self.event_from_message(event, localize=False)[1])
-            except Exception as error:  # a bad field: this event only
-                poison.drop(event, error)
+            events.append(event)
         self.on_events(events, message if self.manual_ack else None)
 
 
@@ -216,6 +270,8 @@ class Listener:
         self._clock = clock
         self._lanes = self.options.lanes or (4 if store.capabilities.concurrent_writers else 1)
         self._pending: list[Mapping[str, Any]] = []
+        #: events a batch holds before it is written (:func:`next_batch_size`)
+        self.batch_target = self.options.batch_size
         self._messages: list[Any] = []
         self._first_at = 0.0
         self._last_event_at = 0.0
@@ -244,7 +300,7 @@ class Listener:
         now = self._clock()
         if now < self._retry_at:
             return False
-        full = len(self._pending) >= self.options.batch_size
+        full = len(self._pending) >= self.batch_target
         return full or now - self._first_at >= self.options.batch_wait
 
     def flush(self, *, ack: bool = True) -> bool:
@@ -274,6 +330,12 @@ class Listener:
         self._outage.ok()
         self.stats.seconds_applying += time.perf_counter() - started
         self.stats.batches += 1
+        self.batch_target = next_batch_size(
+            self.batch_target,
+            full=len(self._pending) >= self.batch_target,
+            smallest=self.options.batch_size,
+            largest=self.options.largest_batch,
+        )
         self.stats.applied.merge(summary)
         metrics.applied(summary)
         if ack and self._messages:

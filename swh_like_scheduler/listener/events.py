@@ -73,6 +73,8 @@ _LAST_TIMESTAMP = 253_402_300_799
 #: longest believable ``runtime`` (seconds): ten years
 _LONGEST_RUNTIME = 10 * 366 * 86_400
 
+#: the result repr of most runs (``{'status': 'eventful'}``): read without a parser
+_STATUS_ONLY = re.compile(r"\{'status': '([a-z_]+)'\}")
 _STATUS_ITEM = re.compile(r"""['"]status['"]\s*:\s*['"]([a-z_]+)['"]""")
 
 
@@ -119,6 +121,9 @@ def parse_result_repr(text: Any) -> Any:
     """
     if not isinstance(text, str):
         return text
+    only = _STATUS_ONLY.fullmatch(text)
+    if only is not None:
+        return {"status": only.group(1)}
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):

@@ -240,6 +240,9 @@ class EventHandler:
         self.task_types = task_types or TaskTypeCache(store)
         self._apply = outcome_applier(self.task_types, rng)
         self._started = _RecentStarts()
+        #: the lanes' threads, kept from batch to batch (see :meth:`handle_batch`)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lanes = 0
 
     # -- one event ------------------------------------------------------------
 
@@ -314,13 +317,31 @@ class EventHandler:
             split: list[list[RunEvent]] = [[] for _ in range(lanes)]
             for run_event in run_events:
                 split[zlib.crc32(run_event.backend_id.encode()) % lanes].append(run_event)
-            with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="listener-lane") as pool:
-                for part in pool.map(self._apply_ordered, [s for s in split if s]):
-                    summary.merge(part)
+            for part in self._lanes(lanes).map(self._apply_ordered, [s for s in split if s]):
+                summary.merge(part)
         # after the run events: a run that ended just before its worker went
         # offline keeps its real outcome
         self._apply_sightings(sightings)
         return summary
+
+    def _lanes(self, lanes: int) -> ThreadPoolExecutor:
+        """Threads for ``lanes`` lanes, started once (not for every batch)."""
+        pool = self._pool
+        if pool is None or self._pool_lanes != lanes:
+            if pool is not None:
+                pool.shutdown(wait=False)
+            pool = self._pool = ThreadPoolExecutor(
+                max_workers=lanes, thread_name_prefix="listener-lane"
+            )
+            self._pool_lanes = lanes
+        return pool
+
+    def close(self) -> None:
+        """Stop the lanes' threads (they also stop when the handler is
+        garbage collected)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     # -- worker events ----------------------------------------------------------
 

@@ -37,6 +37,25 @@ def task_to_row(task: Task) -> dict[str, Any]:
     return row
 
 
+#: the fields of a task stored in another column (or two) than their own
+_TASK_FIELD_COLUMNS = {
+    "args": ("arguments", "arguments_hash"),
+    "kwargs": ("arguments", "arguments_hash"),
+}
+_TASK_COMPARED = (*TASK_FIELDS, "args", "kwargs")
+
+
+def task_columns_changed(before: Task, after: Task) -> set[str]:
+    """The columns of :func:`task_to_row` whose values differ between two
+    versions of a task (compared field by field, without building rows)."""
+    old, new = vars(before), vars(after)
+    changed: set[str] = set()
+    for name in _TASK_COMPARED:
+        if old[name] is not new[name] and old[name] != new[name]:
+            changed.update(_TASK_FIELD_COLUMNS.get(name, (name,)))
+    return changed
+
+
 def task_from_row(row: Mapping[Any, Any]) -> Task:
     values = {name: row[name] for name in TASK_FIELDS}
     arguments = row["arguments"] or {}

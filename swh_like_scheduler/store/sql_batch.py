@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from ..exceptions import InvalidInput
 
@@ -84,6 +85,21 @@ def _read(name: str, column_type: str) -> str:
     return f'v."{name}"'
 
 
+def among(
+    conn: sa.Connection, column: sa.Column[Any], values: Sequence[Any]
+) -> sa.ColumnElement[bool]:
+    """``column`` is one of ``values``. On PostgreSQL one array parameter
+    (``column = ANY(:values)``): the statement's text does not change with
+    the number of values, so SQLAlchemy compiles it once and the driver
+    prepares it once (``IN (…)`` is rendered anew for every length). Elsewhere
+    ``IN (…)``."""
+    if conn.dialect.name != "postgresql":
+        return column.in_(list(values))
+    name = f"among_{column.name}"
+    array = sa.bindparam(name, list(values), type_=postgresql.ARRAY(column.type))
+    return column == sa.any_(array)
+
+
 def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), CHUNK):
         yield items[start : start + CHUNK]
@@ -133,4 +149,4 @@ def update_rows(
     return changed
 
 
-__all__ = ["CHUNK", "update_rows"]
+__all__ = ["CHUNK", "among", "update_rows"]

@@ -23,7 +23,7 @@ from ..records import LATE_OUTCOME, SUPERSEDED, WORKER_OFFLINE
 from . import rows
 from .interface import ApplyOutcome, RunEnd
 from .sql_base import SQLBase
-from .sql_batch import update_rows
+from .sql_batch import among, update_rows
 from .sql_lease import _entry
 from .tables import task as task_t
 from .tables import task_run as run_t
@@ -65,7 +65,9 @@ class RunEndMethods(SQLBase):
                 single=_START_SCHEDULED_RUN,
                 where={"status": RunStatus.SCHEDULED.value},
             )
-            found = conn.execute(sa.select(run_t).where(run_t.c.backend_id.in_(list(first))))
+            found = conn.execute(
+                sa.select(run_t).where(among(conn, run_t.c.backend_id, list(first)))
+            )
             return {r.backend_id: rows.run_from_row(r._mapping) for r in found}
 
     def end_task_run(
@@ -89,7 +91,9 @@ class RunEndMethods(SQLBase):
             return []
         wanted = list(dict.fromkeys(end.backend_id for end in ends))
         with self._write("end task runs") as conn:
-            query = sa.select(run_t).where(run_t.c.backend_id.in_(wanted)).order_by(run_t.c.id)
+            query = (
+                sa.select(run_t).where(among(conn, run_t.c.backend_id, wanted)).order_by(run_t.c.id)
+            )
             runs = {
                 row.backend_id: rows.run_from_row(row._mapping)
                 for row in conn.execute(self._lock(query))
@@ -139,29 +143,26 @@ class RunEndMethods(SQLBase):
     def _apply_ends(self, conn: sa.Connection, ended: list[TaskRun], apply: ApplyOutcome) -> None:
         """The tasks of ``ended`` runs, locked, through ``apply`` in order."""
         ids = sorted({run.task_id for run in ended})
-        query = sa.select(task_t).where(task_t.c.id.in_(ids)).order_by(task_t.c.id)
+        query = sa.select(task_t).where(among(conn, task_t.c.id, ids)).order_by(task_t.c.id)
         tasks = {
             row.id: rows.task_from_row(row._mapping) for row in conn.execute(self._lock(query))
         }
-        before = {tid: rows.task_to_row(task) for tid, task in tasks.items()}
+        read = dict(tasks)
         changed: dict[int, Task] = {}
         for run in ended:
             task = tasks.get(run.task_id)
             if task is not None:
                 assert run.ended is not None
-                task = tasks[run.task_id] = replace(apply(task, run), updated_at=run.ended)
+                task = tasks[run.task_id] = apply(task, run).updated(updated_at=run.ended)
                 changed[run.task_id] = task
         if changed:
             after = {tid: rows.task_to_row(task) for tid, task in changed.items()}
             # only the columns an outcome changed (the rows are locked: the
             # others are as read), never the arguments nor the definition
             columns = sorted(
-                {
-                    name
-                    for tid, row in after.items()
-                    for name in row
-                    if row[name] != before[tid][name]
-                }
+                set().union(
+                    *(rows.task_columns_changed(read[tid], t) for tid, t in changed.items())
+                )
             )
             update_rows(conn, task_t, "id", list(after.values()), columns, single=UPDATE_TASK)
             # a runner asleep for longer than this task's new wait is woken

@@ -192,3 +192,63 @@ def test_on_postgresql_values_json_cannot_hold_come_back_the_same(
     with pg_store.engine.begin() as conn, pytest.raises(InvalidInput) as info:
         update_rows(conn, worker, "hostname", naive, ("freq", "last_heartbeat_at"), single=single)
     assert info.value.field == "last_heartbeat_at"
+
+
+@pytest.mark.postgresql
+def test_on_postgresql_a_batch_of_events_costs_the_same_statements_whatever_its_size(
+    pg_store: SQLAlchemyStore, now: datetime
+) -> None:
+    """The listener's round trips per batch are constant: a batch of 50
+    events and one of 500 send the same statements, with the same texts
+    (the reads by id are ``= ANY(array)``, not an ``IN`` list as long as the
+    batch, so each text is prepared once)."""
+    import random
+
+    import sqlalchemy as sa
+
+    from swh_like_scheduler.listener import Action, EventHandler
+
+    store = pg_store
+    store.create_task_type(
+        TaskType(
+            type="sleep",
+            backend_name="sleep",
+            default_interval=H,
+            min_interval=H / 6,
+            max_interval=24 * H,
+            backoff_factor=2.0,
+        )
+    )
+    store.create_tasks([make_task(now, n, offset=-H) for n in range(275)], now=now)
+    claims = store.claim_ready_tasks("sleep", now=now, limit=275)
+    assert len(claims) == 275
+    handler = EventHandler(store, rng=random.Random(0))
+    handler.task_types.prime()
+    at = now.timestamp()
+
+    def events(part: list) -> list[dict[str, object]]:  # type: ignore[type-arg]
+        out: list[dict[str, object]] = []
+        for c in part:
+            common = {"uuid": c.backend_id, "hostname": "w@h"}
+            out.append({"type": "task-started", "timestamp": at, **common})
+            result = "{'status': 'eventful'}"
+            out.append({"type": "task-succeeded", "timestamp": at + 1, "result": result, **common})
+        return out
+
+    def statements(batch: list[dict[str, object]]) -> list[str]:
+        executed: list[str] = []
+
+        def seen(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
+            executed.append(statement)
+
+        sa.event.listen(store.engine, "before_cursor_execute", seen)
+        try:
+            summary = handler.handle_batch(batch)
+        finally:
+            sa.event.remove(store.engine, "before_cursor_execute", seen)
+        assert summary[Action.STARTED] == summary[Action.ENDED] == len(batch) // 2
+        return executed
+
+    small, large = statements(events(claims[:25])), statements(events(claims[25:]))
+    assert len(small) == len(large) and small == large
+    assert not any(" IN " in s for s in small)

@@ -60,6 +60,7 @@ from .common import (
     ratio,
     reset_tasks,
     scratch_store,
+    task_arguments,
     unique_queue,
     utcnow,
 )
@@ -204,8 +205,9 @@ def procrastinate_round(url: str, count: int, config: Config) -> float:
 
     _query(url, "TRUNCATE procrastinate_jobs CASCADE")
     task_name = ASYNC_TASK if config.task == "async" else SYNC_TASK
+    # the arguments of ours (procrastinate takes keyword arguments only)
     jobs: list[dict[str, Any]] = [
-        {"n": n, "url": f"https://forge.example/{n}"} for n in range(count)
+        {"n": args[0], **kwargs} for args, kwargs in map(task_arguments, range(count))
     ]
     with make_app(url, pool_size=1).open() as app, procrastinate_workers(url, config):
         task = app.tasks[task_name]

@@ -32,6 +32,7 @@ SCENARIOS = {
     "listener": "scenario_listener",
     "peers": "scenario_peers",
     "end-to-end": "scenario_e2e",
+    "peers-e2e": "scenario_peers_e2e",
     "writes": "scenario_writes",
     "idle": "scenario_idle",
     "api": "scenario_api",

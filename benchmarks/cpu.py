@@ -87,6 +87,9 @@ class CpuMeter:
     spent: dict[str, float] = field(default_factory=dict)
     #: the processes outside the parts that spent the most (seconds, by name)
     others: dict[str, float] = field(default_factory=dict)
+    #: how many processes ended inside the interval (their seconds are lost)
+    ended: int = 0
+    ended_names: list[str] = field(default_factory=list)
 
     def _read(self) -> tuple[dict[str, float], dict[int, tuple[str, float]]]:
         own = psutil.Process()
@@ -96,18 +99,11 @@ class CpuMeter:
         # the process's own total also holds the threads that ended (lanes)
         figures = {"runner": runner, "listener": _process_seconds(own) - runner}
         figures["worker"] = sum(_tree_seconds(pid) for pid in self.worker_pids)
-        every = _every_process()
-        for server in SERVERS:
-            figures[server] = 0.0
-        for name, seconds in every.values():
-            server = _server_of(name)
-            if server is not None:
-                figures[server] += seconds
         machine = psutil.cpu_times()
         # the kernel's network and interrupt work: no process is charged for it
         figures["softirq"] = float(machine.softirq + machine.irq)
         figures["busy"] = _busy()
-        return figures, every
+        return figures, _every_process()
 
     def start(self) -> None:
         self._before, self._every = self._read()
@@ -115,18 +111,27 @@ class CpuMeter:
     def stop(self) -> dict[str, float]:
         after, every = self._read()
         spent = {k: max(0.0, after[k] - self._before.get(k, 0.0)) for k in after}
+        # servers: each process's own growth (a process that ended inside the
+        # interval took its seconds with it: they fall to ``other``)
+        mine = {os.getpid(), *self._tree(self.worker_pids)}
+        others: dict[str, float] = {}
+        for server in SERVERS:
+            spent[server] = 0.0
+        for pid, (name, seconds) in every.items():
+            grown = max(0.0, seconds - self._every.get(pid, (name, 0.0))[1])
+            server = _server_of(name)
+            if server is not None:
+                spent[server] += grown
+            elif pid not in mine:
+                others[name] = others.get(name, 0.0) + grown
         parts = sum(v for k, v in spent.items() if k != "busy")
         spent["other"] = max(0.0, spent["busy"] - parts)
         self.spent = spent
-        mine = {os.getpid(), *self._tree(self.worker_pids)}
-        others: dict[str, float] = {}
-        for pid, (name, seconds) in every.items():
-            if pid in mine or _server_of(name) is not None:
-                continue
-            before = self._every.get(pid, (name, 0.0))[1]
-            others[name] = others.get(name, 0.0) + max(0.0, seconds - before)
         ranked = sorted(others.items(), key=lambda item: -item[1])
         self.others = {name: round(seconds, 3) for name, seconds in ranked[:5] if seconds > 0}
+        gone = [self._every[pid] for pid in self._every if pid not in every]
+        self.ended = len(gone)
+        self.ended_names = sorted({f"{name} ({seconds:.2f} s before)" for name, seconds in gone})
         return spent
 
     @staticmethod

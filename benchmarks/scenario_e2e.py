@@ -210,7 +210,10 @@ def run(ctx: Context) -> None:
                         meter = CpuMeter(worker_pids=[process.pid])
                         rates[name].append(count / ours(store, app, count, meter=meter))
                         cpu[name].append(meter.per(count))
-                        log(f"  {name}: outside the parts, CPU s: {meter.others}")
+                        log(
+                            f"  {name}: processes that ended: {meter.ended_names};"
+                            f" outside the parts, CPU s: {meter.others}"
+                        )
                     meter = CpuMeter(worker_pids=[process.pid])
                     rates["apply_async"].append(count / plain(app, count, queue, meter))
                     cpu["apply_async"].append(meter.per(count))

@@ -430,7 +430,9 @@ class _Serving:
 
     Claiming (database time) and publishing (Python and broker time)
     overlap: the chunks of round k are published by one thread, in dispatch
-    order, while round k+1 is claimed. A round is one claim of up to
+    order, while round k+1 is claimed; each chunk is handed to that thread
+    as soon as it and the chunks before it are claimed (the first chunk of
+    a round need not wait for the others). A round is one claim of up to
     :data:`CLAIM_CHUNK` tasks or, with several claimers, the ids of the
     next ``claimers`` chunks read at once and claimed by that many
     concurrent transactions (each its own chunk, in order). A failure stops
@@ -460,31 +462,44 @@ class _Serving:
         claimed = 0
         while claimed < capacity:
             want = min(self.chunk * claimers, capacity - claimed)
+            # the round before is still being published meanwhile
+            earlier, self.in_flight = self.in_flight, []
             batches, complete = self._claim_round(want, claimers)
             claimed += sum(len(batch) for batch in batches)
-            self._collect()
-            # the chunks claimed are published even if another claim of the
-            # round failed; not once the broker has failed
-            if not self.publish_failed:
-                for batch in filter(None, batches):
-                    # messages are built in the publishing thread too
-                    # (arguments decoded there), overlapping the next round
-                    future = self.publisher.submit(_publish, self.context, self.task_type, batch)
-                    self.in_flight.append(future)
+            self._collect(earlier)
             if not complete or self.error is not None:
                 break
-        self._collect()
+        self._collect(self.in_flight)
         return claimed, self.published, self.error
 
+    def _hand_over(self, batch: list[Claimed]) -> None:
+        """Publish ``batch`` (claimed) after the chunks handed over before it."""
+        if batch:
+            future = self.publisher.submit(self._publish, batch)
+            self.in_flight.append(future)
+
+    def _publish(self, batch: list[Claimed]) -> int:
+        # the chunks claimed are published even if another claim failed; not
+        # once the broker has failed (an earlier chunk: same thread, in order)
+        if self.publish_failed:
+            return 0
+        try:
+            return _publish(self.context, self.task_type, batch)
+        except PublishError:
+            self.publish_failed = True
+            raise
+
     def _claim_round(self, want: int, claimers: int) -> tuple[list[list[Claimed]], bool]:
-        """The batches of one round, in dispatch order, and whether the
-        round was full (more tasks may be ready)."""
+        """The batches of one round, in dispatch order (each handed over for
+        publishing once claimed), and whether the round was full (more
+        tasks may be ready)."""
         if self.context.index is not None and self.context.order is DispatchOrder.DEADLINE:
             indexed = self._index_round(self.context.index, want)
             if indexed is not None:
                 return indexed
         if claimers == 1:
             batch = self._claim(min(want, self.chunk), None)
+            self._hand_over(batch)
             return [batch], len(batch) == min(want, self.chunk)
         context = self.context
         try:
@@ -531,17 +546,22 @@ class _Serving:
         if len(taken) < want:
             rest = min(want - len(taken), self.chunk)
             extra = self._claim(rest, None)
+            self._hand_over(extra)
             batches.append(extra)
             return batches, len(extra) == rest
         return batches, True
 
     def _claim_ids(self, ids: list[int]) -> list[list[Claimed]]:
         """Claim ``ids`` (at most ``claimers`` chunks of them), a chunk per
-        transaction, at once; the batches in the order of the ids."""
+        transaction, at once; the batches in the order of the ids, each
+        handed over for publishing once it and those before it are claimed."""
         slices = [ids[i : i + self.chunk] for i in range(0, len(ids), self.chunk)]
         others = [self.pool.submit(self._claim, len(s), s) for s in slices[1:]]
         batches = [self._claim(len(slices[0]), slices[0])] if slices else []
-        batches.extend(future.result() for future in others)
+        self._hand_over(batches[0] if batches else [])
+        for future in others:
+            batches.append(future.result())
+            self._hand_over(batches[-1])
         return batches
 
     def _claim(self, limit: int, among: list[int] | None) -> list[Claimed]:
@@ -576,16 +596,14 @@ class _Serving:
             )
         self._fail("claim", f"claim failed: {exc}")
 
-    def _collect(self) -> None:
-        """Wait for the chunks being published."""
-        for future in self.in_flight:
+    def _collect(self, futures: list[Future[int]]) -> None:
+        """Wait for ``futures`` (chunks being published)."""
+        for future in futures:
             try:
                 self.published += future.result()
             except PublishError as exc:
                 self.published += exc.published
-                self.publish_failed = True
                 self._fail("publish", f"publish failed; runs stay scheduled: {exc}")
-        self.in_flight = []
 
     def _fail(self, stage: str, error: str) -> None:
         metrics.PASS_ERRORS.labels(stage=stage).inc()

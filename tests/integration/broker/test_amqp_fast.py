@@ -130,6 +130,55 @@ def test_published_frames_reach_the_queue(amqp: tuple[Celery, Any, Any]) -> None
             connection.default_channel.queue_delete(queue)
 
 
+def test_a_chunk_leaves_in_several_writes_and_one_confirm(
+    amqp: tuple[Celery, Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The frames of a chunk go out a few messages per socket write (the
+    broker takes the first while the next are encoded), in order, with one
+    round trip for the whole chunk."""
+    import struct
+
+    from amqp import spec
+
+    from swh_like_scheduler.broker import amqp_fast
+
+    app, connection, _channel = amqp
+    monkeypatch.setattr(amqp_fast, "MESSAGES_PER_WRITE", 3)
+    queue = f"swh-amqp-fast-{uuid.uuid4().hex[:8]}"
+    messages = [Message(str(uuid.uuid4()), TASK, queue, (i,), {"n": i}) for i in range(10)]
+    transport = connection.connection.transport
+    publish_method = struct.pack(">HH", *spec.Basic.Publish)
+    writes: list[int] = []
+    declares: list[str] = []
+    original_write = transport.write
+    original_declare = connection.default_channel.queue_declare
+
+    def write(data: bytes) -> None:
+        writes.append(bytes(data).count(publish_method))
+        original_write(data)
+
+    def declare(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("passive"):
+            declares.append(kwargs.get("queue", ""))
+        return original_declare(*args, **kwargs)
+
+    monkeypatch.setattr(transport, "write", write)
+    monkeypatch.setattr(connection.default_channel, "queue_declare", declare)
+    try:
+        assert publish_batch(app, messages, connection=connection) == 10
+        assert [n for n in writes if n] == [3, 3, 3, 1]
+        assert declares == [queue]  # the passive declare after the chunk
+        wait_until(lambda: queue_depth(app, queue) == 10, 10, "10 messages in the queue")
+        with app.connection_for_write() as reader:
+            for n in range(10):
+                got = reader.default_channel.basic_get(queue, no_ack=True)
+                assert got is not None and got.headers["id"] == messages[n].task_id
+    finally:
+        monkeypatch.undo()
+        with app.connection_for_write() as cleaner:
+            cleaner.default_channel.queue_delete(queue)
+
+
 def test_another_json_encoder_is_left_to_kombu(amqp: tuple[Celery, Any, Any]) -> None:
     import json
 

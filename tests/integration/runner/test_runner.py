@@ -542,6 +542,43 @@ def test_runs_are_stamped_when_their_chunk_is_claimed_not_when_the_pass_began(
 
 
 @pytest.mark.redis
+def test_a_claimed_chunk_is_published_before_the_rest_of_its_round_is_claimed(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two claimers, chunks of 2: the second claim of the round waits until
+    the first chunk's messages are on the broker (at most 5 s), which they
+    are without it, since each chunk is handed to the publishing thread as
+    soon as it is claimed."""
+    from swh_like_scheduler.runner import dispatch
+
+    app = make_test_app(services.redis_url())
+    seen: list[int] = []
+
+    class SlowSecondClaim(SQLAlchemyStore):
+        def claim_ready_tasks(self, *args: object, **kwargs: object) -> list:  # type: ignore[override]
+            if threading.current_thread().name.startswith("claim"):
+                queue = task_type.effective_queue
+                deadline = time.monotonic() + 5
+                while queue_depth(app, queue) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                seen.append(queue_depth(app, queue))
+            return super().claim_ready_tasks(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dispatch, "CLAIM_CHUNK", 2)
+    store = SlowSecondClaim.from_url(postgres_url)
+    task_type = new_type(store, 100)
+    now = datetime.now(tz=UTC)
+    store.create_tasks(list(ready_tasks(task_type, 4, now)), now=now)
+    try:
+        report = tick(store, app, now, claimers=2)
+        assert report.published == 4 and not report.errors
+        assert seen == [2]
+    finally:
+        store.close()
+        purge(app, task_type.effective_queue)
+
+
+@pytest.mark.redis
 def test_a_claim_past_its_time_limit_writes_nothing_and_the_next_is_smaller(
     pg_store: SQLAlchemyStore,
 ) -> None:

@@ -33,6 +33,7 @@ from ..model import RUNNER_ORDER, Claimed, DispatchOrder, Priority, TaskType
 from ..quietlog import QuietLog
 from ..store import SchedulerStore
 from . import metrics
+from .pauses import not_paused as _not_paused
 from .routing import LiveWorkers
 
 if TYPE_CHECKING:
@@ -247,42 +248,6 @@ def skip_missed(store: SchedulerStore, due: list[TaskType], now: datetime) -> li
         _quiet.ok(("skip", task_type.type))
         served.append(task_type)
     return served
-
-
-class _Paused:
-    """The pauses already logged in this process: a paused type is said
-    to be skipped once per pause (its ``paused_at``), and said to be served
-    again once when it is resumed."""
-
-    def __init__(self) -> None:
-        self._seen: dict[str, datetime] = {}
-        self._lock = threading.Lock()
-
-    def filter(self, task_types: list[TaskType]) -> list[TaskType]:
-        serving: list[TaskType] = []
-        with self._lock:
-            for task_type in task_types:
-                name, paused_at = task_type.type, task_type.paused_at
-                if paused_at is None:
-                    if self._seen.pop(name, None) is not None:
-                        logger.info("task type %s was resumed; its tasks are dispatched", name)
-                    serving.append(task_type)
-                elif self._seen.get(name) != paused_at:
-                    self._seen[name] = paused_at
-                    logger.info(
-                        "task type %s is paused since %s; none of its tasks is dispatched",
-                        name,
-                        paused_at.isoformat(),
-                    )
-        return serving
-
-
-_PAUSED = _Paused()
-
-
-def _not_paused(task_types: list[TaskType]) -> list[TaskType]:
-    """``task_types`` without the paused ones (logged once per pause)."""
-    return _PAUSED.filter(task_types)
 
 
 def _serve(context: _Pass, due: list[TaskType], later: list[datetime]) -> PassReport:

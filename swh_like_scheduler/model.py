@@ -537,7 +537,7 @@ class Task:
             check = _TASK_CHECKS.get(name)
             if check is None:
                 raise TypeError(f"Task has no field {name!r} that can be changed")
-            put(task, name, check(name, value))
+            put(task, name, value if check is _unchecked else check(name, value))
         if not _TASK_SCHEDULE_FIELDS.isdisjoint(changes):
             task._check_schedule()
         return task

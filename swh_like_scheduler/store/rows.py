@@ -104,6 +104,4 @@ def run_to_row(run: TaskRun) -> dict[str, Any]:
 
 
 def run_from_row(row: Mapping[Any, Any]) -> TaskRun:
-    values = {name: row[name] for name in RUN_FIELDS}
-    values["history"] = tuple(row["history"] or ())
-    return TaskRun(**values)
+    return TaskRun.stored({name: row[name] for name in RUN_FIELDS})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, time, timedelta
 from types import MappingProxyType
@@ -523,32 +523,50 @@ class Task:
         """A copy with ``changes``, checked as at creation. A change that
         leaves the arguments, the type, the key, the zone, the nodes, the
         blackout windows and the cron expression alone (the policy's: times,
-        statistics, status, owner) is checked alone, the rest carried over:
-        the listener updates tasks for every outcome, and hashing their
-        arguments again each time was most of that cost."""
+        statistics, status, owner) is checked alone, the rest carried over
+        (this task was checked already): the listener updates tasks for
+        every outcome, and checking every field each time was most of that
+        cost. The schedule is checked again when its kind or one of its
+        parameters changes."""
         if not _TASK_REBUILT.isdisjoint(changes):
             return replace(self, **changes)
-        unknown = sorted(set(changes) - _TASK_CHANGEABLE)
-        if unknown:
-            raise TypeError(f"Task has no field {unknown[0]!r} that can be changed")
         task = object.__new__(type(self))
         task.__dict__.update(self.__dict__)
         put = object.__setattr__
         for name, value in changes.items():
-            if name in _TASK_INSTANTS:
-                check_aware(name, value)
-            elif name in _TASK_DURATIONS:
-                check_duration(name, value)
-            put(task, name, value)
-        put(task, "schedule_kind", ScheduleKind(task.schedule_kind))
-        put(task, "status", TaskStatus(task.status))
-        put(task, "priority", Priority(task.priority))
-        put(task, "catch_up", catch_up_value(task.catch_up))
-        check_grace(task.catch_up_grace)
-        if task.retries_left < 0:
-            raise InvalidInput("retries_left", f"{task.retries_left} is negative")
-        task._check_schedule()
+            check = _TASK_CHECKS.get(name)
+            if check is None:
+                raise TypeError(f"Task has no field {name!r} that can be changed")
+            put(task, name, value if check is _unchecked else check(name, value))
+        if not _TASK_SCHEDULE_FIELDS.isdisjoint(changes):
+            task._check_schedule()
         return task
+
+
+def _unchecked(name: str, value: Any) -> Any:
+    return value
+
+
+def _instant(name: str, value: Any) -> Any:
+    check_aware(name, value)
+    return value
+
+
+def _duration(name: str, value: Any) -> Any:
+    check_duration(name, value)
+    return value
+
+
+def _grace(name: str, value: Any) -> Any:
+    check_grace(value)
+    _duration(name, value)
+    return value
+
+
+def _retries_left(name: str, value: Any) -> Any:
+    if value < 0:
+        raise InvalidInput("retries_left", f"{value} is negative")
+    return value
 
 
 #: the owner fields of a task no run holds (the lease's and the start
@@ -574,3 +592,20 @@ _TASK_REBUILT = frozenset(
 )
 #: the fields a change may name
 _TASK_CHANGEABLE = frozenset(f.name for f in fields(Task) if f.init)
+#: the fields whose change checks the schedule again (:meth:`Task._check_schedule`)
+_TASK_SCHEDULE_FIELDS = frozenset(
+    {"schedule_kind", *SCHEDULE_PARAMETERS, *_POSITIVE_TASK_DURATIONS}
+)
+#: how :meth:`Task.updated` checks (and converts) a changed field's value, as
+#: ``__post_init__`` does
+_TASK_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    **dict.fromkeys(_TASK_CHANGEABLE, _unchecked),
+    **dict.fromkeys(_TASK_INSTANTS, _instant),
+    **dict.fromkeys(_TASK_DURATIONS, _duration),
+    "schedule_kind": lambda _, value: ScheduleKind(value),
+    "status": lambda _, value: TaskStatus(value),
+    "priority": lambda _, value: Priority(value),
+    "catch_up": lambda _, value: catch_up_value(value),
+    "catch_up_grace": _grace,
+    "retries_left": _retries_left,
+}

@@ -33,6 +33,20 @@ class TaskRun:
     result: Any = None
     history: tuple[Mapping[str, Any], ...] = ()
 
+    @classmethod
+    def stored(cls, values: Mapping[str, Any]) -> TaskRun:
+        """A run read back from the store (every field, given by name in
+        ``values``; ``history`` a sequence), built without checking again
+        what was checked when it was written: the listener reads two runs
+        back per outcome."""
+        run = object.__new__(cls)
+        put = object.__setattr__
+        for name, value in values.items():
+            put(run, name, value)
+        put(run, "status", RunStatus(run.status))
+        put(run, "history", tuple(run.history or ()))
+        return run
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", RunStatus(self.status))
         object.__setattr__(self, "history", tuple(self.history))

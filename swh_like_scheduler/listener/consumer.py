@@ -15,7 +15,8 @@ timestamp localising) is not used.
 Durability depends on the broker:
 
 * **RabbitMQ (AMQP)**: the listener reads from a *durable, named* queue bound
-  to the ``celeryev`` topic exchange, with no message TTL and no expiry
+  to the ``celeryev`` topic exchange (only the routing keys of the events it
+  records, :data:`RECORDED_ROUTING_KEYS`), with no message TTL and no expiry
   (Celery's defaults — 5 s TTL, 60 s expiry, exclusive — would drop events
   while no listener runs). Messages are acknowledged only after their batch
   was committed, so events published while the listener is stopped, or
@@ -48,7 +49,7 @@ from typing import Any
 
 from celery import Celery
 from celery.events.receiver import EventReceiver
-from kombu import Connection, Consumer, Queue
+from kombu import Connection, Consumer, Queue, binding
 from kombu.exceptions import OperationalError
 
 from ..broker.connection import connect
@@ -57,12 +58,30 @@ from ..outage import Outage
 from ..policy import RandomSource
 from ..store import SchedulerStore
 from . import metrics, poison
+from .events import TASK_EVENT_KINDS, WORKER_EVENT_ONLINE, EventKind
 from .handler import BatchSummary, EventHandler
 
 logger = logging.getLogger(__name__)
 
 #: Queue the listener reads events from (shared by listeners using the same name).
 DEFAULT_QUEUE_NAME = "celeryev.swh-scheduler-listener"
+
+#: Every event on the ``celeryev`` exchange.
+ALL_EVENTS: tuple[str, ...] = ("#",)
+
+#: The routing keys of the events the listener records. Celery publishes an
+#: event with its type as key, ``-`` turned into ``.`` (``task.started``);
+#: a worker running an event loop buffers its task events and publishes them
+#: as lists under ``task.multi`` (then ``task-received`` comes along: it is
+#: parsed and ignored). ``task-sent`` and ``task-received`` sent one by one
+#: (a client with ``task_send_sent_event``, a worker without event loop) are
+#: not delivered at all.
+RECORDED_ROUTING_KEYS: tuple[str, ...] = (
+    *(t.replace("-", ".") for t, kind in TASK_EVENT_KINDS.items() if kind is not EventKind.NOTHING),
+    *(t.replace("-", ".") for t in WORKER_EVENT_ONLINE),
+    "task.multi",
+    "worker.multi",
+)
 
 
 @dataclass(frozen=True)
@@ -77,6 +96,14 @@ class ListenerOptions:
     the queue of a listener taken out of service). ``lanes`` is the number of
     threads writing a batch (``None``: 4 when the store has concurrent writers,
     else 1). ``idle_timeout`` ends :func:`drain` once no event came for that long.
+
+    ``routing_keys`` are the keys the queue is bound with on AMQP brokers
+    (default :data:`RECORDED_ROUTING_KEYS`; :data:`ALL_EVENTS` for every
+    event). When they do not hold ``#``, a ``#`` binding left on the durable
+    queue by an older version (which bound every event) is removed. On
+    Redis events are a fanout whose subscription takes one pattern: a queue
+    given several keys there subscribes to every event (those the listener
+    does not record are parsed and ignored, as on a ``#`` binding).
     """
 
     queue_name: str = DEFAULT_QUEUE_NAME
@@ -86,7 +113,7 @@ class ListenerOptions:
     poll_interval: float = 0.25
     durable: bool | None = None
     queue_expires: float | None = None
-    routing_key: str = "#"
+    routing_keys: tuple[str, ...] = RECORDED_ROUTING_KEYS
     lanes: int | None = None
     retry_delay: float = 2.0
     idle_timeout: float = 1.0
@@ -99,6 +126,8 @@ class ListenerOptions:
             raise ValueError(f"batch_size {self.batch_size} must be at least 1")
         if not self.queue_name:
             raise ValueError("queue_name must not be empty")
+        if not self.routing_keys or not all(self.routing_keys):
+            raise ValueError(f"routing_keys {self.routing_keys!r} must be non-empty keys")
         if self.max_batch_size is not None and self.max_batch_size < self.batch_size:
             raise ValueError(
                 f"max_batch_size {self.max_batch_size} is smaller than batch_size {self.batch_size}"
@@ -161,7 +190,9 @@ class ListenerReceiver(EventReceiver):
     acknowledged by the listener after the batch is written (AMQP only);
     bodies are decoded once (:func:`decode_body`) and handed on as sent
     (timestamps not localised, no Lamport clock kept: the listener reads
-    neither); events go to ``on_events(events, message)`` as whole messages.
+    neither); events go to ``on_events(events, message)`` as whole messages;
+    on AMQP the queue is bound with ``options.routing_keys`` only (a stale
+    ``#`` binding is removed once the queue is declared).
     """
 
     def __init__(
@@ -174,11 +205,14 @@ class ListenerReceiver(EventReceiver):
     ) -> None:
         amqp = connection.transport.driver_type == "amqp"
         durable = amqp if options.durable is None else options.durable
+        keys = options.routing_keys
+        if not amqp and len(keys) > 1:
+            keys = ALL_EVENTS  # a fanout subscription takes one pattern
         super().__init__(
             connection,
             app=app,
             node_id=options.queue_name,
-            routing_key=options.routing_key,
+            routing_key=keys[0],
             queue_durable=durable,
             queue_exclusive=not durable,
         )
@@ -187,10 +221,11 @@ class ListenerReceiver(EventReceiver):
         # its write: a smaller window could never fill a batch)
         self.prefetch = options.largest_batch * 2
         self.on_events = on_events
+        #: the ``#`` binding an older version left, removed once declared
+        self.stale_keys = () if not amqp or "#" in keys else ALL_EVENTS
         self.queue = Queue(
             options.queue_name,
-            exchange=self.exchange,
-            routing_key=options.routing_key,
+            bindings=[binding(self.exchange, routing_key=key) for key in keys],
             durable=durable,
             auto_delete=not durable,
             exclusive=not durable,
@@ -216,6 +251,9 @@ class ListenerReceiver(EventReceiver):
         channel = self.channel
         consumer_class = partial(Consumer, channel, on_decode_error=self.on_decode_error)
         with self._consume_from(*self.get_consumers(consumer_class, channel)) as consumers:
+            queue = self.queue.bind(channel)
+            for key in self.stale_keys:  # (no error when there is no such binding)
+                queue.unbind_from(self.exchange, routing_key=key)
             yield self.connection, channel, consumers
 
     def on_decode_error(self, message: Any, exc: Exception) -> None:

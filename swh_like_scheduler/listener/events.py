@@ -134,8 +134,18 @@ def parse_result_repr(text: Any) -> Any:
     return text
 
 
+#: values JSON takes as they are (exactly these types: no subclass, no float)
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
 def jsonable(value: Any) -> Any:
     """``value`` if it can be stored as JSON, else its ``repr`` (sets, bytes, …)."""
+    if type(value) in _PLAIN:
+        return value
+    if type(value) is dict and all(  # most results: {'status': 'eventful'}
+        type(k) is str and type(v) in _PLAIN for k, v in value.items()
+    ):
+        return value
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):

@@ -195,10 +195,11 @@ def apply_outcome(
         changes.update(failure_count=task.failure_count + 1, last_start_at=started)
     after = task.updated(**changes)
     state = retry_state(after, task_type)
+    # set with the next times below (one copy of the task less per outcome):
+    # the start times depend on neither
+    last: dict[str, Any] = {"status": _next_status(task, outcome, exhausted=state.exhausted)}
     if outcome.is_failure:
-        after = after.updated(retries_left=state.retries_left)
-    status = _next_status(task, outcome, exhausted=state.exhausted)
-    after = after.updated(status=status)
+        last["retries_left"] = state.retries_left
     fraction: float | None = None
     if state.retry is not None and task_type.retry_jitter > timedelta(0):
         fraction = draw(rng)
@@ -209,4 +210,4 @@ def apply_outcome(
         # neutral end (lost, cancelled) the task may run again at once, but in a
         # new slot, strictly after the one that just ended
         next_run = max(ended, to_utc(outcome.slot) + timedelta(microseconds=1))
-    return after.updated(next_run=next_run, deadline=times.should_start_by)
+    return after.updated(**last, next_run=next_run, deadline=times.should_start_by)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
@@ -34,6 +34,29 @@ def task_to_row(task: Task) -> dict[str, Any]:
     row["dont_run_on_nodes"] = list(task.dont_run_on_nodes)
     if task.id is None:
         del row["id"]
+    return row
+
+
+#: how :func:`task_to_row` writes a column that is not its field as it is
+_TASK_COLUMN_VALUES = {
+    "arguments": lambda task: task.arguments,
+    "arguments_hash": lambda task: task.arguments_hash,
+    "schedule_kind": lambda task: task.schedule_kind.value,
+    "status": lambda task: task.status.value,
+    "priority": lambda task: task.priority.value,
+    "blackout_periods": lambda task: [b.to_json() for b in task.blackout_periods],
+    "dont_run_on_nodes": lambda task: list(task.dont_run_on_nodes),
+}
+
+
+def task_values(task: Task, columns: Iterable[str]) -> dict[str, Any]:
+    """The values :func:`task_to_row` gives ``columns``, and only those."""
+    values = vars(task)
+    get = _TASK_COLUMN_VALUES.get
+    row: dict[str, Any] = {}
+    for name in columns:
+        convert = get(name)
+        row[name] = values[name] if convert is None else convert(task)
     return row
 
 
@@ -81,6 +104,4 @@ def run_to_row(run: TaskRun) -> dict[str, Any]:
 
 
 def run_from_row(row: Mapping[Any, Any]) -> TaskRun:
-    values = {name: row[name] for name in RUN_FIELDS}
-    values["history"] = tuple(row["history"] or ())
-    return TaskRun(**values)
+    return TaskRun.stored({name: row[name] for name in RUN_FIELDS})

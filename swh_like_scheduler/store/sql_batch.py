@@ -59,11 +59,17 @@ def _sql_type(column: sa.Column[Any]) -> str:
     raise TypeError(f"no batch form for column {column.name} of type {column.type!r}")
 
 
+#: values written in JSON as they are (exactly these types, not subclasses)
+_AS_THEY_ARE = frozenset({str, int, bool})
+
+
 def _value(name: str, column_type: str, value: Any) -> Any:
     """``value`` as the JSON that PostgreSQL reads back as the same value."""
-    if value is None or column_type == "jsonb":
+    if value is None or column_type == "jsonb" or type(value) in _AS_THEY_ARE:
         return value
     if isinstance(value, datetime):
+        if value.tzinfo is UTC:  # (how the store reads and the policy writes them)
+            return value.isoformat()
         if value.tzinfo is None:
             raise InvalidInput(
                 name, f"naive datetime {value!r} given where an aware one is required"

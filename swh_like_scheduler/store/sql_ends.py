@@ -156,7 +156,6 @@ class RunEndMethods(SQLBase):
                 task = tasks[run.task_id] = apply(task, run).updated(updated_at=run.ended)
                 changed[run.task_id] = task
         if changed:
-            after = {tid: rows.task_to_row(task) for tid, task in changed.items()}
             # only the columns an outcome changed (the rows are locked: the
             # others are as read), never the arguments nor the definition
             columns = sorted(
@@ -164,7 +163,13 @@ class RunEndMethods(SQLBase):
                     *(rows.task_columns_changed(read[tid], t) for tid, t in changed.items())
                 )
             )
-            update_rows(conn, task_t, "id", list(after.values()), columns, single=UPDATE_TASK)
+            if conn.dialect.name == "postgresql":  # one statement setting ``columns``
+                after = [
+                    {"id": tid, **rows.task_values(task, columns)} for tid, task in changed.items()
+                ]
+            else:  # ``UPDATE_TASK`` for each task: every column
+                after = [rows.task_to_row(task) for task in changed.values()]
+            update_rows(conn, task_t, "id", after, columns, single=UPDATE_TASK)
             # a runner asleep for longer than this task's new wait is woken
             # to sleep until then instead (a short-interval task stays fresh)
             soon = max(run.ended for run in ended if run.ended is not None) + ANNOUNCE_WITHIN

@@ -68,3 +68,34 @@ def test_a_tagged_value_is_read_by_kombu() -> None:
 def test_a_compressed_body_is_read_by_kombu() -> None:
     body = zlib.compress(json.dumps(EVENT).encode())
     assert decode_body(_message(body, compression="application/x-gzip")) == EVENT
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "x",
+        3,
+        True,
+        {"status": "eventful"},
+        {"status": "eventful", "count": 2, "ok": None},
+        {"nested": {"a": 1}},
+        {1: "not a str key"},
+        {"s": {1, 2}},
+        {1, 2},
+        b"bytes",
+        float("nan"),
+        [1, "x"],
+    ],
+)
+def test_jsonable_keeps_what_json_takes_and_reprs_the_rest(value: object) -> None:
+    import json
+
+    from swh_like_scheduler.listener.events import jsonable
+
+    try:  # what the fast paths must agree with
+        json.dumps(value, allow_nan=False)
+        expected = value
+    except (TypeError, ValueError):
+        expected = repr(value)
+    assert jsonable(value) == expected

@@ -55,3 +55,35 @@ def test_changing_the_arguments_hashes_them_again() -> None:
 
 def _init(t: Task) -> dict[str, object]:
     return {k: v for k, v in t.__dict__.items() if not k.startswith("_")}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"last_end_at": datetime(2026, 3, 2)},  # naive
+        {"max_expected_duration": timedelta(0)},  # must be longer than zero
+        {"cooldown": timedelta(seconds=-1)},  # negative
+        {"catch_up_grace": timedelta(0)},
+        {"catch_up": "sometimes"},
+        {"status": "sleeping"},
+        {"priority": "urgentest"},
+        {"retries_left": -2},
+        {"period": timedelta(hours=1)},  # not a parameter of adaptive tasks
+        {"current_interval": None},  # required by adaptive tasks
+    ],
+)
+def test_a_change_is_refused_as_at_creation(change: dict[str, object]) -> None:
+    before = task()
+    with pytest.raises((InvalidInput, ValueError)):
+        Task(**{**_init(before), **change})  # type: ignore[arg-type]
+    with pytest.raises((InvalidInput, ValueError)):
+        before.updated(**change)
+
+
+def test_changed_values_are_converted_as_at_creation() -> None:
+    after = task().updated(status="disabled", priority="high", catch_up="skip")
+    assert after.status is TaskStatus.DISABLED
+    assert after == Task(**{**_init(task()), **_init(after)})  # type: ignore[arg-type]
+    assert type(after.priority).__name__ == "Priority" and type(after.catch_up).__name__ == (
+        "CatchUp"
+    )

@@ -189,11 +189,14 @@ def test_a_listener_fed_poison_on_the_events_exchange_keeps_recording(
     from waiting import delete_queues, wait_until
 
     from swh_like_scheduler.listener import Listener
+    from swh_like_scheduler.listener.consumer import ALL_EVENTS
 
     app = make_test_app(broker_url)
     backend_id = dispatched(pg_store)
     queue_name = unique_queue_name()
-    listener = Listener(app, pg_store, rng=random.Random(0), options=options(queue_name))
+    # bound to every event: the hostile types and keys reach the listener too
+    listener_options = options(queue_name, routing_keys=ALL_EVENTS)
+    listener = Listener(app, pg_store, rng=random.Random(0), options=listener_options)
     try:
         with listener_thread(listener) as running:
             with app.connection_for_write() as conn:

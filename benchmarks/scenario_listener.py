@@ -315,7 +315,7 @@ def run(ctx: Context) -> None:
         digits=0,
         broker="redis",
         **params,
-        publisher_events_per_s=round(median(published)),
+        publisher_events_per_s=float(round(median(published))),
     )
     if rates["shared_1"]:
         one = median(rates["shared_1"])

@@ -122,6 +122,17 @@ class Context:
         self.emit({"scenario": scenario, "note": True, **fields})
 
 
+def stop_process(process: subprocess.Popen[bytes], log_path: Path) -> None:
+    """Stop a subprocess (SIGTERM, then SIGKILL after 30 s) and drop its log."""
+    process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    log_path.unlink(missing_ok=True)
+
+
 def log(*parts: Any) -> None:
     print(*parts, file=sys.stderr, flush=True)
 

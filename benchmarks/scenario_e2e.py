@@ -43,6 +43,7 @@ from .common import (
     raw,
     reset_tasks,
     scratch_store,
+    stop_process,
     task_arguments,
     unique_queue,
     utcnow,
@@ -73,13 +74,7 @@ def worker(broker: str, queue: str, app: Any, db_url: str) -> Iterator[subproces
                 raise RuntimeError(f"worker did not start; see {log_path}")
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log_path.unlink(missing_ok=True)
+        stop_process(process, log_path)
 
 
 def open_runs(store: SQLAlchemyStore) -> int:

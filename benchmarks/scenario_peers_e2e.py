@@ -60,6 +60,7 @@ from .common import (
     ratio,
     reset_tasks,
     scratch_store,
+    stop_process,
     task_arguments,
     unique_queue,
     utcnow,
@@ -166,7 +167,7 @@ def procrastinate_workers(url: str, config: Config) -> Iterator[None]:
                     [*command, "--name", f"bench-{n}"], cwd=REPO, env=env, stdout=out, stderr=out
                 )
             processes.append(process)
-            stack.callback(_stop, process, log_path)
+            stack.callback(stop_process, process, log_path)
         deadline = time.monotonic() + 60
         while not _ready(url, config):
             if any(p.poll() is not None for p in processes) or time.monotonic() > deadline:
@@ -187,16 +188,6 @@ def _ready(url: str, config: Config) -> bool:
         " AND state = 'idle' AND query ILIKE 'LISTEN%%'",
     )[0][0]
     return listening == config.processes
-
-
-def _stop(process: subprocess.Popen[bytes], log_path: Path) -> None:
-    process.terminate()
-    try:
-        process.wait(30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    log_path.unlink(missing_ok=True)
 
 
 def procrastinate_round(url: str, count: int, config: Config) -> float:

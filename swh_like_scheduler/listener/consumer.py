@@ -302,6 +302,8 @@ class Listener:
         self.options = options or ListenerOptions()
         self.stop = stop or threading.Event()
         self.handler = handler or EventHandler(store, rng=rng)
+        #: a handler made here has its lanes' threads stopped when :meth:`run` ends
+        self._owns_handler = handler is None
         self.stats = ListenerStats()
         #: set while a session is consuming (its queue exists and is bound)
         self.ready = threading.Event()
@@ -422,21 +424,25 @@ class Listener:
             OSError,
             *_broker_errors(self.app),
         )
-        while not self.stop.is_set():
-            try:
-                self._session(once=once)
-                if once:
-                    break
-            except failures as error:
-                if once:
-                    raise
-                self.stats.broker_failures += 1
-                self._session_outage.failed(error)
-                # what was received is applied; its messages cannot be
-                # acknowledged any more and will be delivered again (AMQP)
-                self.flush(ack=False)
-                self._pending, self._messages = [], []
-                self.stop.wait(self.options.retry_delay)
+        try:
+            while not self.stop.is_set():
+                try:
+                    self._session(once=once)
+                    if once:
+                        break
+                except failures as error:
+                    if once:
+                        raise
+                    self.stats.broker_failures += 1
+                    self._session_outage.failed(error)
+                    # what was received is applied; its messages cannot be
+                    # acknowledged any more and will be delivered again (AMQP)
+                    self.flush(ack=False)
+                    self._pending, self._messages = [], []
+                    self.stop.wait(self.options.retry_delay)
+        finally:
+            if self._owns_handler:  # started again by the next batch, if any
+                self.handler.close()
         return self.stats
 
     def _session(self, *, once: bool) -> None:

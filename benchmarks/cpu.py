@@ -29,6 +29,7 @@ import statistics
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
@@ -40,8 +41,8 @@ SERVERS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _busy() -> float:
-    times = psutil.cpu_times()
+def _busy(times: Any) -> float:
+    """Busy seconds of the machine in ``psutil.cpu_times()``: all but idle."""
     idle = times.idle + getattr(times, "iowait", 0.0)
     return float(sum(times) - idle)
 
@@ -54,13 +55,16 @@ def _process_seconds(process: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
-def _tree_seconds(pid: int) -> float:
-    try:
-        root = psutil.Process(pid)
-        members = [root, *root.children(recursive=True)]
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return 0.0
-    return sum(_process_seconds(p) for p in members)
+def _tree(pids: Iterable[int]) -> set[int]:
+    """``pids`` and all their descendants (those still running)."""
+    members: set[int] = set()
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            members.update([pid, *(p.pid for p in root.children(recursive=True))])
+        except psutil.NoSuchProcess:
+            continue
+    return members
 
 
 def _every_process() -> dict[int, tuple[str, float]]:
@@ -87,8 +91,7 @@ class CpuMeter:
     spent: dict[str, float] = field(default_factory=dict)
     #: the processes outside the parts that spent the most (seconds, by name)
     others: dict[str, float] = field(default_factory=dict)
-    #: how many processes ended inside the interval (their seconds are lost)
-    ended: int = 0
+    #: the processes that ended inside the interval (their seconds are lost)
     ended_names: list[str] = field(default_factory=list)
 
     def _read(self) -> tuple[dict[str, float], dict[int, tuple[str, float]]]:
@@ -98,12 +101,13 @@ class CpuMeter:
         )
         # the process's own total also holds the threads that ended (lanes)
         figures = {"runner": runner, "listener": _process_seconds(own) - runner}
-        figures["worker"] = sum(_tree_seconds(pid) for pid in self.worker_pids)
+        every = _every_process()
+        figures["worker"] = sum(every[p][1] for p in _tree(self.worker_pids) if p in every)
         machine = psutil.cpu_times()
         # the kernel's network and interrupt work: no process is charged for it
         figures["softirq"] = float(machine.softirq + machine.irq)
-        figures["busy"] = _busy()
-        return figures, _every_process()
+        figures["busy"] = _busy(machine)
+        return figures, every
 
     def start(self) -> None:
         self._before, self._every = self._read()
@@ -113,7 +117,7 @@ class CpuMeter:
         spent = {k: max(0.0, after[k] - self._before.get(k, 0.0)) for k in after}
         # servers: each process's own growth (a process that ended inside the
         # interval took its seconds with it: they fall to ``other``)
-        mine = {os.getpid(), *self._tree(self.worker_pids)}
+        mine = {os.getpid(), *_tree(self.worker_pids)}
         others: dict[str, float] = {}
         for server in SERVERS:
             spent[server] = 0.0
@@ -129,21 +133,14 @@ class CpuMeter:
         self.spent = spent
         ranked = sorted(others.items(), key=lambda item: -item[1])
         self.others = {name: round(seconds, 3) for name, seconds in ranked[:5] if seconds > 0}
-        gone = [self._every[pid] for pid in self._every if pid not in every]
-        self.ended = len(gone)
-        self.ended_names = sorted({f"{name} ({seconds:.2f} s before)" for name, seconds in gone})
+        self.ended_names = sorted(
+            {
+                f"{name} ({seconds:.2f} s before)"
+                for pid, (name, seconds) in self._every.items()
+                if pid not in every
+            }
+        )
         return spent
-
-    @staticmethod
-    def _tree(pids: Iterable[int]) -> set[int]:
-        members: set[int] = set()
-        for pid in pids:
-            try:
-                root = psutil.Process(pid)
-                members.update([pid, *(p.pid for p in root.children(recursive=True))])
-            except psutil.NoSuchProcess:
-                continue
-        return members
 
     def per(self, count: int, scale: float = 1000.0) -> dict[str, float]:
         """What :meth:`stop` measured, per unit of work (ms by default)."""

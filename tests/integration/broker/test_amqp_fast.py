@@ -113,6 +113,14 @@ def test_a_confirming_channel_is_left_to_kombu(amqp: tuple[Celery, Any, Any]) ->
         assert not usable(confirming, confirming.default_channel, "json", None)
 
 
+def assert_queued_in_order(app: Celery, queue: str, messages: list[Message]) -> None:
+    """``queue`` holds ``messages`` in their order (taken off it)."""
+    with app.connection_for_write() as reader:
+        for message in messages:
+            got = reader.default_channel.basic_get(queue, no_ack=True)
+            assert got is not None and got.headers["id"] == message.task_id
+
+
 def test_published_frames_reach_the_queue(amqp: tuple[Celery, Any, Any]) -> None:
     app, _connection, _channel = amqp
     queue = f"swh-amqp-fast-{uuid.uuid4().hex[:8]}"
@@ -121,10 +129,7 @@ def test_published_frames_reach_the_queue(amqp: tuple[Celery, Any, Any]) -> None
         assert publish_batch(app, messages) == 2500
         # the count of a classic queue may trail the publishes for a moment
         wait_until(lambda: queue_depth(app, queue) == 2500, 10, "2,500 messages in the queue")
-        with app.connection_for_write() as connection:
-            for n in range(2500):
-                got = connection.default_channel.basic_get(queue, no_ack=True)
-                assert got is not None and got.headers["id"] == messages[n].task_id
+        assert_queued_in_order(app, queue, messages)
     finally:
         with app.connection_for_write() as connection:
             connection.default_channel.queue_delete(queue)
@@ -169,10 +174,7 @@ def test_a_chunk_leaves_in_several_writes_and_one_confirm(
         assert [n for n in writes if n] == [3, 3, 3, 1]
         assert declares == [queue]  # the passive declare after the chunk
         wait_until(lambda: queue_depth(app, queue) == 10, 10, "10 messages in the queue")
-        with app.connection_for_write() as reader:
-            for n in range(10):
-                got = reader.default_channel.basic_get(queue, no_ack=True)
-                assert got is not None and got.headers["id"] == messages[n].task_id
+        assert_queued_in_order(app, queue, messages)
     finally:
         monkeypatch.undo()
         with app.connection_for_write() as cleaner:

@@ -106,16 +106,9 @@ def test_a_batch_of_starts_leaves_runs_not_scheduled_alone(
         assert (again[c.backend_id].started, again[c.backend_id].worker) == (now + H, "b")
 
 
-@pytest.mark.postgresql
-def test_on_postgresql_a_batch_is_one_statement_per_table(
-    pg_store: SQLAlchemyStore, now: datetime
-) -> None:
-    import sqlalchemy as sa
-
-    from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
-
-    store = pg_store
-    store.create_task_type(
+def _sleep_type(store: SQLAlchemyStore) -> TaskType:
+    """The ``sleep`` type on a store given no fixture's type (PostgreSQL only tests)."""
+    return store.create_task_type(
         TaskType(
             type="sleep",
             backend_name="sleep",
@@ -125,6 +118,18 @@ def test_on_postgresql_a_batch_is_one_statement_per_table(
             backoff_factor=2.0,
         )
     )
+
+
+@pytest.mark.postgresql
+def test_on_postgresql_a_batch_is_one_statement_per_table(
+    pg_store: SQLAlchemyStore, now: datetime
+) -> None:
+    import sqlalchemy as sa
+
+    from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
+
+    store = pg_store
+    _sleep_type(store)
     store.create_tasks([make_task(now, n, offset=-H) for n in range(40)], now=now)
     claims = store.claim_ready_tasks("sleep", now=now, limit=40)
     executed: list[tuple[str, bool]] = []
@@ -209,16 +214,7 @@ def test_on_postgresql_a_batch_of_events_costs_the_same_statements_whatever_its_
     from swh_like_scheduler.listener import Action, EventHandler
 
     store = pg_store
-    store.create_task_type(
-        TaskType(
-            type="sleep",
-            backend_name="sleep",
-            default_interval=H,
-            min_interval=H / 6,
-            max_interval=24 * H,
-            backoff_factor=2.0,
-        )
-    )
+    _sleep_type(store)
     store.create_tasks([make_task(now, n, offset=-H) for n in range(275)], now=now)
     claims = store.claim_ready_tasks("sleep", now=now, limit=275)
     assert len(claims) == 275

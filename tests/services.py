@@ -830,7 +830,12 @@ def _ensure_vhost(url: str, vhost: str) -> str:
 
 @functools.cache
 def _worker_vhost(url: str, worker: int) -> str:
-    return _ensure_vhost(url, f"swh-test-gw{worker}")
+    """This worker's virtual host: ``swh-test-gwN``, or ``<vhost>-gwN`` when
+    the given URL names a virtual host of its own (two suites run side by
+    side with their own ``SWH_TEST_AMQP_URL`` never share one)."""
+    base = urllib.parse.unquote(urllib.parse.urlsplit(url).path.lstrip("/"))
+    prefix = base if base not in ("", "/") else "swh-test"
+    return _ensure_vhost(url, f"{prefix}-gw{worker}")
 
 
 def redis_url() -> str:

@@ -111,6 +111,10 @@ class RunStatus(StrEnum):
     #: firings missed by more than the catch-up grace, dropped by a runner
     #: (``catch_up = skip``): never dispatched, recorded with the reason
     SKIPPED = "skipped"
+    #: the body's end arrived after its run was taken from it (the process
+    #: running the body went silent) and another copy of the task had
+    #: started: its result is kept on the run, never applied to the task
+    SUPERSEDED = "superseded"
 
     @property
     def is_open(self) -> bool:
@@ -135,6 +139,11 @@ def final_run_status(status: RunStatus | str) -> RunStatus:
         raise InvalidInput("status", f"{value} is not a final run status")
     if value is RunStatus.SKIPPED:
         raise InvalidInput("status", "only a runner records skipped firings; a run cannot end so")
+    if value is RunStatus.SUPERSEDED:
+        raise InvalidInput(
+            "status",
+            "only the store records a superseded end (a stale copy's); a run cannot end so",
+        )
     return value
 
 

@@ -67,6 +67,10 @@ class LeaseGrant:
     db_now: datetime
     task: Task | None = None
     run: TaskRun | None = None
+    #: granted: the fencing token of this start (its task's count of granted
+    #: starts, one more than the start before it) and the task's id
+    fence: int | None = None
+    task_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,14 @@ class PingReply:
     proceed: bool
     reason: PingAnswer
     db_now: datetime
+
+
+class Renewal(StrEnum):
+    """What :meth:`renew_runs` found for one run a worker process holds."""
+
+    OK = "ok"  # still open and still this copy's: renewed
+    FINISHED = "finished"  # the run has ended (its end is recorded): let it go
+    TAKEN = "taken"  # the run is open no more for this copy: another owner, or none
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,12 @@ WORKER_OFFLINE = "worker_offline"
 LATE_OUTCOME = "late_outcome"
 #: a run ended ``cancelled`` because the late outcome of the run before it arrived
 SUPERSEDED = "superseded"
+#: the end of a run taken from its copy arrived after another copy had
+#: started: the run is ``superseded``, its outcome kept but not applied
+STALE_END = "stale_end"
+#: the worker process running a run's body wrote its end itself (the
+#: listener had not recorded it in time)
+SELF_RECORDED = "self_recorded"
 #: History entry written on the run that records a one-shot task's expiry.
 EXPIRED = "expired"
 #: How the ``error`` of that run begins.

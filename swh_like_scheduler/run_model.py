@@ -32,6 +32,9 @@ class TaskRun:
     progress: float | None = None
     result: Any = None
     history: tuple[Mapping[str, Any], ...] = ()
+    #: the fencing token of the start that took the run (the task's count of
+    #: granted starts at that moment); ``None`` until a start guard took it
+    fence: int | None = None
 
     @classmethod
     def stored(cls, values: Mapping[str, Any]) -> TaskRun:

@@ -88,6 +88,7 @@ WRITE_METHODS = frozenset(
         "guard_start",
         "release_start",
         "ping_lease",
+        "renew_runs",
         "finish_lease",
         "yield_lease",
         "steal_expired_leases",

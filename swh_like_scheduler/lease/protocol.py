@@ -15,6 +15,7 @@ from ..records import (
     PingAnswer,
     PingReply,
     Refusal,
+    Renewal,
     StealReport,
 )
 
@@ -30,5 +31,6 @@ __all__ = [
     "PingAnswer",
     "PingReply",
     "Refusal",
+    "Renewal",
     "StealReport",
 ]

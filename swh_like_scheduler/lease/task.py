@@ -17,7 +17,7 @@ Around the body, each delivery:
    a :class:`~swh_like_scheduler.worker.StartRefused`: no body, no
    succeeded/failed event), and the owner now pings;
 2. runs the body while a daemon thread pings every ``swh_scheduler_lease_ping``
-   seconds (Celery setting; default 30). When a ping says stop (stolen,
+   seconds (Celery setting; default 10). When a ping says stop (stolen,
    cancelled, blackout, finished) or ``max_allowed_duration`` has passed on
    the database's clock, the body is stopped: ``self.lease.should_stop``
    becomes true, and (hard stop, :attr:`LeasedTask.hard_stop`) the
@@ -66,14 +66,14 @@ from ..policy import classify_result, max_allowed_duration, max_expected_duratio
 from ..quietlog import QuietLog
 from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
-from ..worker.guard import SchedulerTask, StartRefused
+from ..worker.guard import SchedulerTask, StartRefused, fence_of
 from .protocol import LeaseGrant, PingAnswer
 
 logger = logging.getLogger(__name__)
 #: every leased run pings: during an outage, one line a minute
 _ping_failed = QuietLog(logger, logging.WARNING)
 
-DEFAULT_PING = 30.0
+DEFAULT_PING = 10.0
 
 
 class LeaseRefused(StartRefused):
@@ -198,6 +198,7 @@ class LeasedTask(SchedulerTask):
         with _held_lock:
             _held[backend_id] = (lease, store, apply)
         self._held.start = (store, backend_id, tag)
+        self._held.fence = fence_of(grant)
         done = threading.Event()
         pinger = threading.Thread(
             target=self._ping_loop,
@@ -213,7 +214,7 @@ class LeasedTask(SchedulerTask):
             done.set()
             with _held_lock:
                 _held.pop(backend_id, None)
-            self._held.start = None
+            self._held.start = self._held.fence = None
             self._local.lease = None
             pinger.join(timeout=5)
         self.send_result_event(result, runtime=time.monotonic() - started)

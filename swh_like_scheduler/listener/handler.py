@@ -59,6 +59,7 @@ from typing import Any
 from ..model import RunStatus, Task, TaskRun, TaskStatus, TaskType
 from ..monitor.records import WorkerSighting
 from ..policy import Outcome, RandomSource, already_applied, apply_outcome
+from ..records import STALE_END
 from ..store import SchedulerStore
 from ..store.interface import RunEnd
 from . import poison
@@ -77,6 +78,9 @@ class Action(StrEnum):
     UNKNOWN_RUN = "unknown_run"  # no run has this id: not ours, ignored
     IGNORED = "ignored"  # not a run event, or nothing to record
     WORKER = "worker"  # a worker event (heartbeat, online, offline) recorded (batches only)
+    #: the end of a run taken from its copy, after another copy started: kept
+    #: on the run (``superseded``), not applied to the task
+    SUPERSEDED = "superseded"
 
 
 @dataclass(frozen=True)
@@ -425,12 +429,36 @@ class EventHandler:
         for end, run in zip(ending, ended, strict=True):
             if run is None:
                 results.append(HandleResult(Action.UNKNOWN_RUN, end.backend_id))
+            elif _superseded_now(run, end):
+                stale = run.history[-1]
+                logger.warning(
+                    "run %s of task %s ended %s after it was taken from its copy, and run %s "
+                    "(fencing token %s) had started since: recorded as superseded (token %s), "
+                    "not applied",
+                    run.backend_id,
+                    run.task_id,
+                    end.status,
+                    stale.get("by"),
+                    stale.get("by_fence"),
+                    run.fence,
+                )
+                results.append(HandleResult(Action.SUPERSEDED, end.backend_id, run, end.status))
             elif end.backend_id in applied and run.ended == end.ended:
                 applied.discard(end.backend_id)  # a second end of the run is a duplicate
                 results.append(HandleResult(Action.ENDED, end.backend_id, run, end.status))
             else:
                 results.append(HandleResult(Action.DUPLICATE, end.backend_id, run))
         return results
+
+
+def _superseded_now(run: TaskRun, end: RunEnd) -> bool:
+    """Whether ``end`` is what made ``run`` superseded (a stale copy's end)."""
+    return (
+        run.status is RunStatus.SUPERSEDED
+        and run.ended == end.ended
+        and bool(run.history)
+        and run.history[-1].get("event") == STALE_END
+    )
 
 
 def _uuid(event: Mapping[str, Any]) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from ..records import (
         LeaseGrant,
         PingReply,
+        Renewal,
         StealReport,
     )
 
@@ -45,6 +47,10 @@ class LeaseStore(Protocol):
         listener recorded one, else the DB's now), ``worker = name@node``,
         history entry ``assigned``; the task gets ``owner_*`` with
         ``owner_started_at = owner_last_ping_at = now`` and no steal pending.
+        Every grant raises the task's fencing counter by one; the grant
+        carries the new value (``fence``, with ``task_id``), also written on
+        the run (``TaskRun.fence``) and in its ``assigned`` entry: a start
+        granted later has a larger token.
         Asking again with the owning tag is granted again, changing nothing.
         Refused, in this order: ``unknown_run``; ``finished_run`` (the run
         ended: a late duplicate); ``already_running`` (another tag owns the
@@ -67,14 +73,15 @@ class LeaseStore(Protocol):
         pid: int | None = None,
     ) -> LeaseGrant:
         """The start guard of every task type: exactly :meth:`acquire_lease`
-        (same checks, same refusals, same writes) except that the owner does
-        not ping: ``owner_last_ping_at`` stays null, so the steal step leaves
-        the task alone and the worker's liveness (heartbeats, offline events)
-        decides instead. The ownership is released when the run ends, by
-        whatever ends it. A refused second copy (``already_running``,
-        ``finished_run``) adds the history entry ``refused_copy`` to the run;
-        its body must not run. A grant may carry ``db_now`` only (``task``
-        and ``run`` ``None``: the common case is decided in one statement)."""
+        (same checks, same refusals, same writes, a fencing token) except
+        that ``owner_last_ping_at`` stays null: the process running the body
+        renews the run (:meth:`renew_runs`), and the steal step counts its
+        silence from ``owner_started_at`` until it does. The ownership is
+        released when the run ends, by whatever ends it. A refused second
+        copy (``already_running``, ``finished_run``) adds the history entry
+        ``refused_copy`` to the run; its body must not run. A grant may
+        carry ``db_now``, ``fence`` and ``task_id`` only (``task`` and
+        ``run`` ``None``: the common case is decided in one statement)."""
         ...
 
     def release_start(self, backend_id: str, *, tag: str) -> bool:
@@ -93,6 +100,17 @@ class LeaseStore(Protocol):
         then. Otherwise ``ok``: ``owner_last_ping_at = now``, ``progress``
         stored on the run, and a pending steal cleared (``steal_start_at``
         back to null, history entry ``pinged_late``)."""
+        ...
+
+    def renew_runs(self, held: Sequence[tuple[str, str]]) -> dict[str, Renewal]:
+        """The heartbeat of a worker process: ``held`` are the ``(backend
+        id, tag)`` of the runs whose bodies it runs (or ran, while their end
+        is not recorded). For each: ``ok`` when the run is open and ``tag``
+        owns its task (``owner_last_ping_at = now``, a pending steal
+        cleared); ``taken`` when the run is open under another owner (or
+        none), ended ``lost`` (stolen) or unknown: the copy is no longer the
+        run's; ``finished`` when the run has ended otherwise. One
+        transaction for all; nothing is written but the renewals."""
         ...
 
     def finish_lease(
@@ -134,9 +152,10 @@ class LeaseStore(Protocol):
         apply: ApplyOutcome | None = None,
         limit: int = 1000,
     ) -> StealReport:
-        """The monitor's steal step. Owned tasks whose last ping is older
-        than ``ping_timeout`` and with no steal pending get ``steal_start_at
-        = now`` (their open run: history ``pinged_late``); owned tasks whose
+        """The monitor's steal step. Owned tasks whose last ping (or, never
+        renewed, whose start) is older than ``ping_timeout`` and with no
+        steal pending get ``steal_start_at = now`` (their open run: history
+        ``pinged_late``); owned tasks whose
         ``steal_start_at`` is older than ``grace`` lose their run: it ends
         ``lost`` (history ``stolen``, ``apply`` in the same transaction), the
         ownership is released and the task is runnable at once as in

@@ -18,6 +18,7 @@ from .sql_lease import LeaseMethods
 from .sql_load import LoadMethods
 from .sql_monitor import MonitorMethods
 from .sql_runs import RunMethods
+from .sql_steal import StealMethods
 from .sql_tasks import TaskMethods
 
 
@@ -27,6 +28,7 @@ class SQLAlchemyStore(
     BulkMethods,
     RunMethods,
     MonitorMethods,
+    StealMethods,
     LeaseMethods,
     HealthMethods,
     JobMethods,

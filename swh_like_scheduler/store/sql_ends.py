@@ -19,7 +19,7 @@ from ..model import (
     TaskStatus,
     final_run_status,
 )
-from ..records import LATE_OUTCOME, SUPERSEDED, WORKER_OFFLINE
+from ..records import LATE_OUTCOME, STALE_END, STOLEN, SUPERSEDED, WORKER_OFFLINE
 from . import rows
 from .interface import ApplyOutcome, RunEnd
 from .sql_base import SQLBase
@@ -102,8 +102,8 @@ class RunEndMethods(SQLBase):
             ended: list[TaskRun] = []
             for end, status in zip(ends, statuses, strict=True):
                 run = runs.get(end.backend_id)
-                if run is not None and _replaces_loss(run, status):
-                    run = runs[end.backend_id] = self._replace_loss(conn, run, end, status, apply)
+                if run is not None and run.status is RunStatus.LOST and status in _REAL_OUTCOMES:
+                    run = runs[end.backend_id] = self._late_end(conn, run, end, status, apply)
                 elif run is not None and run.status.is_open:
                     run = replace(
                         run,
@@ -182,6 +182,76 @@ class RunEndMethods(SQLBase):
                 ),
             )
 
+    def _late_end(
+        self,
+        conn: sa.Connection,
+        run: TaskRun,
+        end: RunEnd,
+        status: RunStatus,
+        apply: ApplyOutcome | None,
+    ) -> TaskRun:
+        """The outcome of ``run``, ended ``lost``, arrived after all (its body
+        went on: its worker was taken for gone, or the process running it
+        went silent and the run was taken from it). When another run of the
+        task started since (a later fencing token), the outcome is stale:
+        the run ends ``superseded``, its result kept, the task untouched.
+        Otherwise, when the loss was a guess (worker offline, run taken
+        away), the outcome replaces ``lost`` (:meth:`_replace_loss`); a body
+        the lease stopped (``LeaseStopped``) or yielded reports no outcome."""
+        task_row = conn.execute(
+            self._lock(sa.select(task_t.c.id).where(task_t.c.id == run.task_id))
+        ).first()
+        later = conn.execute(
+            sa.select(run_t.c.backend_id, run_t.c.fence, run_t.c.started)
+            .where(
+                run_t.c.task_id == run.task_id,
+                run_t.c.id > (run.id or 0),
+                run_t.c.started.is_not(None),
+            )
+            .order_by(run_t.c.id.desc())
+            .limit(1)
+        ).first()
+        if task_row is not None and later is not None:
+            return self._supersede(conn, run, end, status, later)
+        last = run.history[-1].get("event") if run.history else None
+        if last not in (WORKER_OFFLINE, STOLEN) or (
+            status is RunStatus.FAILED and "LeaseStopped" in (end.error or "")
+        ):
+            return run
+        return self._replace_loss(conn, run, end, status, apply)
+
+    def _supersede(
+        self, conn: sa.Connection, run: TaskRun, end: RunEnd, status: RunStatus, later: Any
+    ) -> TaskRun:
+        entry = _entry(
+            STALE_END,
+            end.ended,
+            status=str(status),
+            fence=run.fence,
+            by=later.backend_id,
+            by_fence=later.fence,
+        )
+        run = replace(
+            run,
+            status=RunStatus.SUPERSEDED,
+            ended=end.ended,
+            result=end.result,
+            error=end.error,
+            history=(*run.history, entry),
+        )
+        conn.execute(
+            sa.update(run_t)
+            .where(run_t.c.id == run.id)
+            .values(
+                status=run.status.value,
+                ended=run.ended,
+                result=run.result,
+                error=run.error,
+                history=[dict(h) for h in run.history],
+            )
+        )
+        return run
+
     def _replace_loss(
         self,
         conn: sa.Connection,
@@ -191,11 +261,11 @@ class RunEndMethods(SQLBase):
         apply: ApplyOutcome | None,
     ) -> TaskRun:
         """The real outcome of ``run``, ended ``lost`` when its worker went
-        away, arrived after all: it replaces ``lost``. When the task has no
-        run going on, the outcome is applied to it (its schedule recomputed);
-        a run dispatched meanwhile and not started is ended ``cancelled``
-        (superseded), so that the start guard refuses its copy. A run
-        already started is left to finish, and the task to its outcome."""
+        away or its copy went silent, arrived after all, and no other run of
+        the task started since: it replaces ``lost``, and the outcome is
+        applied to the task (its schedule recomputed); a run dispatched
+        meanwhile and not started is ended ``cancelled`` (superseded), so
+        that the start guard refuses its copy."""
         entry = _entry(LATE_OUTCOME, end.ended, replaced=str(run.status), status=str(status))
         run = replace(
             run,
@@ -244,19 +314,6 @@ class RunEndMethods(SQLBase):
         return run
 
 
-def _replaces_loss(run: TaskRun, status: RunStatus) -> bool:
-    """Whether an end with ``status`` is the real outcome of ``run``, which
-    was ended ``lost`` because its worker went offline (not a stolen or
-    yielded lease: their bodies were stopped, their late events are not
-    outcomes)."""
-    return (
-        run.status is RunStatus.LOST
-        and status in _REAL_OUTCOMES
-        and bool(run.history)
-        and run.history[-1].get("event") == WORKER_OFFLINE
-    )
-
-
 _REAL_OUTCOMES = frozenset(
     {
         RunStatus.EVENTFUL,
@@ -289,9 +346,10 @@ _END_RUN = (
         {name: _bind(run_t, name) for name in ("status", "ended", "result", "error", "progress")}
     )
 )
-#: every column of a task but its id, from ``rows.task_to_row`` values
+#: every column of a task but its id and its fencing counter (only the
+#: start guard raises it), from ``rows.task_to_row`` values
 UPDATE_TASK = (
     sa.update(task_t)
     .where(task_t.c.id == sa.bindparam("id_"))
-    .values({c.name: _bind(task_t, c.name) for c in task_t.c if c.name != "id"})
+    .values({c.name: _bind(task_t, c.name) for c in task_t.c if c.name not in ("id", "fence")})
 )

@@ -10,6 +10,10 @@ PostgreSQL can update the row in place. When the statement changes nothing
 (a second copy, a finished run, a cancelled or disabled task, a blackout
 window or a banned-node list to read), the caller takes the general path,
 which decides and refuses with a reason.
+
+Each grant raises the task's ``fence`` by one and writes the new value on
+the run (its fencing token, also in the ``assigned`` entry): ``fence`` is in
+no index, so the update stays in place.
 """
 
 from __future__ import annotations
@@ -31,19 +35,20 @@ WITH r AS (
     UPDATE task SET
         owner_node = :node, owner_name = :name, owner_tag = :tag,
         owner_started_at = statement_timestamp(), owner_last_ping_at = NULL,
-        steal_start_at = NULL
+        steal_start_at = NULL, fence = task.fence + 1
     FROM r
     WHERE task.id = r.task_id
       AND task.owner_tag IS NULL
       AND task.status = 'scheduled'
       AND task.blackout_periods = '[]'::jsonb
       AND task.dont_run_on_nodes = '[]'::jsonb
-    RETURNING task.id
+    RETURNING task.id, task.fence
 )
 UPDATE task_run SET
     status = 'started',
     started = coalesce(task_run.started, statement_timestamp()),
     worker = :worker,
+    fence = t.fence,
     history = task_run.history || jsonb_build_array(jsonb_build_object(
         'event', 'assigned',
         'at', to_char(
@@ -51,11 +56,12 @@ UPDATE task_run SET
         ),
         'worker', CAST(:worker AS text),
         'tag', CAST(:tag AS text),
-        'pid', CAST(:pid AS integer)
+        'pid', CAST(:pid AS integer),
+        'fence', t.fence
     ))
 FROM r, t
 WHERE task_run.id = r.id
-RETURNING statement_timestamp()
+RETURNING statement_timestamp(), t.id, t.fence
 """
 )
 
@@ -68,11 +74,11 @@ def first_copy(
     name: str,
     tag: str,
     pid: int | None = None,
-) -> datetime | None:
-    """Grant the common case (module doc): the database's now when granted,
-    ``None`` when the general path must decide. ``conn``: a connection, or
-    the store's held connections (:mod:`.sql_held`), which run it committed
-    and prepared."""
+) -> tuple[datetime, int, int] | None:
+    """Grant the common case (module doc): the database's now, the task's id
+    and the start's fencing token when granted, ``None`` when the general
+    path must decide. ``conn``: a connection, or the store's held
+    connections (:mod:`.sql_held`), which run it committed and prepared."""
     values: dict[str, Any] = {
         "backend_id": backend_id,
         "node": node,
@@ -81,15 +87,16 @@ def first_copy(
         "worker": f"{name}@{node}",
         "pid": pid,
     }
+    row: Any
     if isinstance(conn, HeldConnections):
         row = conn.fetch_one("guard the start of a run", _FIRST_COPY, values)
-        found = row[0] if row is not None else None
     else:
-        found = conn.execute(_FIRST_COPY, values).scalar()
-    if found is None:
+        row = conn.execute(_FIRST_COPY, values).first()
+    if row is None:
         return None
-    assert isinstance(found, datetime)
-    return found.astimezone(UTC)
+    at, task_id, fence = row
+    assert isinstance(at, datetime)
+    return at.astimezone(UTC), int(task_id), int(fence)
 
 
 __all__ = ["first_copy"]

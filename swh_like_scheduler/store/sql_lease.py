@@ -40,14 +40,12 @@ from ..records import (
     PINGED_LATE,
     REFUSED_COPY,
     RETRYING,
-    STOLEN,
     TIMED_OUT,
     YIELDED,
     LeaseGrant,
     PingAnswer,
     PingReply,
     Refusal,
-    StealReport,
 )
 from . import rows
 from .interface import ApplyOutcome
@@ -210,16 +208,13 @@ class LeaseMethods(SQLBase):
         the worker's liveness covers it)."""
         if not pinging and self._capabilities.writable_ctes:
             if self._held is not None and self._bound is None:
-                granted_at = first_copy(
-                    self._held, backend_id, node=node, name=name, tag=tag, pid=pid
-                )
+                granted = first_copy(self._held, backend_id, node=node, name=name, tag=tag, pid=pid)
             else:
                 with self._single("guard the start of a run") as conn:
-                    granted_at = first_copy(
-                        conn, backend_id, node=node, name=name, tag=tag, pid=pid
-                    )
-            if granted_at is not None:
-                return LeaseGrant(True, Refusal.OK, granted_at)
+                    granted = first_copy(conn, backend_id, node=node, name=name, tag=tag, pid=pid)
+            if granted is not None:
+                at, task_id, fence = granted
+                return LeaseGrant(True, Refusal.OK, at, fence=fence, task_id=task_id)
         with self._write("guard the start of a run") as conn:
             now = self._db_now(conn)
             run = self._lease_run(conn, backend_id)
@@ -233,7 +228,7 @@ class LeaseMethods(SQLBase):
                 return LeaseGrant(False, Refusal.FINISHED_RUN, now, task, run)
             if task.owner_tag is not None:
                 if task.owner_tag == tag:  # the same owner asking again
-                    return LeaseGrant(True, Refusal.OK, now, task, run)
+                    return LeaseGrant(True, Refusal.OK, now, task, run, run.fence, task.id)
                 run = self._refused_copy(conn, run, now, Refusal.ALREADY_RUNNING, name, node)
                 return LeaseGrant(False, Refusal.ALREADY_RUNNING, now, task, run)
             refusal = _refusal(task, node, now)
@@ -261,13 +256,22 @@ class LeaseMethods(SQLBase):
             claimed = conn.execute(
                 sa.update(task_t)
                 .where(task_t.c.id == task.id, task_t.c.owner_tag.is_(None))
-                .values(**owner, status=TaskStatus.SCHEDULED.value, updated_at=now)
-            ).rowcount
-            if claimed != 1:  # lost a race (only possible without row locks)
+                .values(
+                    **owner,
+                    status=TaskStatus.SCHEDULED.value,
+                    updated_at=now,
+                    fence=task_t.c.fence + 1,
+                )
+                .returning(task_t.c.fence)
+            ).first()
+            if claimed is None:  # lost a race (only possible without row locks)
                 return LeaseGrant(False, Refusal.ALREADY_RUNNING, now, task, run)
+            fence = int(claimed.fence)
             worker = f"{name}@{node}"
             started = run.started or now
-            entry = _entry(ASSIGNED, now, worker=worker, tag=tag, lease=pinging, pid=pid)
+            entry = _entry(
+                ASSIGNED, now, worker=worker, tag=tag, lease=pinging, pid=pid, fence=fence
+            )
             history = [*(dict(h) for h in run.history), entry]
             conn.execute(
                 sa.update(run_t)
@@ -277,6 +281,7 @@ class LeaseMethods(SQLBase):
                     started=started,
                     worker=worker,
                     history=history,
+                    fence=fence,
                 )
             )
             run = replace(
@@ -285,9 +290,10 @@ class LeaseMethods(SQLBase):
                 started=started,
                 worker=worker,
                 history=tuple(history),
+                fence=fence,
             )
             task = task.updated(**owner, status=TaskStatus.SCHEDULED, updated_at=now)
-            return LeaseGrant(True, Refusal.OK, now, task, run)
+            return LeaseGrant(True, Refusal.OK, now, task, run, fence, task.id)
 
     def _refused_copy(
         self,
@@ -395,84 +401,6 @@ class LeaseMethods(SQLBase):
             )
             self._add_history(conn, run, _entry(RETRYING, now, worker=run.worker))
             return True
-
-    # -- the monitor's call ---------------------------------------------------
-
-    def steal_expired_leases(
-        self,
-        *,
-        ping_timeout: timedelta,
-        grace: timedelta,
-        apply: ApplyOutcome | None = None,
-        limit: int = 1000,
-    ) -> StealReport:
-        if ping_timeout <= timedelta(0) or grace <= timedelta(0):
-            raise InvalidInput("ping_timeout", "the ping timeout and the grace must be > 0")
-        with self._write("steal expired leases") as conn:
-            now = self._db_now(conn)
-            # 1. owners past the ping timeout are put on notice
-            late = self._lock_skip(
-                sa.select(task_t.c.id)
-                .where(
-                    task_t.c.owner_tag.is_not(None),
-                    task_t.c.steal_start_at.is_(None),
-                    task_t.c.owner_last_ping_at < now - ping_timeout,
-                )
-                .order_by(task_t.c.id)
-                .limit(limit)
-            )
-            warned = [int(i) for i in conn.scalars(late)]
-            if warned:
-                conn.execute(
-                    sa.update(task_t).where(task_t.c.id.in_(warned)).values(steal_start_at=now)
-                )
-                for run in self._open_runs(conn, warned):
-                    entry = _entry(
-                        PINGED_LATE,
-                        now,
-                        worker=run.worker,
-                        detail=f"no ping for {ping_timeout}; steal started",
-                    )
-                    self._add_history(conn, run, entry)
-            # 2. owners whose grace ran out lose their run
-            expired = self._lock_skip(
-                sa.select(task_t.c.id)
-                .where(
-                    task_t.c.owner_last_ping_at.is_not(None),  # leases only
-                    task_t.c.steal_start_at < now - grace,
-                )
-                .order_by(task_t.c.id)
-                .limit(limit)
-            )
-            expired_ids = [int(i) for i in conn.scalars(expired)]
-            stolen: list[TaskRun] = []
-            open_runs = {r.task_id: r for r in self._open_runs(conn, expired_ids)}
-            for task_id in expired_ids:
-                owned = open_runs.get(task_id)
-                if owned is None:  # ownership without an open run: just release it
-                    conn.execute(
-                        sa.update(task_t).where(task_t.c.id == task_id).values(**OWNER_CLEARED)
-                    )
-                    continue
-                ended = self._end_owned(
-                    conn,
-                    owned,
-                    status=RunStatus.LOST,
-                    now=now,
-                    error=f"lease stolen: no ping for {ping_timeout} plus a grace of {grace}",
-                    entry=_entry(STOLEN, now, worker=owned.worker, progress=owned.progress),
-                    apply=apply,
-                    runnable_now=True,
-                )
-                if ended is not None:
-                    stolen.append(ended)
-        return StealReport(db_now=now, warned=tuple(warned), stolen=tuple(stolen))
-
-    def _open_runs(self, conn: sa.Connection, task_ids: list[int]) -> list[TaskRun]:
-        if not task_ids:
-            return []
-        query = sa.select(run_t).where(run_t.c.task_id.in_(task_ids), run_t.c.status.in_(_OPEN))
-        return [rows.run_from_row(r._mapping) for r in conn.execute(self._lock(query))]
 
 
 #: Refusals after which the run is pointless: with ``apply``, ended so.

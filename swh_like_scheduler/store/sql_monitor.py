@@ -9,10 +9,12 @@
 * a named lock with an expiry on the database clock (``scheduler_lock``),
   taken and renewed with one conditional UPSERT.
 
-Runs whose task is owned through the lease (an owner that pings:
-``owner_last_ping_at`` set) are never ended here: the steal protocol decides
-about them. A run the start guard let through (owner set, no pings) is the
-worker's like any other and ends with it.
+Runs whose task is owned (a start guard let a copy through: every run of a
+task type built on the worker's base class) are never ended here: the
+process running the body renews them, and the steal protocol decides about
+them (a restart under the worker's name only puts their copies on notice).
+Only runs no guard took (a Celery task not built on the base class, known
+from its ``task-started`` event) end with their worker.
 
 Lock order is the listener's and the lease's (run row, then task row), and
 run rows another transaction holds are skipped (PostgreSQL): a run being
@@ -48,6 +50,7 @@ from ..records import (
     EXPIRED,
     EXPIRED_ERROR,
     MIN_WORKER_TIMEOUT,
+    PINGED_LATE,
     WORKER_OFFLINE,
     Expiry,
     LockState,
@@ -154,6 +157,7 @@ class MonitorMethods(LeaseMethods):
                 for run in (rows.run_from_row(r._mapping) for r in conn.execute(query))
                 if _before_or_other(run, at, pid)
             ]
+            self._notice_copies(conn, worker, at, pid, limit)
             return self._lose_runs(
                 conn,
                 found,
@@ -231,15 +235,62 @@ class MonitorMethods(LeaseMethods):
             )
         return WorkerSweep(marked_offline=tuple(silent), lost=tuple(lost))
 
+    def _notice_copies(
+        self, conn: sa.Connection, worker: str, at: datetime, pid: int | None, limit: int
+    ) -> None:
+        """The guarded runs the old process of ``worker`` took (a restart
+        under its name): their copies are put on notice (the steal step's
+        ``steal_start_at``), never ended here. A body still running (its
+        pool process outlived the main process, or the name is another live
+        process's) renews within the grace and keeps its run; a dead one's
+        run is taken after the grace."""
+        query = (
+            sa.select(run_t)
+            .join(task_t, task_t.c.id == run_t.c.task_id)
+            .where(
+                run_t.c.status.in_(_OPEN),
+                run_t.c.worker == worker,
+                task_t.c.owner_tag.is_not(None),
+                task_t.c.steal_start_at.is_(None),
+            )
+            .order_by(run_t.c.id)
+            .limit(limit)
+        )
+        if self._capabilities.skip_locked:  # run rows first, as every writer
+            query = query.with_for_update(of=run_t, skip_locked=True)
+        runs = [rows.run_from_row(r._mapping) for r in conn.execute(query)]
+        runs = [run for run in runs if _before_or_other(run, at, pid)]
+        if not runs:
+            return
+        now = self._db_now(conn)
+        conn.execute(
+            sa.update(task_t)
+            .where(
+                task_t.c.id.in_(sorted({run.task_id for run in runs})),
+                task_t.c.steal_start_at.is_(None),
+            )
+            .values(
+                steal_start_at=now,
+                owner_last_ping_at=sa.func.coalesce(
+                    task_t.c.owner_last_ping_at, task_t.c.owner_started_at
+                ),
+            )
+        )
+        for run in runs:
+            detail = f"its worker {worker} came back as a new process; steal started"
+            self._add_history(conn, run, _entry(PINGED_LATE, now, worker=run.worker, detail=detail))
+
     def _worker_runs_query(
         self, limit: int, extra: tuple[sa.ColumnElement[Any], ...] = ()
     ) -> sa.Select[Any]:
-        """Open runs whose task is not leased (no pinging owner), oldest first,
-        locked (run rows only; rows another transaction holds are skipped)."""
+        """Open runs whose task has no owner (no start guard took them: the
+        steal protocol decides about the others, from the renewals of the
+        process running their body), oldest first, locked (run rows only;
+        rows another transaction holds are skipped)."""
         query = (
             sa.select(run_t, *extra)
             .join(task_t, task_t.c.id == run_t.c.task_id)
-            .where(run_t.c.status.in_(_OPEN), task_t.c.owner_last_ping_at.is_(None))
+            .where(run_t.c.status.in_(_OPEN), task_t.c.owner_tag.is_(None))
             .order_by(run_t.c.id)
             .limit(limit)
         )
@@ -260,8 +311,8 @@ class MonitorMethods(LeaseMethods):
         lost: list[TaskRun] = []
         for run in runs:
             task = self._lease_task(conn, run.task_id)  # locked, after its run
-            if task is None or task.owner_last_ping_at is not None:
-                continue  # the lease took it meanwhile: the steal protocol decides
+            if task is None or task.owner_tag is not None:
+                continue  # a guard took it meanwhile: the steal protocol decides
             end = max(ended, run.started) if run.started is not None else ended
             done = self._end_owned(
                 conn,

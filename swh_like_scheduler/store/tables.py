@@ -180,6 +180,9 @@ task = sa.Table(
     sa.Column("owner_started_at", UTCDateTime),
     sa.Column("owner_last_ping_at", UTCDateTime),
     sa.Column("steal_start_at", UTCDateTime),
+    # how many starts the guard granted (sql/versions/0011_fencing.py): the
+    # fencing token of the latest; only ever raised by the guard's write
+    sa.Column("fence", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.CheckConstraint(_in("schedule_kind", _enum_values(ScheduleKind)), name="schedule_kind"),
@@ -250,6 +253,9 @@ task_run = sa.Table(
     # run was scheduled). No foreign key: retention deletes old batches, and
     # a missing batch means the same as NULL.
     sa.Column("batch_id", sa.BigInteger),
+    # the fencing token of the start that took this run (its task's ``fence``
+    # then); NULL while no start guard took it (0011_fencing.py)
+    sa.Column("fence", sa.BigInteger),
     sa.UniqueConstraint("task_id", "slot"),
     sa.CheckConstraint(_in("status", _enum_values(RunStatus)), name="status"),
     sa.CheckConstraint("progress >= 0 AND progress <= 1", name="progress"),

@@ -3,17 +3,23 @@
 * :mod:`.result_event` — :class:`ResultEventTask`: the ``task-result`` event
   carrying a run's real return value;
 * :mod:`.guard` — :class:`SchedulerTask`: the start guard, the base class
-  every task type uses (one copy of a run at a time, refused duplicates);
+  every task type uses (one copy of a run at a time, refused duplicates,
+  a fencing token per start: :class:`Fence`);
+* :mod:`.heartbeat` — the process running a body renews its run, and
+  records its end when the listener did not;
 * the lease (:mod:`swh_like_scheduler.lease`) builds on the guard for long
   tasks: pings, steals, stops.
 """
 
-from .guard import SchedulerTask, StartRefused, is_run_id
+from .guard import Fence, SchedulerTask, StartRefused, is_run_id
+from .heartbeat import RunTaken
 from .result_event import RESULT_EVENT, ResultEventTask, event_result
 
 __all__ = [
     "RESULT_EVENT",
+    "Fence",
     "ResultEventTask",
+    "RunTaken",
     "SchedulerTask",
     "StartRefused",
     "event_result",

@@ -51,6 +51,7 @@ import socket
 import sys
 import threading
 import uuid
+from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from celery.exceptions import Ignore
@@ -62,6 +63,7 @@ from ..listener.handler import TaskTypeCache, outcome_applier
 from ..quietlog import QuietLog
 from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
+from .heartbeat import DEFAULT_EVERY, BodyOutcome, Heartbeat, heartbeat_for
 from .outcome import BodyEnded, EndedBodies, KeptOutcomeBackend
 from .result_event import ResultEventTask, main_pid
 
@@ -138,8 +140,25 @@ def identity(hostname: str | None) -> tuple[str, str]:
     return (hostname or f"celery-{os.getpid()}"), socket.gethostname()
 
 
+@dataclass(frozen=True)
+class Fence:
+    """The fencing token of a start: ``token`` grows by one with each start
+    the guard grants the task ``task_id``. A side effect that keeps, per
+    task, the largest token it has accepted, and refuses a smaller one,
+    never takes a write from a copy the scheduler has taken away and
+    started again (ZooKeeper's and Chubby's sequencers work so)."""
+
+    task_id: int
+    token: int
+
+    def __str__(self) -> str:
+        return f"task {self.task_id} start {self.token}"
+
+
 class _Held(threading.local):
     start: tuple[SQLAlchemyStore, str, str] | None = None  # (store, backend id, tag)
+    fence: Fence | None = None
+    heartbeat: Heartbeat | None = None
 
 
 class SchedulerTask(ResultEventTask):
@@ -151,6 +170,30 @@ class SchedulerTask(ResultEventTask):
     _bodies = EndedBodies()
     #: what a refused delivery raises
     refused_error: ClassVar[type[StartRefused]] = StartRefused
+    #: raise :class:`~.heartbeat.RunTaken` in the body when its run is taken
+    #: from this copy (:mod:`.heartbeat`); false: let it run on (its end is
+    #: recorded as superseded if another copy started)
+    stop_when_taken: ClassVar[bool] = True
+
+    @property
+    def fence(self) -> Fence:
+        """The fencing token of the run this thread executes (:class:`Fence`)."""
+        fence = self._held.fence
+        if fence is None:
+            raise RuntimeError("no run of the scheduler is executing in this thread")
+        return fence
+
+    def heartbeat(self, store: SQLAlchemyStore, apply: ApplyOutcome) -> Heartbeat:
+        """This process's heartbeat for ``store`` (:mod:`.heartbeat`): every
+        ``swh_scheduler_lease_ping`` seconds (Celery setting, default 10);
+        ends recorded by the worker after ``swh_scheduler_record_after``
+        (default 3 beats)."""
+        conf = self.app.conf
+        every = float(conf.get("swh_scheduler_lease_ping") or DEFAULT_EVERY)
+        after = conf.get("swh_scheduler_record_after")
+        return heartbeat_for(
+            store, apply, every=every, record_after=float(after) if after else None
+        )
 
     def scheduler_store(self) -> tuple[SQLAlchemyStore, ApplyOutcome]:
         """This process's store and outcome rule (module doc: where the URL comes from)."""
@@ -179,15 +222,25 @@ class SchedulerTask(ResultEventTask):
         backend_id = self.request.id
         if backend_id is None or self.request.called_directly or not is_run_id(backend_id):
             return super().__call__(*args, **kwargs)
-        store, apply, _grant, tag = self.guard_start(backend_id, lease=False)
-        self._held.start = (store, backend_id, tag)
+        store, apply, grant, tag = self.guard_start(backend_id, lease=False)
+        beat = self.heartbeat(store, apply)
+        held = self._held
+        held.start, held.fence, held.heartbeat = (store, backend_id, tag), fence_of(grant), beat
         self._bodies.ended = None
+        beat.hold(backend_id, tag, stop_when_taken=self.stop_when_taken)
+        outcome = None
         try:
-            return super().__call__(*args, **kwargs)
+            value = super().__call__(*args, **kwargs)
+            outcome = BodyOutcome(value)
+            return value
+        except BaseException as exc:
+            outcome = BodyOutcome(exception=exc)
+            raise
         finally:
-            if self._held.start is not None:  # the body ran, and gave no run back
+            beat.ended(backend_id, outcome)  # (a retry released it: nothing then)
+            if held.start is not None:  # the body ran, and gave no run back
                 self._bodies.ended = BodyEnded(store, apply, backend_id, tag)
-            self._held.start = None
+            held.start = held.fence = held.heartbeat = None
 
     @property
     def backend(self) -> Any:
@@ -247,6 +300,8 @@ class SchedulerTask(ResultEventTask):
         if held is not None:
             store, backend_id, tag = held
             self._held.start = None
+            if self._held.heartbeat is not None:
+                self._held.heartbeat.release(backend_id)
             try:
                 store.release_start(backend_id, tag=tag)
             except SchedulerError:
@@ -254,4 +309,22 @@ class SchedulerTask(ResultEventTask):
         return super().retry(*args, **kwargs)
 
 
-__all__ = ["SchedulerTask", "StartRefused", "identity", "is_run_id", "store_for"]
+def fence_of(grant: LeaseGrant) -> Fence | None:
+    """The fencing token a grant carries (``None``: refused)."""
+    task_id = grant.task_id
+    if task_id is None and grant.task is not None:
+        task_id = grant.task.id
+    if grant.fence is None or task_id is None:
+        return None
+    return Fence(task_id, grant.fence)
+
+
+__all__ = [
+    "Fence",
+    "SchedulerTask",
+    "StartRefused",
+    "fence_of",
+    "identity",
+    "is_run_id",
+    "store_for",
+]

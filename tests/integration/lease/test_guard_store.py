@@ -1,15 +1,18 @@
 """The store's half of the start guard of every task type, on SQLite and
 PostgreSQL: one copy of a run at a time, refused copies noted, ownership
-released by whatever ends the run, never stolen for want of pings."""
+released by whatever ends the run, taken only from a copy that stopped
+renewing it."""
 
 from __future__ import annotations
 
 import random
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from swh_like_scheduler.lease import Refusal
+from swh_like_scheduler.lease.protocol import Renewal
 from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
 from swh_like_scheduler.monitor.records import WorkerSighting
@@ -105,26 +108,47 @@ def test_unknown_run_refused(store: SQLAlchemyStore, plain_type: TaskType) -> No
     assert not grant.granted and grant.reason is Refusal.UNKNOWN_RUN
 
 
-def test_guarded_runs_are_never_stolen(store: SQLAlchemyStore, plain_type: TaskType) -> None:
-    task, run = dispatched(store)
-    assert store.guard_start(run.backend_id, node="n1", name="w1", tag="a").granted
-    report = store.steal_expired_leases(ping_timeout=S / 1000, grace=S / 1000)
-    report = store.steal_expired_leases(ping_timeout=S / 1000, grace=S / 1000)
-    assert not report.warned and not report.stolen
-    assert task_of(store, task.id).owner_tag == "a"
+def test_a_copy_that_renews_keeps_its_run_a_silent_one_loses_it(
+    store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome
+) -> None:
+    _, kept = dispatched(store, key="kept")
+    silent_task, silent = dispatched(store, key="silent")
+    assert store.guard_start(kept.backend_id, node="n1", name="w1", tag="a").granted
+    assert store.guard_start(silent.backend_id, node="n1", name="w1", tag="b").granted
+    time.sleep(0.6)  # the database's clock passes the ping timeout of both starts
+    answers = store.renew_runs([(kept.backend_id, "a")])
+    assert answers == {kept.backend_id: Renewal.OK}
+    report = store.steal_expired_leases(ping_timeout=S / 2, grace=S / 1000)
+    assert report.warned == (silent_task.id,)  # silent since its start
+    time.sleep(0.01)
+    report = store.steal_expired_leases(ping_timeout=S / 2, grace=S / 1000, apply=apply)
+    assert [r.backend_id for r in report.stolen] == [silent.backend_id]
+    assert events(store, silent.backend_id) == ["assigned", "pinged_late", "stolen"]
+    assert task_of(store, silent_task.id).status is TaskStatus.WAITING
+    assert store.renew_runs([(kept.backend_id, "a"), (silent.backend_id, "b")]) == {
+        kept.backend_id: Renewal.OK,
+        silent.backend_id: Renewal.TAKEN,
+    }
 
 
-def test_offline_worker_loses_its_guarded_run_and_the_task_is_free(
+def test_an_offline_worker_ends_no_guarded_run_a_restart_puts_its_copies_on_notice(
     store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome
 ) -> None:
     task, run = dispatched(store, schedule_kind=ScheduleKind.ADAPTIVE, current_interval=S * 3600)
-    assert store.guard_start(run.backend_id, node="n1", name="w1", tag="a").granted
+    assert store.guard_start(run.backend_id, node="n1", name="w1", tag="a", pid=10).granted
     at = datetime.now(UTC) + S
-    store.record_worker_sightings([WorkerSighting("w1@n1", at, online=False)])
-    lost = store.end_worker_runs("w1@n1", at=at, apply=apply)
-    assert [r.backend_id for r in lost] == [run.backend_id]
-    after = task_of(store, task.id)
-    assert after.owner_tag is None and after.status is TaskStatus.WAITING
+    store.record_worker_sightings([WorkerSighting("w1@n1", at, online=False, pid=10)])
+    swept = store.sweep_silent_workers(now=at + S * 3600, timeout=S, apply=apply)
+    assert not swept.lost  # the process running the body decides, not the main one
+    assert store.end_worker_runs("w1@n1", at=at, apply=apply, pid=11) == []
+    assert events(store, run.backend_id) == ["assigned", "pinged_late"]
+    noticed = task_of(store, task.id)
+    assert noticed.owner_tag == "a" and noticed.steal_start_at is not None
+    # the copy is alive after all (its pool process outlived the main one)
+    assert store.renew_runs([(run.backend_id, "a")]) == {run.backend_id: Renewal.OK}
+    assert task_of(store, task.id).steal_start_at is None
+    report = store.steal_expired_leases(ping_timeout=S * 60, grace=S / 1000, apply=apply)
+    assert not report.stolen
 
 
 def test_release_for_a_celery_retry_lets_the_retried_delivery_in(
@@ -148,8 +172,9 @@ def test_a_late_real_outcome_replaces_lost(
     after the grace; the run's success arrives afterwards: it replaces
     ``lost`` and the task's schedule is recomputed from it."""
     task, run = dispatched(store, schedule_kind=ScheduleKind.ADAPTIVE, current_interval=S * 3600)
-    assert store.guard_start(run.backend_id, node="n1", name="w1", tag="a").granted
     at = datetime.now(UTC)
+    # a run no guard took (its start known from ``task-started`` only)
+    store.start_task_run(run.backend_id, started=at - S, worker="w1@n1")
     [lost] = store.end_worker_runs("w1@n1", at=at, apply=apply)
     assert lost.status is RunStatus.LOST
     assert task_of(store, task.id).last_good_end_at is None
@@ -172,8 +197,8 @@ def test_a_late_outcome_supersedes_the_run_dispatched_meanwhile(
     store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome
 ) -> None:
     task, run = dispatched(store)
-    assert store.guard_start(run.backend_id, node="n1", name="w1", tag="a").granted
     at = datetime.now(UTC)
+    store.start_task_run(run.backend_id, started=at - S, worker="w1@n1")
     store.end_worker_runs("w1@n1", at=at, apply=apply)
     second = store.schedule_task_run(task.id or 0, now=at + S)  # dispatched again
     store.end_task_runs([RunEnd(run.backend_id, RunStatus.UNEVENTFUL, at + S)], apply=apply)
@@ -194,7 +219,8 @@ def test_stolen_lease_is_not_replaced_by_the_stopped_body_failure(
     store.steal_expired_leases(ping_timeout=tiny, grace=tiny, apply=apply)
     stolen = store.get_task_run(run.backend_id)
     assert stolen is not None and stolen.status is RunStatus.LOST
-    store.end_task_runs([RunEnd(run.backend_id, RunStatus.FAILED, datetime.now(UTC))])
+    stopped = RunEnd(run.backend_id, RunStatus.FAILED, datetime.now(UTC), None, "LeaseStopped()")
+    store.end_task_runs([stopped])
     kept = store.get_task_run(run.backend_id)
     assert kept is not None and kept.status is RunStatus.LOST
 

@@ -1,5 +1,6 @@
 """The Celery app of the monitor's worker subprocesses (``celery -A monitorapp``):
-the shared sleep task on the broker named by ``MONITOR_TEST_BROKER``, events on."""
+the shared sleep task on the broker named by ``MONITOR_TEST_BROKER``, events on,
+each running body renewing its run every half second."""
 
 from __future__ import annotations
 
@@ -17,4 +18,5 @@ app = make_app(
     worker_hijack_root_logger=False,
     worker_send_task_events=True,
     worker_prefetch_multiplier=1,
+    swh_scheduler_lease_ping=0.5,
 )

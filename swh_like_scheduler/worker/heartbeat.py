@@ -1,0 +1,351 @@
+"""The heartbeat of the process that runs a body: a run is ours while we say so.
+
+A run's liveness comes from the process executing its body, never from the
+worker's main process (whose events stop when it alone is stopped, while its
+pool processes go on running bodies). Each worker process keeps one daemon
+thread, :class:`Heartbeat`, started at its first guarded start. Every
+``every`` seconds it renews, in one transaction (:meth:`SchedulerStore.renew_runs`),
+the runs this process holds:
+
+* a run whose body is **running**: renewed while it is the copy's. When the
+  store answers ``taken`` (the process was silent past the monitor's ping
+  timeout and grace: the run ended ``lost`` and the task may have started
+  again elsewhere), the body is told: a warning names the run, and unless
+  the task class says otherwise (``stop_when_taken``) :class:`RunTaken` is
+  raised in the body's thread, as the lease's hard stop does. Its end, if it
+  comes, is recorded as ``superseded`` when another copy started since
+  (the fencing token): never as a second success.
+* a run whose body has **ended** but whose end is not recorded yet (the
+  listener records it from Celery's events, within a second when all is
+  well): renewed too, so that a listener or broker away for minutes never
+  makes a finished run look abandoned. When it is still open ``record_after``
+  seconds after the body ended (the events were lost, or consumed by someone
+  else), the worker writes the outcome itself (:meth:`finish_lease`, the
+  same write as the lease's final one) and lets it go.
+
+A run is renewed first ``every`` seconds after it was taken (or later: the
+thread wakes every ``every`` seconds), so a body of a few seconds whose end
+is recorded in time costs no write at all. If the database cannot be reached
+the renewals are tried again at the next beat (one warning a minute); the
+monitor's grace covers an outage shorter than it.
+
+The steal step counts a copy's silence from its start until its first
+renewal: keep ``every`` well under the monitor's ``--ping-timeout``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from celery.exceptions import Ignore, Reject, SoftTimeLimitExceeded
+
+from ..exceptions import SchedulerError
+from ..listener.events import error_text, jsonable, status_of_result
+from ..model import RunStatus
+from ..quietlog import QuietLog
+from ..records import Renewal
+from ..store import SQLAlchemyStore
+from ..store.interface import ApplyOutcome
+
+logger = logging.getLogger(__name__)
+_unreachable = QuietLog(logger, logging.WARNING)
+
+#: seconds between two beats unless the Celery setting ``swh_scheduler_lease_ping`` says
+DEFAULT_EVERY = 10.0
+#: most runs renewed in one statement
+CHUNK = 1000
+#: most ended runs a process keeps renewing (the oldest are let go first)
+MAX_ENDED = 100_000
+
+
+class RunTaken(Exception):
+    """Raised in a body's thread when its run was taken from this copy."""
+
+
+@dataclass(frozen=True)
+class BodyOutcome:
+    """A body's end, kept as it came (read only if the worker must record
+    it): the value it returned, or the exception it raised."""
+
+    value: Any = None
+    exception: BaseException | None = None
+
+    def recorded(self) -> tuple[RunStatus, Any, str | None] | None:
+        """(status, result, error) as the listener would record them from
+        Celery's events; ``None`` for an end that records nothing (Celery's
+        ``Ignore`` and ``Reject``: no event either)."""
+        exc = self.exception
+        if exc is None:
+            status, invalid = status_of_result(self.value)
+            return status, jsonable(self.value), invalid
+        if isinstance(exc, Ignore | Reject):
+            return None
+        if isinstance(exc, SoftTimeLimitExceeded):
+            why = f"stopped by its soft time limit (the type's max_allowed_duration): {exc!r}"
+            return RunStatus.TIMED_OUT, None, error_text(why)
+        return RunStatus.FAILED, None, error_text(repr(exc))
+
+
+@dataclass
+class _Entry:
+    tag: str
+    thread_id: int
+    stop_when_taken: bool
+    since: float  # monotonic: taken, or last renewed
+    running: bool = True
+    taken: bool = False  # the store said the run is this copy's no more
+    injected: bool = False  # RunTaken raised in the body's thread
+    outcome: BodyOutcome | None = None
+    ended_at: float = 0.0
+
+
+@dataclass
+class BeatReport:
+    """What one beat did: runs renewed, let go (ended or taken), taken
+    while their body ran, and ends the worker recorded itself."""
+
+    renewed: int = 0
+    finished: int = 0
+    taken: tuple[str, ...] = ()
+    recorded: tuple[str, ...] = ()
+
+
+class Heartbeat:
+    """The runs one worker process holds, renewed by a daemon thread (module doc)."""
+
+    def __init__(
+        self,
+        store: SQLAlchemyStore,
+        apply: ApplyOutcome,
+        *,
+        every: float = DEFAULT_EVERY,
+        record_after: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not every > 0:
+            raise ValueError(f"swh_scheduler_lease_ping: {every} must be longer than zero")
+        self.store = store
+        self.apply = apply
+        self.every = float(every)
+        self.record_after = float(record_after if record_after is not None else 3 * every)
+        self._clock = clock
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # -- the body's side ------------------------------------------------------
+
+    def hold(self, backend_id: str, tag: str, *, stop_when_taken: bool = True) -> None:
+        """The body of ``backend_id`` starts in this thread under ``tag``."""
+        entry = _Entry(tag, threading.get_ident(), stop_when_taken, self._clock())
+        with self._lock:
+            self._entries[backend_id] = entry
+        self._ensure_thread()
+
+    def ended(self, backend_id: str, outcome: BodyOutcome | None) -> None:
+        """The body of ``backend_id`` ended with ``outcome``: renew its run
+        until its end is recorded, or record it after ``record_after``
+        (``None``: an outcome the worker cannot tell; renewed, never
+        recorded here). Called in the body's thread: a :class:`RunTaken`
+        not delivered yet is withdrawn."""
+        with self._lock:
+            entry = self._entries.get(backend_id)
+            if entry is None or not entry.running:
+                return
+            entry.running = False
+            if entry.taken:
+                if entry.injected:  # not delivered: it must not hit what comes next
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                        ctypes.c_ulong(entry.thread_id), None
+                    )
+                del self._entries[backend_id]
+                return
+            entry.outcome = outcome
+            entry.ended_at = self._clock()
+            if len(self._entries) > MAX_ENDED:
+                self._forget_oldest_ended()
+
+    def release(self, backend_id: str) -> None:
+        """Stop renewing ``backend_id`` (its run was given back: a retry).
+        Called in the body's thread."""
+        with self._lock:
+            entry = self._entries.pop(backend_id, None)
+            if entry is not None and entry.running and entry.injected:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(entry.thread_id), None)
+
+    def held(self) -> dict[str, str]:
+        """The runs held now, by backend id, with their tags."""
+        with self._lock:
+            return {b: e.tag for b, e in self._entries.items()}
+
+    def _forget_oldest_ended(self) -> None:
+        ended = sorted((e.ended_at, b) for b, e in self._entries.items() if e.outcome is not None)
+        for _, backend_id in ended[: len(self._entries) - MAX_ENDED]:
+            del self._entries[backend_id]
+        logger.warning(
+            "more than %d runs ended in this process without their end being recorded: "
+            "the oldest are no longer renewed (is the listener running?)",
+            MAX_ENDED,
+        )
+
+    # -- the thread -------------------------------------------------------------
+
+    def _ensure_thread(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._thread = threading.Thread(
+                target=self._run, name=f"swh-heartbeat-{os.getpid()}", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.beat()
+            except Exception:  # a bug: logged, and the next beat tries again
+                logger.exception("heartbeat: a beat failed")
+
+    def close(self) -> None:
+        """Stop the thread (tests; a worker process simply exits)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    # -- one beat ---------------------------------------------------------------
+
+    def beat(self) -> BeatReport:
+        """Renew the runs due (held for ``every`` since taken or last
+        renewed), act on the answers, record the ends left unrecorded."""
+        now = self._clock()
+        with self._lock:
+            due = {
+                b: e
+                for b, e in self._entries.items()
+                if not e.taken and now - e.since >= self.every
+            }
+        report = BeatReport()
+        if not due:
+            return report
+        answers: dict[str, Renewal] = {}
+        items = [(b, e.tag) for b, e in due.items()]
+        try:
+            for start in range(0, len(items), CHUNK):
+                answers.update(self.store.renew_runs(items[start : start + CHUNK]))
+        except SchedulerError as error:
+            _unreachable.log(
+                "heartbeat: could not renew %d run(s) (%s); trying again in %.0f s",
+                len(items),
+                error,
+                self.every,
+                key="database",
+            )
+            return report
+        _unreachable.ok("database")
+        taken: list[str] = []
+        to_record: list[tuple[str, _Entry]] = []
+        with self._lock:
+            for backend_id, answer in answers.items():
+                entry = self._entries.get(backend_id)
+                if entry is None or entry is not due[backend_id]:
+                    continue  # released or taken again meanwhile
+                if answer is Renewal.OK:
+                    report.renewed += 1
+                    entry.since = now
+                    if entry.outcome is not None and now - entry.ended_at >= self.record_after:
+                        to_record.append((backend_id, entry))
+                    continue
+                if answer is Renewal.TAKEN and entry.running:
+                    taken.append(backend_id)
+                    self._taken(backend_id, entry)  # left for ``ended`` to forget
+                else:
+                    del self._entries[backend_id]
+                    report.finished += 1
+        report.taken = tuple(taken)
+        report.recorded = tuple(b for b, e in to_record if self._record(b, e))
+        return report
+
+    def _taken(self, backend_id: str, entry: _Entry) -> None:
+        """(with the lock held) Tell the running body its run is gone."""
+        entry.taken = True  # never renewed again
+        logger.warning(
+            "run %s was taken from this copy while its body ran (this process gave no sign "
+            "of life in time: stopped, frozen or cut off); another copy may run now. "
+            "Its end will not count as the task's outcome%s",
+            backend_id,
+            "; stopping the body" if entry.stop_when_taken else "",
+        )
+        if entry.stop_when_taken:
+            entry.injected = True
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(entry.thread_id), ctypes.py_object(RunTaken)
+            )
+
+    def _record(self, backend_id: str, entry: _Entry) -> bool:
+        assert entry.outcome is not None
+        outcome = entry.outcome.recorded()
+        if outcome is None:  # nothing to record: let it go (the monitor decides)
+            with self._lock:
+                if self._entries.get(backend_id) is entry:
+                    del self._entries[backend_id]
+            return False
+        status, result, why = outcome
+        try:
+            run = self.store.finish_lease(
+                backend_id,
+                tag=entry.tag,
+                status=status,
+                result=result,
+                error=why,
+                apply=self.apply,
+            )
+        except SchedulerError as error:
+            _unreachable.log(
+                "heartbeat: could not record the end of run %s (%s)",
+                backend_id,
+                error,
+                key="database",
+            )
+            return False
+        with self._lock:
+            if self._entries.get(backend_id) is entry:
+                del self._entries[backend_id]
+        if run is not None and run.status is status:
+            logger.warning(
+                "run %s: its end (%s) was not recorded within %.0f s of the body's end "
+                "(Celery's events lost, or read by another listener): recorded by the worker",
+                backend_id,
+                status,
+                self.record_after,
+            )
+            return True
+        return False
+
+
+_beats: dict[tuple[int, int], Heartbeat] = {}
+_beats_lock = threading.Lock()
+
+
+def heartbeat_for(
+    store: SQLAlchemyStore, apply: ApplyOutcome, *, every: float, record_after: float | None
+) -> Heartbeat:
+    """This process's heartbeat for ``store`` (one per process and store)."""
+    key = (os.getpid(), id(store))
+    with _beats_lock:
+        found = _beats.get(key)
+        if found is None:
+            found = _beats[key] = Heartbeat(store, apply, every=every, record_after=record_after)
+        return found
+
+
+__all__ = ["BeatReport", "BodyOutcome", "Heartbeat", "RunTaken", "heartbeat_for"]

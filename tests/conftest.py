@@ -26,6 +26,7 @@ import services
 from swh_like_scheduler import migrations
 from swh_like_scheduler.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore, make_engine
+from swh_like_scheduler.worker.heartbeat import close_all
 
 _counter = itertools.count()
 
@@ -48,6 +49,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def _worker_tag() -> str:
     return f"{os.getpid()}_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+
+
+@pytest.fixture(autouse=True)
+def _no_heartbeat_left() -> Iterator[None]:
+    """Workers run in this process (``celery.contrib.testing``) leave the
+    heartbeat of their runs behind: closed after each test, whose database
+    is dropped."""
+    yield
+    close_all()
 
 
 @pytest.fixture(scope="session")

@@ -35,6 +35,7 @@ renewal: keep ``every`` well under the monitor's ``--ping-timeout``.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import logging
 import os
@@ -45,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from celery.exceptions import Ignore, Reject, SoftTimeLimitExceeded
+from celery.signals import worker_process_shutdown
 
 from ..exceptions import SchedulerError
 from ..listener.events import error_text, jsonable, status_of_result
@@ -215,12 +217,20 @@ class Heartbeat:
                 self.beat()
             except Exception:  # a bug: logged, and the next beat tries again
                 logger.exception("heartbeat: a beat failed")
+            with self._lock:
+                if not self._entries:  # nothing held: the next hold starts another
+                    self._thread = None
+                    return
 
     def close(self) -> None:
-        """Stop the thread (tests; a worker process simply exits)."""
+        """Stop the thread and forget every run held (a worker process
+        simply exits; an embedding application may call it)."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5)
+        with self._lock:
+            self._entries.clear()
 
     # -- one beat ---------------------------------------------------------------
 
@@ -275,6 +285,30 @@ class Heartbeat:
         report.recorded = tuple(b for b, e in to_record if self._record(b, e))
         return report
 
+    def flush(self) -> tuple[str, ...]:
+        """The process is about to exit: record now the ends of the runs
+        whose body ended and whose end is not recorded yet (nobody would
+        renew them any more, and their events may come late or never)."""
+        with self._lock:
+            ended = {
+                b: e for b, e in self._entries.items() if e.outcome is not None and not e.taken
+            }
+        if not ended:
+            return ()
+        items = [(b, e.tag) for b, e in ended.items()]
+        try:
+            answers: dict[str, Renewal] = {}
+            for start in range(0, len(items), CHUNK):
+                answers.update(self.store.renew_runs(items[start : start + CHUNK]))
+        except SchedulerError as error:
+            logger.warning("heartbeat: at exit, could not read %d run(s): %s", len(items), error)
+            return ()
+        return tuple(
+            b
+            for b, answer in answers.items()
+            if answer is Renewal.OK and self._record(b, ended[b], when="before the process exits")
+        )
+
     def _taken(self, backend_id: str, entry: _Entry) -> None:
         """(with the lock held) Tell the running body its run is gone."""
         entry.taken = True  # never renewed again
@@ -291,7 +325,7 @@ class Heartbeat:
                 ctypes.c_ulong(entry.thread_id), ctypes.py_object(RunTaken)
             )
 
-    def _record(self, backend_id: str, entry: _Entry) -> bool:
+    def _record(self, backend_id: str, entry: _Entry, *, when: str = "") -> bool:
         assert entry.outcome is not None
         outcome = entry.outcome.recorded()
         if outcome is None:  # nothing to record: let it go (the monitor decides)
@@ -322,11 +356,11 @@ class Heartbeat:
                 del self._entries[backend_id]
         if run is not None and run.status is status:
             logger.warning(
-                "run %s: its end (%s) was not recorded within %.0f s of the body's end "
-                "(Celery's events lost, or read by another listener): recorded by the worker",
+                "run %s: its end (%s) was not recorded %s (Celery's events late, lost, or "
+                "read by another listener): recorded by the worker",
                 backend_id,
                 status,
-                self.record_after,
+                when or f"within {self.record_after:.0f} s of the body's end",
             )
             return True
         return False
@@ -348,4 +382,39 @@ def heartbeat_for(
         return found
 
 
-__all__ = ["BeatReport", "BodyOutcome", "Heartbeat", "RunTaken", "heartbeat_for"]
+def flush_all(**_: Any) -> None:
+    """Flush every heartbeat of this process (:meth:`Heartbeat.flush`): at
+    exit, and when a prefork pool process ends (``worker_process_shutdown``:
+    it leaves through ``os._exit``, without ``atexit``)."""
+    pid = os.getpid()
+    with _beats_lock:
+        beats = [beat for (owner, _), beat in _beats.items() if owner == pid]
+    for beat in beats:
+        try:
+            beat.flush()
+        except Exception:  # exiting: log, never raise
+            logger.exception("heartbeat: could not flush the ended runs at exit")
+
+
+def close_all() -> None:
+    """Close and forget every heartbeat of this process (:meth:`Heartbeat.close`)."""
+    pid = os.getpid()
+    with _beats_lock:
+        mine = [key for key in _beats if key[0] == pid]
+        beats = [_beats.pop(key) for key in mine]
+    for beat in beats:
+        beat.close()
+
+
+atexit.register(flush_all)
+worker_process_shutdown.connect(flush_all, weak=False)
+
+__all__ = [
+    "BeatReport",
+    "BodyOutcome",
+    "Heartbeat",
+    "RunTaken",
+    "close_all",
+    "flush_all",
+    "heartbeat_for",
+]

@@ -28,7 +28,7 @@ import sqlalchemy as sa
 
 from swh_like_scheduler.builders import task_from_input
 from swh_like_scheduler.model import ScheduleKind, Task, TaskStatus, TaskType
-from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.store import SQLAlchemyStore, tables
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -84,6 +84,8 @@ class Platform(ProcessTable):
         super().__init__(logs)
         self.store = SQLAlchemyStore.from_url(db_url)
         self._created = 0
+        #: the task types whose completed tasks :meth:`completed_in_db` counts
+        self.probe_types: tuple[str, ...] = ("probe",)
         #: ``swh_scheduler_monitor`` of beat (:meth:`beat`): quick duties by default
         self.beat_monitor: dict[str, Any] = {
             "period": 1,
@@ -133,15 +135,41 @@ class Platform(ProcessTable):
         self._created = start + count
         return [t.id or 0 for t in self.store.create_tasks(tasks, now=now)]
 
-    def _probe_type(self, name: str = "probe", *, retries: int = 3) -> TaskType:
+    def create_stall_tasks(self, count: int, *, steps: int, leased: bool = False) -> None:
+        """``count`` one-shot stall probes (:data:`faultapp.STALL_TASK`, or
+        the leased one) of ``steps`` steps of 0.05 s, due now."""
+        name = "stall-leased" if leased else "stall"
+        backend = faultapp.LEASED_STALL_TASK if leased else faultapp.STALL_TASK
+        self._probe_type(name, backend=backend, retries=0)
+        now = datetime.now(UTC)
+        start = self._created
+        tasks = [
+            Task(
+                type=name,
+                args=(n,),
+                kwargs={"steps": steps},
+                schedule_kind=ScheduleKind.ONESHOT,
+                next_run=now,
+                deadline=now + timedelta(hours=1),
+            )
+            for n in range(start, start + count)
+        ]
+        self.store.create_tasks(tasks, now=now)
+        self._created = start + count
+        self.probe_types = (name,)
+
+    def _probe_type(
+        self, name: str = "probe", *, retries: int = 3, backend: str = faultapp.PROBE_TASK
+    ) -> TaskType:
         """The probe's task type ``name`` (created on first use)."""
         found = self.store.get_task_type(name)
         if found is None:
             self.store.create_task_type(
                 TaskType(
                     type=name,
-                    backend_name=faultapp.PROBE_TASK,
+                    backend_name=backend,
                     queue=self.queue,
+                    uses_lease=backend == faultapp.LEASED_STALL_TASK,
                     default_interval=timedelta(hours=1),
                     max_queue_length=20_000,
                     num_retries=retries,
@@ -242,14 +270,35 @@ class Platform(ProcessTable):
             ],
         )
 
+    def __enter__(self) -> Platform:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     def kill(self, name: str) -> None:
         self.signal(name, signal.SIGKILL)
         self.processes[name].wait(20)
 
     def close(self) -> None:
         self.stop_all(20)
-        self.counter.delete(faultapp.started_key(self.prefix), faultapp.completed_key(self.prefix))
+        keys = [
+            faultapp.started_key(self.prefix),
+            faultapp.completed_key(self.prefix),
+            faultapp.refused_key(self.prefix),
+            faultapp.notes_key(self.prefix),
+            *(faultapp.fence_key(self.prefix, n) for n in range(self._created)),
+        ]
+        self.counter.delete(*keys)
         self.store.close()
+
+    def notes(self) -> list[dict[str, Any]]:
+        """The stall probes' notes, in the order they were written."""
+        return [json.loads(n) for n in self.counter.lrange(faultapp.notes_key(self.prefix), 0, -1)]
+
+    def refused(self) -> dict[int, int]:
+        raw = self.counter.hgetall(faultapp.refused_key(self.prefix))
+        return {int(k): int(v) for k, v in raw.items()}
 
     # -- ground truth -------------------------------------------------------
 
@@ -277,8 +326,10 @@ class Platform(ProcessTable):
         with self.store.engine.connect() as conn:
             return int(
                 conn.scalar(
-                    sa.text("SELECT count(*) FROM task WHERE type = 'probe' AND status = :s"),
-                    {"s": TaskStatus.COMPLETED.value},
+                    sa.select(sa.func.count()).where(
+                        tables.task.c.type.in_(self.probe_types),
+                        tables.task.c.status == TaskStatus.COMPLETED.value,
+                    )
                 )
                 or 0
             )

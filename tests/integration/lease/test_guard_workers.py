@@ -446,7 +446,7 @@ def test_a_database_error_at_start_is_a_retry_not_a_failure(
     assert history(store, run) == ["assigned"]
 
 
-def test_a_worker_back_under_its_name_after_kill_9_frees_its_runs_at_once(
+def test_a_worker_back_under_its_name_after_kill_9_frees_its_runs_after_the_grace(
     pg_store: SQLAlchemyStore,
     app: Celery,
     queue: str,
@@ -455,9 +455,10 @@ def test_a_worker_back_under_its_name_after_kill_9_frees_its_runs_at_once(
     postgres_url: str,
 ) -> None:
     """kill -9 sends no worker-offline; the same ``-n name@node`` started
-    again says worker-online from a new process: the listener ends the dead
-    process's run ``lost`` at once (no heartbeat timeout to wait for), and
-    the task runs again, once."""
+    again says worker-online from a new process: the listener puts the dead
+    process's copy on notice at once (no ping timeout to wait for), the
+    monitor takes its run after the grace (the copy renews nothing), and the
+    task runs again, once."""
     store = pg_store
     [task] = plain_tasks(store, queue, 60.0)
     hostname = f"phoenix-{uuid.uuid4().hex[:6]}@guard-test"
@@ -479,12 +480,19 @@ def test_a_worker_back_under_its_name_after_kill_9_frees_its_runs_at_once(
         assert only_run(store, task).status is RunStatus.STARTED
         with worker_process_of(start()):
             wait_until(
-                lambda: only_run(store, task).status is RunStatus.LOST,
+                lambda: history(store, only_run(store, task))[-1] == "pinged_late",
                 30,
-                "the restart to free the run",
+                "the restart to put the copy on notice",
             )
+            hour = timedelta(hours=1)  # the ping timeout plays no part: the notice was given
+
+            def taken() -> bool:
+                store.steal_expired_leases(ping_timeout=hour, grace=timedelta(seconds=1))
+                return only_run(store, task).status is RunStatus.LOST
+
+            wait_until(taken, 30, "the monitor to take the run after the grace")
             lost = only_run(store, task)
-            assert history(store, lost)[-1] == "worker_offline"
+            assert history(store, lost)[-2:] == ["pinged_late", "stolen"]
             store.update_task(store.get_tasks([task.id or 0])[0].updated(kwargs={"duration": 0.1}))
             assert tick(store, app, datetime.now(UTC)).published == 1
             second = next(r for r in store.get_task_runs(task.id or 0) if r.id != run.id)

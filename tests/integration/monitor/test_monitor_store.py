@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -120,12 +121,17 @@ def test_sweep_ends_the_runs_left_open_by_an_offline_event(
     assert [r.backend_id for r in later.lost] == [restarted.backend_id]
 
 
-def test_a_restarted_worker_keeps_the_runs_its_new_process_took(store: SQLAlchemyStore) -> None:
+def test_a_restarted_worker_puts_its_old_process_copies_on_notice_only(
+    store: SQLAlchemyStore,
+) -> None:
     """The event that tells of a worker's new process may come after that
-    process started runs (a lost worker-online, a late heartbeat): the runs
-    its assigned entry gives to the new process are kept, whenever they
-    started; the old process's are lost (found by the soak: a run of the new
-    process ended lost, its task dispatched again while its body ran)."""
+    process started runs (a lost worker-online, a late heartbeat), or the
+    "old" process may still be alive (two processes under one name, a pool
+    process that outlived its main one). A restart ends no guarded run: the
+    copies its assigned entry gives to another process are put on notice
+    (they must renew within the steal grace), the new process's are left
+    alone (found by the soak: a run of the new process ended lost, its task
+    dispatched again while its body ran)."""
     plain_type(store)
     t0 = datetime.now(UTC)
     apply = applier(store)
@@ -137,15 +143,20 @@ def test_a_restarted_worker_keeps_the_runs_its_new_process_took(store: SQLAlchem
         runs[pid] = run
     assert [h["pid"] for h in run_of(store, runs[100]).history if h["event"] == "assigned"] == [100]
     # the new process 200 is seen an hour later: runs 100 and None are the old process's
-    ended = store.end_worker_runs(W1, at=t0 + H, apply=apply, pid=200)
-    assert sorted(r.backend_id for r in ended) == sorted(
-        [runs[100].backend_id, runs[None].backend_id]
-    )
-    assert run_of(store, runs[200]).status is RunStatus.STARTED
-    # without a pid, the start time decides, as before
-    assert [r.backend_id for r in store.end_worker_runs(W1, at=t0 + H, apply=apply)] == [
-        runs[200].backend_id
-    ]
+    assert store.end_worker_runs(W1, at=t0 + H, apply=apply, pid=200) == []
+    noticed = {pid: [h["event"] for h in run_of(store, run).history] for pid, run in runs.items()}
+    assert noticed == {
+        100: ["assigned", "pinged_late"],
+        200: ["assigned"],
+        None: ["assigned", "pinged_late"],
+    }
+    assert all(run_of(store, run).status is RunStatus.STARTED for run in runs.values())
+    # the old process's copy 100 is alive after all: it renews and keeps its run
+    assert store.renew_runs([(runs[100].backend_id, "t1")])
+    time.sleep(0.01)
+    report = store.steal_expired_leases(ping_timeout=H, grace=S / 1000, apply=apply)
+    assert [r.backend_id for r in report.stolen] == [runs[None].backend_id]
+    assert run_of(store, runs[100]).status is RunStatus.STARTED
 
 
 def test_sweep_leaves_leased_runs_to_the_steal_protocol(store: SQLAlchemyStore) -> None:

@@ -47,13 +47,14 @@ def record_room(
     nodes: Sequence[str] | None,
 ) -> list[Priority]:
     """Record the room of a pass of ``task_type`` that began at ``began``,
-    served the ``priorities`` classes (``None``: all) and routed to
+    served the ``priorities`` classes (none: all) and routed to
     ``nodes`` (the live workers' nodes of its queue; ``None``: unknown),
     and whose claims took fewer tasks than it had room for: for each class
     in which no task it could have claimed is left waiting. The classes
     recorded (none when the store could not be asked: the next pass says
     it again)."""
-    served = [p for p in PRIORITY_ORDER if priorities is None or p in priorities]
+    # (as the claims read them: none given, or an empty list, is every class)
+    served = [p for p in PRIORITY_ORDER if not priorities or p in priorities]
     try:
         left = store.ready_left_behind(task_type.type, at=began, priorities=served, nodes=nodes)
         roomy = [p for p in served if p not in left]

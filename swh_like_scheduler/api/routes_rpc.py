@@ -45,6 +45,7 @@ READ_METHODS = frozenset(
         "next_ready_time",
         "list_pending",
         "ready_task_ids",
+        "ready_left_behind",
         "get_job",
         "schedule_health",
         "unstarted_run_counts",

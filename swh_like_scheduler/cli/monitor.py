@@ -61,8 +61,9 @@ _MONITOR_OPTIONS = [
         show_default=True,
         help="Seconds after its should_start_by (T + max_delay) before a one-shot task "
         "with a max_delay that never started expires (is disabled), and only if a "
-        "runner pass with room for it came after that and could not take it. A "
-        "one-shot without max_delay never expires.",
+        "runner pass with room for it began after that (and after the task was "
+        "created or last changed), left no ready task behind, and could not take "
+        "it. A one-shot without max_delay never expires.",
     ),
     click.option(
         "--keep-runs",

@@ -13,9 +13,12 @@ lock ``lock_ttl`` later and another takes over. Then, in order:
    finishes its runs; their real outcomes come first);
 3. **one-shot expiry**: waiting one-shot tasks with a ``max_delay``, never
    dispatched, whose should_start_by passed more than ``oneshot_expiry_grace``
-   ago, and that a runner pass with room after that could still not take
-   (banned nodes, a blackout window), are disabled; a one-shot late because
-   no runner passed or its queue was full is never expired;
+   ago, and that a runner pass with room which *began* after that (and
+   after the task was created, last changed and ready) could still not take
+   (banned nodes, a blackout window), are disabled; a pass that left a
+   ready task behind (a row another transaction held) has no room; a
+   one-shot late because no runner passed or its queue was full is never
+   expired;
 4. **retention**: runs ended more than ``keep_runs`` ago (and dispatch
    batches claimed as long ago), and finished one-shot tasks unchanged for
    ``keep_finished_oneshots``, deleted in bounded batches;
@@ -90,7 +93,7 @@ class MonitorSettings:
     runs may still report before they are ended ``lost``.
     ``oneshot_expiry_grace``: extra time after a one-shot task's
     should_start_by before it may expire (a task with ``max_delay`` only,
-    and only once a runner pass had room for it:
+    and only once a runner pass that began after that had room for it:
     :meth:`SchedulerStore.expire_oneshot_tasks`). ``keep_runs`` / ``keep_finished_oneshots``:
     retention, at most ``retention_limit`` rows of each kind per pass.
     ``republish_after``: ``None`` disables re-publishing lost messages;

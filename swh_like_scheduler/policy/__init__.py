@@ -9,6 +9,7 @@ The runner, listener, API, CLI and simulator all call these functions.
 * :mod:`.retry` — retry delays, retry position, retry budget;
 * :mod:`.schedule` — can_start_by / should_start_by and what moved them;
 * :mod:`.catchup` — missed firings: run the latest once, or skip them;
+* :mod:`.expiry` — when a one-shot with a ``max_delay`` may expire;
 * :mod:`.condition` — OK / WARNING / ERROR with a reason code;
 * :mod:`.outcome` — the task after a run's outcome;
 * :mod:`.capacity` — adaptive intervals within the type's capacity;
@@ -28,6 +29,7 @@ from .condition import (
     level_holds_until,
 )
 from .cron import cron_times, default_cron_max_duration, next_cron_time, shortest_cron_gap
+from .expiry import claimable_from, may_expire
 from .explain import Explanation, explain
 from .outcome import (
     EWMA_ALPHA,
@@ -103,6 +105,7 @@ __all__ = [
     "budget_period",
     "catch_up_of",
     "check_retry_budget",
+    "claimable_from",
     "clamp_interval",
     "classify_result",
     "compute_start_times",
@@ -121,6 +124,7 @@ __all__ = [
     "local_to_utc",
     "max_allowed_duration",
     "max_expected_duration",
+    "may_expire",
     "missed_firings",
     "next_cron_time",
     "next_interval",

@@ -9,7 +9,9 @@ rather than claimed. Each claim's runs form a dispatch batch, marked
 published once its messages are sent: if the runner dies or publishing
 fails in between, the runs stay ``scheduled`` in an unpublished batch and
 the monitor publishes them with the same ids within seconds
-(:mod:`.republish`).
+(:mod:`.republish`). A type whose claims took fewer tasks than it had room
+for records that room, per class, at the instant the pass began, for
+each class in which it left no ready task behind (:mod:`.room`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ..quietlog import QuietLog
 from ..store import SchedulerStore
 from . import metrics
 from .pauses import not_paused as _not_paused
+from .room import record_room
 from .routing import LiveWorkers
 
 if TYPE_CHECKING:
@@ -357,7 +360,14 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
         serving = _Serving(context, task_type, publisher, pool)
         claimed, published, error = serving.run(capacity, claimers)
     if error is None and claimed < capacity and task_type.paused_at is None:
-        _record_room(context, task_type)
+        # the pass's now is when it began: before any of its claims
+        record_room(
+            context.store,
+            task_type,
+            began=context.now,
+            priorities=context.priorities,
+            nodes=serving.nodes,
+        )
     seconds = time.perf_counter() - started
     report = TypePass(
         task_type.type,
@@ -376,18 +386,6 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
         _quiet.ok(("type", task_type.type))
         logger.info("%s", report.describe())
     return report
-
-
-def _record_room(context: _Pass, task_type: TaskType) -> None:
-    """The pass claimed every ready task of the type it could, with
-    capacity to spare: say so, at the pass's ``now`` (every claim of the
-    pass saw at least the tasks ready then). Only such a pass lets the
-    monitor expire a one-shot task it still did not take
-    (:meth:`SchedulerStore.expire_oneshot_tasks`)."""
-    try:
-        context.store.record_room(task_type.type, at=context.now, priorities=context.priorities)
-    except SchedulerError as error:  # the next pass says it again
-        _quiet.log("could not record the room of %s: %s", task_type.type, error, key="room")
 
 
 class _Serving:

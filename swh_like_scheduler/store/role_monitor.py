@@ -93,15 +93,45 @@ class MonitorStore(Protocol):
         timeout <= 0."""
         ...
 
+    def ready_left_behind(
+        self,
+        task_type: str,
+        *,
+        at: datetime,
+        priorities: Sequence[Priority] | None = None,
+        nodes: Sequence[str] | None = None,
+    ) -> list[Priority]:
+        """The classes among ``priorities`` (default all, in dispatch order)
+        in which a task of ``task_type`` that a runner pass begun at ``at``
+        could have claimed is still ``waiting``: ready then (``next_run <=
+        at``), last written no later (``updated_at <= at``: created,
+        enabled, respawned or edited before the pass began) and runnable on
+        ``nodes`` (as :meth:`claim_ready_tasks` reads them) — whether or not
+        another transaction holds its row right now (a plain read, which
+        never waits for it).
+
+        A runner asks after its claims took fewer tasks than it had room
+        for: a class with such a task left had no room, whatever its claims
+        say (they skipped rows another transaction held: a claim cancelled
+        by its time limit, a runner that died before its commit; or the
+        pass stopped short), and its room is not recorded
+        (:meth:`record_room`). Tasks it could not take (banned from every
+        live node, put back to the end of a blackout window) are not
+        counted. Raises InvalidInput for a naive ``at``."""
+        ...
+
     def record_room(
         self, task_type: str, *, at: datetime, priorities: Sequence[Priority] | None = None
     ) -> None:
-        """A runner pass of ``task_type`` claimed, at ``at`` (its ``now``),
-        every ready task of the ``priorities`` classes (default all) it
-        could, with capacity to spare. Kept per type and class, the latest
-        instant wins: :meth:`expire_oneshot_tasks` reads it. Nothing is
-        recorded for a paused type (:meth:`pause_task_type`): its pass took
-        nothing because of the pause, not for want of ready tasks."""
+        """A runner pass of ``task_type`` that began at ``at`` (its ``now``,
+        before any of its claims read the ready tasks) claimed every task
+        of the ``priorities`` classes (default all) it could, with capacity
+        to spare, and left none behind (:meth:`ready_left_behind`). Kept per
+        type and class, the latest instant wins: :meth:`expire_oneshot_tasks`
+        reads it. Nothing is recorded for a paused type
+        (:meth:`pause_task_type`): its pass took nothing because of the
+        pause, not for want of ready tasks. Raises InvalidInput for a naive
+        ``at``."""
         ...
 
     def expire_oneshot_tasks(
@@ -111,8 +141,11 @@ class MonitorStore(Protocol):
         did not: tasks ``waiting`` with a ``max_delay``, never dispatched (no
         run, no recorded start or end), whose should_start_by (the policy's
         :func:`start_times` at ``now``: T + ``max_delay``) plus ``grace`` is
-        before ``now`` **and** before the latest pass with room of their type
-        and class (:meth:`record_room`). A one-shot without ``max_delay``
+        before ``now``, and for which the latest pass with room of their type
+        and class (:meth:`record_room`) began after they could be claimed:
+        after that should_start_by plus ``grace``, after their ``next_run``
+        and after their last write (created, enabled, respawned, edited; the
+        policy's :func:`may_expire`). A one-shot without ``max_delay``
         never expires, nor one that was late because no runner passed or its
         queue was full: it is dispatched when room comes back. Each expired
         task gets a ``cancelled`` run (its slot, ended at ``now``, ``error``

@@ -4,8 +4,11 @@
   that went away, ended ``lost`` through the same path as a stolen lease
   (:meth:`LeaseMethods._end_owned`: ``apply`` in the same transaction, the
   task runnable at once in a new slot);
-* one-shot tasks that can no longer start in time although a runner had
-  room for them (``dispatch_room``), disabled with a run that says why;
+* one-shot tasks that can no longer start in time although a runner pass
+  that began after they could be claimed had room for them
+  (``dispatch_room``: the instant each type and class's latest such pass
+  began), disabled with a run that says why; and which ready tasks a pass
+  left behind (rows another transaction held), so that it records no room;
 * a named lock with an expiry on the database clock (``scheduler_lock``),
   taken and renewed with one conditional UPSERT.
 
@@ -31,6 +34,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from ..enums import check_aware
 from ..exceptions import InvalidInput
 from ..model import (
     OPEN_RUN_STATUSES,
@@ -43,7 +47,7 @@ from ..model import (
     TaskStatus,
     run_backend_id,
 )
-from ..policy import start_times
+from ..policy import claimable_from, may_expire, start_times
 from ..policy.times import fmt_duration, fmt_instant
 from ..records import (
     ASSIGNED,
@@ -61,6 +65,7 @@ from ..records import (
 )
 from . import rows
 from .interface import ApplyOutcome
+from .sql_claim import runnable_on
 from .sql_lease import _TICK, LeaseMethods, _entry
 from .tables import dispatch_room as room_t
 from .tables import scheduler_lock as lock_t
@@ -330,9 +335,39 @@ class MonitorMethods(LeaseMethods):
 
     # -- one-shot expiry --------------------------------------------------------
 
+    def ready_left_behind(
+        self,
+        task_type: str,
+        *,
+        at: datetime,
+        priorities: Sequence[Priority] | None = None,
+        nodes: Sequence[str] | None = None,
+    ) -> list[Priority]:
+        check_aware("at", at)
+        classes = [p for p in PRIORITY_ORDER if p in set(priorities or PRIORITY_ORDER)]
+        runnable = runnable_on(self.engine.dialect.name, nodes)
+        # one probe per class, each a range of ix_task_ready that stops at
+        # the first match; a plain read: a row another transaction holds
+        # is seen as it was committed (waiting), never waited for
+        probes = [
+            sa.exists().where(
+                task_t.c.type == task_type,
+                task_t.c.status == TaskStatus.WAITING.value,
+                task_t.c.priority == priority.value,
+                task_t.c.next_run <= at,
+                task_t.c.updated_at <= at,
+                runnable,
+            )
+            for priority in classes
+        ]
+        with self._read("find ready tasks a pass left behind") as conn:
+            found = conn.execute(sa.select(*probes)).one()
+        return [p for p, left in zip(classes, found, strict=True) if left]
+
     def record_room(
         self, task_type: str, *, at: datetime, priorities: Sequence[Priority] | None = None
     ) -> None:
+        check_aware("at", at)
         classes = sorted({p.value for p in (priorities or PRIORITY_ORDER)})
         with self._write("record dispatch room") as conn:
             if self._type_paused(conn, task_type):
@@ -368,9 +403,14 @@ class MonitorMethods(LeaseMethods):
                 task_t.c.last_start_at.is_(None),
                 task_t.c.last_end_at.is_(None),
                 # necessary conditions, cheap to test: T <= should_start_by,
-                # and a pass with room came after the deadline
+                # and the last pass with room began after the deadline, after
+                # the task became ready and after its last write (creation,
+                # enabling...): the policy's may_expire decides
                 task_t.c.next_run < now - grace,
                 room > task_t.c.deadline,
+                room > task_t.c.next_run,
+                room > task_t.c.updated_at,
+                room > task_t.c.created_at,
                 never_dispatched,
                 # nothing of a paused type was dispatched: it expires nothing
                 task_t.c.type.not_in(
@@ -398,7 +438,7 @@ class MonitorMethods(LeaseMethods):
             for task, room_at in found:
                 assert task.id is not None
                 should = start_times(task, types[task.type], now).should_start_by
-                if not (should + grace < now and should + grace < room_at):
+                if not may_expire(task, should, grace, room_at, now):
                     continue
                 expired.append(self._expire(conn, task, should, grace, room_at, now))
         return expired
@@ -413,11 +453,13 @@ class MonitorMethods(LeaseMethods):
         now: datetime,
     ) -> Expiry:
         assert task.id is not None
+        since = claimable_from(task, should, grace)
         why = (
             f"{EXPIRED_ERROR}a one-shot task that had to start by {fmt_instant(should)}"
             + (f" (+ a grace of {fmt_duration(grace)})" if grace else "")
             + f" had not started at {fmt_instant(now)}, although a runner pass of its type"
-            f" had room at {fmt_instant(room_at)} and could not take it; disabled"
+            f" had room at {fmt_instant(room_at)} (when it began, after the task could be"
+            f" claimed from {fmt_instant(since)}) and could not take it; disabled"
         )
         run = TaskRun(
             task_id=task.id,
@@ -433,6 +475,7 @@ class MonitorMethods(LeaseMethods):
                     now,
                     should_start_by=should.isoformat(),
                     room_at=room_at.isoformat(),
+                    claimable_from=since.isoformat(),
                 ),
             ),
         )

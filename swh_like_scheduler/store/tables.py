@@ -305,10 +305,12 @@ scheduler_lock = sa.Table(
     sa.Column("expires_at", UTCDateTime, nullable=False),
 )
 
-#: When a runner pass last had room for every ready task of a type and
-#: priority class: it claimed them all with capacity to spare. A one-shot
-#: task expires only if such a pass came after its deadline and still could
-#: not take it (its own constraints: banned nodes, a blackout window); a task
+#: When the latest runner pass that had room for every ready task of a type
+#: and priority class *began*: it claimed them all with capacity to spare
+#: and left none behind (no row held by another transaction). A one-shot
+#: task expires only if such a pass began after its deadline (plus grace),
+#: its creation, its last change and its can_start_by, and still could not
+#: take it (its own constraints: banned nodes, a blackout window); a task
 #: late because no runner ran, or because its queue was full, is dispatched
 #: when room comes back (sql/versions/0007_dispatch_room.py).
 dispatch_room = sa.Table(

@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 import services
+import sqlalchemy as sa
 from celery import Celery
-from indextest import T0, H, new_type, runner_app, task
+from indextest import T0, H, S, new_type, runner_app, task
 
 from swh_like_scheduler.broker import queue_depth
 from swh_like_scheduler.index import CLAIM_TIMEOUT, IndexedStore, RedisIndex, drift, rebuild
@@ -19,7 +20,8 @@ from swh_like_scheduler.index.keeper import HOLD_MARGIN, IndexKeeper
 from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.monitor.duties import MonitorSettings, monitor_tick, release
 from swh_like_scheduler.runner import tick
-from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.store import SQLAlchemyStore, make_engine
+from swh_like_scheduler.store.tables import task as task_t
 
 pytestmark = [pytest.mark.redis]
 
@@ -370,6 +372,51 @@ def test_an_expired_one_shot_task_leaves_the_index(
     assert expiry.task.id == task.id and expiry.task.status is TaskStatus.DISABLED
     assert index.sizes(task_type.type) == {"wait": 0, "ready": 0, "claimed": 0}
     assert index.claim(task_type.type, now=now, limit=10) == []
+
+
+@pytest.mark.postgresql
+def test_one_shots_held_while_a_runner_claims_from_the_index_do_not_expire(
+    pg_store: SQLAlchemyStore, index: RedisIndex, postgres_url: str
+) -> None:
+    """The index path records room as the database path does: a pass
+    whose ids came from the index, and whose database claims skipped rows
+    another transaction held, had no room for them."""
+    app, store, keeper, task_type = indexed_runner(pg_store, index)
+    kind = [task_type.type]
+    store.create_tasks(ready(task_type, 1, datetime.now(tz=UTC)), now=datetime.now(tz=UTC))
+    holder = make_engine(postgres_url)
+    settings = MonitorSettings(oneshot_expiry_grace=timedelta(0), holder="m")
+    try:
+        first = tick(store, app, datetime.now(tz=UTC), types=kind, index=keeper)  # type: ignore[arg-type]
+        assert first.claimed == 1 and index.is_complete(task_type.type)
+        now = datetime.now(tz=UTC)
+        late = [
+            Task(
+                type=task_type.type,
+                args=(n,),
+                schedule_kind=ScheduleKind.ONESHOT,
+                next_run=now - H,
+                deadline=now - H + S,
+                max_delay=S,
+            )
+            for n in range(10)
+        ]
+        ids = [t.id or 0 for t in store.create_tasks(late, now=now)]
+        assert index.sizes(task_type.type)["ready"] + index.sizes(task_type.type)["wait"] == 10
+        with holder.connect() as conn:
+            conn.execute(sa.select(task_t.c.id).where(task_t.c.id.in_(ids)).with_for_update())
+            held = tick(store, app, datetime.now(tz=UTC), types=kind, index=keeper)  # type: ignore[arg-type]
+            assert held.claimed == 0 and held.errors == ()
+            conn.rollback()
+        report = monitor_tick(store, datetime.now(tz=UTC), settings=settings, index=keeper)  # type: ignore[arg-type]
+        assert report.expired == ()
+        again = tick(store, app, datetime.now(tz=UTC), types=kind, index=keeper)  # type: ignore[arg-type]
+        assert again.claimed == 10
+        assert sorted(open_runs(pg_store, task_type.type))[1:] == sorted(ids)
+    finally:
+        holder.dispose()
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(task_type.effective_queue)
 
 
 @pytest.mark.postgresql

@@ -246,6 +246,37 @@ def test_a_failed_oneshot_awaiting_its_retry_does_not_expire(
     assert store.expire_oneshot_tasks(now=now + H) == []
 
 
+def test_a_room_pass_counts_only_if_it_began_after_the_task_was_created(
+    store: SQLAlchemyStore, now: datetime
+) -> None:
+    task_type = plain_type(store)
+    # created 10 s ago, an hour past its max_delay already
+    late = oneshot(store, task_type, now - H, 1, max_delay=S, created=now - 10 * S)
+    store.record_room(task_type.type, at=now - 20 * S)  # began before it existed
+    assert store.expire_oneshot_tasks(now=now) == []
+    store.record_room(task_type.type, at=now - 10 * S)  # began as it was created
+    assert store.expire_oneshot_tasks(now=now) == []
+    store.record_room(task_type.type, at=now - 5 * S)  # began after: it had its chance
+    [expiry] = store.expire_oneshot_tasks(now=now)
+    assert expiry.task.id == late.id
+    assert expiry.run.history[0]["room_at"] == (now - 5 * S).isoformat()
+    assert expiry.run.error and "had room at 2026-03-01T11:59:55+00:00" in expiry.run.error
+
+
+def test_a_oneshot_enabled_again_waits_for_a_room_pass_begun_after_that(
+    store: SQLAlchemyStore, now: datetime
+) -> None:
+    task_type = plain_type(store)
+    task = oneshot(store, task_type, now - H, 1, max_delay=S)  # created 2 h ago
+    store.disable_tasks([task.id or 0], now=now - 30 * S)
+    store.record_room(task_type.type, at=now - 20 * S)
+    assert store.expire_oneshot_tasks(now=now) == []  # disabled: not waiting
+    store.enable_tasks([task.id or 0], now=now - 10 * S)
+    assert store.expire_oneshot_tasks(now=now) == []  # that pass began before
+    store.record_room(task_type.type, at=now - S)
+    assert [e.task.id for e in store.expire_oneshot_tasks(now=now)] == [task.id]
+
+
 # -- the lock ------------------------------------------------------------------------
 
 

@@ -11,17 +11,20 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import services
+import sqlalchemy as sa
 from celery import Celery
 from monitortest import H, S
 from waiting import delete_queues, wait_until
 
 from swh_like_scheduler.broker import queue_depth
 from swh_like_scheduler.celery_factory import make_app
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.monitor import MonitorReport, MonitorSettings, monitor_tick
 from swh_like_scheduler.policy import prepare_new_task
+from swh_like_scheduler.policy.times import fmt_instant
 from swh_like_scheduler.runner import tick
-from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.store import SQLAlchemyStore, make_engine
+from swh_like_scheduler.store.tables import task as task_t
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.redis]
 
@@ -166,4 +169,104 @@ def test_oneshots_falling_due_under_a_full_queue_are_dispatched_when_room_comes_
         assert statuses(pg_store, late) == {TaskStatus.SCHEDULED: len(late)}
         assert len(filler) == 5
     finally:
+        delete_queues(app, task_type.effective_queue)
+
+
+def test_oneshots_held_by_another_transaction_during_a_pass_with_room_do_not_expire(
+    pg_store: SQLAlchemyStore, postgres_url: str, app: Celery
+) -> None:
+    """Late one-shots whose rows another transaction holds (a claim
+    cancelled by its time limit, a runner dying before its commit) while a
+    pass with room to spare runs: the pass skips them, so it is no chance
+    they had; once released, the next pass dispatches them."""
+    task_type = new_type(pg_store)
+    now = datetime.now(UTC)
+    late = oneshots(pg_store, task_type, [now - H] * 20, max_delay=S)
+    free = oneshots(pg_store, task_type, [now - H] * 5)
+    settings = MonitorSettings(oneshot_expiry_grace=timedelta(0), holder="m")
+    holder = make_engine(postgres_url)
+    try:
+        with holder.connect() as conn:
+            held = conn.scalars(
+                sa.select(task_t.c.id)
+                .where(task_t.c.id.in_([t.id for t in late]))
+                .with_for_update()
+            ).all()
+            assert len(held) == len(late)
+            report = tick(pg_store, app, datetime.now(UTC))
+            assert report.claimed == len(free), report  # room for thousands more
+            assert monitor_tick(pg_store, datetime.now(UTC), settings=settings).expired == ()
+            conn.rollback()  # released, never claimed
+        assert monitor_tick(pg_store, datetime.now(UTC), settings=settings).expired == ()
+        assert statuses(pg_store, late) == {TaskStatus.WAITING: len(late)}
+        report = tick(pg_store, app, datetime.now(UTC))
+        assert report.claimed == len(late), report
+        assert statuses(pg_store, late) == {TaskStatus.SCHEDULED: len(late)}
+        assert monitor_tick(pg_store, datetime.now(UTC), settings=settings).expired == ()
+    finally:
+        holder.dispose()
+        delete_queues(app, task_type.effective_queue)
+
+
+def test_oneshots_created_past_their_max_delay_wait_for_a_pass_begun_after_them(
+    pg_store: SQLAlchemyStore, app: Celery
+) -> None:
+    """One-shots created after the last pass with room, already past their
+    ``max_delay``: that pass never saw them, nothing expires; a pass that
+    began after their creation and could not take them (their only allowed
+    nodes have no live worker) lets them expire, and their runs name it."""
+    task_type = new_type(pg_store)
+    oneshots(pg_store, task_type, [datetime.now(UTC) - H])
+    assert tick(pg_store, app, datetime.now(UTC)).claimed == 1  # a pass with room
+    late = oneshots(
+        pg_store,
+        task_type,
+        [datetime.now(UTC) - H] * 20,
+        max_delay=S,
+        dont_run_on_nodes=("node-x",),
+    )
+    settings = MonitorSettings(oneshot_expiry_grace=timedelta(0), holder="m")
+    try:
+        assert monitor_tick(pg_store, datetime.now(UTC), settings=settings).expired == ()
+        assert statuses(pg_store, late) == {TaskStatus.WAITING: len(late)}
+        began = datetime.now(UTC)
+        assert tick(pg_store, app, began).claimed == 0  # no live worker may take them
+        expired = monitor_tick(pg_store, datetime.now(UTC), settings=settings).expired
+        assert sorted(e.task.id or 0 for e in expired) == sorted(t.id or 0 for t in late)
+        for expiry in expired:
+            assert expiry.run.history[0]["room_at"] == began.isoformat()
+            assert expiry.run.error and f"had room at {fmt_instant(began)}" in expiry.run.error
+        assert statuses(pg_store, late) == {TaskStatus.DISABLED: len(late)}
+    finally:
+        delete_queues(app, task_type.effective_queue)
+
+
+def test_room_is_withheld_only_from_the_class_whose_rows_were_held(
+    pg_store: SQLAlchemyStore, postgres_url: str, app: Celery
+) -> None:
+    """Room is per class: a pass that skipped held rows of class ``high``
+    still had room for class ``normal``, whose late one-shots it could not
+    take (no live worker on an allowed node): those expire, the held ones
+    wait and are dispatched once released."""
+    task_type = new_type(pg_store)
+    now = datetime.now(UTC)
+    held = oneshots(pg_store, task_type, [now - H] * 10, max_delay=S, priority=Priority.HIGH)
+    banned = oneshots(
+        pg_store, task_type, [now - H] * 10, max_delay=S, dont_run_on_nodes=("node-x",)
+    )
+    settings = MonitorSettings(oneshot_expiry_grace=timedelta(0), holder="m")
+    holder = make_engine(postgres_url)
+    try:
+        with holder.connect() as conn:
+            ids = [t.id for t in held]
+            conn.execute(sa.select(task_t.c.id).where(task_t.c.id.in_(ids)).with_for_update())
+            assert tick(pg_store, app, datetime.now(UTC)).claimed == 0
+            conn.rollback()
+        expired = monitor_tick(pg_store, datetime.now(UTC), settings=settings).expired
+        assert sorted(e.task.id or 0 for e in expired) == sorted(t.id or 0 for t in banned)
+        assert statuses(pg_store, held) == {TaskStatus.WAITING: len(held)}
+        assert tick(pg_store, app, datetime.now(UTC)).claimed == len(held)
+        assert statuses(pg_store, held) == {TaskStatus.SCHEDULED: len(held)}
+    finally:
+        holder.dispose()
         delete_queues(app, task_type.effective_queue)

@@ -2,14 +2,28 @@
 
 Configured from the environment: ``SOAK_BROKER``, ``SWH_SCHEDULER_DB_URL``
 (the start guard's database), ``SWH_SCHEDULER_RESULT_BACKEND``, ``SOAK_COUNTER``
-(a Redis no fault touches) and ``SOAK_PREFIX`` (the soak's keys).
+(a Redis no fault touches), ``SOAK_PREFIX`` (the installation's keys) and
+``SOAK_BEAT`` (how often a body's process renews its run).
 
 It runs the shipped ``notify`` and ``webhook`` task types (the jobs'
-callbacks) and one probe type, :data:`WORK_TASK`, behind the start guard:
-its body appends what it did to a list in the counter's Redis — its start,
-then, after ``duration`` seconds, its end and its outcome (decided from the
-run's id, so the same run always ends the same way) — and then returns
-that outcome or raises. Those lists are the soak's ground truth.
+callbacks) and one probe type, :data:`WORK_TASK`, behind the start guard.
+Each execution of its body (one start of it in one process) keeps notes in
+the counter's Redis, the soak's ground truth:
+
+* ``start``: its own id (``exec``), the run, the process and its parent
+  (the worker's main process), the fencing token (:attr:`SchedulerTask.fence`);
+* ``end``: after ``duration`` seconds of work, in steps of 0.05 s (so that a
+  :class:`~swh_like_scheduler.worker.RunTaken` raised in the body lands
+  within a step), its outcome (decided from the run's id: the same run
+  always ends the same way) and, for a good one, whether its side effect
+  was accepted;
+* ``stopped``: the body was stopped by an exception (``why``).
+
+The side effect is fenced, as a careful body writes one: a register per
+task keeps the largest token that started, and a completion counts only
+under that token (``accepted``); a stale copy's completion is refused. The
+register, the counters and the note change in one script, so that no note
+is missing for a side effect done, and none is written for one not done.
 """
 
 from __future__ import annotations
@@ -19,6 +33,7 @@ import json
 import os
 import socket
 import time
+import uuid
 
 import redis
 
@@ -32,9 +47,28 @@ WORK_TASK = "tests.soak.work"
 NOTIFY_QUEUE = "soak.notifications"
 
 
+#: seconds of one step of a body's work
+STEP = 0.05
+
+
 def bodies_key(prefix: str) -> str:
     """The list of what the probe's bodies did, in order."""
     return f"{prefix}:bodies"
+
+
+def fence_key(prefix: str, task_id: int) -> str:
+    """The register of the largest token that started on a task."""
+    return f"{prefix}:fence:{task_id}"
+
+
+def completed_key(prefix: str) -> str:
+    """Completions accepted, per task id."""
+    return f"{prefix}:completed"
+
+
+def refused_key(prefix: str) -> str:
+    """Completions refused by the fence, per task id."""
+    return f"{prefix}:refused"
 
 
 def outcome_of(backend_id: str, fail_rate: float) -> str:
@@ -63,6 +97,9 @@ app = make_app(
     task_send_sent_event=False,
     result_backend=os.environ.get("SWH_SCHEDULER_RESULT_BACKEND") or None,
     result_expires=3600,
+    # each running body renews its run this often (the soak's monitor takes
+    # a run after its ping timeout and grace: soakplan.TIMEOUTS)
+    swh_scheduler_lease_ping=float(os.environ.get("SOAK_BEAT") or "2"),
 )
 # the shipped callbacks' Celery tasks (shared tasks: bound to this app too)
 CALLBACK_MODULES = (swh_like_workers.notify, swh_like_workers.webhook)
@@ -70,20 +107,68 @@ _counter = redis.Redis.from_url(os.environ.get("SOAK_COUNTER", "redis://127.0.0.
 _prefix = os.environ.get("SOAK_PREFIX", "swh-soak")
 
 
-def _note(**fields: object) -> None:
-    fields.update(t=time.time(), pid=os.getpid(), node=socket.gethostname())
-    _counter.rpush(bodies_key(_prefix), json.dumps(fields))
+#: a start: the register keeps the largest token (KEYS: fence, notes; ARGV: token, note)
+_FENCED_START = _counter.register_script(
+    """
+    local top = tonumber(redis.call('GET', KEYS[1]) or '0')
+    if tonumber(ARGV[1]) > top then redis.call('SET', KEYS[1], ARGV[1]) end
+    redis.call('RPUSH', KEYS[2], ARGV[2])
+    return top
+    """
+)
+#: a good end: its completion counts under the largest token, any other is
+#: refused; the note says which (KEYS: fence, completed, refused, notes;
+#: ARGV: token, task id, note)
+_FENCED_END = _counter.register_script(
+    """
+    local top = tonumber(redis.call('GET', KEYS[1]) or '0')
+    local note = cjson.decode(ARGV[3])
+    if tonumber(ARGV[1]) >= top then
+        redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
+        note['accepted'] = true
+    else
+        redis.call('HINCRBY', KEYS[3], ARGV[2], 1)
+        note['accepted'] = false
+    end
+    redis.call('RPUSH', KEYS[4], cjson.encode(note))
+    return note['accepted'] and 1 or 0
+    """
+)
+
+
+def _note(kind: str, base: dict[str, object], **more: object) -> str:
+    return json.dumps({**base, **more, "kind": kind, "t": time.time()})
 
 
 @app.task(name=WORK_TASK, base=SchedulerTask, bind=True, shared=False)
 def work(self: SchedulerTask, tid: str, duration: float = 0.0, fail_rate: float = 0.0) -> object:
+    fence = self.fence
     run = str(self.request.id)
-    worker = str(self.request.hostname)
-    _note(kind="start", tid=tid, run=run, worker=worker)
-    if duration:
-        time.sleep(duration)
+    notes = bodies_key(_prefix)
+    base: dict[str, object] = {
+        "exec": uuid.uuid4().hex,
+        "tid": tid,
+        "task": fence.task_id,
+        "token": fence.token,
+        "run": run,
+        "worker": str(self.request.hostname),
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "node": socket.gethostname(),
+        "duration": duration,
+    }
+    register = fence_key(_prefix, fence.task_id)
+    _FENCED_START(keys=[register, notes], args=[fence.token, _note("start", base)])
+    try:
+        for _ in range(round(duration / STEP)):  # steps: a stopped process resumes its count
+            time.sleep(STEP)
+    except BaseException as stop:
+        _counter.rpush(notes, _note("stopped", base, why=type(stop).__name__))
+        raise
     outcome = outcome_of(run, fail_rate)
-    _note(kind="end", tid=tid, run=run, worker=worker, outcome=outcome)
-    if outcome == "failed":
+    if outcome == "failed":  # no side effect
+        _counter.rpush(notes, _note("end", base, outcome=outcome))
         raise SoakFailure(f"{tid}: failing on purpose")
+    keys = [register, completed_key(_prefix), refused_key(_prefix), notes]
+    _FENCED_END(keys=keys, args=[fence.token, fence.task_id, _note("end", base, outcome=outcome)])
     return {"status": outcome}

@@ -23,11 +23,13 @@ class ProcessTable:
     def environment(self) -> dict[str, str]:
         raise NotImplementedError
 
-    def launch(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
+    def launch(
+        self, name: str, command: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         with (self.logs / f"{name}.log").open("ab") as log:
             process = subprocess.Popen(
                 command,
-                env=self.environment(),
+                env=self.environment() if env is None else env,
                 cwd=HERE,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -1,57 +1,104 @@
-"""The soak's history checker: what the bodies and the receivers saw
+"""The soak's history checker: what the bodies and the receivers did,
 against what the scheduler recorded.
 
-Ground truth: the probe bodies' own notes (start, end, outcome), the HTTP
-receiver's counts by ``Idempotency-Key`` and the notify consumer's counts by
-``swh-key``. The checks:
+Ground truth: the probe bodies' own notes (:mod:`soakapp`: one execution =
+one start in one process, with its run, process, parent, fencing token,
+and its end or stop), the receivers' deliveries of the jobs' callbacks
+(:mod:`soakjobs`), and the soak's journal of signals and outages
+(:mod:`soaklife`). The store's records are what is checked, never the
+measure. The checks, per installation:
 
-1. **every due instant delivered exactly once**: each one-shot probe task
-   ended one good body; each job instant still in its job was received once
-   (an instant its job dropped, never);
-2. **no body twice at once**: the bodies of one task never overlap;
-3. **outcomes as they happened**: each body end's run is recorded with the
-   body's outcome;
-4. **nothing stuck**: no run open, and no task ready and not dispatched, for
+1. **executions**: each is counted by itself (never merged by run id): a run
+   executed twice, or a token granted to two executions, is a double; every
+   execution belongs to a run the guard started under its token for its
+   worker (the ``assigned`` entry); every execution ends, stops, or died
+   with its process;
+2. **runs against bodies**: a run recorded good has a body that ended so,
+   and whose completion was accepted; a failed run, a body that failed; a
+   superseded run, a stale end of the same outcome; a lost run whose body
+   had ended needs the chain of :func:`soakproof.end_unrecorded`;
+3. **every due instant done once**: each one-shot has exactly one accepted
+   completion; a second one is a double unless :func:`soakproof.ran_again`
+   shows the first's end died with its process (counted apart, by name:
+   see the README for why that is not a failure);
+4. **one copy at a time**: two executions of a task never run at once
+   (stopped time excluded), unless the older is a stale copy proven
+   harmless (:func:`soakproof.stale_copy`; counted, with how long it ran on);
+5. **nothing stuck**: no run open, no task ready and not dispatched, for
    longer than a bound once the faults are over;
-5. **conditions consistent with the history**: no task in ERROR; a task's
+6. **conditions consistent with the history**: no task in ERROR; a task's
    latest run failed exactly when its condition says so.
 
-Some disagreements are caused by a fault and cannot be avoided by any
-scheduler: a body that ended a moment before its worker was killed with
-SIGKILL (its report died with it, so the run is lost and runs again), a
-notification the broker lost when it was emptied or restarted without
-persistence before the consumer read it. Those are counted apart, each
-naming the fault that explains it, and not as failures.
+Anything not proven is a failure, named by its kind (``doubled``,
+``overlap``, ``lost``, ``wrong record``).
 """
 
 from __future__ import annotations
 
-import itertools
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from soakplan import Fault
+from soaklife import INF, Life
+from soakplan import Timeouts
+from soakproof import (
+    STOPS,
+    Execution,
+    Proof,
+    Unproven,
+    assigned,
+    end_unrecorded,
+    ran_again,
+    stale_copy,
+    stale_end,
+    taken_at,
+)
 
-from swh_like_scheduler.jobs import idempotency_key, task_key
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus
+from swh_like_scheduler.jobs import JobView
+from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
 from swh_like_scheduler.policy import start_times
 from swh_like_scheduler.policy.condition import Condition, Reason, condition
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 
-#: seconds after a body's end within which a SIGKILL of its worker explains
-#: a lost report (events, result, acknowledgement not sent yet)
-KILL_WINDOW = 10.0
-#: seconds around a broker wipe within which a notification may be lost
-WIPE_WINDOW = 5.0
 #: how long past its promise a recurring task may be when the soak stops
 #: dispatching (a run due at that moment is under way or queued)
 STALE_BOUND = timedelta(minutes=1)
-#: faults that end a worker's bodies under way: SIGKILL of its group, and
-#: SIGTERM (a warm shutdown lets them end, unless it is cut short)
-_STOPS = ("kill9", "term")
 _GOOD = {"eventful": RunStatus.EVENTFUL, "uneventful": RunStatus.UNEVENTFUL}
+DOUBLED, OVERLAP, LOST, WRONG = "doubled", "overlap", "lost", "wrong record"
+
+
+@dataclass
+class Records:
+    """What one installation's store holds at the end."""
+
+    tasks: dict[int, Task]
+    runs: list[TaskRun]
+    types: dict[str, TaskType]
+    jobs: dict[str, JobView] = field(default_factory=dict)
+
+    def by_backend(self) -> dict[str, TaskRun]:
+        return {run.backend_id: run for run in self.runs}
+
+
+def read_records(store: SQLAlchemyStore, job_keys: Sequence[str] = ()) -> Records:
+    from swh_like_scheduler.store import rows
+    from swh_like_scheduler.store.tables import task_run
+
+    tasks: dict[int, Task] = {}
+    after = 0
+    while page := store.search_tasks(TaskFilter(), after_id=after, limit=1000):
+        tasks.update({t.id or 0: t for t in page})
+        after = page[-1].id or 0
+    with store.engine.connect() as conn:
+        runs = [rows.run_from_row(r._mapping) for r in conn.execute(task_run.select())]
+    jobs = {}
+    for key in job_keys:
+        view = store.get_job(key)
+        assert view is not None, key
+        jobs[key] = view
+    return Records(tasks, runs, {t.type: t for t in store.get_task_types()}, jobs)
 
 
 @dataclass
@@ -60,267 +107,386 @@ class Verdict:
 
     due: int = 0
     delivered: int = 0
-    bodies: int = 0
+    executions: int = 0
     failures: list[str] = field(default_factory=list)
-    explained: list[str] = field(default_factory=list)
+    #: failures by kind (doubled, overlap, lost, wrong record)
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: disagreements a fault explains, by the name of their chain
+    explained: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    #: stale copies proven harmless, and the longest one ran on
+    stale: list[str] = field(default_factory=list)
+    stale_seconds: float = 0.0
 
-    def fail(self, text: str) -> None:
-        self.failures.append(text)
+    def fail(self, kind: str, text: str) -> None:
+        self.counts[kind] += 1
+        self.failures.append(f"{kind}: {text}")
+
+    def explain(self, proof: Proof) -> None:
+        self.explained[proof.kind].append(proof.text)
 
     def table(self) -> dict[str, Any]:
         return {
             "due instants": self.due,
-            "delivered": self.delivered,
-            "bodies": self.bodies,
+            "delivered once": self.delivered,
+            "bodies": self.executions,
+            "doubled": self.counts[DOUBLED],
+            "overlapping": self.counts[OVERLAP],
+            "lost": self.counts[LOST],
             "failures": len(self.failures),
-            "explained by a fault": len(self.explained),
+            "stale copies (harmless)": len(self.stale),
+            "stale copy ran on s": round(self.stale_seconds, 2),
+            "explained by a fault": {k: len(v) for k, v in sorted(self.explained.items())},
         }
 
 
-def _worker_name(hostname: str) -> str:
-    return hostname.split("@", 1)[0]
+def executions_of(notes: list[dict[str, Any]], life: Life) -> list[Execution]:
+    """The executions the notes tell of; one that left no note after its
+    start died when its worker was killed, if it was (after it started)."""
+    found: dict[str, Execution] = {}
+    for note in notes:
+        kind, key = note.get("kind"), str(note.get("exec"))
+        if kind == "start":
+            found[key] = Execution(
+                exec=key,
+                tid=str(note["tid"]),
+                task=int(note["task"]),
+                token=int(note["token"]),
+                run=str(note["run"]),
+                worker=str(note["worker"]),
+                pid=int(note["pid"]),
+                ppid=int(note["ppid"]),
+                start=float(note["t"]),
+            )
+        elif key in found and found[key].how == "running":
+            execution = found[key]
+            execution.left, execution.how = float(note["t"]), str(kind)
+            execution.outcome = note.get("outcome")
+            execution.accepted = note.get("accepted")
+            execution.why = note.get("why")
+    for execution in found.values():
+        incarnation = life.of(execution.ppid)
+        if execution.how == "running" and incarnation is not None:
+            killed = incarnation.killed
+            if killed is not None and killed >= execution.start:
+                execution.died = killed
+    return sorted(found.values(), key=lambda e: e.start)
+
+
+def active(execution: Execution, life: Life) -> list[tuple[float, float]]:
+    """When ``execution`` could execute: from its start to its finish, less
+    the time its worker's process group was stopped."""
+    spans = [(execution.start, execution.finish)]
+    incarnation = life.of(execution.ppid)
+    for stop_start, stop_end in incarnation.group_stops if incarnation else []:
+        cut = []
+        for a, b in spans:
+            if stop_end <= a or stop_start >= b:
+                cut.append((a, b))
+                continue
+            if a < stop_start:
+                cut.append((a, stop_start))
+            if stop_end < b:
+                cut.append((stop_end, b))
+        spans = cut
+    return spans
+
+
+def overlap(first: list[tuple[float, float]], second: list[tuple[float, float]]) -> float:
+    return sum(max(0.0, min(b, d) - max(a, c)) for a, b in first for c, d in second)
 
 
 class Checker:
+    """One installation's history (module doc)."""
+
     def __init__(
         self,
-        store: SQLAlchemyStore,
-        faults: list[tuple[Fault, float, float]],
+        records: Records,
+        life: Life,
+        timeouts: Timeouts,
         *,
-        wipes_lose_messages: bool,
+        work_type: str,
+        wipes_lose_messages: bool = False,
+        name: str = "",
     ) -> None:
-        self.store = store
-        self.faults = faults
+        self.records = records
+        self.life = life
+        self.t = timeouts
+        self.work_type = work_type
         self.wipes_lose_messages = wipes_lose_messages
+        self.name = name
+        self.runs = records.by_backend()
         self.verdict = Verdict()
-
-    # -- explanations -----------------------------------------------------------
-
-    def killed_after(self, worker: str, at: float) -> Fault | None:
-        """A SIGKILL of ``worker`` (or a restart of a server its report
-        needed) within :data:`KILL_WINDOW` after ``at``."""
-        for fault, began, _ in self.faults:
-            if fault.kind == "kill9" and fault.target == worker and at <= began <= at + KILL_WINDOW:
-                return fault
-        return None
-
-    def wipe_near(self, at: float) -> Fault | None:
-        if not self.wipes_lose_messages:
-            return None
-        for fault, began, _ in self.faults:
-            wipe = fault.kind == "flushall" or (
-                fault.kind == "restart" and fault.target == "broker"
-            )
-            if wipe and abs(began - at) <= WIPE_WINDOW:
-                return fault
-        return None
-
-    # -- the checks ---------------------------------------------------------------
 
     def check(
         self,
-        bodies: list[dict[str, Any]],
-        http: dict[str, int],
-        notify: dict[str, int],
+        notes: list[dict[str, Any]],
         tids: dict[int, str],
-        job_keys: list[str],
         now: datetime,
+        deliveries: dict[str, list[dict[str, Any]]] | None = None,
     ) -> Verdict:
-        tasks = self.all_tasks()
-        runs = self.all_runs()
-        self.verdict.bodies = sum(1 for b in bodies if b["kind"] == "start")
-        self.check_bodies(bodies, tasks, tids, runs)
-        self.check_jobs(job_keys, http, notify, runs)
-        self.check_stuck(tasks, runs, now)
-        self.check_conditions(tasks, runs, now)
+        self.check_bodies(notes, tids)
+        if deliveries is not None:
+            from soakjobs import check_jobs
+
+            check_jobs(self, deliveries)
+        self.check_stuck(now)
+        self.check_conditions(now)
         return self.verdict
 
-    def all_tasks(self) -> dict[int, Task]:
-        found: dict[int, Task] = {}
-        after = 0
-        while page := self.store.search_tasks(TaskFilter(), after_id=after, limit=1000):
-            found.update({t.id or 0: t for t in page})
-            after = page[-1].id or 0
-        return found
+    def check_bodies(self, notes: list[dict[str, Any]], tids: dict[int, str]) -> Verdict:
+        """Checks 1 to 4: the probe's executions against the runs."""
+        executions = executions_of(notes, self.life)
+        self.verdict.executions = len(executions)
+        self.check_executions(executions)
+        self.check_runs(executions)
+        self.check_oneshots(executions, tids)
+        self.check_overlaps(executions)
+        return self.verdict
 
-    def all_runs(self) -> dict[str, TaskRun]:
-        from swh_like_scheduler.store import rows
-        from swh_like_scheduler.store.tables import task_run
+    # -- 1. executions ------------------------------------------------------------
 
-        with self.store.engine.connect() as conn:
-            return {
-                run.backend_id: run
-                for run in (rows.run_from_row(r._mapping) for r in conn.execute(task_run.select()))
-            }
-
-    def check_bodies(
-        self,
-        bodies: list[dict[str, Any]],
-        tasks: dict[int, Task],
-        tids: dict[int, str],
-        runs: dict[str, TaskRun],
-    ) -> None:
-        starts = {b["run"]: b for b in bodies if b["kind"] == "start"}
-        ends = {b["run"]: b for b in bodies if b["kind"] == "end"}
-        by_tid: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
-        for run_id, start in starts.items():
-            end = ends.get(run_id)
-            worker = _worker_name(start["worker"])
-            if end is not None:
-                stop = end["t"]
-            else:  # never ended: it died with its worker (or runs at the soak's end)
-                stop = min(
-                    (
-                        b
-                        for f, b, _ in self.faults
-                        if f.kind in _STOPS and f.target == worker and b >= start["t"]
-                    ),
-                    default=float("inf"),
+    def check_executions(self, executions: list[Execution]) -> None:
+        per_run: dict[str, list[Execution]] = defaultdict(list)
+        per_token: dict[tuple[int, int], list[Execution]] = defaultdict(list)
+        for e in executions:
+            per_run[e.run].append(e)
+            per_token[(e.task, e.token)].append(e)
+            self.check_started(e)
+        for run_id, found in per_run.items():
+            if len(found) > 1:
+                starts = ", ".join(f"process {e.pid} at {e.start:.1f}" for e in found)
+                self.verdict.fail(
+                    DOUBLED, f"{found[0].tid}: run {run_id} executed {len(found)} times ({starts})"
                 )
-            by_tid[start["tid"]].append((start["t"], stop, run_id))
-        for tid, spans in by_tid.items():
-            spans.sort()
-            for (_, first_end, first), (second_start, _, second) in itertools.pairwise(spans):
-                if second_start < first_end:
-                    self.verdict.fail(f"{tid}: bodies of runs {first} and {second} overlap")
-        # outcomes as they happened
-        for run_id, end in ends.items():
-            run = runs.get(run_id)
-            expected = _GOOD.get(end["outcome"], RunStatus.FAILED)
-            if run is not None and run.status is expected:
-                continue
-            recorded = run.status if run is not None else "no run"
-            fault = self.killed_after(_worker_name(end["worker"]), end["t"])
-            if fault is not None and run is not None and run.status is RunStatus.LOST:
-                self.verdict.explained.append(
-                    f"{end['tid']} run {run_id}: ended {end['outcome']}, recorded lost "
-                    f"({fault.describe()})"
-                )
-                continue
+        for (task, token), found in per_token.items():
+            if len({e.run for e in found}) > 1:
+                runs = ", ".join(e.run for e in found)
+                self.verdict.fail(DOUBLED, f"task {task}: token {token} given to runs {runs}")
+
+    def check_started(self, e: Execution) -> None:
+        """The execution belongs to a run the guard started for it."""
+        run = self.runs.get(e.run)
+        where = f"{e.tid}: the body of {e.name()}"
+        if run is None:
+            self.verdict.fail(WRONG, f"{where}: no such run in the store")
+            return
+        entry = assigned(run, e.token)
+        if run.task_id != e.task or entry is None:
+            self.verdict.fail(WRONG, f"{where}: the guard never started it under that token")
+        elif entry.get("pid") not in (e.ppid, e.pid):
             self.verdict.fail(
-                f"{end['tid']} run {run_id}: the body ended {end['outcome']}, "
-                f"the scheduler recorded {recorded}"
+                WRONG, f"{where}: started for process {entry.get('pid')}, ran under {e.ppid}"
             )
-        # one good body per one-shot probe task
-        good = defaultdict(list)
-        for end in ends.values():
-            if end["outcome"] != "failed":
-                good[end["tid"]].append(end)
+        if e.finish == INF:
+            self.verdict.fail(
+                WRONG,
+                f"{where}: never ended, and its worker was not killed (started {e.start:.1f})",
+            )
+
+    # -- 2. runs against bodies ---------------------------------------------------
+
+    def check_runs(self, executions: list[Execution]) -> None:
+        by_run: dict[str, list[Execution]] = defaultdict(list)
+        for e in executions:
+            by_run[e.run].append(e)
+        for run in self.records.runs:
+            task = self.records.tasks.get(run.task_id)
+            if task is None or task.type != self.work_type:
+                continue
+            bodies = by_run.get(run.backend_id, [])
+            what = f"{task.kwargs.get('tid')} run {run.backend_id} ({run.status})"
+            if run.status.is_good:
+                if not bodies:
+                    self.verdict.fail(WRONG, f"{what}: recorded good, no body ran")
+                elif not any(
+                    e.good and e.accepted and _GOOD[e.outcome or ""] is run.status for e in bodies
+                ):
+                    hows = ", ".join(f"{e.how} {e.outcome or e.why or ''}" for e in bodies)
+                    self.verdict.fail(WRONG, f"{what}: its body did not end so ({hows})")
+            elif run.status is RunStatus.FAILED:
+                if not any(e.how == "end" and e.outcome == "failed" for e in bodies):
+                    hows = ", ".join(f"{e.how} {e.outcome or e.why or ''}" for e in bodies)
+                    self.verdict.fail(WRONG, f"{what}: recorded failed, its body did not ({hows})")
+            elif run.status is RunStatus.SUPERSEDED:
+                self.check_superseded(what, run, bodies)
+            elif run.status is RunStatus.LOST:
+                self.check_lost(what, run, bodies)
+            elif bodies and not run.status.is_open:
+                self.verdict.fail(WRONG, f"{what}: a body ran for it")
+
+    def check_superseded(self, what: str, run: TaskRun, bodies: list[Execution]) -> None:
+        entry = stale_end(run)
+        said = entry.get("status") if entry else None
+        for e in bodies:
+            if e.how == "end":
+                expected = str(_GOOD.get(e.outcome or "", RunStatus.FAILED))
+            elif e.how == "stopped":
+                expected = str(RunStatus.FAILED)
+            else:
+                continue
+            if said != expected:
+                self.verdict.fail(WRONG, f"{what}: its stale end says {said}, its body {expected}")
+
+    def check_lost(self, what: str, run: TaskRun, bodies: list[Execution]) -> None:
+        for e in bodies:
+            if e.how == "stopped" and e.why in STOPS:
+                continue  # told its run was taken: nothing to record
+            if e.how == "running" and e.died is not None:
+                continue  # died with its worker: nothing to record
+            if e.how == "stopped":
+                self.verdict.fail(WRONG, f"{what}: its body was stopped by {e.why}")
+                continue
+            taken = taken_at(run)
+            if taken is not None and e.finish >= taken:
+                continue  # a stale copy's end: the run was taken before it came
+            try:
+                kind, at, taken = end_unrecorded(e.finish, e.ppid, run, self.life, self.t)
+            except Unproven as why:
+                self.verdict.fail(WRONG, f"{what}: its body ended {e.outcome}: {why}")
+                continue
+            self.verdict.explain(
+                Proof(
+                    f"end lost with its process ({kind.split(' (')[0]})",
+                    f"{what}: ended {e.outcome} at {e.finish:.1f}, {kind} at {at:.1f}, "
+                    f"run taken at {taken:.1f}",
+                )
+            )
+
+    # -- 3. one-shots: done once ----------------------------------------------------
+
+    def check_oneshots(self, executions: list[Execution], tids: dict[int, str]) -> None:
+        done: dict[int, list[Execution]] = defaultdict(list)
+        everything: dict[int, list[Execution]] = defaultdict(list)
+        for e in executions:
+            everything[e.task].append(e)
+            if e.good and e.accepted:
+                done[e.task].append(e)
         for task_id, tid in tids.items():
-            task = tasks.get(task_id)
+            task = self.records.tasks.get(task_id)
             if task is None or task.schedule_kind is not ScheduleKind.ONESHOT:
                 continue
             self.verdict.due += 1
-            done = good.get(tid, [])
-            if len(done) == 1:
+            completions = done.get(task_id, [])
+            if len(completions) == 1:
                 self.verdict.delivered += 1
-            elif not done:
-                self.verdict.fail(f"{tid} (task {task_id}): never ran to its end ({task.status})")
+            elif not completions:
+                self.verdict.fail(LOST, f"{tid} (task {task_id}): never completed ({task.status})")
             else:
-                self.explain_twice(tid, done)
+                self.twice(tid, completions, everything[task_id])
 
-    def explain_twice(self, what: str, ends: list[dict[str, Any]]) -> None:
-        for end in sorted(ends, key=lambda e: e["t"])[:-1]:
-            fault = self.killed_after(_worker_name(end["worker"]), end["t"])
-            if fault is None:
-                self.verdict.fail(f"{what}: ran to its end {len(ends)} times")
+    def twice(self, tid: str, completions: list[Execution], executions: list[Execution]) -> None:
+        proofs = []
+        for first in completions[:-1]:
+            later = [e for e in executions if e.token > first.token]
+            nxt = min(later, key=lambda e: e.token) if later else None
+            try:
+                proofs.append(
+                    ran_again(
+                        first.finish,
+                        first.ppid,
+                        self.runs.get(first.run),
+                        self.runs.get(nxt.run) if nxt else None,
+                        self.life,
+                        self.t,
+                    )
+                )
+            except Unproven as why:
+                runs = ", ".join(f"{e.name()} at {e.finish:.1f}" for e in completions)
+                self.verdict.fail(
+                    DOUBLED, f"{tid}: completed {len(completions)} times ({runs}): {why}"
+                )
                 return
         self.verdict.delivered += 1
-        self.verdict.explained.append(
-            f"{what}: ran to its end {len(ends)} times, each earlier end followed by a SIGKILL "
-            "of its worker before it could report"
-        )
+        for proof in proofs:
+            self.verdict.explain(Proof(proof.kind, f"{tid}: {proof.text}"))
 
-    def check_jobs(
-        self,
-        job_keys: list[str],
-        http: dict[str, int],
-        notify: dict[str, int],
-        runs: dict[str, TaskRun],
-    ) -> None:
-        by_task: dict[int, TaskRun] = {}
-        for run in runs.values():
-            latest = by_task.get(run.task_id)
-            if latest is None or run.scheduled > latest.scheduled:
-                by_task[run.task_id] = run
-        for key in job_keys:
-            view = self.store.get_job(key)
-            assert view is not None, key
-            for instant in view.instants:
-                rabbitmq = instant.task.type == "notify"
-                counted = (
-                    notify.get(task_key(key, instant.at), 0)
-                    if rabbitmq
-                    else http.get(idempotency_key(key, instant.at), 0)
-                )
-                what = f"job {key} at {instant.at.isoformat()}"
-                if instant.task.status is TaskStatus.CANCELLED:
-                    if counted:
-                        self.verdict.fail(f"{what}: dropped from its job, delivered {counted}")
-                    continue
-                self.verdict.due += 1
-                if counted == 1:
-                    self.verdict.delivered += 1
-                    continue
-                run = by_task.get(instant.task.id or 0)
-                ended = run.ended.timestamp() if run is not None and run.ended else None
-                if counted == 0 and rabbitmq and ended is not None:
-                    fault = self.wipe_near(ended)
-                    if fault is not None:
-                        self.verdict.explained.append(
-                            f"{what}: published, then lost by the broker ({fault.describe()})"
-                        )
-                        continue
-                if counted > 1 and run is not None and run.worker and ended is not None:
-                    fault = self.killed_after(_worker_name(run.worker), ended - KILL_WINDOW)
-                    if fault is not None:
-                        self.verdict.delivered += 1
-                        self.verdict.explained.append(
-                            f"{what}: delivered {counted} times ({fault.describe()})"
-                        )
-                        continue
-                self.verdict.fail(f"{what}: delivered {counted} times ({instant.task.status})")
+    # -- 4. one copy at a time --------------------------------------------------
 
-    def check_stuck(self, tasks: dict[int, Task], runs: dict[str, TaskRun], now: datetime) -> None:
+    def check_overlaps(self, executions: list[Execution]) -> None:
+        per_task: dict[int, list[Execution]] = defaultdict(list)
+        for e in executions:
+            per_task[e.task].append(e)
+        for found in per_task.values():
+            spans = {e.exec: active(e, self.life) for e in found}
+            for n, a in enumerate(found):  # sorted by start
+                for b in found[n + 1 :]:
+                    if b.start >= a.finish:
+                        continue
+                    together = overlap(spans[a.exec], spans[b.exec])
+                    if together <= 0:
+                        continue
+                    self.excuse_overlap(a, b, together)
+
+    def excuse_overlap(self, a: Execution, b: Execution, together: float) -> None:
+        older, newer = (a, b) if a.token < b.token else (b, a)
+        try:
+            proof = stale_copy(
+                older,
+                newer,
+                self.runs.get(older.run),
+                self.runs.get(newer.run),
+                self.life,
+                self.t,
+            )
+        except Unproven as why:
+            self.verdict.fail(
+                OVERLAP,
+                f"{a.tid}: {a.name()} and {b.name()} executed together for {together:.2f} s "
+                f"({a.start:.1f}..{a.finish:.1f} and {b.start:.1f}..{b.finish:.1f}): {why}",
+            )
+            return
+        self.verdict.stale.append(proof.text)
+        self.verdict.stale_seconds = max(self.verdict.stale_seconds, together)
+
+    # -- 5. nothing stuck -----------------------------------------------------------
+
+    def check_stuck(self, now: datetime) -> None:
         bound = timedelta(minutes=2)
-        for run in runs.values():
+        for run in self.records.runs:
             if run.status.is_open and run.scheduled < now - bound:
                 self.verdict.fail(
+                    WRONG,
                     f"run {run.backend_id} of task {run.task_id} open since "
-                    f"{run.scheduled.isoformat()} ({run.status})"
+                    f"{run.scheduled.isoformat()} ({run.status})",
                 )
-        for task in tasks.values():
+        for task in self.records.tasks.values():
             if task.status is TaskStatus.WAITING and task.next_run < now - bound:
                 self.verdict.fail(
-                    f"task {task.id} ready since {task.next_run.isoformat()} and not dispatched"
+                    WRONG, f"task {task.id} ready since {task.next_run.isoformat()} and not run"
                 )
 
-    def check_conditions(
-        self, tasks: dict[int, Task], runs: dict[str, TaskRun], now: datetime
-    ) -> None:
-        types = {t.type: t for t in self.store.get_task_types()}
+    # -- 6. conditions ----------------------------------------------------------------
+
+    def check_conditions(self, now: datetime) -> None:
+        types = self.records.types
         latest: dict[int, TaskRun] = {}
-        for run in runs.values():
-            if run.ended is None or run.status in (RunStatus.LOST, RunStatus.CANCELLED):
+        for run in self.records.runs:
+            if run.ended is None or run.status in (
+                RunStatus.LOST,
+                RunStatus.CANCELLED,
+                RunStatus.SUPERSEDED,
+            ):
                 continue
             known = latest.get(run.task_id)
             if known is None or run.ended > (known.ended or run.ended):
                 latest[run.task_id] = run
-        for task in tasks.values():
+        for task in self.records.tasks.values():
             times = start_times(task, types[task.type], now)
             report = condition(task, types[task.type], now, times=times)
             if report.level is Condition.ERROR:
                 late = now - (times.finish_by or now)
                 if late > STALE_BOUND or task.schedule_kind is ScheduleKind.ONESHOT:
-                    self.verdict.fail(f"task {task.id} in ERROR: {report.detail}")
+                    self.verdict.fail(WRONG, f"task {task.id} in ERROR: {report.detail}")
                 continue
             last = latest.get(task.id or 0)
             failed = last is not None and last.status is RunStatus.FAILED
             says_failed = report.reason is Reason.LAST_RUN_FAILED
             if task.status is TaskStatus.WAITING and failed and report.level is Condition.OK:
-                self.verdict.fail(f"task {task.id}: its last run failed, its condition is OK")
+                self.verdict.fail(
+                    WRONG, f"task {task.id}: its last run failed, its condition is OK"
+                )
             if says_failed and not failed:
-                self.verdict.fail(f"task {task.id}: says its last run failed; it did not")
+                self.verdict.fail(WRONG, f"task {task.id}: says its last run failed; it did not")
 
 
 def utcnow() -> datetime:

@@ -3,12 +3,58 @@
 Nothing here touches a server: :func:`make_plan` is a pure function of the
 seed, the scale and the names of the processes and servers, so a failing
 run is replayed by its seed (printed with the fault schedule).
+
+The stalls are drawn longer than every bound the platform has to notice a
+silent process (:data:`TIMEOUTS`: the monitor's ping timeout plus its grace,
+the worker timeout), so that each one ends with the run taken away, or
+(when only a worker's main process stops) with nothing taken. Every fault
+kind the plan can draw at its scale appears at least once.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """The bounds the soak's platform runs with (seconds): the checker's
+    proofs are written in these terms."""
+
+    #: a body's process renews its run this often (``swh_scheduler_lease_ping``)
+    beat: float = 2.0
+    #: the monitor puts a copy silent this long on notice (``--ping-timeout``) ...
+    ping_timeout: float = 8.0
+    #: ... and takes its run this long later (``--grace``)
+    grace: float = 8.0
+    #: a worker silent this long is offline (``--worker-timeout``)
+    worker_timeout: float = 10.0
+    #: a worker that said it went offline has this long (``--offline-grace``)
+    offline_grace: float = 10.0
+    #: how late a told body may stop: the exception's delivery (a 0.05 s
+    #: step), a database round trip, a busy machine's scheduling
+    slack: float = 3.0
+
+    @property
+    def silent(self) -> float:
+        """How long a copy must stay silent before its run is taken."""
+        return self.ping_timeout + self.grace
+
+    @property
+    def record_after(self) -> float:
+        """A body's end not recorded this long after it is written by the
+        worker itself (3 beats: the heartbeat's default)."""
+        return 3 * self.beat
+
+    @property
+    def recorded_within(self) -> float:
+        """The latest a body's end is recorded while the database is up: by
+        the worker itself at its first beat after :attr:`record_after`."""
+        return self.record_after + self.beat + self.slack
+
+
+TIMEOUTS = Timeouts()
 
 
 @dataclass(frozen=True)
@@ -28,6 +74,17 @@ class Scale:
     #: seconds a worker stays paused (SIGSTOP), a listener stopped
     pause: tuple[float, float] = (5.0, 20.0)
     listener_down: tuple[float, float] = (20.0, 40.0)
+    #: seconds a worker's main process, or its whole group, stays stopped:
+    #: longer than the monitor's bounds (:data:`TIMEOUTS`)
+    stall: tuple[float, float] = (22.0, 30.0)
+    #: seconds a runner stays stopped, longer than a claim may be held (a
+    #: minute); ``None``: not drawn (it does not fit the scale)
+    runner_pause: tuple[float, float] | None = None
+    #: seconds a second worker process runs under a worker's name
+    twin: tuple[float, float] = (15.0, 30.0)
+    #: the second installation's one-shots and recurring tasks of each kind
+    other_oneshots: int = 6
+    other_recurring: int = 1
 
 
 QUICK = Scale(seconds=60, mean_gap=11, recurring=4, oneshots=25, jobs=6)
@@ -39,6 +96,11 @@ FULL = Scale(
     jobs=60,
     pause=(10.0, 45.0),
     listener_down=(60.0, 180.0),
+    stall=(22.0, 60.0),
+    runner_pause=(70.0, 100.0),
+    twin=(20.0, 90.0),
+    other_oneshots=60,
+    other_recurring=2,
 )
 
 
@@ -96,17 +158,27 @@ class Plan:
     oneshots: tuple[OneShot, ...]
     jobs: tuple[JobPlan, ...]
     faults: tuple[Fault, ...] = field(default=())
+    #: the second installation's workload (its own database, the same broker)
+    other_recurring: tuple[Recurring, ...] = ()
+    other_oneshots: tuple[OneShot, ...] = ()
 
     def describe(self) -> str:
         lines = [
             f"soak seed {self.seed}: {len(self.recurring)} recurring, {len(self.oneshots)} "
-            f"one-shot, {len(self.jobs)} jobs; {len(self.faults)} faults over "
-            f"{self.scale.seconds:.0f} s:"
+            f"one-shot, {len(self.jobs)} jobs (second installation: "
+            f"{len(self.other_recurring)} recurring, {len(self.other_oneshots)} one-shot); "
+            f"{len(self.faults)} faults over {self.scale.seconds:.0f} s:"
         ]
         return "\n".join(lines + [f"  {f.describe()}" for f in self.faults])
 
 
-#: fault kinds and their weights; servers are named "postgres", "broker"
+#: fault kinds and their weights; servers are named "postgres", "broker".
+#: ``pause``: a worker's process group stopped (SIGSTOP) for a while, maybe
+#: shorter than the monitor's bounds; ``stall_main``: a worker's main process
+#: alone stopped, its pool going on; ``stall_worker``: its whole group
+#: stopped, both longer than every bound; ``runner_pause``: a runner stopped
+#: longer than a claim may be held (caught inside a transaction when it can
+#: be); ``twin``: a second worker process under a live worker's name
 FAULT_WEIGHTS = {
     "kill9": 28,
     "term": 16,
@@ -115,10 +187,19 @@ FAULT_WEIGHTS = {
     "listener_down": 8,
     "pause": 14,
     "burst": 12,
+    "stall_main": 8,
+    "stall_worker": 8,
+    "runner_pause": 4,
+    "twin": 6,
 }
+#: kinds every plan holds at least once when its scale allows them (added
+#: at drawn instants when the draw did not make them)
+REQUIRED = ("stall_main", "stall_worker", "runner_pause", "twin")
+#: the second installation starts in the first part of the soak and runs to its end
+OTHER = "second_install"
 
 
-def _recurring(rng: random.Random, count: int) -> list[Recurring]:
+def _recurring(rng: random.Random, count: int, prefix: str = "") -> list[Recurring]:
     made = []
     for n in range(count):
         fail = rng.choice([0.0, 0.0, 0.15, 0.3])
@@ -128,8 +209,9 @@ def _recurring(rng: random.Random, count: int) -> list[Recurring]:
             # a DST zone: cron reads local time
             ("c", {"cron": "* * * * *", "tz": "Europe/Paris", "cron_max_duration": "40 s"}),
         )
-        for prefix, schedule in kinds:
-            made.append(Recurring(f"{prefix}{n}", schedule, round(rng.uniform(0.05, 1.5), 2), fail))
+        for kind, schedule in kinds:
+            tid = f"{prefix}{kind}{n}"
+            made.append(Recurring(tid, schedule, round(rng.uniform(0.05, 1.5), 2), fail))
     return made
 
 
@@ -140,20 +222,13 @@ def make_plan(
     processes: list[str],
     workers: list[str],
     listeners: list[str],
+    runners: list[str],
     flushable: bool,
 ) -> Plan:
     """The workload and the faults of one soak (see the module doc)."""
     rng = random.Random(seed)
     span = scale.seconds
-    oneshots = tuple(
-        OneShot(
-            f"o{n}",
-            round(rng.uniform(2, span), 2),
-            rng.choice([0.0, 0.1, 0.5, 2.0, 4.0]),
-            rng.choice([None, None, "1 min"]),
-        )
-        for n in range(scale.oneshots)
-    )
+    oneshots = _oneshots(rng, scale.oneshots, span)
     jobs = []
     for n in range(scale.jobs):
         instants = tuple(sorted({rng.randint(3, int(span)) for _ in range(rng.randint(2, 5))}))
@@ -173,47 +248,98 @@ def make_plan(
     weights = dict(FAULT_WEIGHTS)
     if not flushable:
         del weights["flushall"]
+    if scale.runner_pause is None:
+        del weights["runner_pause"]
+    targets = Targets(processes, workers, listeners, runners)
     faults = []
     at = rng.uniform(5, scale.mean_gap)
     while at < span:
         kind = rng.choices(list(weights), weights=list(weights.values()))[0]
-        target, seconds = _target(rng, kind, scale, processes, workers, listeners)
+        target, seconds = _target(rng, kind, scale, targets)
         faults.append(Fault(round(at, 1), kind, target, round(seconds, 1)))
         at += rng.uniform(0.5, 1.5) * scale.mean_gap
+    for kind in REQUIRED:
+        if kind in weights and all(f.kind != kind for f in faults):
+            _ensure(rng, faults, kind, scale, targets)
+    faults.append(Fault(round(rng.uniform(0, span / 5), 1), OTHER, "install-2"))
+    faults.sort(key=lambda f: f.at)
     return Plan(
-        seed, scale, tuple(_recurring(rng, scale.recurring)), oneshots, tuple(jobs), tuple(faults)
+        seed,
+        scale,
+        tuple(_recurring(rng, scale.recurring)),
+        oneshots,
+        tuple(jobs),
+        tuple(faults),
+        tuple(_recurring(rng, scale.other_recurring, "x")),
+        _oneshots(rng, scale.other_oneshots, span, "x"),
     )
 
 
-def _target(
-    rng: random.Random,
-    kind: str,
-    scale: Scale,
-    processes: list[str],
-    workers: list[str],
-    listeners: list[str],
-) -> tuple[str, float]:
+def _oneshots(rng: random.Random, count: int, span: float, prefix: str = "") -> tuple[OneShot, ...]:
+    return tuple(
+        OneShot(
+            f"{prefix}o{n}",
+            round(rng.uniform(2, span), 2),
+            rng.choice([0.0, 0.1, 0.5, 2.0, 4.0]),
+            rng.choice([None, None, "1 min"]),
+        )
+        for n in range(count)
+    )
+
+
+@dataclass(frozen=True)
+class Targets:
+    """The names a fault may hit."""
+
+    processes: list[str]
+    workers: list[str]
+    listeners: list[str]
+    runners: list[str]
+
+
+def _ensure(
+    rng: random.Random, faults: list[Fault], kind: str, scale: Scale, targets: Targets
+) -> None:
+    """Add one fault of ``kind`` at a drawn instant, so that it ends before
+    the soak's faults do when it can."""
+    target, seconds = _target(rng, kind, scale, targets)
+    at = rng.uniform(5, max(5.0, scale.seconds - seconds))
+    faults.append(Fault(round(at, 1), kind, target, round(seconds, 1)))
+
+
+def _target(rng: random.Random, kind: str, scale: Scale, targets: Targets) -> tuple[str, float]:
     if kind in ("kill9", "term"):
-        return rng.choice(processes), rng.uniform(1, 6)  # down before its restart
+        return rng.choice(targets.processes), rng.uniform(1, 6)  # down before its restart
     if kind == "restart":
         return rng.choice(["postgres", "broker"]), rng.uniform(2, 15)
     if kind == "flushall":
         return "broker", 0.0
     if kind == "listener_down":
-        return rng.choice(listeners), rng.uniform(*scale.listener_down)
+        return rng.choice(targets.listeners), rng.uniform(*scale.listener_down)
     if kind == "pause":
-        return rng.choice(workers), rng.uniform(*scale.pause)
+        return rng.choice(targets.workers), rng.uniform(*scale.pause)
+    if kind in ("stall_main", "stall_worker"):
+        return rng.choice(targets.workers), rng.uniform(*scale.stall)
+    if kind == "runner_pause":
+        assert scale.runner_pause is not None
+        return rng.choice(targets.runners), rng.uniform(*scale.runner_pause)
+    if kind == "twin":
+        return rng.choice(targets.workers), rng.uniform(*scale.twin)
     return "workload", float(rng.randint(10, 30))  # burst: that many instants due at once
 
 
 __all__ = [
     "FULL",
+    "OTHER",
     "QUICK",
+    "TIMEOUTS",
     "Fault",
     "JobPlan",
     "OneShot",
     "Plan",
     "Recurring",
     "Scale",
+    "Targets",
+    "Timeouts",
     "make_plan",
 ]

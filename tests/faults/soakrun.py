@@ -1,13 +1,14 @@
 """The soak's platform: private servers, every daemon as a real process,
-the receivers of the jobs' callbacks, the workload and the faults.
+the receivers of the jobs' callbacks, the workload, and the faults on
+their schedule (:mod:`soakfaults` begins and ends them).
 
 Processes: two runners (``--no-monitor``), one ``start-monitor``, two
-listeners sharing one event queue, and ``celery worker`` processes per task
-type (two for the probe type, one each for ``notify`` and ``webhook``).
-Receivers, in this process: an HTTP server that counts the ``webhook``
-callbacks by ``Idempotency-Key``, and a consumer that counts the ``notify``
-messages by their ``swh-key`` header. Every fault is logged with its
-wall-clock start and end, for the checker (:mod:`soakcheck`).
+listeners sharing their default event queue, and ``celery worker``
+processes per task type (two for the probe type, one each for ``notify``
+and ``webhook``); later a second installation (:mod:`soakother`) on the
+same broker. Every process started, signalled or seen gone, and every
+server stopped, started or emptied, is written in the journal
+(:mod:`soaklife`), for the checker.
 """
 
 from __future__ import annotations
@@ -18,21 +19,22 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
 import redis
 import soakapp
-from kombu import Connection
+import soakfaults
 from private import PrivateServer
 from processes import HERE, ProcessTable
-from soakplan import Fault, JobPlan, Plan
+from soaklife import CONT, EXIT, KILL, SPAWN, STOP_GROUP, STOP_MAIN, TERM, Happening, Life
+from soakother import OtherInstallation
+from soakplan import TIMEOUTS, Fault, JobPlan, Plan
+from soakrecv import Receivers
 
 from swh_like_scheduler.builders import task_from_input
 from swh_like_scheduler.jobs import Callback, Job
@@ -51,9 +53,12 @@ WORKERS = {
     "notify": ("swh_like_workers.notify.notify", 2),
     "webhook": ("swh_like_workers.webhook.post", 2),
 }
+RUNNERS = ["runner-1", "runner-2"]
 LISTENERS = ["listener-1", "listener-2"]
-DAEMONS = ["runner-1", "runner-2", "monitor", *LISTENERS]
+DAEMONS = [*RUNNERS, "monitor", *LISTENERS]
 PROCESSES = [*DAEMONS, *WORKERS]
+#: a second process under a worker's name (the ``twin`` fault)
+TWIN = "~twin"
 
 
 def retrying(what: Callable[[], T], seconds: float = 120.0) -> T:
@@ -68,66 +73,16 @@ def retrying(what: Callable[[], T], seconds: float = 120.0) -> T:
             time.sleep(0.5)
 
 
-class Receivers:
-    """The jobs' callback receivers; counts in the counter's Redis."""
-
-    def __init__(self, counter: redis.Redis, prefix: str, broker_url: str) -> None:
-        self.counter, self.prefix, self.broker_url = counter, prefix, broker_url
-        self.stop = threading.Event()
-        receivers = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(length)
-                key = self.headers.get("Idempotency-Key") or "?"
-                receivers.counter.hincrby(f"{receivers.prefix}:http", key, 1)
-                self.send_response(200)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"{}")
-
-            def log_message(self, *_: Any) -> None:
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/callback"
-        self.threads = [
-            threading.Thread(target=self.http.serve_forever, daemon=True),
-            threading.Thread(target=self._consume, daemon=True),
-        ]
-        for thread in self.threads:
-            thread.start()
-
-    def _consume(self) -> None:
-        """Drain the notify queue, counting by ``swh-key`` (reconnecting)."""
-        while not self.stop.is_set():
-            with contextlib.suppress(Exception), Connection(self.broker_url) as conn:
-                queue = conn.SimpleQueue(
-                    soakapp.NOTIFY_QUEUE, queue_opts={"durable": True}, serializer="json"
-                )
-                while not self.stop.is_set():
-                    try:
-                        message = queue.get(timeout=0.5)
-                    except queue.Empty:
-                        continue
-                    key = (message.headers or {}).get("swh-key") or "?"
-                    self.counter.hincrby(f"{self.prefix}:notify", key, 1)
-                    message.ack()
-            self.stop.wait(0.5)
-
-    def counts(self, kind: str) -> dict[str, int]:
-        raw = self.counter.hgetall(f"{self.prefix}:{kind}")
-        return {k.decode(): int(v) for k, v in raw.items()}
-
-    def close(self) -> None:
-        self.stop.set()
-        self.http.shutdown()
-        self.http.server_close()
+def monitor_options() -> list[str]:
+    t = TIMEOUTS
+    return [
+        *("--ping-timeout", str(t.ping_timeout), "--grace", str(t.grace)),
+        *("--worker-timeout", str(t.worker_timeout), "--offline-grace", str(t.offline_grace)),
+    ]
 
 
 class Soak(ProcessTable):
-    """One soak: start it, :meth:`inject` its faults, :meth:`settle`."""
+    """One soak: :meth:`run` it (faults on schedule), then check."""
 
     def __init__(
         self,
@@ -139,6 +94,7 @@ class Soak(ProcessTable):
         result_backend: str | None,
         counter_url: str,
         logs: Path,
+        other_db_url: str | None = None,
     ) -> None:
         super().__init__(logs)
         self.plan, self.servers = plan, servers
@@ -148,14 +104,31 @@ class Soak(ProcessTable):
         self.prefix = f"swh-soak-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.store = SQLAlchemyStore.from_url(db_url)
         self.receivers = Receivers(self.counter, self.prefix, broker_url)
+        self.other = OtherInstallation(other_db_url, f"{self.prefix}-x") if other_db_url else None
         #: (fault, wall-clock start, wall-clock end)
         self.fault_log: list[tuple[Fault, float, float]] = []
+        self.journal: list[Happening] = []
+        #: the probe bodies under way (:meth:`busy`), from the notes read so far
+        self.running: dict[str, dict[str, Any]] = {}
+        self.read_upto = 0
+        #: the processes seen gone (written in the journal once)
+        self.gone: set[int] = set()
         self.start = 0.0
-        #: the ends of the faults that last a while: (wall-clock time, fault, its start)
-        self.pending: list[tuple[float, Fault, float]] = []
+        #: the faults that last a while: (wall-clock end, fault, its start, its state)
+        self.pending: list[tuple[float, Fault, float, dict[str, Any]]] = []
         #: processes a fault keeps down (not restarted by :meth:`ensure_running`)
         self.held_down: set[str] = set()
+        #: processes :meth:`ensure_running` keeps running
+        self.kept = list(PROCESSES)
         self.tids: dict[int, str] = {}
+
+    # -- the journal ----------------------------------------------------------
+
+    def note(self, name: str, pid: int, what: str, detail: str = "") -> None:
+        self.journal.append(Happening(time.time(), name, pid, what, detail))
+
+    def life(self) -> Life:
+        return Life(self.journal)
 
     # -- processes ------------------------------------------------------------
 
@@ -168,6 +141,7 @@ class Soak(ProcessTable):
             "SOAK_BROKER": self.broker_url,
             "SOAK_COUNTER": self.counter_url,
             "SOAK_PREFIX": self.prefix,
+            "SOAK_BEAT": str(TIMEOUTS.beat),
             # the HTTP receiver listens on loopback: allowed for this platform
             "SWH_SCHEDULER_CALLBACK_ALLOW": "127.0.0.1",
             "PYTHONPATH": os.pathsep.join(
@@ -176,57 +150,66 @@ class Soak(ProcessTable):
         }
 
     def command(self, name: str) -> list[str]:
+        if self.other is not None and name.startswith("x-"):
+            return self.other.command(name, SWH, CELERY)
         if name.startswith("runner"):
             return [*SWH, "start-runner", "--no-monitor", "--period", "1"]
         if name == "monitor":
             return [
                 *SWH,
                 "start-monitor",
-                "--period",
-                "1",
-                "--lock-ttl",
-                "5",
-                "--orphaned-after",
-                "3",
-                "--republish-after",
-                "15 s",
-                "--offline-grace",
-                "10",
+                *("--period", "1", "--lock-ttl", "5", "--orphaned-after", "3"),
+                *("--republish-after", "15 s"),
+                *monitor_options(),
             ]
-        if name in LISTENERS:
+        if name in LISTENERS:  # their default event queue (shared: one database)
             return [
                 *SWH,
                 "start-listener",
-                "--queue-name",
-                f"{self.prefix}-events",
-                "--catch-up-every",
-                "10",
-                "--catch-up-delay",
-                "10",
-                "--summary-every",
-                "30",
+                *("--catch-up-every", "10", "--catch-up-delay", "10", "--summary-every", "30"),
             ]
-        queue, concurrency = WORKERS[name]
+        queue, concurrency = WORKERS[name.removesuffix(TWIN)]
         return [
             *CELERY,
             "worker",
-            "-P",
-            "prefork",
-            "-c",
-            str(concurrency),
-            "-Q",
-            queue,
-            "-n",
-            f"{name}@%h",
-            "-E",
-            "--without-gossip",
-            "--without-mingle",
-            "--loglevel",
-            "WARNING",
+            *("-P", "prefork", "-c", str(concurrency), "-Q", queue),
+            *("-n", f"{name.removesuffix(TWIN)}@%h", "-E"),
+            *("--without-gossip", "--without-mingle", "--loglevel", "WARNING"),
         ]
 
     def spawn(self, name: str) -> None:
-        self.launch(name, self.command(name))
+        env = None
+        if self.other is not None and name.startswith("x-"):
+            env = self.other.environment(self.environment())
+        process = self.launch(name, self.command(name), env)
+        self.note(name, process.pid, SPAWN)
+
+    def pid(self, name: str) -> int:
+        return self.processes[name].pid
+
+    def signal(self, name: str, sig: int) -> None:
+        """``sig`` to the group of ``name``, written in the journal (a
+        SIGCONT before it is sent, a stop or a kill once sent)."""
+        if not self.alive(name):
+            return
+        pid = self.pid(name)
+        if sig == signal.SIGCONT:
+            self.note(name, pid, CONT)
+        super().signal(name, sig)
+        if sig == signal.SIGSTOP:
+            self.note(name, pid, STOP_GROUP)
+        elif sig == signal.SIGKILL:
+            self.note(name, pid, KILL)
+
+    def signal_main(self, name: str, sig: int) -> None:
+        """``sig`` to the main process of ``name`` alone."""
+        if not self.alive(name):
+            return
+        pid = self.pid(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        what = {int(signal.SIGSTOP): STOP_MAIN, int(signal.SIGTERM): TERM}.get(int(sig), "signal")
+        self.note(name, pid, what)
 
     def stop_process(
         self, name: str, sig: int, timeout: float = 90.0, *, group: bool = True
@@ -235,23 +218,36 @@ class Soak(ProcessTable):
         SIGKILL to the group if it is still there after ``timeout``."""
         if group:
             self.signal(name, sig)
-        elif self.alive(name):
-            os.kill(self.processes[name].pid, sig)
+        else:
+            self.signal_main(name, sig)
         try:
             self.processes[name].wait(timeout)
         except subprocess.TimeoutExpired:
             self.signal(name, signal.SIGKILL)
             self.processes[name].wait(20)
+        self.seen_gone(name)
+
+    def seen_gone(self, name: str) -> None:
+        process = self.processes.get(name)
+        if process is None or process.poll() is None:
+            return
+        if process.pid not in self.gone:
+            self.gone.add(process.pid)
+            self.note(name, process.pid, EXIT, f"returned {process.returncode}")
 
     def ensure_running(self) -> None:
-        for name in PROCESSES:
-            if name not in self.held_down and not self.alive(name):
-                self.spawn(name)
+        for name in self.kept:
+            if name in self.held_down or self.alive(name):
+                continue
+            self.seen_gone(name)
+            self.spawn(name)
 
     def close(self) -> None:
         self.stop_all(30)
         self.receivers.close()
         self.store.close()
+        if self.other is not None:
+            self.other.close()
 
     # -- the workload -----------------------------------------------------------
 
@@ -325,6 +321,8 @@ class Soak(ProcessTable):
         self.tids = {t.id or 0: t.kwargs["tid"] for t in made}
         for job in self.plan.jobs:
             self.put_job(job, job.instants)
+        if self.other is not None:
+            self.other.create(self.plan.other_recurring, self.plan.other_oneshots, self.at)
 
     def job(self, plan: JobPlan, instants: tuple[int, ...]) -> Job:
         if plan.callback == "rabbitmq":
@@ -362,7 +360,7 @@ class Soak(ProcessTable):
         )
         self.tids.update({t.id or 0: t.kwargs["tid"] for t in made})
 
-    # -- faults ---------------------------------------------------------------------
+    # -- the schedule -------------------------------------------------------------
 
     def run(self, say: Callable[[str], None]) -> None:
         """Start everything, then inject the faults on schedule; the jobs'
@@ -379,10 +377,10 @@ class Soak(ProcessTable):
                 self.put_job(job, job.replaced_by)
             self.wait_until(fault.at)
             began = time.time()
-            lasting = self.apply(fault, n)
-            if lasting:  # it ends later, while the next faults go on
-                self.pending.append((began + fault.seconds, fault, began))
-                say(f"{fault.describe()} (begun)")
+            state = soakfaults.begin(self, fault, n)
+            if state is not None:  # it ends later, while the next faults go on
+                self.pending.append((began + fault.seconds, fault, began, state))
+                say(f"{fault.describe()} (begun{state.get('say', '')})")
             else:
                 self.fault_log.append((fault, began, time.time()))
                 say(f"{fault.describe()} (done in {time.time() - began:.1f} s)")
@@ -391,7 +389,7 @@ class Soak(ProcessTable):
             self.put_job(job, job.replaced_by)
         self.wait_until(self.plan.scale.seconds)
         while self.pending:
-            self.wait_until(min(at for at, _, _ in self.pending) - self.start)
+            self.wait_until(min(at for at, *_ in self.pending) - self.start)
         self.ensure_running()
 
     def wait_until(self, offset: float) -> None:
@@ -402,75 +400,63 @@ class Soak(ProcessTable):
             now = time.time()
             for item in [p for p in self.pending if p[0] <= now]:
                 self.pending.remove(item)
-                _, fault, began = item
-                self.end(fault)
+                _, fault, began, state = item
+                soakfaults.end(self, fault, state)
                 self.fault_log.append((fault, began, time.time()))
             if now >= target:
                 return
-            wake = min([target, *(at for at, _, _ in self.pending)])
+            wake = min([target, *(at for at, *_ in self.pending)])
             time.sleep(max(0.0, wake - now))
-
-    def end(self, fault: Fault) -> None:
-        """The end of a fault that lasts a while."""
-        if fault.kind == "listener_down":
-            self.held_down.discard(fault.target)
-        elif fault.kind == "pause":
-            self.signal(fault.target, signal.SIGCONT)
-        self.ensure_running()
-
-    def apply(self, fault: Fault, n: int) -> bool:
-        """Begin ``fault``; True when it lasts a while (:meth:`end` ends it)."""
-        kind, target = fault.kind, fault.target
-        if kind == "kill9":  # the whole process group: a worker's pool dies with it
-            self.stop_process(target, signal.SIGKILL)
-            time.sleep(fault.seconds)
-        elif kind == "term":  # the main process only: a worker's warm shutdown
-            self.signal(target, signal.SIGCONT)  # a paused worker cannot shut down
-            self.stop_process(target, signal.SIGTERM, group=False)
-            time.sleep(fault.seconds)
-        elif kind == "restart":
-            server = self.servers[target]
-            server.stop()
-            time.sleep(fault.seconds)
-            server.start()
-        elif kind == "flushall":
-            with contextlib.suppress(redis.RedisError):
-                redis.Redis.from_url(self.broker_url).flushall()
-        elif kind == "listener_down":
-            self.held_down.add(target)
-            self.stop_process(target, signal.SIGTERM)
-            return True
-        elif kind == "pause":
-            self.signal(target, signal.SIGSTOP)
-            return True
-        elif kind == "burst":
-            self.burst(int(fault.seconds), n)
-        else:  # pragma: no cover - the plan makes only these
-            raise ValueError(f"unknown fault {kind}")
-        self.ensure_running()
-        return False
 
     # -- what happened ----------------------------------------------------------------
 
-    def bodies(self) -> list[dict[str, Any]]:
-        raw = self.counter.lrange(soakapp.bodies_key(self.prefix), 0, -1)
+    def notes(self, prefix: str | None = None) -> list[dict[str, Any]]:
+        raw = self.counter.lrange(soakapp.bodies_key(prefix or self.prefix), 0, -1)
         return [json.loads(item) for item in raw]
 
+    def busy(self, name: str, *, left: float = 1.0) -> bool:
+        """Whether a probe body with at least ``left`` seconds of work to do
+        runs on worker ``name`` now (read from the notes written since the
+        last call)."""
+        if not self.alive(name):
+            return False
+        key = soakapp.bodies_key(self.prefix)
+        for raw in self.counter.lrange(key, self.read_upto, -1):
+            self.read_upto += 1
+            note = json.loads(raw)
+            if note["kind"] == "start":
+                self.running[note["exec"]] = note
+            else:
+                self.running.pop(note["exec"], None)
+        pid, now = self.pid(name), time.time()
+        return any(
+            n["ppid"] == pid and float(n["t"]) + float(n.get("duration") or 0) - now >= left
+            for n in self.running.values()
+        )
+
     def dump(self, runs: list[Any]) -> Path:
-        """What happened, for a failing run's post-mortem: the bodies' notes,
-        the faults and the runs recorded, as JSON lines in the logs folder."""
+        """What happened, for a failing run's post-mortem: the faults, the
+        journal, the bodies' notes and the runs recorded, as JSON lines in
+        the logs folder."""
         path = self.logs / "history.jsonl"
         with path.open("w") as out:
             for fault, began, ended in self.fault_log:
                 line = {"fault": fault.describe(), "began": began, "ended": ended}
                 out.write(json.dumps(line) + "\n")
-            for body in self.bodies():
+            for happening in self.journal:
+                out.write(json.dumps({"happened": happening.to_json()}) + "\n")
+            for body in self.notes():
                 out.write(json.dumps({"body": body}) + "\n")
             for run in runs:
                 out.write(json.dumps({"run": run}, default=str) + "\n")
+            for delivery in (d for found in self.receivers.deliveries().values() for d in found):
+                out.write(json.dumps({"delivery": delivery}) + "\n")
         return path
 
     def forget(self) -> None:
-        self.counter.delete(
-            soakapp.bodies_key(self.prefix), f"{self.prefix}:http", f"{self.prefix}:notify"
-        )
+        self.receivers.forget()
+        prefixes = [self.prefix] + ([self.other.prefix] if self.other else [])
+        for prefix in prefixes:
+            keys = list(self.counter.scan_iter(f"{prefix}:*"))
+            if keys:
+                self.counter.delete(*keys)

@@ -5,10 +5,14 @@ The workload (:mod:`soakplan`): adaptive, periodic and cron (Europe/Paris)
 probe tasks, some failing, some slow; one-shots at random instants; jobs by
 key with ``rabbitmq`` and ``http`` callbacks, some replaced mid-run. The
 platform (:mod:`soakrun`): private PostgreSQL and broker, two runners, a
-separate monitor, two listeners, workers per type. The faults: SIGKILL and
-SIGTERM of any process, restarts of PostgreSQL and of the broker, FLUSHALL
-(Redis), a listener stopped for a while, a worker paused (SIGSTOP/SIGCONT),
-bursts of instants due at once.
+separate monitor, two listeners, workers per type, and a second, small
+installation on another database sharing the broker (:mod:`soakother`).
+The faults (:mod:`soakfaults`): SIGKILL and SIGTERM of any process,
+restarts of PostgreSQL and of the broker, FLUSHALL (Redis), a listener
+stopped for a while, a worker paused (SIGSTOP/SIGCONT), a worker's main
+process alone or its whole group stopped longer than the monitor's bounds,
+a runner stopped longer than a claim may be held, a second worker process
+under a live worker's name, bursts of instants due at once.
 
 Brokers: Redis as broker **and** result backend (one server, the common
 setup) in the quick cut and the full run; RabbitMQ (no result backend) in
@@ -29,15 +33,17 @@ import signal
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+import soakother
 import sqlalchemy as sa
 from conftest import FULL, TABLE
 from private import PrivatePostgres, PrivateRabbitMQ, PrivateRedis, PrivateServer
-from soakcheck import Checker
+from soakcheck import Checker, Verdict, read_records
 from soakplan import FULL as FULL_SCALE
-from soakplan import QUICK, Scale, make_plan
-from soakrun import DAEMONS, LISTENERS, PROCESSES, WORKERS, Soak
+from soakplan import QUICK, TIMEOUTS, Scale, make_plan
+from soakrun import DAEMONS, LISTENERS, PROCESSES, RUNNERS, WORK_TYPE, WORKERS, Soak
 
 pytestmark = [pytest.mark.faults, pytest.mark.postgresql, pytest.mark.redis]
 
@@ -50,7 +56,23 @@ def scale() -> Scale:
     if not FULL:
         return QUICK
     minutes = float(os.environ.get("SWH_SOAK_MINUTES") or FULL_SCALE.seconds / 60)
-    return dataclasses.replace(FULL_SCALE, seconds=minutes * 60)
+    return shortened(FULL_SCALE, minutes * 60)
+
+
+def shortened(full: Scale, seconds: float) -> Scale:
+    """``full`` over ``seconds``: one-shots and jobs at the same rate (no
+    fewer than the quick cut's), and faults no sparser than a dozen."""
+    if seconds >= full.seconds:
+        return dataclasses.replace(full, seconds=seconds)
+    share = seconds / full.seconds
+    return dataclasses.replace(
+        full,
+        seconds=seconds,
+        mean_gap=min(full.mean_gap, seconds / 12),
+        oneshots=max(QUICK.oneshots, round(full.oneshots * share)),
+        jobs=max(QUICK.jobs, round(full.jobs * share)),
+        other_oneshots=max(QUICK.other_oneshots, round(full.other_oneshots * share)),
+    )
 
 
 #: the quick cut's seed: the suite replays one known schedule (every
@@ -67,23 +89,30 @@ def soak_seed() -> int:
     return QUICK_SEED
 
 
+def count(soak: Soak, query: str) -> int:
+    """``query``'s count, summed over both installations."""
+    stores = [soak.store] + ([soak.other.store] if soak.other else [])
+    total = 0
+    for store in stores:
+        with store.engine.connect() as conn:
+            total += int(conn.scalar(sa.text(query)) or 0)
+    return total
+
+
 def live_oneshots(soak: Soak) -> int:
     """One-shot tasks not final yet (waiting, or dispatched)."""
-    query = (
+    return count(
+        soak,
         "SELECT count(*) FROM task WHERE schedule_kind = 'oneshot' "
-        "AND status IN ('waiting', 'scheduled')"
+        "AND status IN ('waiting', 'scheduled')",
     )
-    with soak.store.engine.connect() as conn:
-        return int(conn.scalar(sa.text(query)) or 0)
 
 
 SCALE = scale()
 
 
 def open_runs(soak: Soak) -> int:
-    with soak.store.engine.connect() as conn:
-        query = "SELECT count(*) FROM task_run WHERE status IN ('scheduled', 'started')"
-        return int(conn.scalar(sa.text(query)) or 0)
+    return count(soak, "SELECT count(*) FROM task_run WHERE status IN ('scheduled', 'started')")
 
 
 @pytest.mark.timeout(int(SCALE.seconds + SETTLE_BOUND + 900))
@@ -125,6 +154,7 @@ def run(
         processes=PROCESSES,
         workers=list(WORKERS),
         listeners=LISTENERS,
+        runners=RUNNERS,
         flushable=broker == "redis",
     )
     print(f"\n{plan.describe()}\n(replay: SWH_SOAK_SEED={seed})", flush=True)
@@ -136,12 +166,13 @@ def run(
         result_backend=url if broker == "redis" else None,
         counter_url=counter_url,
         logs=logs,
+        other_db_url=soakother.database_url(postgres.url),
     )
     try:
         soak.run(lambda line: print(line, flush=True))
         last_fault = max((end for _, _, end in soak.fault_log), default=soak.start)
         latest_instant = soak.start + max(
-            [o.at for o in plan.oneshots]
+            [o.at for o in (*plan.oneshots, *plan.other_oneshots)]
             + [float(t) for j in plan.jobs for t in (*j.instants, *j.replaced_by)]
         )
         settled_from = max(last_fault, time.time())
@@ -153,47 +184,63 @@ def run(
         recovery = time.time() - settled_from
         # quiesce: no new dispatch; what is under way ends and is recorded
         stopped_at = datetime.now(UTC)
-        for name in ("runner-1", "runner-2"):
+        for name in (*RUNNERS, soakother.RUNNER):
             soak.stop_process(name, signal.SIGTERM)
-        soak.held_down.update({"runner-1", "runner-2"})
+        soak.held_down.update({*RUNNERS, soakother.RUNNER})
         quiet_by = time.time() + 120
         while open_runs(soak) and time.time() < quiet_by:
             time.sleep(1.0)
         time.sleep(3)  # the notify consumer drains the last messages
-        checker = Checker(soak.store, soak.fault_log, wipes_lose_messages=broker == "redis")
-        history = soak.dump([vars(r) for r in checker.all_runs().values()])
-        print(f"history: {history}")
-        verdict = checker.check(
-            soak.bodies(),
-            soak.receivers.counts("http"),
-            soak.receivers.counts("notify"),
-            soak.tids,
-            [j.key for j in plan.jobs],
-            stopped_at,
-        )
+        verdicts = check(soak, plan, broker, stopped_at)
         kinds: dict[str, int] = {}
         for fault, _, _ in soak.fault_log:
             kinds[fault.kind] = kinds.get(fault.kind, 0) + 1
+        first, other = verdicts
         row = {
             "scenario": f"soak on {broker}",
             "seed": seed,
             "minutes of faults": round(plan.scale.seconds / 60, 1),
             "faults": len(soak.fault_log),
             "fault kinds": kinds,
-            **verdict.table(),
+            **first.table(),
+            "second installation": other.table(),
             "recovery_seconds": round(recovery, 1),
             "daemons": DAEMONS,
         }
         TABLE.append(row)
         target = os.environ.get("SWH_SOAK_TABLE")
         if target:
+            explained = {k: v for verdict in verdicts for k, v in verdict.explained.items()}
             with Path(target).open("a") as out:
-                out.write(json.dumps({**row, "explained": verdict.explained}) + "\n")
-        for line in verdict.explained:
-            print(f"explained: {line}")
-        assert not verdict.failures, "\n".join(verdict.failures[:50])
+                out.write(json.dumps({**row, "explained": explained}) + "\n")
+        failures = [f for verdict in verdicts for f in verdict.failures]
+        assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures[:50])
         assert recovery < SETTLE_BOUND, f"not settled {SETTLE_BOUND} s after the faults"
-        assert verdict.delivered == verdict.due, verdict.table()
+        for verdict in verdicts:
+            assert verdict.delivered == verdict.due, verdict.table()
     finally:
         soak.close()
         soak.forget()
+
+
+def check(soak: Soak, plan: Any, broker: str, stopped_at: datetime) -> tuple[Verdict, Verdict]:
+    """Both installations' verdicts; what happened written to the logs."""
+    life = soak.life()
+    records = read_records(soak.store, [j.key for j in plan.jobs])
+    history = soak.dump([vars(r) for r in records.runs])
+    life.dump(soak.logs / "journal.jsonl")
+    print(f"history: {history}")
+    first = Checker(
+        records, life, TIMEOUTS, work_type=WORK_TYPE, wipes_lose_messages=broker == "redis"
+    ).check(soak.notes(), soak.tids, stopped_at, soak.receivers.deliveries())
+    assert soak.other is not None
+    other = Checker(
+        read_records(soak.other.store), life, TIMEOUTS, work_type=soakother.WORK_TYPE, name="other"
+    ).check(soak.notes(soak.other.prefix), soak.other.tids, stopped_at)
+    for name, verdict in (("", first), ("second installation: ", other)):
+        for kind, lines in verdict.explained.items():
+            for line in lines:
+                print(f"{name}explained ({kind}): {line}")
+        for line in verdict.stale:
+            print(f"{name}stale copy: {line}")
+    return first, other

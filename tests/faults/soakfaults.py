@@ -1,0 +1,169 @@
+"""The soak's faults, begun and ended (:func:`begin`, :func:`end`).
+
+Every signal goes through the soak's journal (:meth:`soakrun.Soak.signal`,
+:meth:`~soakrun.Soak.signal_main`), and every server outage is written
+there too: the checker's proofs read it (:mod:`soaklife`). A fault that
+lasts a while keeps what :func:`end` needs (the process it stopped: a
+worker restarted meanwhile is another process, and is left alone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import redis
+from private import PrivateRedis
+from soaklife import CONT_MAIN, DOWN, UP, WIPED
+from soakother import PROCESSES as OTHER_PROCESSES
+from soakplan import OTHER, Fault
+
+if TYPE_CHECKING:
+    from soakrun import Soak
+
+#: seconds spent trying to stop a runner inside a transaction
+CATCH = 5.0
+#: a session of ``ports`` inside a transaction that holds an id (it wrote or locked rows)
+_IN_TRANSACTION = (
+    "SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%s) AND backend_xid IS NOT NULL"
+)
+
+
+def begin(soak: Soak, fault: Fault, n: int) -> dict[str, Any] | None:
+    """Begin ``fault``; what :func:`end` needs when it lasts a while, else ``None``."""
+    kind, target = fault.kind, fault.target
+    if kind == "kill9":  # the whole process group: a worker's pool dies with it
+        soak.stop_process(target, signal.SIGKILL)
+        time.sleep(fault.seconds)
+    elif kind == "term":  # the main process only: a worker's warm shutdown
+        soak.signal(target, signal.SIGCONT)  # a stopped worker cannot shut down
+        soak.stop_process(target, signal.SIGTERM, group=False)
+        time.sleep(fault.seconds)
+    elif kind == "restart":
+        restart(soak, target, fault.seconds)
+    elif kind == "flushall":
+        with contextlib.suppress(redis.RedisError):
+            redis.Redis.from_url(soak.broker_url).flushall()
+        soak.note("broker", 0, WIPED, "FLUSHALL")
+    elif kind == "listener_down":
+        soak.held_down.add(target)
+        soak.stop_process(target, signal.SIGTERM)
+        return {}
+    elif kind in ("pause", "stall_worker", "stall_main"):
+        return stop_worker(soak, target, main=kind == "stall_main")
+    elif kind == "runner_pause":
+        return pause_runner(soak, target)
+    elif kind == "twin":
+        from soakrun import TWIN
+
+        soak.spawn(target + TWIN)
+        return {"twin": target + TWIN}
+    elif kind == "burst":
+        soak.burst(int(fault.seconds), n)
+    elif kind == OTHER:
+        if soak.other is not None:
+            soak.kept += [p for p in OTHER_PROCESSES if p not in soak.kept]
+    else:  # pragma: no cover - the plan makes only these
+        raise ValueError(f"unknown fault {kind}")
+    soak.ensure_running()
+    return None
+
+
+def end(soak: Soak, fault: Fault, state: dict[str, Any]) -> None:
+    """The end of a fault that lasts a while."""
+    if fault.kind == "listener_down":
+        soak.held_down.discard(fault.target)
+    elif "twin" in state:
+        soak.stop_process(state["twin"], signal.SIGTERM, timeout=60, group=False)
+    elif "pid" in state and soak.alive(fault.target) and soak.pid(fault.target) == state["pid"]:
+        if state.get("main"):
+            soak.note(fault.target, state["pid"], CONT_MAIN)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(state["pid"], signal.SIGCONT)
+        else:
+            soak.signal(fault.target, signal.SIGCONT)
+    soak.ensure_running()
+
+
+def stop_worker(soak: Soak, name: str, *, main: bool) -> dict[str, Any]:
+    """Stop a worker's main process alone (``main``: its pool goes on) or
+    its whole group; a probe worker when a body of a while runs on it if
+    one does within :data:`CATCH` seconds (a stall between bodies tests
+    less)."""
+    if not soak.alive(name):
+        return {}
+    deadline = time.monotonic() + CATCH
+    caught = False
+    if name.startswith("work"):
+        while not (caught := soak.busy(name)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if main:
+        soak.signal_main(name, signal.SIGSTOP)
+    else:
+        soak.signal(name, signal.SIGSTOP)
+    say = ", a body running" if caught else ""
+    return {"pid": soak.pid(name), "main": main, "say": say}
+
+
+def restart(soak: Soak, target: str, seconds: float) -> None:
+    """Stop a server, wait, start it again; its outage in the journal (on
+    the safe side: down once stopped, up before it is started)."""
+    server = soak.servers[target]
+    server.stop()
+    soak.note(target, 0, DOWN)
+    if isinstance(server, PrivateRedis) and target == "broker":
+        soak.note(target, 0, WIPED, "restarted without persistence")
+    time.sleep(seconds)
+    soak.note(target, 0, UP)
+    server.start()
+
+
+def tcp_ports(pid: int) -> list[int]:
+    """The local ports of the TCP sockets of process ``pid``."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                link = os.readlink(fd)
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+    ports = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if len(fields) > 9 and fields[9] in inodes:
+                    ports.append(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def pause_runner(soak: Soak, name: str) -> dict[str, Any]:
+    """Stop a runner for a while, inside a transaction that holds rows
+    when one is caught within :data:`CATCH` seconds (stopped, its sessions
+    read, let go again if none holds a transaction), else wherever it is."""
+    if not soak.alive(name):
+        return {}
+    pid = soak.pid(name)
+    ports = tcp_ports(pid)
+    tries, held = 0, False
+    deadline = time.monotonic() + CATCH
+    with contextlib.suppress(psycopg.Error, ProcessLookupError):
+        url = soak.servers["postgres"].url  # type: ignore[attr-defined]
+        with psycopg.connect(url, autocommit=True, connect_timeout=3) as conn:
+            while ports and time.monotonic() < deadline:
+                os.killpg(pid, signal.SIGSTOP)
+                tries += 1
+                row = conn.execute(_IN_TRANSACTION, [ports]).fetchone()
+                if row is not None and row[0]:
+                    held = True
+                    break
+                os.killpg(pid, signal.SIGCONT)
+                time.sleep(0.002)
+    soak.signal(name, signal.SIGSTOP)
+    where = "inside a transaction" if held else "outside any transaction"
+    return {"pid": pid, "say": f", caught {where} after {tries} tries"}

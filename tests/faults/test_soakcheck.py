@@ -1,0 +1,291 @@
+"""The soak's checker on small hand-made histories: one per kind of flaw it
+must see, and the two kinds of disagreement it must excuse only with a
+proof (:mod:`soakcheck`, :mod:`soakproof`).
+
+Each history is what the soak would read at its end: the probe bodies'
+notes, the process journal, the store's tasks and runs. No server is
+needed.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from soakcheck import DOUBLED, LOST, OVERLAP, WRONG, Checker, Records, Verdict
+from soaklife import CONT, KILL, SPAWN, STOP_GROUP, Happening, Life
+from soakplan import TIMEOUTS
+
+from swh_like_scheduler.jobs import JobInstant, JobView, idempotency_key
+from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus
+
+T0 = 1_800_000_000.0
+WORK = "soak-work"
+#: two workers: main processes 100 and 200, each with pool processes 101, 201
+W1, W2 = 100, 200
+
+
+def at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(T0 + seconds, UTC)
+
+
+def task(task_id: int, *, recurring: bool = False, tid: str = "t") -> Task:
+    kind = {"schedule_kind": ScheduleKind.PERIODIC, "period": timedelta(seconds=30)}
+    return Task(
+        type=WORK,
+        next_run=at(0),
+        deadline=at(600),
+        kwargs={"tid": tid},
+        id=task_id,
+        status=TaskStatus.WAITING if recurring else TaskStatus.COMPLETED,
+        **(kind if recurring else {"schedule_kind": ScheduleKind.ONESHOT}),  # type: ignore[arg-type]
+    )
+
+
+def run(
+    backend_id: str,
+    task_id: int,
+    token: int,
+    status: RunStatus,
+    *,
+    started: float,
+    main: int = W1,
+    taken: float | None = None,
+    stale: str | None = None,
+) -> TaskRun:
+    history: list[dict[str, Any]] = [
+        {"event": "assigned", "at": at(started).isoformat(), "pid": main, "fence": token}
+    ]
+    if taken is not None:
+        history.append({"event": "stolen", "at": at(taken).isoformat()})
+    if stale is not None:  # its end came after another copy started
+        history.append({"event": "stale_end", "at": at(taken or 0).isoformat(), "status": stale})
+    return TaskRun(
+        task_id=task_id,
+        backend_id=backend_id,
+        slot=at(token),
+        scheduled=at(started - 0.5),
+        status=status,
+        started=at(started),
+        ended=None if status.is_open else at(started + 1),
+        history=tuple(history),
+        fence=token,
+    )
+
+
+def body(
+    ident: str,
+    run_id: str,
+    task_id: int,
+    token: int,
+    start: float,
+    *,
+    main: int = W1,
+    end: float | None = None,
+    stopped: float | None = None,
+    outcome: str = "eventful",
+    accepted: bool | None = True,
+) -> list[dict[str, Any]]:
+    """The notes of one execution, in pool process ``main + 1``."""
+    base = {
+        "exec": ident,
+        "tid": f"t{task_id}",
+        "task": task_id,
+        "token": token,
+        "run": run_id,
+        "worker": "w@h",
+        "pid": main + 1,
+        "ppid": main,
+    }
+    notes = [{**base, "kind": "start", "t": T0 + start}]
+    if end is not None:
+        notes.append(
+            {**base, "kind": "end", "t": T0 + end, "outcome": outcome, "accepted": accepted}
+        )
+    if stopped is not None:
+        notes.append({**base, "kind": "stopped", "t": T0 + stopped, "why": "RunTaken"})
+    return notes
+
+
+def life(*more: tuple[float, int, str]) -> Life:
+    spawns = [Happening(T0 - 10, "work-1", W1, SPAWN), Happening(T0 - 10, "work-2", W2, SPAWN)]
+    return Life(spawns + [Happening(T0 + t, "w", pid, what) for t, pid, what in more])
+
+
+def check(
+    tasks: list[Task],
+    runs: list[TaskRun],
+    notes: list[dict[str, Any]],
+    journal: Life | None = None,
+) -> Verdict:
+    records = Records({t.id or 0: t for t in tasks}, runs, {})
+    checker = Checker(records, journal or life(), TIMEOUTS, work_type=WORK)
+    return checker.check_bodies(notes, {t.id or 0: f"t{t.id}" for t in tasks})
+
+
+def failures(verdict: Verdict, kind: str) -> list[str]:
+    return [f for f in verdict.failures if f.startswith(f"{kind}:")]
+
+
+def test_two_executions_of_one_run_are_a_double() -> None:
+    """The old checker keyed bodies by run id: these two were one to it."""
+    verdict = check(
+        [task(1)],
+        [run("r1", 1, 1, RunStatus.EVENTFUL, started=0)],
+        [
+            *body("a", "r1", 1, 1, 0.5, end=1.5),
+            *body("b", "r1", 1, 1, 3.0, main=W2, end=4.0),
+        ],
+    )
+    assert verdict.executions == 2
+    assert any("run r1 executed 2 times" in f for f in failures(verdict, DOUBLED))
+    assert any("completed 2 times" in f for f in failures(verdict, DOUBLED))
+
+
+@pytest.mark.parametrize("recurring", [True, False], ids=["recurring", "one-shot"])
+def test_a_run_recorded_good_without_a_body(recurring: bool) -> None:
+    runs = [run("r2", 2, 1, RunStatus.EVENTFUL, started=0)]
+    notes = body("a", "r2", 2, 1, 0.2, end=1.0)
+    if recurring:
+        runs.append(run("r3", 2, 2, RunStatus.UNEVENTFUL, started=40))
+    else:  # the one-shot's only good run never ran its body
+        notes = []
+    verdict = check([task(2, recurring=recurring)], runs, notes)
+    missing = "r3" if recurring else "r2"
+    assert [f for f in failures(verdict, WRONG) if missing in f and "no body ran" in f]
+    assert bool(failures(verdict, LOST)) is not recurring
+
+
+def test_two_bodies_of_a_task_at_once_are_an_overlap() -> None:
+    verdict = check(
+        [task(3, recurring=True)],
+        [
+            run("r4", 3, 1, RunStatus.EVENTFUL, started=0),
+            run("r5", 3, 2, RunStatus.UNEVENTFUL, started=5, main=W2),
+        ],
+        [
+            *body("a", "r4", 3, 1, 0.1, end=10.0),
+            *body("b", "r5", 3, 2, 5.1, main=W2, end=8.0, outcome="uneventful"),
+        ],
+    )
+    assert len(failures(verdict, OVERLAP)) == 1, verdict.failures
+    assert "2.90 s" in failures(verdict, OVERLAP)[0]
+
+
+def stale_history(
+    first: list[dict[str, Any]], *, stopped: bool = True
+) -> tuple[list[Task], list[TaskRun], list[dict[str, Any]], Life]:
+    """Worker 1's group stopped at 2 with a body of run r6 under way; r6
+    taken at 20; r7 started on worker 2 at 21 and completed at 40; worker
+    1 resumed at 30 (unless not ``stopped``); ``first``: r6's body."""
+    runs = [
+        run("r6", 4, 1, RunStatus.LOST, started=0, taken=20),
+        run("r7", 4, 2, RunStatus.EVENTFUL, started=21, main=W2),
+    ]
+    notes = [*first, *body("b", "r7", 4, 2, 21.2, main=W2, end=40)]
+    journal = life((2, W1, STOP_GROUP), (30, W1, CONT)) if stopped else life()
+    return [task(4)], runs, notes, journal
+
+
+def test_a_stale_copy_proven_harmless() -> None:
+    """Stopped by RunTaken a second after its process resumed."""
+    verdict = check(*stale_history(body("a", "r6", 4, 1, 0.5, stopped=31.0)))
+    assert verdict.failures == []
+    assert len(verdict.stale) == 1 and "stopped (RunTaken)" in verdict.stale[0]
+    assert verdict.stale_seconds == pytest.approx(1.0, abs=0.01)
+    assert verdict.delivered == verdict.due == 1
+
+
+@pytest.mark.parametrize("said", [None, "eventful", "failed"])
+def test_a_stale_copy_refused_by_the_fence_is_harmless(said: str | None) -> None:
+    """Its end recorded superseded (with the body's outcome), or never."""
+    tasks, runs, notes, journal = stale_history(
+        body("a", "r6", 4, 1, 0.5, end=30.5, accepted=False)
+    )
+    if said is not None:
+        runs[0] = run("r6", 4, 1, RunStatus.SUPERSEDED, started=0, taken=20, stale=said)
+    verdict = check(tasks, runs, notes, journal)
+    assert "refused by the fence" in verdict.stale[0]
+    if said == "failed":  # the store says the body failed: it did not
+        assert [f for f in failures(verdict, WRONG) if "stale end says failed" in f]
+    else:
+        assert verdict.failures == []
+
+
+@pytest.mark.parametrize(
+    ("first", "stopped", "why"),
+    [
+        (body("a", "r6", 4, 1, 0.5, stopped=38.0), True, "ran 8.0 s after it could hear"),
+        (body("a", "r6", 4, 1, 0.5, end=31.0), True, "its side effect was accepted"),
+        (body("a", "r6", 4, 1, 0.5, stopped=22.0), False, "neither stopped nor cut"),
+    ],
+    ids=["too late", "accepted", "never stopped"],
+)
+def test_an_unproven_stale_copy_is_an_overlap(
+    first: list[dict[str, Any]], stopped: bool, why: str
+) -> None:
+    verdict = check(*stale_history(first, stopped=stopped))
+    found = failures(verdict, OVERLAP)
+    assert len(found) == 1 and why in found[0], verdict.failures
+    assert verdict.stale == []
+
+
+def killed_history(kill: float) -> tuple[list[Task], list[TaskRun], list[dict[str, Any]], Life]:
+    """Run r8's body completed at 2; worker 1 killed at ``kill``; r8 taken
+    17 s later; r9 started on worker 2 a second after and completed."""
+    runs = [
+        run("r8", 5, 1, RunStatus.LOST, started=0, taken=kill + 17),
+        run("r9", 5, 2, RunStatus.EVENTFUL, started=kill + 18, main=W2),
+    ]
+    notes = [
+        *body("a", "r8", 5, 1, 0.5, end=2.0),
+        *body("b", "r9", 5, 2, kill + 18.2, main=W2, end=kill + 19),
+    ]
+    return [task(5)], runs, notes, life((kill, W1, KILL))
+
+
+def test_an_end_that_died_with_its_worker_is_shown_and_counted_apart() -> None:
+    verdict = check(*killed_history(kill=3.0))
+    assert verdict.failures == []
+    assert verdict.delivered == verdict.due == 1
+    assert len(verdict.explained["ended, then killed before its end was recorded"]) == 1
+    assert len(verdict.explained["end lost with its process (killed)"]) == 1
+
+
+def test_a_kill_long_after_an_end_excuses_nothing() -> None:
+    """The worker records an end itself within 3 beats: a kill 28 s after
+    the end is no reason for it to be missing."""
+    verdict = check(*killed_history(kill=30.0))
+    assert [f for f in failures(verdict, DOUBLED) if "should have been recorded" in f]
+    assert [f for f in failures(verdict, WRONG) if "r8" in f]
+    assert not verdict.explained
+
+
+def test_a_oneshot_that_never_completed_is_lost() -> None:
+    verdict = check(
+        [task(6)],
+        [run("r10", 6, 1, RunStatus.LOST, started=0, taken=20)],
+        body("a", "r10", 6, 1, 0.5, stopped=25, outcome=""),
+        life((2, W1, STOP_GROUP), (24, W1, CONT)),
+    )
+    assert len(failures(verdict, LOST)) == 1
+    assert failures(verdict, WRONG) == []
+
+
+def test_a_callback_posted_twice_by_one_run_is_a_double() -> None:
+    from soakjobs import check_jobs
+
+    hook = Task(type="webhook", next_run=at(0), deadline=at(60), id=7, status=TaskStatus.COMPLETED)
+    key = idempotency_key("job-0", at(0))
+    runs = [
+        run("r11", 7, 1, RunStatus.EVENTFUL, started=0),
+        run("r12", 7, 2, RunStatus.EVENTFUL, started=9),
+    ]
+    records = Records({7: hook}, runs, {}, {"job-0": JobView("job-0", (JobInstant(at(0), hook),))})
+    checker = Checker(records, life(), TIMEOUTS, work_type=WORK)
+    posts = [{"key": key, "run": "r11", "t": T0 + t} for t in (0.5, 0.7)]
+    check_jobs(checker, {"http": posts, "notify": []})
+    assert [f for f in failures(checker.verdict, DOUBLED) if "one run executed twice" in f]
+    # a run recorded good whose callback never arrived
+    assert [f for f in failures(checker.verdict, WRONG) if "r12" in f and "nothing delivered" in f]

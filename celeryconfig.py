@@ -26,3 +26,12 @@ task_reject_on_worker_lost = True
 # not run on some nodes straight to an allowed worker
 worker_direct = True
 broker_connection_retry_on_startup = True
+# each worker process renews the runs it executes this often (seconds); keep
+# it at most half the monitor's --ping-timeout
+try:
+    swh_scheduler_lease_ping = float(os.environ.get("SWH_SCHEDULER_LEASE_PING") or 10)
+except ValueError:
+    raise SystemExit(
+        "SWH_SCHEDULER_LEASE_PING: "
+        f"{os.environ['SWH_SCHEDULER_LEASE_PING']!r} is not a number of seconds"
+    ) from None

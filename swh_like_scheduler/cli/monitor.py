@@ -27,24 +27,26 @@ _MONITOR_OPTIONS = [
         type=_SECONDS,
         default=30.0,
         show_default=True,
-        help="Seconds without a ping after which a lease's owner is put on notice "
-        "(steal_start_at is set).",
+        help="Seconds without a sign of life from the process running a run's body "
+        "(a lease's ping, the heartbeat of every guarded run; counted from the start "
+        "until the first) after which its copy is put on notice. Keep it at least twice "
+        "the workers' swh_scheduler_lease_ping.",
     ),
     click.option(
         "--grace",
         type=_SECONDS,
         default=30.0,
         show_default=True,
-        help="Seconds the owner then has to ping again before its run is lost and "
-        "the task runnable again.",
+        help="Seconds the copy then has to renew its run before the run is taken "
+        "(ended lost) and the task runnable again.",
     ),
     click.option(
         "--worker-timeout",
         type=_SECONDS,
         default=None,
-        help="Seconds without a heartbeat after which a plain (non-leased) worker is "
-        "offline and its runs lost. Default: per worker, the longer of 3 heartbeat "
-        "periods and 180 s.",
+        help="Seconds without a heartbeat after which a worker is offline and the "
+        "runs no start guard took (tasks not built on SchedulerTask) are lost. Default: "
+        "per worker, the longer of 3 heartbeat periods and 180 s.",
     ),
     click.option(
         "--offline-grace",
@@ -52,7 +54,8 @@ _MONITOR_OPTIONS = [
         default=60.0,
         show_default=True,
         help="Seconds a worker that said it went offline (worker-offline: a warm "
-        "shutdown, a broker reconnect) has to report its runs before they are lost.",
+        "shutdown, a broker reconnect) has to report the runs no start guard took "
+        "before they are lost.",
     ),
     click.option(
         "--oneshot-expiry-grace",

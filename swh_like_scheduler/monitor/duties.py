@@ -6,11 +6,14 @@ number of runners and ``start-monitor`` processes may try and exactly one
 does the duties. A holder that stops renewing (crash, ``kill -9``) loses the
 lock ``lock_ttl`` later and another takes over. Then, in order:
 
-1. **steal** expired leases (the lease protocol; database clock);
+1. **steal**: the runs whose copy (the process running the body: a
+   lease's pings, the heartbeat of every guarded run) has not renewed them
+   for ``ping_timeout`` are put on notice, and taken after ``grace``
+   (database clock);
 2. **silent workers**: workers without a heartbeat for ``worker_timeout``
-   are marked offline; the plain runs of workers offline for longer than
-   ``offline_grace`` end ``lost`` (a warm shutdown says offline, then
-   finishes its runs; their real outcomes come first);
+   are marked offline; the runs no start guard took, of workers offline for
+   longer than ``offline_grace``, end ``lost`` (a warm shutdown says
+   offline, then finishes its runs; their real outcomes come first);
 3. **one-shot expiry**: waiting one-shot tasks with a ``max_delay``, never
    dispatched, whose should_start_by passed more than ``oneshot_expiry_grace``
    ago, and that a runner pass with room which *began* after that (and
@@ -205,13 +208,18 @@ def monitor_tick(
     )
     if steal.warned:
         logger.warning(
-            "%d lease(s) without a ping for %s: steal started",
+            "%d run(s) not renewed by their copy for %s: put on notice",
             len(steal.warned),
             settings.ping_timeout,
         )
     for run in steal.stolen:
         logger.warning(
-            "run %s of task %s lost: lease stolen from %s", run.backend_id, run.task_id, run.worker
+            "run %s of task %s lost: taken from its copy on %s (no sign of life for %s + %s)",
+            run.backend_id,
+            run.task_id,
+            run.worker,
+            settings.ping_timeout,
+            settings.grace,
         )
     offline = store.sweep_silent_workers(
         now=now,

@@ -130,6 +130,7 @@ class Heartbeat:
         every: float = DEFAULT_EVERY,
         record_after: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        background: bool = True,
     ) -> None:
         if not every > 0:
             raise ValueError(f"swh_scheduler_lease_ping: {every} must be longer than zero")
@@ -142,6 +143,8 @@ class Heartbeat:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        #: beat in a daemon thread of its own (else the caller calls :meth:`beat`)
+        self.background = background
 
     # -- the body's side ------------------------------------------------------
 
@@ -201,7 +204,7 @@ class Heartbeat:
     # -- the thread -------------------------------------------------------------
 
     def _ensure_thread(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
+        if not self.background or (self._thread is not None and self._thread.is_alive()):
             return
         with self._lock:
             if self._thread is not None and self._thread.is_alive():

@@ -197,7 +197,9 @@ class RunEndMethods(SQLBase):
         the run ends ``superseded``, its result kept, the task untouched.
         Otherwise, when the loss was a guess (worker offline, run taken
         away), the outcome replaces ``lost`` (:meth:`_replace_loss`); a body
-        the lease stopped (``LeaseStopped``) or yielded reports no outcome."""
+        stopped because its run was taken (``RunTaken``, the lease's
+        ``LeaseStopped``) or that yielded reports no outcome: the run stays
+        ``lost`` and the copy dispatched since goes on."""
         task_row = conn.execute(
             self._lock(sa.select(task_t.c.id).where(task_t.c.id == run.task_id))
         ).first()
@@ -215,7 +217,7 @@ class RunEndMethods(SQLBase):
             return self._supersede(conn, run, end, status, later)
         last = run.history[-1].get("event") if run.history else None
         if last not in (WORKER_OFFLINE, STOLEN) or (
-            status is RunStatus.FAILED and "LeaseStopped" in (end.error or "")
+            status is RunStatus.FAILED and any(stop in (end.error or "") for stop in _TAKEN_STOPS)
         ):
             return run
         return self._replace_loss(conn, run, end, status, apply)
@@ -313,6 +315,10 @@ class RunEndMethods(SQLBase):
         conn.execute(UPDATE_TASK, [{**rows.task_to_row(after), "id_": task.id}])
         return run
 
+
+#: what a body stopped because its run was taken raises (the heartbeat's,
+#: the lease's): its failure is no outcome of the task
+_TAKEN_STOPS = ("RunTaken", "LeaseStopped")
 
 _REAL_OUTCOMES = frozenset(
     {

@@ -157,6 +157,29 @@ def test_a_taken_copys_end_before_any_other_start_replaces_lost(
     assert not refused.granted and refused.reason is Refusal.FINISHED_RUN
 
 
+@pytest.mark.parametrize("stop", ["RunTaken()", "LeaseStopped('stolen')"])
+def test_a_taken_copy_stopped_before_any_other_start_is_no_failure(
+    store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome, stop: str
+) -> None:
+    """The copy learns its run was taken (its process resumed) and is
+    stopped before the copy dispatched since has started: its stop is no
+    outcome of the task (the soak's seed 5 recorded it ``failed``, counted
+    a failure and cancelled the new copy)."""
+    task, first = dispatched(store)
+    assert store.guard_start(first.backend_id, node="n1", name="w1", tag="old").granted
+    taken_away(store, task, apply)
+    queued = store.schedule_task_run(task.id or 0, now=task_of(store, task.id).next_run)
+    [kept] = store.end_task_runs(
+        [RunEnd(first.backend_id, RunStatus.FAILED, datetime.now(UTC), None, stop)], apply=apply
+    )
+    assert kept is not None and kept.status is RunStatus.LOST
+    assert [h["event"] for h in kept.history][-1] == "stolen"
+    assert task_of(store, task.id).failure_count == 0
+    # the copy dispatched meanwhile runs
+    assert run_of(store, queued.backend_id).status is RunStatus.SCHEDULED
+    assert store.guard_start(queued.backend_id, node="n2", name="w2", tag="new").granted
+
+
 def test_a_taken_copys_own_final_write_writes_nothing(
     store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome
 ) -> None:

@@ -297,7 +297,10 @@ class Checker:
             what = f"{task.kwargs.get('tid')} run {run.backend_id} ({run.status})"
             if run.status.is_good:
                 if not bodies:
-                    self.verdict.fail(WRONG, f"{what}: recorded good, no body ran")
+                    guard = "a start" if assigned(run, run.fence) else "no start of the guard"
+                    self.verdict.fail(
+                        WRONG, f"{what}: recorded good by {run.worker}, no body ran ({guard})"
+                    )
                 elif not any(
                     e.good and e.accepted and _GOOD[e.outcome or ""] is run.status for e in bodies
                 ):

@@ -92,15 +92,18 @@ def end(soak: Soak, fault: Fault, state: dict[str, Any]) -> None:
 
 def stop_worker(soak: Soak, name: str, *, main: bool) -> dict[str, Any]:
     """Stop a worker's main process alone (``main``: its pool goes on) or
-    its whole group; a probe worker when a body of a while runs on it if
-    one does within :data:`CATCH` seconds (a stall between bodies tests
-    less)."""
+    its whole group; a probe worker when a body with a while to go runs on
+    it, if one does within :data:`CATCH` seconds (a stall between bodies
+    tests less)."""
     if not soak.alive(name):
         return {}
     deadline = time.monotonic() + CATCH
     caught = False
+    # a whole group stopped with a long body under way: its new copy may
+    # still run when it resumes
+    left = 1.0 if main else 5.0
     if name.startswith("work"):
-        while not (caught := soak.busy(name)) and time.monotonic() < deadline:
+        while not (caught := soak.busy(name, left=left)) and time.monotonic() < deadline:
             time.sleep(0.05)
     if main:
         soak.signal_main(name, signal.SIGSTOP)

@@ -85,6 +85,10 @@ class Scale:
     #: the second installation's one-shots and recurring tasks of each kind
     other_oneshots: int = 6
     other_recurring: int = 1
+    #: one-shots whose body works for a while (a stalled worker is caught
+    #: with one under way, and its new copy still runs when it resumes)
+    long_oneshots: int = 3
+    long_duration: tuple[float, float] = (10.0, 30.0)
 
 
 QUICK = Scale(seconds=60, mean_gap=11, recurring=4, oneshots=25, jobs=6)
@@ -101,6 +105,7 @@ FULL = Scale(
     twin=(20.0, 90.0),
     other_oneshots=60,
     other_recurring=2,
+    long_oneshots=30,
 )
 
 
@@ -263,11 +268,19 @@ def make_plan(
             _ensure(rng, faults, kind, scale, targets)
     faults.append(Fault(round(rng.uniform(0, span / 5), 1), OTHER, "install-2"))
     faults.sort(key=lambda f: f.at)
+    long = tuple(
+        OneShot(
+            f"l{n}",
+            round(rng.uniform(2, span * 0.6), 2),
+            round(rng.uniform(*scale.long_duration), 1),
+        )
+        for n in range(scale.long_oneshots)
+    )
     return Plan(
         seed,
         scale,
         tuple(_recurring(rng, scale.recurring)),
-        oneshots,
+        oneshots + long,
         tuple(jobs),
         tuple(faults),
         tuple(_recurring(rng, scale.other_recurring, "x")),

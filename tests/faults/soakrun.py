@@ -272,7 +272,9 @@ class Soak(ProcessTable):
                 backoff_factor=1.5,
                 max_queue_length=500,
                 num_retries=2,
-                max_allowed_duration=timedelta(seconds=60),
+                # long bodies stopped for a minute stay within Celery's time
+                # limits (enforced by the worker's main process, on its clock)
+                max_allowed_duration=timedelta(minutes=10),
                 **quick,  # type: ignore[arg-type]
             )
         )

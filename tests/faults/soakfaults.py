@@ -93,15 +93,15 @@ def end(soak: Soak, fault: Fault, state: dict[str, Any]) -> None:
 def stop_worker(soak: Soak, name: str, *, main: bool) -> dict[str, Any]:
     """Stop a worker's main process alone (``main``: its pool goes on) or
     its whole group; a probe worker when a body with a while to go runs on
-    it, if one does within :data:`CATCH` seconds (a stall between bodies
-    tests less)."""
+    it, if one does within :data:`CATCH` seconds (three times that for a
+    whole group; a stall between bodies tests less)."""
     if not soak.alive(name):
         return {}
-    deadline = time.monotonic() + CATCH
+    # a whole group stopped with a long body under way (waited for longer):
+    # its new copy may still run when it resumes
+    left, wait = (1.0, CATCH) if main else (5.0, 3 * CATCH)
+    deadline = time.monotonic() + wait
     caught = False
-    # a whole group stopped with a long body under way: its new copy may
-    # still run when it resumes
-    left = 1.0 if main else 5.0
     if name.startswith("work"):
         while not (caught := soak.busy(name, left=left)) and time.monotonic() < deadline:
             time.sleep(0.05)

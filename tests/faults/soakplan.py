@@ -87,7 +87,7 @@ class Scale:
     other_recurring: int = 1
     #: one-shots whose body works for a while (a stalled worker is caught
     #: with one under way, and its new copy still runs when it resumes)
-    long_oneshots: int = 3
+    long_oneshots: int = 6
     long_duration: tuple[float, float] = (10.0, 30.0)
 
 
@@ -105,7 +105,7 @@ FULL = Scale(
     twin=(20.0, 90.0),
     other_oneshots=60,
     other_recurring=2,
-    long_oneshots=30,
+    long_oneshots=60,
 )
 
 
@@ -331,8 +331,11 @@ def _target(rng: random.Random, kind: str, scale: Scale, targets: Targets) -> tu
         return rng.choice(targets.listeners), rng.uniform(*scale.listener_down)
     if kind == "pause":
         return rng.choice(targets.workers), rng.uniform(*scale.pause)
-    if kind in ("stall_main", "stall_worker"):
+    if kind == "stall_main":
         return rng.choice(targets.workers), rng.uniform(*scale.stall)
+    if kind == "stall_worker":  # a probe worker: its bodies leave notes
+        probes = [w for w in targets.workers if w.startswith("work")] or targets.workers
+        return rng.choice(probes), rng.uniform(*scale.stall)
     if kind == "runner_pause":
         assert scale.runner_pause is not None
         return rng.choice(targets.runners), rng.uniform(*scale.runner_pause)

@@ -16,7 +16,9 @@ def db() -> None:
 
 
 def _engine_for(cli: CliContext) -> sa.Engine:
-    return make_engine(cli.settings.db_url)
+    # a command's bounds (no statement timeout); a migration also sets none
+    # for its transaction, whatever the URL says (migrations.upgrade)
+    return make_engine(cli.settings.db_url, role="cli")
 
 
 @db.command("init")

@@ -6,7 +6,10 @@ with :func:`~swh_like_scheduler.store.open_store` owns the one it creates.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from sqlalchemy import event
 
 from ..exceptions import InvalidInput
 from .interface import Capabilities
+from .session import SessionBounds, bounded_parameters
 
 #: Execution option that makes a SQLite transaction take the write lock at
 #: ``BEGIN`` (``BEGIN IMMEDIATE``) instead of failing later on upgrade.
@@ -71,7 +75,42 @@ def capabilities_of(engine: sa.Engine) -> Capabilities:
     )
 
 
-def make_engine(url: str | sa.URL, **kwargs: Any) -> sa.Engine:
+@dataclass(frozen=True)
+class Sessions:
+    """How the sessions of a PostgreSQL engine are opened (:mod:`.session`)."""
+
+    bounds: SessionBounds
+    #: the libpq parameters of every connection: the URL's, completed
+    parameters: dict[str, Any]
+
+
+_SESSIONS: weakref.WeakKeyDictionary[sa.Engine, Sessions] = weakref.WeakKeyDictionary()
+
+
+def sessions_of(engine: sa.Engine) -> Sessions | None:
+    """The session set-up of ``engine`` (``None``: not a PostgreSQL engine
+    made by :func:`make_engine`)."""
+    return _SESSIONS.get(engine)
+
+
+def connect_parameters(engine: sa.Engine) -> tuple[list[Any], dict[str, Any]]:
+    """``(args, kwargs)`` of the driver's ``connect`` for a connection made
+    outside ``engine``'s pool with the same bounds (the start guard's held
+    connections, the runner's ``LISTEN``)."""
+    args, options = engine.dialect.create_connect_args(engine.url)
+    sessions = sessions_of(engine)
+    if sessions is not None:
+        options.update(sessions.parameters)
+    return list(args), dict(options)
+
+
+def make_engine(
+    url: str | sa.URL,
+    *,
+    role: str | None = None,
+    bounds: SessionBounds | None = None,
+    **kwargs: Any,
+) -> sa.Engine:
     """An engine for ``url`` set up the way the store expects.
 
     SQLite: the file's folder is created, foreign keys are enforced, WAL
@@ -81,7 +120,10 @@ def make_engine(url: str | sa.URL, **kwargs: Any) -> sa.Engine:
 
     PostgreSQL: sessions use the UTC time zone, so that timestamps read
     through the driver directly (the claim's rows) are UTC whatever the
-    server's ``TimeZone``, like those read through the store's types.
+    server's ``TimeZone``, like those read through the store's types. Every
+    connection is opened with the bounds of ``role`` (a daemon, ``cli``, or
+    ``None`` for a library user: :meth:`SessionBounds.for_role`), or
+    ``bounds``, completed by what the URL says (:mod:`.session`).
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -92,8 +134,21 @@ def make_engine(url: str | sa.URL, **kwargs: Any) -> sa.Engine:
     except (ModuleNotFoundError, sa.exc.NoSuchModuleError) as error:
         raise InvalidInput("db_url", _missing_driver(parsed, error)) from error
     if parsed.get_backend_name() == "postgresql":
+        _bound_sessions(engine, bounds or SessionBounds.for_role(role))
         event.listen(engine, "connect", _utc_session)
     return engine
+
+
+def _bound_sessions(engine: sa.Engine, bounds: SessionBounds) -> None:
+    """Open every connection of ``engine`` with ``bounds``."""
+    _, given = engine.dialect.create_connect_args(engine.url)
+    given.pop("context", None)  # psycopg's adapters, not a libpq parameter
+    parameters = bounded_parameters(given, bounds, os.environ)
+    _SESSIONS[engine] = Sessions(bounds, parameters)
+
+    @event.listens_for(engine, "do_connect")
+    def _bounded(_dialect: Any, _record: Any, _args: Any, params: dict[str, Any]) -> None:
+        params.update(parameters)
 
 
 def _missing_driver(url: sa.URL, error: Exception) -> str:

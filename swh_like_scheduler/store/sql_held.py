@@ -10,7 +10,8 @@ durability are the same: each call is committed as it runs (autocommit),
 before the body starts.
 
 :class:`HeldConnections` keeps one autocommit psycopg connection per thread,
-made from the engine's URL and options but outside its pool, so a thread
+made from the engine's URL and options, with the engine's session bounds
+(:func:`.engine.connect_parameters`), but outside its pool, so a thread
 pool of any size never waits on the pool's limit. A connection that fails
 (the server restarted, the network dropped) is closed and forgotten: the
 call raises the store's error (:func:`.errors.translate`), as the engine's
@@ -31,6 +32,7 @@ from typing import Any
 import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 
+from .engine import connect_parameters
 from .errors import translate
 
 
@@ -52,9 +54,8 @@ class HeldConnections:
         self._inherited: list[Any] = []
 
     def _connect(self) -> Any:
-        dialect = self._engine.dialect
-        args, options = dialect.create_connect_args(self._engine.url)
-        connection = dialect.connect(*args, **options)
+        args, options = connect_parameters(self._engine)
+        connection = self._engine.dialect.connect(*args, **options)
         connection.autocommit = True
         connection.execute("SET TIME ZONE 'UTC'")
         with self._lock:

@@ -200,6 +200,7 @@ class RunMethods(RunEndMethods, DispatchMethods):
         if row is None or not row.stale:
             return
         with self._write("analyze tasks") as conn:
+            self._maintenance(conn)
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_ANALYZE_LOCK)))
             row = conn.execute(_STALE_STATISTICS).first()
             if row is not None and row.stale:

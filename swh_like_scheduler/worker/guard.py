@@ -121,7 +121,7 @@ def store_for(url: str, *, index_url: str | None = None) -> tuple[SQLAlchemyStor
             # no ping before each checkout: one round trip per start; a
             # connection broken by a database restart fails one start, which
             # is delivered again (and the pool reconnects)
-            store = SQLAlchemyStore.from_url(url, pool_pre_ping=False)
+            store = SQLAlchemyStore.from_url(url, pool_pre_ping=False, role="worker")
             if index_url:
                 from ..index import IndexedStore, RedisIndex
 

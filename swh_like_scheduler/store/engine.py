@@ -18,6 +18,7 @@ from sqlalchemy import event
 
 from ..exceptions import InvalidInput
 from .interface import Capabilities
+from .lockwatch import LockWatch
 from .session import SessionBounds, bounded_parameters
 
 #: Execution option that makes a SQLite transaction take the write lock at
@@ -82,6 +83,8 @@ class Sessions:
     bounds: SessionBounds
     #: the libpq parameters of every connection: the URL's, completed
     parameters: dict[str, Any]
+    #: reports statements that wait on a lock (``None``: off)
+    watch: LockWatch | None
 
 
 _SESSIONS: weakref.WeakKeyDictionary[sa.Engine, Sessions] = weakref.WeakKeyDictionary()
@@ -123,7 +126,8 @@ def make_engine(
     server's ``TimeZone``, like those read through the store's types. Every
     connection is opened with the bounds of ``role`` (a daemon, ``cli``, or
     ``None`` for a library user: :meth:`SessionBounds.for_role`), or
-    ``bounds``, completed by what the URL says (:mod:`.session`).
+    ``bounds``, completed by what the URL says (:mod:`.session`); a
+    statement waiting on a lock is reported (:mod:`.lockwatch`).
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -140,15 +144,58 @@ def make_engine(
 
 
 def _bound_sessions(engine: sa.Engine, bounds: SessionBounds) -> None:
-    """Open every connection of ``engine`` with ``bounds``."""
+    """Open every connection of ``engine`` with ``bounds`` and watch its
+    statements' lock waits."""
     _, given = engine.dialect.create_connect_args(engine.url)
     given.pop("context", None)  # psycopg's adapters, not a libpq parameter
     parameters = bounded_parameters(given, bounds, os.environ)
-    _SESSIONS[engine] = Sessions(bounds, parameters)
+    watch = None
+    if bounds.lock_wait_log is not None and bounds.lock_wait_log.total_seconds() > 0:
+        watch = LockWatch(_watch_connect(engine), bounds.lock_wait_log.total_seconds())
+    _SESSIONS[engine] = Sessions(bounds, parameters, watch)
 
     @event.listens_for(engine, "do_connect")
     def _bounded(_dialect: Any, _record: Any, _args: Any, params: dict[str, Any]) -> None:
         params.update(parameters)
+
+    if watch is None:
+        return
+
+    @event.listens_for(engine, "connect")
+    def _note_pid(dbapi_connection: Any, record: Any) -> None:
+        record.info["backend_pid"] = dbapi_connection.info.backend_pid
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _begin(conn: sa.Connection, _cursor: Any, statement: str, *_: Any) -> None:
+        pid = conn.info.get("backend_pid")
+        if pid is not None:
+            watch.begin(pid, statement)
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def _end(*_: Any) -> None:
+        watch.end()
+
+    @event.listens_for(engine, "handle_error")
+    def _failed(_context: Any) -> None:
+        watch.end()
+
+
+def _watch_connect(engine: sa.Engine) -> Any:
+    """How the lock watch connects: like ``engine``, outside its pool,
+    named apart, quick to give up."""
+    reference = weakref.ref(engine)
+
+    def connect() -> Any:
+        found = reference()
+        if found is None:
+            raise RuntimeError("the engine is gone")
+        args, options = connect_parameters(found)
+        options.update(application_name="swh-scheduler-lockwatch", connect_timeout="5")
+        connection = found.dialect.loaded_dbapi.connect(*args, **options)
+        connection.autocommit = True
+        return connection
+
+    return connect
 
 
 def _missing_driver(url: sa.URL, error: Exception) -> str:

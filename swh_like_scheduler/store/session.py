@@ -58,6 +58,8 @@ class SessionBounds:
     #: schedule-health counts, measured loads): set for their transaction
     #: only, never lower than the session's own bound
     maintenance_timeout: timedelta | None = timedelta(minutes=10)
+    #: a statement waiting this long on a lock is logged once (:mod:`.lockwatch`)
+    lock_wait_log: timedelta | None = timedelta(seconds=5)
     #: seconds of silence before the first keepalive probe, between probes,
     #: and probes lost before the connection is dropped (both ends)
     keepalives_idle: int = 20

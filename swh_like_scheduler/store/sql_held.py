@@ -32,7 +32,7 @@ from typing import Any
 import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 
-from .engine import connect_parameters
+from .engine import connect_parameters, sessions_of
 from .errors import translate
 
 
@@ -102,12 +102,19 @@ class HeldConnections:
             connection = self._connection()
         except driver_error as error:
             raise _translated(error, driver_error, text, values, where) from error
+        sessions = sessions_of(self._engine)
+        watch = sessions.watch if sessions is not None else None
+        if watch is not None:
+            watch.begin(connection.info.backend_pid, text)
         try:
             row = connection.execute(text, dict(values), prepare=True).fetchone()
         except driver_error as error:
             if connection.broken or connection.closed or not _statement_error(error):
                 self._forget(connection)
             raise _translated(error, driver_error, text, values, where) from error
+        finally:
+            if watch is not None:
+                watch.end()
         return tuple(row) if row is not None else None
 
     def close(self) -> None:

@@ -1,8 +1,10 @@
-"""Every PostgreSQL session of ours is bounded (store/session.py), on a real
-server: a transaction left idle, maintenance statements, a migration."""
+"""Every PostgreSQL session of ours is bounded (store/session.py) and a
+statement waiting on a lock is reported once (store/lockwatch.py), on a real
+server: a held table lock, a held row lock, a transaction left idle."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +37,7 @@ SHOWN = {
     "application_name": "swh-scheduler-runner",
 }
 SHOW = "SELECT " + ", ".join(f"current_setting('{name}')" for name in SHOWN)
+WATCH_LOGGER = "swh_like_scheduler.store.lockwatch"
 
 
 def libpq(url: str) -> str:
@@ -85,6 +88,69 @@ def test_every_session_of_a_daemon_is_bounded_and_named(postgres_url: str) -> No
         assert pooled == held == listening == tuple(SHOWN.values())
     finally:
         waker.close()
+        store.close()
+
+
+def test_a_read_waiting_on_a_lock_is_reported_once_then_cut_by_its_timeout(
+    postgres_url: str, admin: psycopg.Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The runner's "next ready" read behind a table lock (it waited 62 s,
+    silent): one warning naming the table and the holder, then the
+    statement timeout ends it."""
+    bounds = SessionBounds(
+        statement_timeout=timedelta(seconds=4), lock_wait_log=timedelta(seconds=1)
+    )
+    store = SQLAlchemyStore.from_url(postgres_url, bounds=bounds)
+    caplog.set_level(logging.WARNING, logger=WATCH_LOGGER)
+    try:
+        ready_task(store)
+        with psycopg.connect(libpq(postgres_url), application_name="test-holder") as holder:
+            holder.execute("LOCK TABLE task IN ACCESS EXCLUSIVE MODE")
+            began = time.monotonic()
+            thread, outcome = in_thread(lambda: store.next_ready_time("t"))
+            thread.join(timeout=15)
+            took = time.monotonic() - began
+            holder.rollback()  # a read still waiting ends now
+            thread.join()
+        assert isinstance(outcome.get("error"), StatementTimeout), outcome
+        assert took < 10
+        reports = [r.getMessage() for r in caplog.records if r.name == WATCH_LOGGER]
+        assert len(reports) == 1, reports
+        assert "lock on table task, held by pid" in reports[0]
+        assert "test-holder, idle in transaction: LOCK TABLE task" in reports[0]
+        assert "SELECT min(task.next_run)" in reports[0]
+    finally:
+        store.close()
+
+
+def test_a_guard_start_waiting_on_a_row_lock_is_reported(
+    postgres_url: str, admin: psycopg.Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The start guard's held connection (outside the pool) is watched too;
+    a row lock names the row's table."""
+    bounds = SessionBounds(lock_wait_log=timedelta(seconds=1))
+    store = SQLAlchemyStore.from_url(postgres_url, bounds=bounds)
+    caplog.set_level(logging.WARNING, logger=WATCH_LOGGER)
+    try:
+        task_id = ready_task(store)
+        run = store.schedule_task_run(task_id, now=datetime.now(UTC))
+        with psycopg.connect(libpq(postgres_url), application_name="test-holder") as holder:
+            holder.execute("SELECT id FROM task_run WHERE task_id = %s FOR UPDATE", (task_id,))
+            thread, outcome = in_thread(
+                lambda: store.guard_start(run.backend_id, node="n", name="w", tag="x")
+            )
+
+            def reported() -> bool:
+                return any(r.name == WATCH_LOGGER for r in caplog.records)
+
+            wait_until(reported, 15, "the guard's wait to be reported")
+            holder.rollback()
+            thread.join(timeout=15)
+        assert outcome["value"].granted
+        message = next(r.getMessage() for r in caplog.records if r.name == WATCH_LOGGER)
+        assert "lock on table task_run, held by pid" in message
+        assert "test-holder" in message
+    finally:
         store.close()
 
 

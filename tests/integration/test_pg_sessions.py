@@ -5,6 +5,9 @@ server: a held table lock, a held row lock, a transaction left idle."""
 from __future__ import annotations
 
 import logging
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -182,6 +185,48 @@ def test_a_transaction_left_idle_is_ended_by_the_server_and_its_rows_freed(
         assert store.next_ready_time("t") is not None
     finally:
         store.close()
+
+
+#: a client that reads nothing of a large result: stopped, it leaves the
+#: server's session blocked writing to it (``ClientWrite``), where neither
+#: the statement nor the idle timeout applies
+STALLED_READER = """
+import sys
+from datetime import timedelta
+from swh_like_scheduler.store import make_engine
+from swh_like_scheduler.store.session import SessionBounds
+
+bounds = SessionBounds(application_name="test-stalled", tcp_user_timeout=timedelta(seconds=3))
+with make_engine(sys.argv[1], bounds=bounds).connect() as conn:
+    print("reading", flush=True)
+    conn.exec_driver_sql("SELECT repeat('x', 1000) FROM generate_series(1, 200000)").all()
+"""
+
+
+def test_a_session_blocked_writing_to_a_stopped_client_is_dropped(
+    postgres_url: str, admin: psycopg.Connection
+) -> None:
+    """A runner stopped while the server still sends its claim's rows:
+    the server's ``tcp_user_timeout`` drops the session (and its locks)."""
+    reader = subprocess.Popen(
+        [sys.executable, "-c", STALLED_READER, postgres_url], stdout=subprocess.PIPE
+    )
+    try:
+        assert reader.stdout is not None and reader.stdout.readline()
+
+        def state() -> str | None:
+            row = admin.execute(
+                "SELECT wait_event FROM pg_stat_activity WHERE application_name = 'test-stalled'"
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        wait_until(lambda: state() is not None, 15, "the reader's session")
+        reader.send_signal(signal.SIGSTOP)
+        wait_until(lambda: state() == "ClientWrite", 15, "the server blocked writing to it")
+        wait_until(lambda: state() is None, 20, "the server to drop the stalled session")
+    finally:
+        reader.kill()
+        reader.wait(10)
 
 
 def test_maintenance_statements_get_their_own_bound(postgres_url: str) -> None:

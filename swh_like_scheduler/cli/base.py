@@ -13,7 +13,7 @@ import click
 from ..config import ENV_PREFIX, Settings, load_settings
 from ..exceptions import InvalidInput, NotFound, SchedulerError, StoreError
 from ..store import SchedulerStore, SQLAlchemyStore, missing_sqlite_file
-from ..store.session import CLI_ROLE
+from ..store.session import CLI_ROLE, PoolSize, daemon_pool
 
 #: the commands that are daemons, and the role their database sessions take
 #: (each is named ``swh-scheduler-<role>`` in ``pg_stat_activity``)
@@ -76,6 +76,8 @@ class CliContext:
     create_empty: bool = False
     #: whose session bounds the database is opened with (:mod:`..store.session`)
     role: str = CLI_ROLE
+    #: the pool of the database's engine (a daemon's: :func:`daemon_pool`)
+    pool: PoolSize | None = None
     _store: SchedulerStore | None = field(default=None, repr=False)
     _index: RedisIndex | None = field(default=None, repr=False)
 
@@ -114,6 +116,8 @@ class CliContext:
             )
         if self._store is None:
             self.role = DAEMONS.get(command, CLI_ROLE)
+            if self.pool is None and self.role != CLI_ROLE:
+                self.pool = daemon_pool(self.role)
         store = self._opened()
         assert isinstance(store, SQLAlchemyStore)
         return store
@@ -161,6 +165,7 @@ class CliContext:
             self.settings.db_url,
             max_argument_bytes=self.settings.max_argument_bytes,
             role=self.role,
+            pool=self.pool,
         )
         if self.settings.db_is_default:
             # the embedded default is created (and kept current) on first use

@@ -114,6 +114,44 @@ class SessionBounds:
         }
 
 
+@dataclass(frozen=True)
+class PoolSize:
+    """An engine's pool: the connections it keeps once opened (``size``) and
+    those it opens beyond them at a burst (``overflow``, closed when given
+    back). A thread that finds all of them taken waits (30 s at most)."""
+
+    size: int
+    overflow: int = 0
+
+    @property
+    def most(self) -> int:
+        return self.size + self.overflow
+
+
+#: the connections each daemon runs statements on at once, pooled (the
+#: README's "Connections and timeouts" counts them, with the connections
+#: kept outside the pool)
+def daemon_pool(role: str, *, claimers: int = 2, lanes: int = 4, api: int = 10) -> PoolSize:
+    """The pool of a daemon ``role``: the runner's claims and the
+    publisher's marks (``claimers`` + 1; two more at a burst, for the Redis
+    index's rebuilds), the listener's ``lanes`` and its catch-up (+ 1 at a
+    burst), the API's ``api`` connections, shared by its request threads
+    and its background counts, a worker process's rare writes outside the
+    start (its starts run on held connections, one per thread), the
+    monitor's and standalone's one (+ 2)."""
+    if role in ("runner", "beat"):
+        return PoolSize(claimers + 1, 2)
+    if role == "listener":
+        return PoolSize(lanes + 1, 1)
+    if role == "api":
+        return PoolSize(api, 0)
+    if role == "worker":
+        return PoolSize(1, 4)
+    if role in ("monitor", "standalone"):
+        return PoolSize(1, 2)
+    raise ValueError(f"unknown daemon {role!r}")
+
+
 def _ms(value: timedelta | None) -> int:
     """Milliseconds of ``value``, 0 (PostgreSQL's "no bound") for ``None``."""
     if value is None:
@@ -252,8 +290,10 @@ def effective_timeout(parameters: Mapping[str, Any], name: str) -> float:
 __all__ = [
     "CLI_ROLE",
     "DAEMON_ROLES",
+    "PoolSize",
     "SessionBounds",
     "bounded_parameters",
+    "daemon_pool",
     "duration_ms",
     "effective_timeout",
     "named_settings",

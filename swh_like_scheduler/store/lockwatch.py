@@ -156,7 +156,7 @@ class LockWatch:
         now = self._clock()
         entry = _Running(backend_pid, statement, now, now + self.after)
         with self._cond:
-            if self._pid != os.getpid():  # first use in this process: our own thread
+            if not self._pid:  # first use in this process (reset in a fork's child)
                 self._pid = os.getpid()
                 threading.Thread(target=self._watch, name="lock-watch", daemon=True).start()
             self._running[threading.get_ident()] = entry

@@ -220,7 +220,14 @@ def test_a_session_blocked_writing_to_a_stopped_client_is_dropped(
             ).fetchone()
             return None if row is None else str(row[0])
 
-        wait_until(lambda: state() is not None, 15, "the reader's session")
+        def reading() -> bool:
+            row = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'test-stalled'"
+                " AND state = 'active' AND query LIKE 'SELECT repeat%'"
+            ).fetchone()
+            return bool(row and row[0])
+
+        wait_until(reading, 15, "the reader's query under way")
         reader.send_signal(signal.SIGSTOP)
         wait_until(lambda: state() == "ClientWrite", 15, "the server blocked writing to it")
         wait_until(lambda: state() is None, 20, "the server to drop the stalled session")

@@ -13,6 +13,7 @@ from .sql_bulk import BulkMethods
 from .sql_catchup import CatchUpMethods
 from .sql_edit import EditMethods
 from .sql_health import HealthMethods
+from .sql_identity import IdentityMethods
 from .sql_jobs import JobMethods
 from .sql_lease import LeaseMethods
 from .sql_load import LoadMethods
@@ -32,5 +33,6 @@ class SQLAlchemyStore(
     JobMethods,
     CatchUpMethods,
     LoadMethods,
+    IdentityMethods,
 ):
     """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite)."""

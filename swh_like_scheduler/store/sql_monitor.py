@@ -58,6 +58,7 @@ from ..records import (
 )
 from . import rows
 from .interface import ApplyOutcome
+from .sql_identity import IdentityMethods
 from .sql_lease import _TICK, LeaseMethods, _entry
 from .tables import dispatch_room as room_t
 from .tables import scheduler_lock as lock_t
@@ -69,7 +70,7 @@ from .tables import worker as worker_t
 _OPEN = [s.value for s in OPEN_RUN_STATUSES]
 
 
-class MonitorMethods(LeaseMethods):
+class MonitorMethods(LeaseMethods, IdentityMethods):
     """Workers and their lost runs, one-shot expiry, the monitor's lock."""
 
     def _upsert(self, table: sa.Table) -> Any:
@@ -370,7 +371,7 @@ class MonitorMethods(LeaseMethods):
         )
         run = TaskRun(
             task_id=task.id,
-            backend_id=run_backend_id(task.id, task.next_run),
+            backend_id=run_backend_id(task.id, task.next_run, self._run_namespace(conn)),
             slot=task.next_run,
             scheduled=now,
             status=RunStatus.CANCELLED,

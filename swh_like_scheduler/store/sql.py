@@ -20,6 +20,7 @@ from .sql_load import LoadMethods
 from .sql_monitor import MonitorMethods
 from .sql_runs import RunMethods
 from .sql_tasks import TaskMethods
+from .sql_workers import WorkerMethods
 
 
 class SQLAlchemyStore(
@@ -34,5 +35,6 @@ class SQLAlchemyStore(
     CatchUpMethods,
     LoadMethods,
     IdentityMethods,
+    WorkerMethods,
 ):
     """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite)."""

@@ -147,13 +147,14 @@ def why_unchanged(
     *,
     worker: WorkerState | None = None,
 ) -> str:
-    """Why ``action`` (``respawn``, ``enable``, ``disable``, ``cancel``; the
-    console's ``run-now`` is a respawn) left ``task`` as it is, and what to
-    do instead, from the task and its latest run: ``unchanged: …``."""
+    """Why ``action`` (``respawn``, ``enable``, ``disable``, ``cancel``,
+    ``delete``; the console's ``run-now`` is a respawn) left ``task`` as it
+    is, and what to do instead, from the task and its latest run:
+    ``unchanged: …``."""
     verb = "respawn" if action == "run-now" else action
     ref = f"`swh scheduler task {{}} {task.id}`"
     status = task.status
-    if verb == "respawn" and status is TaskStatus.SCHEDULED:
+    if verb in ("respawn", "delete") and status is TaskStatus.SCHEDULED:
         state = run_state(task, run, now, worker=worker)
         if state is not None and state.is_open:
             return (

@@ -96,6 +96,9 @@ def test_why_respawn_and_enable_change_nothing() -> None:
     assert why_unchanged("run-now", SCHEDULED, QUEUED, now).startswith(
         "unchanged: the task has an open run: run 12 was dispatched at"
     )
+    assert why_unchanged("delete", SCHEDULED, RUNNING, now).startswith(
+        "unchanged: the task has an open run: run 12 started at"
+    )
     enable = why_unchanged("enable", SCHEDULED, RUNNING, now)
     assert enable.startswith("unchanged: the task is not disabled, it is dispatched: run 12")
     waiting = make_task(status=TaskStatus.WAITING)

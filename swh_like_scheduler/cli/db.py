@@ -50,6 +50,10 @@ def upgrade(cli: CliContext, revision: str) -> None:
         before = migrations.current_revision(engine)
         migrations.upgrade(engine, revision)
         after = migrations.current_revision(engine)
+        if after == migrations.head_revision():
+            # written now, by the operator's command, rather than by the
+            # first daemon that asks for it
+            SQLAlchemyStore(engine).installation_id()
     finally:
         engine.dispose()
     click.echo(f"Database upgraded from {before or 'empty'} to {after}")

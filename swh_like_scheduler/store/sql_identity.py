@@ -46,7 +46,10 @@ class IdentityMethods(SQLBase):
         if cached is not None:
             return cached
         with self._write("read the installation id") as conn:
-            return self._installation(conn)
+            found = self._installation(conn)
+        if self._bound is None:  # committed: kept for the store's life
+            self.__dict__["_installation_id"] = found
+        return found
 
     def new_installation_id(self, *, now: datetime) -> str:
         """Give the database a new random identity (a copy of another
@@ -61,22 +64,27 @@ class IdentityMethods(SQLBase):
 
     def _installation(self, conn: sa.Connection) -> str:
         """The installation id, read (and written first if missing) in
-        ``conn``'s transaction; kept for the store's life."""
+        ``conn``'s transaction. An id read from the table is kept for the
+        store's life; one written here is not until it was read back (the
+        caller's transaction may still roll back: another process may then
+        write another one)."""
         cached: str | None = self.__dict__.get("_installation_id")
         if cached is not None:
             return cached
-        found = conn.scalar(sa.select(installation_t.c.id).where(installation_t.c.one == 1))
-        if found is None:
-            dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
-            conn.execute(
-                dialect.insert(installation_t)
-                .values(one=1, id=uuid.uuid4().hex, created_at=datetime.now(UTC))
-                .on_conflict_do_nothing(index_elements=[installation_t.c.one])
-            )
-            found = conn.scalar(sa.select(installation_t.c.id).where(installation_t.c.one == 1))
-        assert isinstance(found, str)
-        self.__dict__["_installation_id"] = found
-        return found
+        query = sa.select(installation_t.c.id).where(installation_t.c.one == 1)
+        found = conn.scalar(query)
+        if found is not None:
+            self.__dict__["_installation_id"] = found
+            return str(found)
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        conn.execute(
+            dialect.insert(installation_t)
+            .values(one=1, id=uuid.uuid4().hex, created_at=datetime.now(UTC))
+            .on_conflict_do_nothing(index_elements=[installation_t.c.one])
+        )
+        written = conn.scalar(query)  # ours, or the one another process wrote first
+        assert isinstance(written, str)
+        return written
 
     def _run_namespace(self, conn: sa.Connection) -> uuid.UUID:
         """The namespace of this installation's run ids (read in ``conn``:

@@ -129,7 +129,7 @@ def twin_workers(
         "SWH_SCHEDULER_DB_URL": store.engine.url.render_as_string(hide_password=False),
     }
     argv = [
-        *(sys.executable, "-m", "celery", "-A", "monitorapp", "worker", "-E"),
+        *(sys.executable, "-m", "celery", "-A", "twinapp", "worker", "-E"),
         *("-P", "threads", "-c", "2", "-Q", queue, "-n", hostname),
         *("--without-gossip", "--without-mingle", "--loglevel", "WARNING"),
     ]

@@ -87,10 +87,14 @@ def test_two_live_processes_under_one_name_keep_their_runs(
     [state] = [w for w in store.get_workers() if w.hostname == name]
     assert {state.pid, state.other_pid} == {41, 97}
     # 41 stops (kill -9): once it has been silent for the restart silence,
-    # its run is lost and 97's is kept
+    # its copy is put on notice (taken after the steal grace unless its body's
+    # process renews it), and 97's is left alone
     later = [beat(name, 97, ts + 60 + 2 * n) for n in range(8)]
-    lost = handler.handle_worker_events(later)
-    assert [r.backend_id for r in lost] == [first.backend_id]
+    assert handler.handle_worker_events(later) == []
+    assert [h["event"] for h in run_of(store, first).history][-1] == "pinged_late"
+    assert [h["event"] for h in run_of(store, second).history] == ["assigned"]
+    report = store.steal_expired_leases(ping_timeout=H, grace=timedelta(microseconds=1))
+    assert [r.backend_id for r in report.stolen] == [first.backend_id]
     assert run_of(store, first).status is RunStatus.LOST
     assert run_of(store, second).status is RunStatus.STARTED
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context
 
+from swh_like_scheduler.migrations import without_statement_timeout
 from swh_like_scheduler.store.engine import WRITE_OPTION, make_engine
 from swh_like_scheduler.store.tables import metadata
 
@@ -32,10 +33,11 @@ def run() -> None:
     if connection is not None:
         _migrate(connection)
         return
-    engine = make_engine(config.get_main_option("sqlalchemy.url") or "")
+    engine = make_engine(config.get_main_option("sqlalchemy.url") or "", role="cli")
     try:
         with engine.connect() as conn:
             conn.execution_options(**{WRITE_OPTION: True})
+            without_statement_timeout(conn)
             _migrate(conn)
             conn.commit()
     finally:

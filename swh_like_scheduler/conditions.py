@@ -17,6 +17,7 @@ from . import policy
 from .exceptions import UnknownTaskType
 from .jsonable import hidden_kwargs
 from .model import Task, TaskRun, TaskStatus
+from .records import WorkerState
 from .store import SchedulerStore, TaskFilter
 
 #: the statuses whose tasks the summary reads
@@ -85,6 +86,34 @@ def last_failure(store: SchedulerStore, task_id: int) -> TaskRun | None:
     counts as a failure), read through that task's runs only."""
     found = store.get_task_runs(task_id, limit=1, statuses=sorted(policy.FAILED_STATUSES))
     return found[0] if found else None
+
+
+def latest_run(store: SchedulerStore, task_id: int) -> tuple[TaskRun | None, WorkerState | None]:
+    """The task's latest run, and its worker's row while the run is open."""
+    found = store.get_task_runs(task_id, limit=1)
+    run = found[0] if found else None
+    worker = None
+    if run is not None and run.worker and run.status.is_open:
+        worker = next((w for w in store.get_workers() if w.hostname == run.worker), None)
+    return run, worker
+
+
+def latest_run_state(
+    store: SchedulerStore, task: Task, now: datetime, *, queue: str | None = None
+) -> policy.RunState | None:
+    """:func:`policy.run_state` of ``task``'s latest run (for ``explain``)."""
+    run, worker = latest_run(store, task.id or 0)
+    return policy.run_state(task, run, now, worker=worker, queue=queue)
+
+
+def unchanged_reason(store: SchedulerStore, action: str, task_id: int, now: datetime) -> str:
+    """Why ``action`` (respawn, enable, disable, cancel, run-now) changed
+    nothing on task ``task_id`` (:func:`policy.why_unchanged`), read now."""
+    found = store.get_tasks([task_id])
+    if not found:
+        return f"unchanged: there is no task {task_id} (any more)"
+    run, worker = latest_run(store, task_id)
+    return policy.why_unchanged(action, found[0], run, now, worker=worker)
 
 
 def _lateness_order(entry: Listed) -> tuple[int, int, float, int]:

@@ -59,12 +59,23 @@ def current_revision(engine: sa.Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+def without_statement_timeout(conn: sa.Connection) -> None:
+    """No statement timeout for the rest of ``conn``'s transaction
+    (PostgreSQL), whatever the database URL says: a migration rewrites
+    tables and builds indexes for as long as their size takes, and one
+    cancelled half-way is rolled back whole, to be run again for as long."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.select(sa.func.set_config("statement_timeout", "0", True)))
+
+
 def upgrade(engine: sa.Engine, revision: str = "head") -> None:
-    """Bring the schema to ``revision`` (creating it in an empty database)."""
+    """Bring the schema to ``revision`` (creating it in an empty database),
+    in one transaction without a statement timeout."""
     config = alembic_config()
     _quiet_preamble()
     with translated("upgrade schema"), engine.connect() as conn:
         conn.execution_options(**{WRITE_OPTION: True})
+        without_statement_timeout(conn)
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
         conn.commit()

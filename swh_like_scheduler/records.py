@@ -171,13 +171,46 @@ class WorkerSighting:
 
 @dataclass(frozen=True)
 class WorkerState:
-    """A row of the ``worker`` table."""
+    """A row of the ``worker`` table: the name's latest event
+    (``last_heartbeat_at``, ``online``, ``freq``) and main process ``pid``
+    (the one of its latest event), first seen at ``pid_since``; and
+    ``other_pid``, another main process seen under the same name, last seen
+    at ``other_seen_at``: a restart in progress (the old process, until it
+    has been silent long enough) or a second live worker under one name."""
 
     hostname: str
     last_heartbeat_at: datetime
     online: bool
     freq: float | None = None
     pid: int | None = None
+    pid_since: datetime | None = None
+    other_pid: int | None = None
+    other_seen_at: datetime | None = None
+
+
+class WorkerChangeKind(StrEnum):
+    """What the main processes seen under one worker name show."""
+
+    #: the main process ``other_pid`` stopped sending while ``pid`` sends
+    #: under its name: it is gone, and its runs with it
+    RESTART = "restart"
+    #: ``pid`` and ``other_pid`` both send under the name: two live workers
+    #: share it (neither is taken for a restart of the other)
+    DUPLICATE = "duplicate"
+
+
+@dataclass(frozen=True)
+class WorkerChange:
+    """A restart or a duplicate seen under the worker name ``hostname``:
+    ``pid`` is the main process alive now, ``other_pid`` the one gone
+    (restart) or the other live one (duplicate); ``at``, for a restart, the
+    instant from which ``pid`` was seen (runs it took are its own)."""
+
+    kind: WorkerChangeKind
+    hostname: str
+    at: datetime
+    pid: int
+    other_pid: int
 
 
 @dataclass(frozen=True)

@@ -118,15 +118,18 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
-def run_backend_id(task_id: int, slot: datetime) -> str:
+def run_backend_id(task_id: int, slot: datetime, namespace: uuid.UUID = RUN_NAMESPACE) -> str:
     """The Celery task id of a task's run for one slot.
 
     Derived from the task id and the slot only, so re-publishing the run's
     message reuses the same id and a duplicate delivery can be recognised.
     It is the name-based (MD5, version 3) UUID of ``"<task id>@<slot in
-    microseconds since the epoch>"`` in :data:`RUN_NAMESPACE`: integers
-    only, so that the PostgreSQL store can compute the very same id inside
-    its claim statement.
+    microseconds since the epoch>"`` in ``namespace``: integers only, so
+    that the PostgreSQL store can compute the very same id inside its claim
+    statement. A store gives its installation's namespace (derived from the
+    id stored in its database), so that two installations, whose task ids
+    and slots may well coincide, never give two runs one id;
+    :data:`RUN_NAMESPACE` is the default of a caller without a store.
     """
     micros = (slot - _EPOCH) // _MICROSECOND
-    return str(uuid.uuid3(RUN_NAMESPACE, f"{task_id}@{micros}"))
+    return str(uuid.uuid3(namespace, f"{task_id}@{micros}"))

@@ -99,6 +99,8 @@ class TasksOut(Out):
 class ActedOut(Out):
     changed: bool
     task: TaskOut
+    #: why the action changed nothing (``None`` when it changed the task)
+    reason: str | None = None
 
 
 class RunOut(Out):

@@ -53,6 +53,7 @@ READ_METHODS = frozenset(
         "get_task_runs",
         "count_task_runs",
         "get_workers",
+        "installation_id",
     }
 )
 WRITE_METHODS = frozenset(

@@ -107,10 +107,18 @@ def get_task(state: State, task_id: TaskId) -> dict[str, Any]:
     return plain(task_json(_task(state, task_id)))
 
 
-def _acted(state: Any, task_id: int, act: Callable[[list[int]], list[Task]]) -> dict[str, Any]:
+def _acted(
+    state: Any, task_id: int, action: str, act: Callable[[list[int]], list[Task]]
+) -> dict[str, Any]:
+    """What ``action`` did: the task, whether it changed, and why not."""
     changed = act([task_id])
     task = changed[0] if changed else _task(state, task_id)
-    return {"changed": bool(changed), "task": plain(task_json(task))}
+    reason = (
+        None
+        if changed
+        else conditions.unchanged_reason(state.store, action, task_id, state.clock())
+    )
+    return {"changed": bool(changed), "task": plain(task_json(task)), "reason": reason}
 
 
 @router.post("/{task_id}/cancel", dependencies=[WRITE], response_model=ActedOut)
@@ -118,7 +126,7 @@ def cancel_task(state: State, task_id: TaskId) -> dict[str, Any]:
     """Cancel: a dispatched run is revoked (and refused at start if a worker
     missed the revoke); a running leased run stops at its next ping."""
     now = state.clock()
-    answer = _acted(state, task_id, lambda ids: state.store.cancel_tasks(ids, now=now))
+    answer = _acted(state, task_id, "cancel", lambda ids: state.store.cancel_tasks(ids, now=now))
     if answer["changed"] and state.revoke is not None:
         runs = state.store.get_task_runs(task_id, limit=1)
         pending = [r.backend_id for r in runs if r.status is RunStatus.CANCELLED and not r.started]
@@ -134,21 +142,23 @@ def respawn_task(
     """Make the task runnable again now (or at ``next_run``), whatever its status."""
     now = state.clock()
     at = _instant("next_run", body.next_run if body else None) or now
-    return _acted(state, task_id, lambda ids: state.store.respawn_tasks(ids, next_run=at, now=now))
+    return _acted(
+        state, task_id, "respawn", lambda ids: state.store.respawn_tasks(ids, next_run=at, now=now)
+    )
 
 
 @router.post("/{task_id}/disable", dependencies=[WRITE], response_model=ActedOut)
 def disable_task(state: State, task_id: TaskId) -> dict[str, Any]:
     """Take the task out of scheduling (a running run finishes)."""
     now = state.clock()
-    return _acted(state, task_id, lambda ids: state.store.disable_tasks(ids, now=now))
+    return _acted(state, task_id, "disable", lambda ids: state.store.disable_tasks(ids, now=now))
 
 
 @router.post("/{task_id}/enable", dependencies=[WRITE], response_model=ActedOut)
 def enable_task(state: State, task_id: TaskId) -> dict[str, Any]:
     """Put a disabled task back into scheduling."""
     now = state.clock()
-    return _acted(state, task_id, lambda ids: state.store.enable_tasks(ids, now=now))
+    return _acted(state, task_id, "enable", lambda ids: state.store.enable_tasks(ids, now=now))
 
 
 @router.get("/{task_id}/explain", dependencies=[READ])
@@ -166,7 +176,9 @@ def explain_task(
         raise NotFound(f"no task type named {task.type!r}")
     instant = _instant("at", at) or state.clock()
     failure = conditions.last_failure(state.store, task_id)
-    return plain(policy.explain(task, task_type, instant, last_failure=failure).to_dict())
+    run = conditions.latest_run_state(state.store, task, instant, queue=task_type.effective_queue)
+    answer = policy.explain(task, task_type, instant, last_failure=failure, run=run)
+    return plain(answer.to_dict())
 
 
 @router.get("/{task_id}/runs", dependencies=[READ], response_model=list[RunOut])

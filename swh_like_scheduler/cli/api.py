@@ -11,6 +11,7 @@ import click
 
 from ..config import ENV_PREFIX
 from ..exceptions import InvalidInput
+from ..store.session import daemon_pool
 from .base import CliContext, pass_cli, scheduler
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,14 @@ def broker_hooks(
     help="Log each request: method, path, status, milliseconds, token number (never "
     "the secret) or address.",
 )
+@click.option(
+    "--db-pool-size",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Database connections the server keeps and uses at most: requests "
+    "beyond them wait for one (their statements are bounded: 30 s).",
+)
 @click.option("--log-level", default="info", show_default=True)
 @pass_cli
 def rpc_serve(
@@ -99,6 +108,7 @@ def rpc_serve(
     count_every: float,
     rate_limit: float,
     access_log: bool,
+    db_pool_size: int,
     log_level: str,
 ) -> None:
     """Serve the scheduler over HTTP: task types, tasks, runs, conditions,
@@ -143,6 +153,7 @@ def rpc_serve(
     )
     if access_log:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    cli.pool = daemon_pool("api", api=db_pool_size)
     app = create_app(cli.scheduling_store("rpc-serve"), api, broker_check=check, revoke=revoke)
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)

@@ -13,6 +13,17 @@ import click
 from ..config import ENV_PREFIX, Settings, load_settings
 from ..exceptions import InvalidInput, NotFound, SchedulerError, StoreError
 from ..store import SchedulerStore, SQLAlchemyStore, missing_sqlite_file
+from ..store.session import CLI_ROLE, PoolSize, daemon_pool
+
+#: the commands that are daemons, and the role their database sessions take
+#: (each is named ``swh-scheduler-<role>`` in ``pg_stat_activity``)
+DAEMONS = {
+    "start-runner": "runner",
+    "start-listener": "listener",
+    "start-monitor": "monitor",
+    "rpc-serve": "api",
+    "standalone": "standalone",
+}
 
 if TYPE_CHECKING:
     from ..index import RedisIndex
@@ -63,6 +74,10 @@ class CliContext:
     #: also create the schema in a given database that holds no table at all
     #: (``standalone``: the whole platform, its database included)
     create_empty: bool = False
+    #: whose session bounds the database is opened with (:mod:`..store.session`)
+    role: str = CLI_ROLE
+    #: the pool of the database's engine (a daemon's: :func:`daemon_pool`)
+    pool: PoolSize | None = None
     _store: SchedulerStore | None = field(default=None, repr=False)
     _index: RedisIndex | None = field(default=None, repr=False)
 
@@ -90,13 +105,19 @@ class CliContext:
         return self._store
 
     def sql_store(self, command: str) -> SQLAlchemyStore:
-        """The database itself, for ``command`` (a daemon, the server...)."""
+        """The database itself, for ``command`` (a daemon, the server...):
+        opened with the session bounds of that daemon (:data:`DAEMONS`), or
+        of a command when ``command`` is none."""
         if self.remote:
             raise InvalidInput(
                 "db-url",
                 f"{command} needs the database itself, not a server: give a "
                 "postgresql:// or sqlite:// URL",
             )
+        if self._store is None:
+            self.role = DAEMONS.get(command, CLI_ROLE)
+            if self.pool is None and self.role != CLI_ROLE:
+                self.pool = daemon_pool(self.role)
         store = self._opened()
         assert isinstance(store, SQLAlchemyStore)
         return store
@@ -141,7 +162,10 @@ class CliContext:
 
         self.check_database_exists()
         store = SQLAlchemyStore.from_url(
-            self.settings.db_url, max_argument_bytes=self.settings.max_argument_bytes
+            self.settings.db_url,
+            max_argument_bytes=self.settings.max_argument_bytes,
+            role=self.role,
+            pool=self.pool,
         )
         if self.settings.db_is_default:
             # the embedded default is created (and kept current) on first use

@@ -1,4 +1,4 @@
-"""``swh scheduler db …``: create and upgrade the database schema."""
+"""``swh scheduler db …``: create and upgrade the database schema; its identity."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import click
 import sqlalchemy as sa
 
 from .. import migrations
-from ..store import make_engine
+from ..store import SQLAlchemyStore, make_engine
 from .base import CliContext, emit_json, pass_cli, scheduler
 
 
@@ -16,7 +16,9 @@ def db() -> None:
 
 
 def _engine_for(cli: CliContext) -> sa.Engine:
-    return make_engine(cli.settings.db_url)
+    # a command's bounds (no statement timeout); a migration also sets none
+    # for its transaction, whatever the URL says (migrations.upgrade)
+    return make_engine(cli.settings.db_url, role="cli")
 
 
 @db.command("init")
@@ -31,10 +33,13 @@ def init(cli: CliContext) -> None:
                 f"the database is at revision {before}; use `swh scheduler db upgrade`"
             )
         migrations.upgrade(engine)
+        # the installation's identity is written now (its first use)
+        installation = SQLAlchemyStore(engine).installation_id()
     finally:
         engine.dispose()
     where = engine.url.render_as_string(hide_password=True)
     click.echo(f"Database {where} is at revision {migrations.head_revision()}")
+    click.echo(f"Installation id: {installation}")
 
 
 @db.command("upgrade")
@@ -47,6 +52,10 @@ def upgrade(cli: CliContext, revision: str) -> None:
         before = migrations.current_revision(engine)
         migrations.upgrade(engine, revision)
         after = migrations.current_revision(engine)
+        if after == migrations.head_revision():
+            # written now, by the operator's command, rather than by the
+            # first daemon that asks for it
+            SQLAlchemyStore(engine).installation_id()
     finally:
         engine.dispose()
     click.echo(f"Database upgraded from {before or 'empty'} to {after}")
@@ -68,3 +77,31 @@ def version(cli: CliContext, as_json: bool) -> None:
         emit_json({"database": current, "code": code, "current": current == code})
         return
     click.echo(f"database: {current or 'empty'}; code: {code}")
+
+
+@db.command("identity")
+@click.option(
+    "--new",
+    "renew",
+    is_flag=True,
+    help="Give this database a new identity (a copy of another installation's "
+    "database, e.g. a restored dump). Stop every daemon of the installation first.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_cli
+def identity(cli: CliContext, renew: bool, as_json: bool) -> None:
+    """Print the installation's id (stored in the database at `db init` or its
+    first use) and the listener's default event queue, which is named after it."""
+    from ..listener.names import event_queue_name
+    from .base import now
+
+    store = cli.sql_store("db identity")
+    installation = store.new_installation_id(now=now()) if renew else store.installation_id()
+    queue = event_queue_name(installation)
+    if as_json:
+        emit_json({"installation_id": installation, "event_queue": queue, "renewed": renew})
+        return
+    if renew:
+        click.echo("New identity given; restart every daemon and worker of the installation.")
+    click.echo(f"installation: {installation}")
+    click.echo(f"event queue:  {queue}")

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from ..exceptions import InvalidInput
 from ..quietlog import QuietLog
 from .base import CliContext, emit_json, now, pass_cli, scheduler
 
@@ -31,10 +32,12 @@ logger = logging.getLogger(__name__)
 )
 @click.option(
     "--queue-name",
-    default="celeryev.swh-scheduler-listener",
-    show_default=True,
     help="Event queue to read. Listeners with the same name share the events "
-    "(durable on RabbitMQ: events wait there while no listener runs).",
+    "(durable on RabbitMQ: events wait there while no listener runs). Default: "
+    "celeryev.swh-scheduler-listener.<installation>, named after the id stored "
+    "in the database (`swh scheduler db identity`), so that two installations on "
+    "one broker never share it. Earlier versions read "
+    "celeryev.swh-scheduler-listener: give that name to keep it.",
 )
 @click.option(
     "--batch-size",
@@ -80,7 +83,7 @@ def start_listener(
     cli: CliContext,
     broker_url: str | None,
     once: bool,
-    queue_name: str,
+    queue_name: str | None,
     batch_size: int,
     batch_wait: float,
     catch_up_every: float,
@@ -94,6 +97,8 @@ def start_listener(
     from ..celery_factory import make_app
     from ..listener import EventHandler, Listener, ListenerOptions, catch_up
 
+    if queue_name is not None and not queue_name.strip():
+        raise InvalidInput("queue-name", "must not be empty (leave it out for the installation's)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
     store = cli.scheduling_store("start-listener")

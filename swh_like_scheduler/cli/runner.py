@@ -12,6 +12,7 @@ import click
 
 from ..exceptions import UnknownTaskType
 from ..model import RUNNER_ORDER, DispatchOrder, Priority
+from ..store.session import daemon_pool
 from .base import CliContext, emit_json, now, pass_cli, scheduler
 from .monitor import monitor_options, monitor_settings, republish_delay
 
@@ -135,6 +136,7 @@ def start_runner(
         if monitor
         else None
     )
+    cli.pool = daemon_pool("runner", claimers=claimers)
     store = cli.scheduling_store("start-runner")
     for name in types:  # a typo would serve nothing, for ever
         if store.get_task_type(name) is None:

@@ -94,8 +94,13 @@ def standalone(
 
     In an empty database, a few example tasks are created so that runs show
     up within a minute.
+
+    One standalone per database: a second one on the same database refuses
+    (naming the first one's pid and host). A child that exits on its own is
+    started again (after 1 s, then twice as long each time, at most 60 s).
     """
     from ..standalone import Options, Platform
+    from ..standalone.lock import StandaloneRunning
     from ..standalone.redis import EmbeddedRedisError
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -126,7 +131,7 @@ def standalone(
             "standalone"
         )  # creates/upgrades the embedded database before anything starts
         code = Platform(options, store, sys.stdout).run(stop)
-    except (EmbeddedRedisError, OSError) as error:
+    except (EmbeddedRedisError, OSError, StandaloneRunning) as error:
         raise Failed(f"standalone: {error}") from None
     finally:
         for sig, handler in previous.items():

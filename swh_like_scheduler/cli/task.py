@@ -11,6 +11,7 @@ from typing import IO, Any
 
 import click
 
+from .. import conditions
 from ..builders import task_from_input
 from ..exceptions import InvalidInput, NotFound, UnknownTaskType
 from ..importer import FORMATS, guess_format, read_rows, tasks_from_rows
@@ -322,21 +323,34 @@ def list_pending(
     show_tasks(pending, as_json, f"Found {plural(len(pending), f'{task_type} task')}")
 
 
+#: what an action's tasks say when it changed them, by action
+DONE = {
+    "respawn": "respawned",
+    "enable": "enabled",
+    "disable": "disabled",
+    "cancel": "cancelled",
+}
+
+
 def _act(
-    cli: CliContext, verb: str, ids: tuple[int, ...], changed: list[Task], as_json: bool
+    cli: CliContext, action: str, ids: tuple[int, ...], changed: list[Task], as_json: bool
 ) -> None:
+    """Say what ``action`` did to each task: changed (stdout, or the JSON
+    list of the changed tasks), or why not (stderr, in both forms)."""
+    done = {t.id for t in changed}
     if as_json:
         emit_json([render.task_json(t) for t in changed])
-        return
-    done = {t.id for t in changed}
-    for item in changed:
-        click.echo(f"Task {item.id}: {verb} (status {item.status})")
+    else:
+        for item in changed:
+            click.echo(f"Task {item.id}: {DONE[action]} (status {item.status})")
     skipped = [i for i in ids if i not in done]
     if skipped:
         known = {t.id: t for t in cli.store.get_tasks(skipped)}
+        at = now()
         for task_id in skipped:
             if task_id in known:
-                click.echo(f"Task {task_id}: unchanged (status {known[task_id].status})", err=True)
+                reason = conditions.unchanged_reason(cli.store, action, task_id, at)
+                click.echo(f"Task {task_id}: {reason}", err=True)
         _require_known(skipped, known)  # deleted meanwhile
 
 
@@ -360,10 +374,11 @@ ids_argument = click.argument("ids", nargs=-1, required=True, type=int, metavar=
 @json_option
 @pass_cli
 def respawn(cli: CliContext, ids: tuple[int, ...], next_run: str | None, as_json: bool) -> None:
-    """Make tasks runnable again now (or at --next-run), whatever their status."""
+    """Make tasks runnable again now (or at --next-run), whatever their status,
+    except a task whose run is still open (dispatched or running): each task
+    left unchanged is told on stderr with the reason (its open run, where it
+    is, and what to do)."""
     current = now()
     at = parse_datetime("next_run", next_run) if next_run else current
     _require(cli, ids)
-    _act(
-        cli, "respawned", ids, cli.store.respawn_tasks(list(ids), next_run=at, now=current), as_json
-    )
+    _act(cli, "respawn", ids, cli.store.respawn_tasks(list(ids), next_run=at, now=current), as_json)

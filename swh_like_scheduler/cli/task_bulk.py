@@ -274,7 +274,7 @@ def disable(cli: CliContext, ids: tuple[int, ...], **given: Any) -> None:
     else:
         _require(cli, ids)
         changed = cli.store.disable_tasks(list(ids), now=now())
-        _act(cli, "disabled", ids, changed, given["as_json"])
+        _act(cli, "disable", ids, changed, given["as_json"])
 
 
 @task.command("enable")
@@ -288,7 +288,7 @@ def enable(cli: CliContext, ids: tuple[int, ...], **given: Any) -> None:
     else:
         _require(cli, ids)
         changed = cli.store.enable_tasks(list(ids), now=now())
-        _act(cli, "enabled", ids, changed, given["as_json"])
+        _act(cli, "enable", ids, changed, given["as_json"])
 
 
 @task.command("cancel")
@@ -313,7 +313,7 @@ def cancel(cli: CliContext, ids: tuple[int, ...], broker_url: str | None, **give
     cancelled = cli.store.cancel_tasks(list(ids), now=now())
     runs = [r for t in cancelled for r in cli.store.get_task_runs(t.id or 0, limit=1)]
     revoke([r.backend_id for r in runs if r.status is RunStatus.CANCELLED and not r.started])
-    _act(cli, "cancelled", ids, cancelled, given["as_json"])
+    _act(cli, "cancel", ids, cancelled, given["as_json"])
 
 
 def _revoker(cli: CliContext, broker_url: str | None) -> Callable[[list[str]], None]:

@@ -67,12 +67,14 @@ def _task_and_type(cli: CliContext, task_id: int) -> tuple[Task, TaskType]:
 @pass_cli
 def explain(cli: CliContext, task_id: int, at: str | None, as_json: bool) -> None:
     """Why is task TASK_ID (not) running? Its start times, condition, what
-    moved them, its last failure (run, time, error) and what the retry
-    policy does next."""
+    moved them, its latest run's state (waiting in its queue, running on
+    which worker since when, or ended without its end reaching the task),
+    its last failure (run, time, error) and what the retry policy does next."""
     item, task_type = _task_and_type(cli, task_id)
     instant = parse_datetime("at", at) if at else now()
     failure = conditions.last_failure(cli.store, task_id)
-    answer = policy.explain(item, task_type, instant, last_failure=failure)
+    run = conditions.latest_run_state(cli.store, item, instant, queue=task_type.effective_queue)
+    answer = policy.explain(item, task_type, instant, last_failure=failure, run=run)
     if as_json:
         emit_json(answer.to_dict())
     else:

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from .. import conditions
 from ..api.app import ApiState
 from ..api.auth import Access
 from ..exceptions import InvalidInput, NotFound, SchedulerError
@@ -298,10 +299,19 @@ def _message(request: Request) -> str | None:
         what = query.get("what", "")
         if not _WHAT.fullmatch(what):
             what = "It"
-        unchanged = query.get("changed") == "0"
-        tail = " (it already was: nothing changed)." if unchanged else "."
-        return f"{what} {MESSAGES[did]}{tail}"
+        if query.get("changed") == "0":
+            return f"{what}: {_unchanged_reason(request, did, what)}."
+        return f"{what} {MESSAGES[did]}."
     return None
+
+
+def _unchanged_reason(request: Request, action: str, what: str) -> str:
+    """Why ``action`` changed nothing, read from the store now (the link
+    names the task only, never the words)."""
+    if not what.startswith("Task ") or not what[5:].isdigit():
+        return "unchanged (it already was)"
+    state = _state(request)
+    return conditions.unchanged_reason(state.store, action, int(what[5:]), state.clock())
 
 
 def _cancel(state: ApiState, ids: Sequence[int], now: datetime) -> list[Task]:

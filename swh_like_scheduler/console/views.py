@@ -391,6 +391,9 @@ def task_page(state: ApiState, task_id: int) -> TaskPage | None:
             now,
             # the latest failure among the runs shown (the runs table has the rest)
             last_failure=next((r for r in runs if r.status in policy.FAILED_STATUSES), None),
+            run=conditions.latest_run_state(
+                state.store, task, now, queue=task_type.effective_queue
+            ),
         ),
         firings=firings,
         runs=[_run_row(r) for r in runs],

@@ -3,6 +3,7 @@
 * :mod:`.events` — raw Celery task events parsed into :class:`RunEvent` (pure);
 * :mod:`.handler` — applying them to the store, each outcome exactly once;
 * :mod:`.consumer` — the broker consumer (durable queue on AMQP), batched writes;
+* :mod:`.names` — the event queue's name, the installation's by default;
 * :mod:`.catchup` — recording runs whose events were missed (Redis) from the
   result backend.
 
@@ -11,7 +12,6 @@ Nothing here builds a Celery app or reads the environment: callers pass them.
 
 from .catchup import CatchUpReport, backend_event, catch_up, open_runs
 from .consumer import (
-    DEFAULT_QUEUE_NAME,
     Listener,
     ListenerOptions,
     ListenerReceiver,
@@ -30,9 +30,10 @@ from .handler import (
     handle_events,
     outcome_applier,
 )
+from .names import LEGACY_QUEUE_NAME, event_queue_name
 
 __all__ = [
-    "DEFAULT_QUEUE_NAME",
+    "LEGACY_QUEUE_NAME",
     "Action",
     "BatchSummary",
     "CatchUpReport",
@@ -48,6 +49,7 @@ __all__ = [
     "backend_event",
     "catch_up",
     "drain",
+    "event_queue_name",
     "event_time",
     "handle_event",
     "handle_events",

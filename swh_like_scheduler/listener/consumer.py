@@ -22,7 +22,9 @@ Durability depends on the broker:
   was committed, so events published while the listener is stopped, or
   delivered but not yet applied when it crashes, are applied after it
   restarts. Several listeners using the same queue name share the events;
-  different names each receive every event. Events are published transient
+  different names each receive every event. The default name is the
+  installation's (:mod:`.names`): two installations on one vhost never
+  share a queue. Events are published transient
   by Celery: they survive a listener restart, not a broker restart.
 * **Redis**: events are a fanout (PUBLISH/SUBSCRIBE): only a connected
   listener receives them, and nothing is acknowledged. Events sent while no
@@ -43,7 +45,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -60,11 +62,9 @@ from ..store import SchedulerStore
 from . import metrics, poison
 from .events import TASK_EVENT_KINDS, WORKER_EVENT_ONLINE, EventKind
 from .handler import BatchSummary, EventHandler
+from .names import event_queue_name, legacy_queue_left, legacy_queue_warning
 
 logger = logging.getLogger(__name__)
-
-#: Queue the listener reads events from (shared by listeners using the same name).
-DEFAULT_QUEUE_NAME = "celeryev.swh-scheduler-listener"
 
 #: Every event on the ``celeryev`` exchange.
 ALL_EVENTS: tuple[str, ...] = ("#",)
@@ -88,6 +88,9 @@ RECORDED_ROUTING_KEYS: tuple[str, ...] = (
 class ListenerOptions:
     """How the listener reads and batches events.
 
+    ``queue_name`` ``None`` (the default) is the installation's queue
+    (:func:`~.names.event_queue_name` of the store's installation id), read
+    by the :class:`Listener` when it connects.
     ``durable`` ``None`` means durable on AMQP brokers and not elsewhere.
     ``max_batch_size`` (``None``: four times ``batch_size``) bounds the
     batches applied while events queue up (:func:`next_batch_size`).
@@ -106,7 +109,7 @@ class ListenerOptions:
     does not record are parsed and ignored, as on a ``#`` binding).
     """
 
-    queue_name: str = DEFAULT_QUEUE_NAME
+    queue_name: str | None = None
     batch_size: int = 500
     max_batch_size: int | None = None
     batch_wait: float = 0.2
@@ -124,7 +127,7 @@ class ListenerOptions:
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ValueError(f"batch_size {self.batch_size} must be at least 1")
-        if not self.queue_name:
+        if self.queue_name is not None and not self.queue_name:
             raise ValueError("queue_name must not be empty")
         if not self.routing_keys or not all(self.routing_keys):
             raise ValueError(f"routing_keys {self.routing_keys!r} must be non-empty keys")
@@ -203,6 +206,10 @@ class ListenerReceiver(EventReceiver):
         options: ListenerOptions,
         on_events: Any,
     ) -> None:
+        if options.queue_name is None:
+            raise ValueError(
+                "the receiver needs a queue name (a Listener gives the installation's)"
+            )
         amqp = connection.transport.driver_type == "amqp"
         durable = amqp if options.durable is None else options.durable
         keys = options.routing_keys
@@ -445,9 +452,26 @@ class Listener:
                 self.handler.close()
         return self.stats
 
+    def _named(self, connection: Connection) -> None:
+        """Name the queue after the installation when no name was given (a
+        store error is retried as any), and say once if the queue of earlier
+        versions is left on the vhost (:mod:`.names`)."""
+        if self.options.queue_name is not None:
+            return
+        name = event_queue_name(self.store.installation_id())
+        self.options = replace(self.options, queue_name=name)
+        try:
+            left = legacy_queue_left(connection)
+        except Exception as error:  # only a hint: the listener works without it
+            logger.debug("could not look for the old event queue: %s", error)
+            return
+        if left is not None:
+            logger.warning("%s", legacy_queue_warning(left, name))
+
     def _session(self, *, once: bool) -> None:
         with self.app.connection_for_read() as connection:
             connect(connection)
+            self._named(connection)
             receiver = ListenerReceiver(
                 connection, app=self.app, options=self.options, on_events=self.receive
             )

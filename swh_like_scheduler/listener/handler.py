@@ -23,8 +23,11 @@ sends it first and then finishes its runs, a broker reconnect sends it and
 comes back; the monitor ends the runs of a worker still offline after a
 grace (:meth:`SchedulerStore.sweep_silent_workers`). A worker that comes
 back under the same name from a **new process** (a restart after a crash)
-proves the old one gone: its runs started before are ended ``lost`` at once,
-with the same ``apply`` as any end (:meth:`SchedulerStore.end_worker_runs`).
+proves the old one gone once the old one has been silent for a few
+heartbeats (two processes that both keep sending are two live workers under
+one name: logged, at most once a minute per name, and nothing ended): its
+runs are ended ``lost``, with the same ``apply`` as any end
+(:meth:`SchedulerStore.end_worker_runs`).
 The single-event :meth:`EventHandler.handle` is about runs only.
 
 An end is written with :meth:`SchedulerStore.end_task_runs` (a batch's ends
@@ -57,8 +60,9 @@ from enum import StrEnum
 from typing import Any
 
 from ..model import RunStatus, Task, TaskRun, TaskStatus, TaskType
-from ..monitor.records import WorkerSighting
+from ..monitor.records import WorkerChangeKind, WorkerSighting
 from ..policy import Outcome, RandomSource, already_applied, apply_outcome
+from ..quietlog import QuietLog
 from ..records import STALE_END
 from ..store import SchedulerStore
 from ..store.interface import RunEnd
@@ -66,6 +70,13 @@ from . import poison
 from .events import EventKind, RunEvent, parse_event, parse_worker_event
 
 logger = logging.getLogger(__name__)
+#: a worker name used by two live processes: said at most once a minute per name
+_duplicates = QuietLog(logger, logging.WARNING)
+DUPLICATE_NAME = (
+    "worker name %s is used by two live main processes (pids %s and %s): neither is "
+    "taken for a restart of the other and their runs are left to them; give each worker "
+    "its own name (celery worker -n NAME@%%h)"
+)
 
 
 class Action(StrEnum):
@@ -358,18 +369,28 @@ class EventHandler:
     def _apply_sightings(self, sightings: Sequence[WorkerSighting]) -> list[TaskRun]:
         if not sightings:
             return []
-        restarted = self.store.record_worker_sightings(sightings)
+        changes = self.store.record_worker_sightings(sightings)
         lost: list[TaskRun] = []
-        for sighting in restarted:
+        for change in changes:
+            if change.kind is WorkerChangeKind.DUPLICATE:
+                _duplicates.log(
+                    DUPLICATE_NAME,
+                    change.hostname,
+                    change.other_pid,
+                    change.pid,
+                    key=change.hostname,
+                )
+                continue
             ended = self.store.end_worker_runs(
-                sighting.hostname, at=sighting.at, apply=self._apply, pid=sighting.pid
+                change.hostname, at=change.at, apply=self._apply, pid=change.pid
             )
             for run in ended:
                 logger.warning(
-                    "run %s lost: worker %s came back as a new process (pid %s)",
+                    "run %s lost: worker %s came back as a new process (pid %s; pid %s is silent)",
                     run.backend_id,
                     run.worker,
-                    sighting.pid,
+                    change.pid,
+                    change.other_pid,
                 )
             lost.extend(ended)
         return lost

@@ -77,7 +77,8 @@ class Summary:
         self._at = clock()
         self._received = 0
         self._applied: dict[str, int] = {}
-        self._dropped: dict[str, int] = {}
+        # the drops of this process before this summary began are not its own
+        self._dropped: dict[str, int] = dropped_by_reason()
 
     def tick(self, received: int, applied: BatchSummary) -> str | None:
         """Log (and return) the line if it is due and something happened."""

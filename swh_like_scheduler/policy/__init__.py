@@ -14,7 +14,9 @@ The runner, listener, API, CLI and simulator all call these functions.
 * :mod:`.outcome` — the task after a run's outcome;
 * :mod:`.capacity` — adaptive intervals within the type's capacity;
 * :mod:`.validate` — creation-time rules and a new task's initial state;
-* :mod:`.explain` — "why is my task not running?".
+* :mod:`.explain` — "why is my task not running?";
+* :mod:`.runstate` — which state a task's run is in; why an action changed nothing;
+* :mod:`.workers` — the main processes seen under one worker name: restart or duplicate.
 """
 
 from .blackout import blackout_at, blackout_end, covers_whole_day, leave_blackouts, window_at
@@ -53,6 +55,7 @@ from .retry import (
     retry_state,
     worst_case_retry_sum,
 )
+from .runstate import RunPhase, RunState, run_state, why_unchanged
 from .schedule import (
     Adjustment,
     AdjustmentKind,
@@ -94,6 +97,8 @@ __all__ = [
     "RandomSource",
     "Reason",
     "RetryState",
+    "RunPhase",
+    "RunState",
     "StartTimes",
     "SupportsRandom",
     "adapt_interval",
@@ -134,9 +139,11 @@ __all__ = [
     "retry_base_delay",
     "retry_delay",
     "retry_state",
+    "run_state",
     "shortest_cron_gap",
     "start_times",
     "validate_task",
+    "why_unchanged",
     "window_at",
     "with_default_cooldown",
     "worst_case_retry_sum",

@@ -18,6 +18,7 @@ from .blackout import blackout_at
 from .catchup import catch_up_of, missed_firings
 from .condition import ConditionReport, condition
 from .retry import num_retries, retry_base_delay, retry_state
+from .runstate import RunPhase, RunState
 from .schedule import Adjustment, StartTimes, start_times
 from .times import fmt_duration, fmt_instant, to_utc
 
@@ -151,6 +152,8 @@ class Explanation:
     catch_up_grace: str = ""
     #: what the catch-up policy did or is about to do ("" when nothing)
     catch_up_note: str = ""
+    #: the state of the task's latest run, when the caller read it
+    run: RunState | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -175,6 +178,7 @@ class Explanation:
             "catch_up": self.catch_up,
             "catch_up_grace": self.catch_up_grace,
             "catch_up_note": self.catch_up_note,
+            "run": self.run.to_dict() if self.run is not None else None,
         }
 
     def lines(self) -> list[str]:
@@ -204,6 +208,8 @@ class Explanation:
                 f"Last failure: run {failure.id} ({failure.status}), ended {when(ended)}: "
                 f"{headline(failure.error, ERROR_SHOWN) or 'no error text'}"
             )
+        if self.run is not None:
+            out.append(f"Latest run: {self.run.detail}")
         if self.retry is not None:
             out.append(f"Retries: {self.retry.detail}")
         out += [
@@ -257,7 +263,13 @@ def _failure_json(run: TaskRun | None) -> dict[str, Any] | None:
     }
 
 
-def _blockers(task: Task, now: datetime, can_start_by: datetime) -> list[str]:
+#: the phases of the latest run that keep the task from being dispatched
+_BLOCKING = (RunPhase.QUEUED, RunPhase.RUNNING, RunPhase.END_NOT_APPLIED, RunPhase.NO_RUN)
+
+
+def _blockers(
+    task: Task, now: datetime, can_start_by: datetime, run: RunState | None = None
+) -> list[str]:
     blocked: list[str] = []
     if task.status is TaskStatus.CANCELLED:
         blocked.append("it was cancelled")
@@ -265,11 +277,16 @@ def _blockers(task: Task, now: datetime, can_start_by: datetime) -> list[str]:
         blocked.append("it has completed (one-shot)")
     elif task.status is TaskStatus.DISABLED:
         blocked.append("it is disabled (`task respawn` schedules it again)")
-    if task.owner_started_at is not None:
+    if run is not None:  # the run row says where it is
+        if run.phase in _BLOCKING:
+            blocked.append(run.detail)
+    elif task.owner_started_at is not None:
         where = f" on {task.owner_node}" if task.owner_node else ""
         blocked.append(f"it is already running{where} since {fmt_instant(task.owner_started_at)}")
     elif task.status is TaskStatus.SCHEDULED:
-        blocked.append("a run has been dispatched and has not reported its start yet")
+        blocked.append(
+            "a run has been dispatched and has not ended (`task runs` shows whether it started)"
+        )
     if can_start_by > now:
         blocked.append(
             f"it may not start before {fmt_instant(can_start_by)} "
@@ -302,14 +319,22 @@ def _catch_up_note(task: Task, task_type: TaskType, now: datetime, can: datetime
 
 
 def explain(
-    task: Task, task_type: TaskType, now: datetime, *, last_failure: TaskRun | None = None
+    task: Task,
+    task_type: TaskType,
+    now: datetime,
+    *,
+    last_failure: TaskRun | None = None,
+    run: RunState | None = None,
 ) -> Explanation:
     """Everything that decides when ``task`` runs, at ``now``; with
-    ``last_failure`` (its latest failed run, read by the caller), what it said."""
+    ``last_failure`` (its latest failed run, read by the caller), what it
+    said; with ``run`` (:func:`~.runstate.run_state` of its latest run),
+    which state that run is in: queued, running (by which worker, since
+    when), or ended without its end reaching the task."""
     now = to_utc(now)
     times = start_times(task, task_type, now)
     report = condition(task, task_type, now, times=times)
-    blocked = _blockers(task, now, times.can_start_by)
+    blocked = _blockers(task, now, times.can_start_by, run)
     if task_type.paused_at is not None and task.status is TaskStatus.WAITING:
         blocked.append(
             f"its type is paused since {fmt_instant(task_type.paused_at)} "
@@ -338,4 +363,5 @@ def explain(
         blocked_by=tuple(blocked),
         retry=retry_outlook(task, task_type, times),
         last_failure=last_failure,
+        run=run,
     )

@@ -43,6 +43,7 @@ from ..config import load_settings
 from ..exceptions import InvalidInput
 from ..monitor.duties import MonitorSettings
 from ..store import SchedulerStore, SQLAlchemyStore
+from ..store.session import daemon_pool
 from .beatsync import BeatScheduleSync, utc_now
 from .interpreter import tune_interpreter
 from .loop import RunnerLoop
@@ -95,7 +96,9 @@ class RunnerScheduler(Scheduler):
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
         url = app.conf.get("swh_scheduler_db_url") or os.environ.get("SWH_SCHEDULER_DB_URL")
         monitor = monitor_settings(app.conf.get(MONITOR_SETTING, True))
-        self._store = SQLAlchemyStore.from_url(load_settings(db_url=url).db_url)
+        self._store = SQLAlchemyStore.from_url(
+            load_settings(db_url=url).db_url, role="beat", pool=daemon_pool("beat")
+        )
         self._stop = threading.Event()
         self._waker: Waker = waker_for(self._store.engine, self._stop)
         tune_interpreter()  # beat owns its process

@@ -94,6 +94,8 @@ class PassReport:
     #: a type was cut short by its capacity or an error
     saturated: bool = False
     errors: tuple[str, ...] = field(default=())
+    #: ready tasks left with room to spare: locked elsewhere (:func:`.loop.held_wait`)
+    held: bool = False
 
     @property
     def claimed(self) -> int:
@@ -269,17 +271,22 @@ def _serve(context: _Pass, due: list[TaskType], later: list[datetime]) -> PassRe
     reports = [_serve_type(context, t, depths[t.effective_queue]) for t in due]
     errors = tuple(r.error for r in reports if r.error)
     saturated = any(r.error or r.claimed >= r.capacity for r in reports)
-    remaining = [
-        ready
-        for t in due
-        if (ready := store.next_ready_time(t.type, priorities=priorities)) is not None
-    ]
+    remaining: list[datetime] = []
+    held = False
+    for task_type, report in zip(due, reports, strict=True):
+        ready = store.next_ready_time(task_type.type, priorities=priorities)
+        room = report.error is None and report.claimed < report.capacity
+        if ready is not None and ready <= now and room:
+            held = True  # ready, room, yet not claimed: locked by another transaction
+        elif ready is not None:
+            remaining.append(ready)
     return PassReport(
         now=now,
         types=tuple(reports),
         next_ready=min([*later, *remaining], default=None),
         saturated=saturated,
         errors=errors,
+        held=held,
     )
 
 

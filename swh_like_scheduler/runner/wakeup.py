@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
+from ..store.engine import connect_parameters
 from ..store.interface import READY_CHANNEL as CHANNEL
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,10 @@ class SleepWaker:
 class PostgresWaker:
     """``LISTEN`` on a dedicated connection; any notification wakes the runner.
 
+    The connection is opened like the engine's own, with its session bounds
+    (:func:`~swh_like_scheduler.store.engine.connect_parameters`): a database
+    host that vanishes is noticed by the keepalives.
+
     A lost connection (a database restart, a terminated backend) never
     stops the runner: one line is logged, the waker sleeps like
     :class:`SleepWaker` and connects again (every ``retry`` seconds at most);
@@ -59,12 +64,12 @@ class PostgresWaker:
     """
 
     def __init__(
-        self, url: sa.URL, stop: threading.Event | None = None, *, retry: float = 2.0
+        self, engine: sa.Engine, stop: threading.Event | None = None, *, retry: float = 2.0
     ) -> None:
         import psycopg  # PostgreSQL only (the `postgresql` extra): not at import time
 
         self._psycopg = psycopg
-        self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._args, self._parameters = connect_parameters(engine)
         self._stop = stop or threading.Event()
         self._retry = retry
         self._retry_at = 0.0
@@ -72,7 +77,7 @@ class PostgresWaker:
         self._connect()
 
     def _connect(self) -> None:
-        conn = self._psycopg.connect(self._dsn, autocommit=True, connect_timeout=5)
+        conn = self._psycopg.Connection.connect(*self._args, **self._parameters, autocommit=True)
         try:
             conn.execute(f"LISTEN {CHANNEL}")
         except BaseException:
@@ -141,7 +146,7 @@ def waker_for(engine: sa.Engine, stop: threading.Event | None = None) -> Waker:
         import psycopg
 
         try:
-            return PostgresWaker(engine.url, stop)
+            return PostgresWaker(engine, stop)
         except psycopg.Error as error:
             logger.warning("cannot LISTEN for new tasks (%s); polling instead", error)
     return SleepWaker(stop)

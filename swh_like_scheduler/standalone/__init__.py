@@ -7,6 +7,9 @@
 * :mod:`.examples` — the installed task types and a few example tasks;
 * :mod:`.table` — the live table: :func:`.table.snapshot` (store → rows) and
   :func:`.table.render` (rows → text);
+* :mod:`.lock` — one standalone per database: the database's lock;
+* :mod:`.restarts` — children that exit on their own, started again after a
+  growing delay;
 * :mod:`.platform` — starting everything, the refresh loop, stopping everything.
 """
 

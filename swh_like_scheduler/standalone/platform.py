@@ -19,11 +19,19 @@ Every child gets ``SWH_SCHEDULER_DB_URL``, ``SWH_SCHEDULER_BROKER_URL`` and
 directory) to be recognisable. ``children.json`` in the run directory lists
 their pids. Stopping goes the other way round: runner, workers and API, then the
 listener (so it records the last events), then Redis.
+
+Before anything starts, the platform takes its database's lock
+(:mod:`.lock`): a second standalone on the same database refuses, naming the
+first one's pid and host; the lock is renewed while the platform runs and
+released when it stops. A child that exits on its own is started again
+(:mod:`.restarts`: 1 s, then twice as long each time, at most 60 s), and
+each exit is said in the log and under the table.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -32,23 +40,27 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
 import platformdirs
+import sqlalchemy as sa
 
 from ..config import APP_NAME
 from ..exceptions import SchedulerError
 from ..store import SchedulerStore
 from .examples import create_examples, register_task_types
+from .lock import RENEW_EVERY, DatabaseLock
 from .processes import Child, ChildSpec, spawn, stop_children
 from .redis import EmbeddedRedis, start_embedded_redis
+from .restarts import RestartPolicy, Restarts, exit_text
 from .table import Snapshot, render, snapshot
 
 #: Environment variable naming the run directory, set in every child.
 RUN_ENV = "SWH_SCHEDULER_STANDALONE_RUN"
+logger = logging.getLogger(__name__)
 CELERY_APP = "swh_like_scheduler.celery_app"
 _SWH_FALLBACK = "import sys; from swh_like_scheduler.cli import main; main(sys.argv[1:])"
 
@@ -94,10 +106,20 @@ class Options:
     runner_period: float = 1.0
     #: serve the HTTP API (``rpc-serve``) on a free loopback port
     api: bool = True
+    #: delays before a child that exited on its own is started again
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
 
 
 def _now() -> datetime:
     return datetime.now(tz=UTC)
+
+
+def display_url(url: str) -> str:
+    """``url`` without its password."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return url
 
 
 class Platform:
@@ -132,6 +154,9 @@ class Platform:
         self.tty = out.isatty()
         self._drawn = False
         self.last: Snapshot | None = None
+        #: the database's lock (taken by :meth:`run` before anything starts)
+        self.lock = DatabaseLock(store, display_url(options.db_url))
+        self.restarts = Restarts(options.restart)
 
     # -- starting ------------------------------------------------------------
 
@@ -272,7 +297,11 @@ class Platform:
             "broker_url": self.broker_url,
             "children": {c.name: c.pid for c in self.children()},
         }
-        (self.run_dir / "children.json").write_text(json.dumps(data, indent=2) + "\n")
+        # written whole, then renamed: a reader never sees half of it
+        path = self.run_dir / "children.json"
+        partial = path.with_suffix(".json.tmp")
+        partial.write_text(json.dumps(data, indent=2) + "\n")
+        partial.replace(path)
 
     # -- stopping ------------------------------------------------------------
 
@@ -306,6 +335,9 @@ class Platform:
         ]
         if snap is not None:
             lines.append(render(snap.rows, now=now, width=width))
+        if self.restarts.notes:
+            lines += ["", "Children that exited on their own (started again):"]
+            lines += [f"  {line}" for line in self.restarts.notes]
         if note:
             lines += ["", note]
         return "\n".join(lines)
@@ -320,13 +352,68 @@ class Platform:
             self.out.write(text + "\n\n")
         self.out.flush()
 
-    def dead_children(self) -> list[Child]:
-        return [c for c in self.children() if c.exit_code() is not None]
+    # -- children that exit on their own -------------------------------------
+
+    def tell(self, line: str) -> None:
+        """A line about a child's exit or restart: in the log and under the table."""
+        logger.warning("%s", line)
+        self.restarts.note(f"{self.clock():%H:%M:%S} {line}")
+
+    def supervise(self, now: float) -> None:
+        """Plan the restart of every child that exited (``now``: monotonic
+        seconds), and start again those whose delay has passed."""
+        for child in self.children():
+            code = child.exit_code()
+            if code is None or child.name in self.restarts.pending:
+                continue
+            planned = self.restarts.exited(child.name, uptime=now - child.started, now=now)
+            self.tell(
+                f"{child.name} (pid {child.pid}) exited on its own, {exit_text(code)}, after "
+                f"running {timedelta(seconds=int(now - child.started))}; starting it again in "
+                f"{planned.delay:g} s (restart {planned.restart}); its log: {child.spec.log_path}"
+            )
+        restarted = False
+        for planned in self.restarts.due(now):
+            old = next((c for c in self.children() if c.name == planned.name), None)
+            if old is None:  # pragma: no cover - every planned child is in a list
+                continue
+            try:
+                new = spawn(old.spec)
+            except OSError as error:
+                self.tell(f"{planned.name} could not be started again: {error}")
+                self.restarts.exited(planned.name, uptime=0.0, now=now)
+                continue
+            self.replace(old, new)
+            restarted = True
+            self.tell(f"{planned.name} started again (pid {new.pid})")
+        if restarted:
+            self.write_pids()
+
+    def replace(self, old: Child, new: Child) -> None:
+        """Put ``new`` where ``old`` was (its list, or the embedded broker)."""
+        for group in (self.listener, self.workers, self.runner, self.api):
+            for i, child in enumerate(group):
+                if child is old:
+                    group[i] = new
+        if self.redis is not None and self.redis.child is old:
+            self.redis.child = new
+
+    def renew_lock(self) -> bool:
+        """Renew the database's lock; False once another process took it
+        (this one was stopped, or away from the database, longer than the
+        lock lives). A database error is logged: the next renewal retries."""
+        try:
+            return self.lock.renew()
+        except SchedulerError as error:
+            logger.warning("could not renew the database lock: %s", error)
+            return True
 
     def loop(self, stop: threading.Event) -> int:
-        """Refresh the table until ``stop`` is set, the duration has passed
-        (exit code 0) or a child died on its own (exit code 1)."""
+        """Refresh the table until ``stop`` is set or the duration has passed
+        (exit code 0), restarting the children that exit on their own;
+        exit code 1 if the database's lock was taken by another process."""
         end = None if self.options.duration is None else time.monotonic() + self.options.duration
+        renew_at = time.monotonic() + RENEW_EVERY.total_seconds()
         previous: Snapshot | None = None
         while not stop.is_set():
             note = ""
@@ -334,16 +421,26 @@ class Platform:
                 previous = self.last = snapshot(self.store, self.clock(), previous)
             except SchedulerError as error:  # a busy database: show it, try again
                 note = f"(the table could not be read: {error})"
-            dead = self.dead_children()
-            if dead:
-                lines = [
-                    f"{c.name} exited with code {c.exit_code()} on its own; see {c.spec.log_path}"
-                    for c in dead
-                ]
-                self.show(self.screen(previous, "\n".join(lines)))
-                return 1
+            now = time.monotonic()
+            if now >= renew_at:
+                renew_at = now + RENEW_EVERY.total_seconds()
+                if not self.renew_lock():
+                    self.show(
+                        self.screen(
+                            previous,
+                            "Another process took this database's lock (this one was "
+                            "stopped, or away from the database, for longer than the lock "
+                            "lives): stopping.",
+                        )
+                    )
+                    return 1
+            if not stop.is_set():
+                self.supervise(now)
             self.show(self.screen(previous, note))
-            wait = self.options.refresh
+            wait = min(self.options.refresh, max(0.0, renew_at - now))
+            due = self.restarts.next_due()
+            if due is not None:
+                wait = min(wait, max(0.05, due - time.monotonic()))
             if end is not None:
                 left = end - time.monotonic()
                 if left <= 0:
@@ -353,7 +450,10 @@ class Platform:
         return 0
 
     def run(self, stop: threading.Event) -> int:
-        """Start, loop, stop; the exit code."""
+        """Take the database's lock (or raise
+        :class:`~.lock.StandaloneRunning`, nothing started), start, loop,
+        stop, give the lock up; the exit code."""
+        self.lock.take()
         code = 1
         try:
             self.start()
@@ -364,6 +464,7 @@ class Platform:
             killed = self.stop()
             if killed:
                 self.say(f"Killed after the stop timeout: {', '.join(killed)}")
+            self.lock.release()
         try:
             final = snapshot(self.store, self.clock(), self.last)
         except SchedulerError:

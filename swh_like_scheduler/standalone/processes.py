@@ -41,12 +41,14 @@ class ChildSpec:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(eq=False)
 class Child:
-    """A started child process (the leader of its own process group)."""
+    """A started child process (the leader of its own process group);
+    ``started``, when (``time.monotonic()``)."""
 
     spec: ChildSpec
     process: subprocess.Popen[bytes]
+    started: float = field(default_factory=time.monotonic)
 
     @property
     def name(self) -> str:

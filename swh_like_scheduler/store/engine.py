@@ -6,7 +6,10 @@ with :func:`~swh_like_scheduler.store.open_store` owns the one it creates.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,8 @@ from sqlalchemy import event
 
 from ..exceptions import InvalidInput
 from .interface import Capabilities
+from .lockwatch import LockWatch
+from .session import PoolSize, SessionBounds, bounded_parameters
 
 #: Execution option that makes a SQLite transaction take the write lock at
 #: ``BEGIN`` (``BEGIN IMMEDIATE``) instead of failing later on upgrade.
@@ -71,7 +76,45 @@ def capabilities_of(engine: sa.Engine) -> Capabilities:
     )
 
 
-def make_engine(url: str | sa.URL, **kwargs: Any) -> sa.Engine:
+@dataclass(frozen=True)
+class Sessions:
+    """How the sessions of a PostgreSQL engine are opened (:mod:`.session`)."""
+
+    bounds: SessionBounds
+    #: the libpq parameters of every connection: the URL's, completed
+    parameters: dict[str, Any]
+    #: reports statements that wait on a lock (``None``: off)
+    watch: LockWatch | None
+
+
+_SESSIONS: weakref.WeakKeyDictionary[sa.Engine, Sessions] = weakref.WeakKeyDictionary()
+
+
+def sessions_of(engine: sa.Engine) -> Sessions | None:
+    """The session set-up of ``engine`` (``None``: not a PostgreSQL engine
+    made by :func:`make_engine`)."""
+    return _SESSIONS.get(engine)
+
+
+def connect_parameters(engine: sa.Engine) -> tuple[list[Any], dict[str, Any]]:
+    """``(args, kwargs)`` of the driver's ``connect`` for a connection made
+    outside ``engine``'s pool with the same bounds (the start guard's held
+    connections, the runner's ``LISTEN``)."""
+    args, options = engine.dialect.create_connect_args(engine.url)
+    sessions = sessions_of(engine)
+    if sessions is not None:
+        options.update(sessions.parameters)
+    return list(args), dict(options)
+
+
+def make_engine(
+    url: str | sa.URL,
+    *,
+    role: str | None = None,
+    bounds: SessionBounds | None = None,
+    pool: PoolSize | None = None,
+    **kwargs: Any,
+) -> sa.Engine:
     """An engine for ``url`` set up the way the store expects.
 
     SQLite: the file's folder is created, foreign keys are enforced, WAL
@@ -81,19 +124,84 @@ def make_engine(url: str | sa.URL, **kwargs: Any) -> sa.Engine:
 
     PostgreSQL: sessions use the UTC time zone, so that timestamps read
     through the driver directly (the claim's rows) are UTC whatever the
-    server's ``TimeZone``, like those read through the store's types.
+    server's ``TimeZone``, like those read through the store's types. Every
+    connection is opened with the bounds of ``role`` (a daemon, ``cli``, or
+    ``None`` for a library user: :meth:`SessionBounds.for_role`), or
+    ``bounds``, completed by what the URL says (:mod:`.session`); a
+    statement waiting on a lock is reported (:mod:`.lockwatch`). ``pool``
+    sizes its pool (SQLAlchemy's default without it: 5 kept, 10 more at
+    a burst).
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, **kwargs)
     kwargs.setdefault("pool_pre_ping", True)
+    if pool is not None:
+        kwargs.setdefault("pool_size", pool.size)
+        kwargs.setdefault("max_overflow", pool.overflow)
     try:
         engine = sa.create_engine(parsed, **kwargs)
     except (ModuleNotFoundError, sa.exc.NoSuchModuleError) as error:
         raise InvalidInput("db_url", _missing_driver(parsed, error)) from error
     if parsed.get_backend_name() == "postgresql":
+        _bound_sessions(engine, bounds or SessionBounds.for_role(role))
         event.listen(engine, "connect", _utc_session)
     return engine
+
+
+def _bound_sessions(engine: sa.Engine, bounds: SessionBounds) -> None:
+    """Open every connection of ``engine`` with ``bounds`` and watch its
+    statements' lock waits."""
+    _, given = engine.dialect.create_connect_args(engine.url)
+    given.pop("context", None)  # psycopg's adapters, not a libpq parameter
+    parameters = bounded_parameters(given, bounds, os.environ)
+    watch = None
+    if bounds.lock_wait_log is not None and bounds.lock_wait_log.total_seconds() > 0:
+        watch = LockWatch(_watch_connect(engine), bounds.lock_wait_log.total_seconds())
+    _SESSIONS[engine] = Sessions(bounds, parameters, watch)
+
+    @event.listens_for(engine, "do_connect")
+    def _bounded(_dialect: Any, _record: Any, _args: Any, params: dict[str, Any]) -> None:
+        params.update(parameters)
+
+    if watch is None:
+        return
+
+    @event.listens_for(engine, "connect")
+    def _note_pid(dbapi_connection: Any, record: Any) -> None:
+        record.info["backend_pid"] = dbapi_connection.info.backend_pid
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _begin(conn: sa.Connection, _cursor: Any, statement: str, *_: Any) -> None:
+        pid = conn.info.get("backend_pid")
+        if pid is not None:
+            watch.begin(pid, statement)
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def _end(*_: Any) -> None:
+        watch.end()
+
+    @event.listens_for(engine, "handle_error")
+    def _failed(_context: Any) -> None:
+        watch.end()
+
+
+def _watch_connect(engine: sa.Engine) -> Any:
+    """How the lock watch connects: like ``engine``, outside its pool,
+    named apart, quick to give up."""
+    reference = weakref.ref(engine)
+
+    def connect() -> Any:
+        found = reference()
+        if found is None:
+            raise RuntimeError("the engine is gone")
+        args, options = connect_parameters(found)
+        options.update(application_name="swh-scheduler-lockwatch", connect_timeout="5")
+        connection = found.dialect.loaded_dbapi.connect(*args, **options)
+        connection.autocommit = True
+        return connection
+
+    return connect
 
 
 def _missing_driver(url: sa.URL, error: Exception) -> str:

@@ -14,6 +14,7 @@ import sqlalchemy.exc as sa_exc
 
 from ..exceptions import (
     Conflict,
+    InvalidInput,
     SchedulerError,
     SchemaMismatch,
     StatementTimeout,
@@ -35,6 +36,15 @@ _UNREACHABLE = (
     "the database system is",
     "no route to host",
     "name or service not known",
+)
+
+#: the server or libpq refused a connection parameter or a setting of ``options``
+_BAD_SETTING = (
+    "invalid value for parameter",
+    "unrecognized configuration parameter",
+    "invalid connection option",
+    "invalid integer value",
+    "invalid uri query parameter",
 )
 
 _CONSTRAINT_MESSAGES = {
@@ -62,6 +72,8 @@ def translate(exc: sa_exc.SQLAlchemyError, where: str) -> SchedulerError:
             if name in lowered:
                 return Conflict(f"{where}: {message}")
         return Conflict(f"{where}: the database refused the change ({detail})")
+    if any(marker in lowered for marker in _BAD_SETTING):
+        return InvalidInput("db-url", f"{where}: the database refused a setting ({detail})")
     if "statement timeout" in lowered:
         return StatementTimeout(
             f"{where}: cancelled after its time limit (statement_timeout); nothing was written"

@@ -1,7 +1,7 @@
 """The one store interface that every daemon and face of the scheduler uses,
 made of role protocols (each in its own module): :class:`TaskStore`,
 :class:`BulkStore`, :class:`RunStore`, :class:`JobStore`,
-:class:`LeaseStore`, :class:`MonitorStore`.
+:class:`LeaseStore`, :class:`MonitorStore`, :class:`IdentityStore`.
 
 Implementations: :class:`~swh_like_scheduler.store.sql.SQLAlchemyStore`
 (PostgreSQL and SQLite) and :class:`~swh_like_scheduler.client.RemoteStore`
@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 from .role_bulk import BulkStore
+from .role_identity import IdentityStore
 from .role_jobs import JobStore
 from .role_lease import LeaseStore
 from .role_monitor import MonitorStore
@@ -45,6 +46,7 @@ __all__ = [
     "BulkReport",
     "BulkStore",
     "Capabilities",
+    "IdentityStore",
     "ImportSummary",
     "JobStore",
     "LeaseStore",
@@ -60,7 +62,9 @@ __all__ = [
 
 
 @runtime_checkable
-class SchedulerStore(TaskStore, BulkStore, RunStore, JobStore, LeaseStore, MonitorStore, Protocol):
+class SchedulerStore(
+    TaskStore, BulkStore, RunStore, JobStore, LeaseStore, MonitorStore, IdentityStore, Protocol
+):
     """Persistence of task types, tasks and their runs: every role."""
 
     @property

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..records import (
         Expiry,
         LockState,
+        WorkerChange,
         WorkerSighting,
         WorkerState,
         WorkerSweep,
@@ -32,17 +33,23 @@ class MonitorStore(Protocol):
     # set) are never ended by these calls: the steal protocol decides about
     # them. Runs let through by the start guard (owner, no pings) are.
 
-    def record_worker_sightings(self, sightings: Sequence[WorkerSighting]) -> list[WorkerSighting]:
+    def record_worker_sightings(self, sightings: Sequence[WorkerSighting]) -> list[WorkerChange]:
         """Record worker events (heartbeat, online, offline) in the ``worker``
-        table: per hostname, the latest event of the batch sets
-        ``last_heartbeat_at`` (the event's own timestamp), ``online``,
-        ``freq`` and ``pid`` (kept when the event has none) -- unless the
-        stored heartbeat is newer (events out of order change nothing).
+        table: per hostname, the latest event sets ``last_heartbeat_at``
+        (the event's own timestamp), ``online`` and ``freq`` (kept when the
+        event has none) -- unless the stored heartbeat is newer (events out
+        of order change nothing of these); the main processes seen under
+        the name are kept apart (``pid``, ``other_pid``), each batch's
+        events in time order.
 
-        Returns the sightings that show a **restart**: a worker of a known
-        name whose main process changed (another ``pid`` than recorded, not
-        older than the record). The old process is gone; its open runs are
-        for :meth:`end_worker_runs` at the sighting's time. A worker that
+        Returns what the processes show
+        (:func:`~swh_like_scheduler.policy.workers.see_worker`): a
+        **restart** when a main process has been silent for
+        :func:`~swh_like_scheduler.policy.workers.restart_silence` while
+        another sends under its name (it is gone; its open runs are for
+        :meth:`end_worker_runs`, keeping those of ``pid``), a
+        **duplicate** when two processes both send under it (two live
+        workers share a name: nothing of either is ended). A worker that
         went offline is not ended here: after a grace (a warm shutdown says
         offline first and then finishes its runs, a broker reconnect says
         offline and online again), :meth:`sweep_silent_workers` does it."""

@@ -13,6 +13,7 @@ from .sql_bulk import BulkMethods
 from .sql_catchup import CatchUpMethods
 from .sql_edit import EditMethods
 from .sql_health import HealthMethods
+from .sql_identity import IdentityMethods
 from .sql_jobs import JobMethods
 from .sql_lease import LeaseMethods
 from .sql_load import LoadMethods
@@ -20,6 +21,7 @@ from .sql_monitor import MonitorMethods
 from .sql_runs import RunMethods
 from .sql_steal import StealMethods
 from .sql_tasks import TaskMethods
+from .sql_workers import WorkerMethods
 
 
 class SQLAlchemyStore(
@@ -34,5 +36,7 @@ class SQLAlchemyStore(
     JobMethods,
     CatchUpMethods,
     LoadMethods,
+    IdentityMethods,
+    WorkerMethods,
 ):
     """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite)."""

@@ -17,12 +17,13 @@ from ..model import (
     Priority,
     TaskStatus,
 )
-from .engine import WRITE_OPTION, capabilities_of, make_engine
+from .engine import WRITE_OPTION, capabilities_of, make_engine, sessions_of
 from .errors import translated
 from .interface import (
     READY_CHANNEL,
     Capabilities,
 )
+from .session import effective_timeout
 from .sql_held import HeldConnections
 from .tables import task as task_t
 from .tables import task_type as task_type_t
@@ -130,6 +131,23 @@ class SQLBase:
             return
         with translated(where), self.engine.connect() as conn, conn.begin():
             yield conn
+
+    def _maintenance(self, conn: sa.Connection) -> None:
+        """Let the statements of ``conn``'s transaction (outside a caller's)
+        run up to the maintenance bound of the engine's sessions instead of
+        their statement timeout (PostgreSQL): statistics, counts over every
+        task, which grow with the table and are not worth failing for. The
+        bound is never lowered: a session without a statement timeout keeps
+        none."""
+        sessions = sessions_of(self.engine)
+        if sessions is None or self._bound is not None:
+            return
+        session_ms = effective_timeout(sessions.parameters, "statement_timeout")
+        bound = sessions.bounds.maintenance_timeout
+        if session_ms <= 0:
+            return
+        ms = 0 if bound is None else max(session_ms, bound.total_seconds() * 1000)
+        conn.execute(sa.select(sa.func.set_config("statement_timeout", f"{int(ms)}ms", True)))
 
     def _serialise(self, where: str, name: str) -> None:
         """Hold the lock ``name`` until the current transaction ends, so that

@@ -23,7 +23,7 @@ from ..model import CatchUp, RunStatus, ScheduleKind, TaskRun, TaskStatus, TaskT
 from ..policy.catchup import after_skip, missed_firings
 from ..records import SKIPPED, Skip
 from . import rows
-from .sql_base import SQLBase
+from .sql_identity import IdentityMethods
 from .tables import task as task_t
 from .tables import task_run as run_t
 from .tables import task_type as task_type_t
@@ -50,7 +50,7 @@ def _candidates(task_type: TaskType, now: datetime) -> sa.ColumnElement[bool]:
     return sa.and_(waiting, sa.or_(by_type, own))
 
 
-class CatchUpMethods(SQLBase):
+class CatchUpMethods(IdentityMethods):
     """:meth:`skip_missed_firings` (see the store interface)."""
 
     def skip_missed_firings(
@@ -104,7 +104,7 @@ class CatchUpMethods(SQLBase):
             details["resume_at"] = missed.resume_at.isoformat()
         run = TaskRun(
             task_id=task.id,
-            backend_id=run_backend_id(task.id, task.next_run),
+            backend_id=run_backend_id(task.id, task.next_run, self._run_namespace(conn)),
             slot=task.next_run,
             scheduled=now,
             ended=now,

@@ -42,7 +42,6 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from ..model import (
     DUE_MARGIN,
-    RUN_NAMESPACE,
     DispatchOrder,
     Priority,
     RunStatus,
@@ -54,18 +53,28 @@ from .tables import task as task_t
 from .tables import task_run as run_t
 
 
-def backend_id_sql(task_id: sa.ColumnElement[Any], slot: sa.ColumnElement[Any]) -> Any:
-    """``run_backend_id(task_id, slot)`` in PostgreSQL: the version-3 UUID
-    (MD5 of the namespace's bytes and ``"<id>@<slot µs since epoch>"``)."""
-    return uuid3_text(name_digest(task_id, slot))
+def backend_id_sql(
+    task_id: sa.ColumnElement[Any],
+    slot: sa.ColumnElement[Any],
+    namespace: sa.ColumnElement[Any] | None = None,
+) -> Any:
+    """``run_backend_id(task_id, slot, namespace)`` in PostgreSQL: the
+    version-3 UUID (MD5 of the namespace's bytes and ``"<id>@<slot µs since
+    epoch>"``); ``namespace`` is the bytes of the installation's namespace
+    (default :data:`NAMESPACE`, the statement's parameter)."""
+    return uuid3_text(name_digest(task_id, slot, namespace))
 
 
-def name_digest(task_id: sa.ColumnElement[Any], slot: sa.ColumnElement[Any]) -> Any:
+def name_digest(
+    task_id: sa.ColumnElement[Any],
+    slot: sa.ColumnElement[Any],
+    namespace: sa.ColumnElement[Any] | None = None,
+) -> Any:
     """The MD5 (hex) of a run's UUID name, before the version bits are set."""
     micros = sa.cast(sa.extract("epoch", slot) * 1_000_000, sa.BigInteger)
     name = sa.cast(task_id, sa.Text) + "@" + sa.cast(micros, sa.Text)
-    namespace = sa.func.decode(RUN_NAMESPACE.hex, "hex")
-    return sa.func.md5(namespace.op("||")(sa.func.convert_to(name, "UTF8")))
+    space = NAMESPACE if namespace is None else namespace
+    return sa.func.md5(space.op("||")(sa.func.convert_to(name, "UTF8")))
 
 
 def uuid3_text(digest: Any) -> Any:
@@ -133,8 +142,11 @@ SALT = sa.bindparam("claim_salt", type_=sa.BigInteger)
 #: the instant until which a task's deadline makes it due
 #: (:attr:`DispatchOrder.TRIAGE`; see :func:`order_values`)
 DUE = sa.bindparam("claim_due", type_=UTCDateTime)
+#: the bytes of the namespace of the run ids (the installation's, see
+#: :func:`~swh_like_scheduler.store.sql_identity.run_namespace_of`)
+NAMESPACE = sa.bindparam("claim_namespace", type_=sa.LargeBinary)
 #: the parameters given at each run of a prepared statement
-PARAMETERS = (NOW, LIMIT, BOUND, IDS, BATCH, SALT, DUE)
+PARAMETERS = (NOW, LIMIT, BOUND, IDS, BATCH, SALT, DUE, NAMESPACE)
 
 #: a prime modulus and a multiplier of full period (Lehmer's): the product of
 #: two values below the modulus fits a bigint
@@ -405,7 +417,8 @@ def claim_statement(
     :func:`probe_statement` with the same bound) are picked from their
     materialised ready set. With ``among``, the tasks are those of
     :data:`IDS` (see :func:`candidates_statement`), in its order; else
-    in ``order`` (within each class)."""
+    in ``order`` (within each class). The runs' ids are in the namespace
+    :data:`NAMESPACE` (a parameter: the installation's)."""
     if among:
         picked = _picked_among(task_type, classes, runnable)
         ranked = [picked.c.rank]

@@ -62,6 +62,7 @@ class HealthMethods(SQLBase):
             run_t.c.ended > since, run_t.c.ended <= now, run_t.c.scheduled > since
         )
         with self._read("read schedule health") as conn:
+            self._maintenance(conn)  # counts over every task
             names = list(conn.scalars(sa.select(type_t.c.type).order_by(type_t.c.type)))
             overdue: dict[str, datetime] = {}
             for name in names:

@@ -10,7 +10,8 @@ durability are the same: each call is committed as it runs (autocommit),
 before the body starts.
 
 :class:`HeldConnections` keeps one autocommit psycopg connection per thread,
-made from the engine's URL and options but outside its pool, so a thread
+made from the engine's URL and options, with the engine's session bounds
+(:func:`.engine.connect_parameters`), but outside its pool, so a thread
 pool of any size never waits on the pool's limit. A connection that fails
 (the server restarted, the network dropped) is closed and forgotten: the
 call raises the store's error (:func:`.errors.translate`), as the engine's
@@ -31,6 +32,7 @@ from typing import Any
 import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 
+from .engine import connect_parameters, sessions_of
 from .errors import translate
 
 
@@ -52,9 +54,8 @@ class HeldConnections:
         self._inherited: list[Any] = []
 
     def _connect(self) -> Any:
-        dialect = self._engine.dialect
-        args, options = dialect.create_connect_args(self._engine.url)
-        connection = dialect.connect(*args, **options)
+        args, options = connect_parameters(self._engine)
+        connection = self._engine.dialect.connect(*args, **options)
         connection.autocommit = True
         connection.execute("SET TIME ZONE 'UTC'")
         with self._lock:
@@ -101,12 +102,19 @@ class HeldConnections:
             connection = self._connection()
         except driver_error as error:
             raise _translated(error, driver_error, text, values, where) from error
+        sessions = sessions_of(self._engine)
+        watch = sessions.watch if sessions is not None else None
+        if watch is not None:
+            watch.begin(connection.info.backend_pid, text)
         try:
             row = connection.execute(text, dict(values), prepare=True).fetchone()
         except driver_error as error:
             if connection.broken or connection.closed or not _statement_error(error):
                 self._forget(connection)
             raise _translated(error, driver_error, text, values, where) from error
+        finally:
+            if watch is not None:
+                watch.end()
         return tuple(row) if row is not None else None
 
     def close(self) -> None:

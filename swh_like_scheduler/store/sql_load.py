@@ -62,6 +62,7 @@ class LoadMethods(SQLBase):
             raise InvalidInput("load_slack", f"{slack} is negative")
         adaptive = task_t.c.schedule_kind == ScheduleKind.ADAPTIVE.value
         with self._write("measure task type loads") as conn:
+            self._maintenance(conn)  # reads every adaptive task
             names = list(conn.execute(sa.select(type_t.c.type)).scalars())
             demand = self._demand(conn, adaptive)
             delivered = self._delivered(conn, adaptive, now, window)

@@ -1,7 +1,7 @@
 """The monitor duties: the store's half (DESIGN.md §4).
 
-* workers seen by the listener (``worker`` table) and the runs of workers
-  that went away, ended ``lost`` through the same path as a stolen lease
+* the runs of workers that went away (the ``worker`` table is recorded by
+  :mod:`.sql_workers`), ended ``lost`` through the same path as a stolen lease
   (:meth:`LeaseMethods._end_owned`: ``apply`` in the same transaction, the
   task runnable at once in a new slot);
 * one-shot tasks that can no longer start in time although a runner pass
@@ -58,14 +58,13 @@ from ..records import (
     WORKER_OFFLINE,
     Expiry,
     LockState,
-    WorkerSighting,
-    WorkerState,
     WorkerSweep,
     worker_timeout,
 )
 from . import rows
 from .interface import ApplyOutcome
 from .sql_claim import runnable_on
+from .sql_identity import IdentityMethods
 from .sql_lease import _TICK, LeaseMethods, _entry
 from .tables import dispatch_room as room_t
 from .tables import scheduler_lock as lock_t
@@ -77,7 +76,7 @@ from .tables import worker as worker_t
 _OPEN = [s.value for s in OPEN_RUN_STATUSES]
 
 
-class MonitorMethods(LeaseMethods):
+class MonitorMethods(LeaseMethods, IdentityMethods):
     """Workers and their lost runs, one-shot expiry, the monitor's lock."""
 
     def _upsert(self, table: sa.Table) -> Any:
@@ -85,66 +84,6 @@ class MonitorMethods(LeaseMethods):
         return dialect.insert(table)
 
     # -- workers --------------------------------------------------------------
-
-    def record_worker_sightings(self, sightings: Sequence[WorkerSighting]) -> list[WorkerSighting]:
-        latest: dict[str, WorkerSighting] = {}
-        for sighting in sightings:  # a later event of the same instant wins
-            known = latest.get(sighting.hostname)
-            if known is None or sighting.at >= known.at:
-                latest[sighting.hostname] = sighting
-        if not latest:
-            return []
-        insert = self._upsert(worker_t)
-        stmt = insert.on_conflict_do_update(
-            index_elements=[worker_t.c.hostname],
-            set_={
-                "last_heartbeat_at": insert.excluded.last_heartbeat_at,
-                "online": insert.excluded.online,
-                "freq": sa.func.coalesce(insert.excluded.freq, worker_t.c.freq),
-                "pid": sa.func.coalesce(insert.excluded.pid, worker_t.c.pid),
-            },
-            where=worker_t.c.last_heartbeat_at <= insert.excluded.last_heartbeat_at,
-        )
-        ordered = [s for _, s in sorted(latest.items())]  # one order for every writer
-        values = [
-            {
-                "hostname": s.hostname,
-                "last_heartbeat_at": s.at,
-                "online": s.online,
-                "freq": s.freq,
-                "pid": s.pid,
-            }
-            for s in ordered
-        ]
-        with self._write("record worker events") as conn:
-            stored = {
-                row.hostname: row
-                for row in conn.execute(
-                    self._lock(
-                        sa.select(worker_t.c.hostname, worker_t.c.pid, worker_t.c.last_heartbeat_at)
-                        .where(worker_t.c.hostname.in_(list(latest)))
-                        .order_by(worker_t.c.hostname)
-                    )
-                )
-            }
-            conn.execute(stmt, values)
-        restarted = []
-        for sighting in ordered:
-            before = stored.get(sighting.hostname)
-            if (
-                sighting.pid is not None
-                and before is not None
-                and before.pid is not None
-                and before.pid != sighting.pid
-                and before.last_heartbeat_at <= sighting.at
-            ):
-                restarted.append(sighting)
-        return restarted
-
-    def get_workers(self) -> list[WorkerState]:
-        with self._read("list workers") as conn:
-            found = conn.execute(sa.select(worker_t).order_by(worker_t.c.hostname)).all()
-        return [_worker(r._mapping) for r in found]
 
     def end_worker_runs(
         self,
@@ -463,7 +402,7 @@ class MonitorMethods(LeaseMethods):
         )
         run = TaskRun(
             task_id=task.id,
-            backend_id=run_backend_id(task.id, task.next_run),
+            backend_id=run_backend_id(task.id, task.next_run, self._run_namespace(conn)),
             slot=task.next_run,
             scheduled=now,
             status=RunStatus.CANCELLED,
@@ -543,13 +482,3 @@ def _before_or_other(run: TaskRun, at: datetime, pid: int | None) -> bool:
     if pid is not None and taken_by is not None:
         return taken_by != pid
     return run.started is None or run.started <= at
-
-
-def _worker(row: Any) -> WorkerState:
-    return WorkerState(
-        hostname=row["hostname"],
-        last_heartbeat_at=row["last_heartbeat_at"],
-        online=bool(row["online"]),
-        freq=row["freq"],
-        pid=row["pid"],
-    )

@@ -41,6 +41,7 @@ from .sql_claim import (
 )
 from .sql_dispatch import DispatchMethods
 from .sql_ends import _OPEN, RunEndMethods
+from .sql_identity import IdentityMethods
 from .tables import task as task_t
 from .tables import task_run as run_t
 
@@ -49,7 +50,7 @@ _FINISHED_TASK = [
 ]
 
 
-class RunMethods(RunEndMethods, DispatchMethods):
+class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
     """Claiming ready tasks with their runs, run life cycle, retention."""
 
     #: PostgreSQL cancels a claim (and the read of ready ids) running longer
@@ -122,7 +123,8 @@ class RunMethods(RunEndMethods, DispatchMethods):
                     among is not None,
                     order,
                 )
-                found = statement.rows(conn, claim_batch=batch, **values)
+                namespace = self._run_namespace(conn).bytes
+                found = statement.rows(conn, claim_batch=batch, claim_namespace=namespace, **values)
                 claimed = [
                     _claim(task_id, slot, deadline, backend_id, arguments, banned, batch)
                     for task_id, slot, deadline, arguments, banned, backend_id, *_ in (
@@ -200,6 +202,7 @@ class RunMethods(RunEndMethods, DispatchMethods):
         if row is None or not row.stale:
             return
         with self._write("analyze tasks") as conn:
+            self._maintenance(conn)
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_ANALYZE_LOCK)))
             row = conn.execute(_STALE_STATISTICS).first()
             if row is not None and row.stale:
@@ -286,7 +289,8 @@ class RunMethods(RunEndMethods, DispatchMethods):
         found = sorted(conn.execute(statement).all(), key=lambda r: position[r[0]])
         # the rows as the one-statement claim returns them (the runs are
         # inserted afterwards, for the tasks kept)
-        shaped = [(*r[:5], run_backend_id(r[0], r[1]), *r[5:]) for r in found]
+        namespace = self._run_namespace(conn)
+        shaped = [(*r[:5], run_backend_id(r[0], r[1], namespace), *r[5:]) for r in found]
         return [
             _claim(task_id, slot, deadline, backend_id, arguments, banned, batch)
             for task_id, slot, deadline, arguments, banned, backend_id, *_ in (
@@ -365,7 +369,8 @@ class RunMethods(RunEndMethods, DispatchMethods):
             )
             run = TaskRun(
                 task_id=task_id,
-                backend_id=backend_id or run_backend_id(task_id, current.next_run),
+                backend_id=backend_id
+                or run_backend_id(task_id, current.next_run, self._run_namespace(conn)),
                 slot=current.next_run,
                 scheduled=now,
             )

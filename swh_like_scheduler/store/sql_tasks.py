@@ -130,6 +130,7 @@ class TaskMethods(SQLBase):
             # fresh statistics at once (autovacuum may take a while): the
             # claim's plan depends on how many tasks the planner thinks are ready
             with self._write("analyze tasks") as conn:
+                self._maintenance(conn)
                 conn.execute(sa.text("ANALYZE task"))
         return ImportSummary(created=created, existing=existing)
 

@@ -293,6 +293,12 @@ worker = sa.Table(
     sa.Column("online", sa.Boolean, nullable=False),
     sa.Column("freq", sa.Float),
     sa.Column("pid", sa.Integer),
+    # when ``pid`` was first seen, and the other main process seen under the
+    # same name (a restart in progress, or a second live worker: a
+    # duplicate name), last seen when (sql/versions/0012_identity.py)
+    sa.Column("pid_since", UTCDateTime),
+    sa.Column("other_pid", sa.Integer),
+    sa.Column("other_seen_at", UTCDateTime),
 )
 
 #: Named locks with an expiry on the database clock (the monitor's: one
@@ -319,4 +325,17 @@ dispatch_room = sa.Table(
     sa.Column("task_type", sa.Text, primary_key=True),
     sa.Column("priority", sa.Text, primary_key=True),
     sa.Column("at", UTCDateTime, nullable=False),
+)
+
+#: The installation's identity: one row (``one`` = 1), its random ``id``
+#: written at ``db init`` or the first use of the database. The listener's
+#: default event queue and the namespace of new runs' Celery task ids derive
+#: from it (sql/versions/0012_identity.py).
+installation = sa.Table(
+    "installation",
+    metadata,
+    sa.Column("one", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("id", sa.Text, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.CheckConstraint("one = 1", name="one_row"),
 )

@@ -63,6 +63,7 @@ from ..listener.handler import TaskTypeCache, outcome_applier
 from ..quietlog import QuietLog
 from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
+from ..store.session import daemon_pool
 from .heartbeat import DEFAULT_EVERY, BodyOutcome, Heartbeat, heartbeat_for
 from .outcome import BodyEnded, EndedBodies, KeptOutcomeBackend
 from .result_event import ResultEventTask, main_pid
@@ -121,7 +122,9 @@ def store_for(url: str, *, index_url: str | None = None) -> tuple[SQLAlchemyStor
             # no ping before each checkout: one round trip per start; a
             # connection broken by a database restart fails one start, which
             # is delivered again (and the pool reconnects)
-            store = SQLAlchemyStore.from_url(url, pool_pre_ping=False)
+            store = SQLAlchemyStore.from_url(
+                url, pool_pre_ping=False, role="worker", pool=daemon_pool("worker")
+            )
             if index_url:
                 from ..index import IndexedStore, RedisIndex
 

@@ -4,6 +4,7 @@ whichever way the ready tasks are read, and the bounded way when few are due."""
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,6 +21,7 @@ from swh_like_scheduler.model import (
     run_backend_id,
 )
 from swh_like_scheduler.store import SQLAlchemyStore, sql_runs
+from swh_like_scheduler.store.sql_identity import run_namespace_of
 
 pytestmark = pytest.mark.postgresql
 
@@ -57,8 +59,9 @@ def test_backend_ids_computed_in_sql_equal_python(pg_store: SQLAlchemyStore) -> 
     )
     claimed = pg_store.claim_ready_tasks("crawl", now=now, limit=10)
     assert len(claimed) == len(slots)
+    namespace = run_namespace_of(pg_store.installation_id())
     for c in claimed:
-        assert c.backend_id == run_backend_id(c.task_id, c.slot)
+        assert c.backend_id == run_backend_id(c.task_id, c.slot, namespace)
         assert c.backend_id[14] == "3" and c.backend_id[19] in "89ab"  # UUID version 3
     stored = {r.backend_id for c in claimed for r in pg_store.get_task_runs(c.task_id)}
     assert stored == {c.backend_id for c in claimed}
@@ -69,6 +72,10 @@ def test_run_backend_id_is_deterministic_per_task_and_slot() -> None:
     assert run_backend_id(1, slot) == run_backend_id(1, slot.astimezone())
     assert run_backend_id(1, slot) != run_backend_id(2, slot)
     assert run_backend_id(1, slot) != run_backend_id(1, slot + timedelta(microseconds=1))
+    # two installations never give one id to their runs of one task id and slot
+    mine, theirs = run_namespace_of("a" * 32), run_namespace_of("b" * 32)
+    assert run_backend_id(1, slot, mine) != run_backend_id(1, slot, theirs)
+    assert uuid.UUID(run_backend_id(1, slot, mine)).version == 3
 
 
 def claim_all(store: SQLAlchemyStore, now: datetime, limit: int) -> list[int]:

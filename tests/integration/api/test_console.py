@@ -148,7 +148,8 @@ def test_actions_need_the_csrf_token_and_this_origin(
         page = http.get(done.headers["location"])
         assert f"Task {task_id} was disabled." in page.text
         again = http.post(path, data={"csrf": token})
-        assert "nothing changed" in http.get(again.headers["location"]).text
+        said = http.get(again.headers["location"]).text
+        assert f"Task {task_id}: unchanged: the task is already disabled" in said
         assert http.post(f"/console/tasks/{task_id}/enable", data={"csrf": token}).is_redirect
         assert store.get_tasks([task_id])[0].status is TaskStatus.WAITING
         huge = http.post(f"/console/tasks/{2**64}/disable", data={"csrf": token})

@@ -29,6 +29,7 @@ from swh_like_scheduler.model import (
     run_backend_id,
 )
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
+from swh_like_scheduler.store.sql_identity import run_namespace_of
 
 H = timedelta(hours=1)
 S = timedelta(seconds=1)
@@ -381,7 +382,8 @@ def test_claim_creates_runs_and_never_claims_twice(
         assert task.status is TaskStatus.SCHEDULED and task.updated_at == now
         assert claimed.slot == by_id[claimed.task_id].next_run
         assert claimed.deadline == by_id[claimed.task_id].deadline
-        assert claimed.backend_id == run_backend_id(claimed.task_id, claimed.slot)
+        namespace = run_namespace_of(store.installation_id())
+        assert claimed.backend_id == run_backend_id(claimed.task_id, claimed.slot, namespace)
         run = store.get_task_run(claimed.backend_id)
         assert run is not None
         assert (run.task_id, run.status, run.slot, run.scheduled, run.started) == (

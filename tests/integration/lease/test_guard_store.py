@@ -15,7 +15,7 @@ from swh_like_scheduler.lease import Refusal
 from swh_like_scheduler.lease.protocol import Renewal
 from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
-from swh_like_scheduler.monitor.records import WorkerSighting
+from swh_like_scheduler.monitor.records import WorkerChange, WorkerChangeKind, WorkerSighting
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.interface import ApplyOutcome, RunEnd
 
@@ -236,10 +236,16 @@ def test_a_new_process_under_the_same_name_is_a_restart(
         WorkerSighting("w1@n1", at + 2 * S, True, 2.0, 100),
     ):
         assert store.record_worker_sightings([sighting]) == []
-    restart = WorkerSighting("w1@n1", at + 3 * S, True, 2.0, 200)
-    assert store.record_worker_sightings([restart]) == [restart]
+    # a new process: a restart once the old one has stayed silent (a second
+    # live worker under the name would go on sending)
+    new = WorkerSighting("w1@n1", at + 3 * S, True, 2.0, 200)
+    assert store.record_worker_sightings([new]) == []
+    later = WorkerSighting("w1@n1", at + 13 * S, True, 2.0, 200)
+    assert store.record_worker_sightings([later]) == [
+        WorkerChange(WorkerChangeKind.RESTART, "w1@n1", at + 3 * S, 200, 100)
+    ]
     [state] = store.get_workers()
-    assert state.pid == 200 and state.online
+    assert state.pid == 200 and state.online and state.other_pid is None
     # an old event of the first process, late, is no restart
     late = WorkerSighting("w1@n1", at, True, 2.0, 100)
     assert store.record_worker_sightings([late]) == []

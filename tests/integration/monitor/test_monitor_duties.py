@@ -183,9 +183,10 @@ def test_listener_records_workers_and_an_offline_worker_loses_its_runs(
 def test_a_worker_back_from_a_crash_under_its_name_loses_the_old_runs(
     store: SQLAlchemyStore, now: datetime
 ) -> None:
-    """kill -9, then the same ``-n name@node`` again: the new process's
-    ``worker-online`` (another pid) ends the old process's runs at once; a
-    broker reconnect (offline, online, same pid) ends nothing."""
+    """kill -9, then the same ``-n name@node`` again: once the old process
+    has been silent for the restart silence (10 s) while the new one (another
+    pid) sends, the old process's runs end, as of the new one's first event;
+    a broker reconnect (offline, online, same pid) ends nothing."""
     plain_type(store)
     lost_task, old = run_on(store, now, 1, W1, started=now - 10 * S)
     handler = EventHandler(store, rng=random.Random(0))
@@ -200,6 +201,9 @@ def test_a_worker_back_from_a_crash_under_its_name_loses_the_old_runs(
     assert run_of(store, old).status is RunStatus.STARTED
     back = {"type": "worker-online", "hostname": W1, "timestamp": ts + 5, "pid": 97}
     handler.handle_batch([back])
+    assert run_of(store, old).status is RunStatus.STARTED  # 41 may be alive still
+    beat = {"type": "worker-heartbeat", "hostname": W1, "timestamp": ts + 12, "pid": 97}
+    handler.handle_batch([beat])
     run = run_of(store, old)
     assert run.status is RunStatus.LOST and run.ended == now + 5 * S
     assert run.history[-1]["event"] == "worker_offline"

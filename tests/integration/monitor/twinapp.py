@@ -1,0 +1,24 @@
+"""The Celery app of the two workers started under one name
+(``celery -A twinapp``): the shared sleep task on the broker named by
+``MONITOR_TEST_BROKER``, events on, each worker holding no more messages
+than it runs (acknowledged late, one per process), so that four runs split
+two and two between two workers of two processes each."""
+
+from __future__ import annotations
+
+import os
+
+import swh_like_workers.sleep  # noqa: F401 - registers the shared sleep task
+from swh_like_scheduler.celery_factory import make_app
+
+app = make_app(
+    config_module=None,
+    broker_url=os.environ["MONITOR_TEST_BROKER"],
+    load_workers=False,
+    broker_connection_timeout=3,
+    broker_heartbeat=2,
+    worker_hijack_root_logger=False,
+    worker_send_task_events=True,
+    worker_prefetch_multiplier=1,
+    task_acks_late=True,
+)

@@ -88,7 +88,7 @@ class Scale:
     #: one-shots whose body works for a while (a stalled worker is caught
     #: with one under way, and its new copy still runs when it resumes)
     long_oneshots: int = 6
-    long_duration: tuple[float, float] = (10.0, 30.0)
+    long_duration: tuple[float, float] = (8.0, 20.0)
 
 
 QUICK = Scale(seconds=60, mean_gap=11, recurring=4, oneshots=25, jobs=6)
@@ -106,6 +106,7 @@ FULL = Scale(
     other_oneshots=60,
     other_recurring=2,
     long_oneshots=60,
+    long_duration=(10.0, 30.0),
 )
 
 
@@ -271,7 +272,7 @@ def make_plan(
     long = tuple(
         OneShot(
             f"l{n}",
-            round(rng.uniform(2, span * 0.6), 2),
+            round(rng.uniform(2, max(span / 2, span - 60)), 2),  # done before the end
             round(rng.uniform(*scale.long_duration), 1),
         )
         for n in range(scale.long_oneshots)

@@ -113,9 +113,12 @@ class Verdict:
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     #: disagreements a fault explains, by the name of their chain
     explained: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-    #: stale copies proven harmless, and the longest one ran on
+    #: stale copies proven harmless beside a newer one, and the longest one ran on
     stale: list[str] = field(default_factory=list)
     stale_seconds: float = 0.0
+    #: executions told their run was taken (stopped), completions the fence refused
+    told: int = 0
+    refused: int = 0
 
     def fail(self, kind: str, text: str) -> None:
         self.counts[kind] += 1
@@ -133,7 +136,9 @@ class Verdict:
             "overlapping": self.counts[OVERLAP],
             "lost": self.counts[LOST],
             "failures": len(self.failures),
-            "stale copies (harmless)": len(self.stale),
+            "stale copies told (RunTaken)": self.told,
+            "completions refused by the fence": self.refused,
+            "stale copies beside a newer one (harmless)": len(self.stale),
             "stale copy ran on s": round(self.stale_seconds, 2),
             "explained by a fault": {k: len(v) for k, v in sorted(self.explained.items())},
         }
@@ -237,6 +242,8 @@ class Checker:
         """Checks 1 to 4: the probe's executions against the runs."""
         executions = executions_of(notes, self.life)
         self.verdict.executions = len(executions)
+        self.verdict.told = sum(e.how == "stopped" and e.why in STOPS for e in executions)
+        self.verdict.refused = sum(e.how == "end" and e.accepted is False for e in executions)
         self.check_executions(executions)
         self.check_runs(executions)
         self.check_oneshots(executions, tids)

@@ -194,6 +194,7 @@ def test_a_stale_copy_proven_harmless() -> None:
     assert verdict.failures == []
     assert len(verdict.stale) == 1 and "stopped (RunTaken)" in verdict.stale[0]
     assert verdict.stale_seconds == pytest.approx(1.0, abs=0.01)
+    assert (verdict.told, verdict.refused) == (1, 0)
     assert verdict.delivered == verdict.due == 1
 
 
@@ -207,6 +208,7 @@ def test_a_stale_copy_refused_by_the_fence_is_harmless(said: str | None) -> None
         runs[0] = run("r6", 4, 1, RunStatus.SUPERSEDED, started=0, taken=20, stale=said)
     verdict = check(tasks, runs, notes, journal)
     assert "refused by the fence" in verdict.stale[0]
+    assert (verdict.told, verdict.refused) == (0, 1)
     if said == "failed":  # the store says the body failed: it did not
         assert [f for f in failures(verdict, WRONG) if "stale end says failed" in f]
     else:

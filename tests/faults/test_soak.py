@@ -60,8 +60,9 @@ def scale() -> Scale:
 
 
 def shortened(full: Scale, seconds: float) -> Scale:
-    """``full`` over ``seconds``: one-shots and jobs at the same rate (no
-    fewer than the quick cut's), and faults no sparser than a dozen."""
+    """``full`` over ``seconds``: one-shots (long ones too) and jobs at the
+    same rate (no fewer than the quick cut's: the workers are not to be
+    saturated), and faults no sparser than a dozen."""
     if seconds >= full.seconds:
         return dataclasses.replace(full, seconds=seconds)
     share = seconds / full.seconds
@@ -72,6 +73,7 @@ def shortened(full: Scale, seconds: float) -> Scale:
         oneshots=max(QUICK.oneshots, round(full.oneshots * share)),
         jobs=max(QUICK.jobs, round(full.jobs * share)),
         other_oneshots=max(QUICK.other_oneshots, round(full.other_oneshots * share)),
+        long_oneshots=max(QUICK.long_oneshots, round(full.long_oneshots * share)),
     )
 
 

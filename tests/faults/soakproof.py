@@ -159,6 +159,9 @@ def stale_copy(
         raise Unproven("the newer copy started before the older one's run was taken")
     why, heard = _hear(a.ppid, taken, life, t)
     heard = max(heard, taken)
+    outage = life.down_within("postgres", heard, heard)
+    if outage is not None:  # it hears of it from the database
+        why, heard = f"{why}, the database down until {outage[1]:.1f}", outage[1]
     if a.how == "stopped" and a.why in STOPS:
         how = f"stopped ({a.why})"
     elif a.how == "end" and a.outcome == "failed":

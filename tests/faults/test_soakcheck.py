@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from soakcheck import DOUBLED, LOST, OVERLAP, WRONG, Checker, Records, Verdict
-from soaklife import CONT, KILL, SPAWN, STOP_GROUP, Happening, Life
+from soaklife import CONT, DOWN, KILL, SPAWN, STOP_GROUP, UP, Happening, Life
 from soakplan import TIMEOUTS
 
 from swh_like_scheduler.jobs import JobInstant, JobView, idempotency_key
@@ -196,6 +196,16 @@ def test_a_stale_copy_proven_harmless() -> None:
     assert verdict.stale_seconds == pytest.approx(1.0, abs=0.01)
     assert (verdict.told, verdict.refused) == (1, 0)
     assert verdict.delivered == verdict.due == 1
+
+
+def test_a_stale_copy_hears_once_the_database_is_back() -> None:
+    """Stopped 8 s after its process resumed, but 2 s after PostgreSQL came
+    back (it hears of the taking from the database)."""
+    tasks, runs, notes, journal = stale_history(body("a", "r6", 4, 1, 0.5, stopped=38.0))
+    outage = [Happening(T0 + 29, "postgres", 0, DOWN), Happening(T0 + 36, "postgres", 0, UP)]
+    verdict = check(tasks, runs, notes, Life(journal.happenings + outage))
+    assert verdict.failures == []
+    assert "the database down until" in verdict.stale[0]
 
 
 @pytest.mark.parametrize("said", [None, "eventful", "failed"])

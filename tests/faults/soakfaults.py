@@ -61,8 +61,9 @@ def begin(soak: Soak, fault: Fault, n: int) -> dict[str, Any] | None:
     elif kind == "twin":
         from soakrun import TWIN
 
-        soak.spawn(target + TWIN)
-        return {"twin": target + TWIN}
+        twin = f"{target}{TWIN}{n}"  # its own name: two twins of one worker may overlap
+        soak.spawn(twin)
+        return {"twin": twin}
     elif kind == "burst":
         soak.burst(int(fault.seconds), n)
     elif kind == OTHER:

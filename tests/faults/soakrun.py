@@ -57,7 +57,7 @@ RUNNERS = ["runner-1", "runner-2"]
 LISTENERS = ["listener-1", "listener-2"]
 DAEMONS = [*RUNNERS, "monitor", *LISTENERS]
 PROCESSES = [*DAEMONS, *WORKERS]
-#: a second process under a worker's name (the ``twin`` fault)
+#: a second process under a worker's name (the ``twin`` fault): ``work-1~twin3``
 TWIN = "~twin"
 
 
@@ -168,12 +168,13 @@ class Soak(ProcessTable):
                 "start-listener",
                 *("--catch-up-every", "10", "--catch-up-delay", "10", "--summary-every", "30"),
             ]
-        queue, concurrency = WORKERS[name.removesuffix(TWIN)]
+        worker = name.split(TWIN)[0]
+        queue, concurrency = WORKERS[worker]
         return [
             *CELERY,
             "worker",
             *("-P", "prefork", "-c", str(concurrency), "-Q", queue),
-            *("-n", f"{name.removesuffix(TWIN)}@%h", "-E"),
+            *("-n", f"{worker}@%h", "-E"),
             *("--without-gossip", "--without-mingle", "--loglevel", "WARNING"),
         ]
 

@@ -78,6 +78,13 @@ def translate(exc: sa_exc.SQLAlchemyError, where: str) -> SchedulerError:
         return StatementTimeout(
             f"{where}: cancelled after its time limit (statement_timeout); nothing was written"
         )
+    if "canceling statement due to user request" in lowered:
+        # a cancel request (pg_cancel_backend), or PostgreSQL's own statement
+        # timeout when it fires as the statement ends (a very short limit):
+        # the statement was cancelled, which writes nothing
+        return StatementTimeout(
+            f"{where}: cancelled (its time limit, or a cancel request); nothing was written"
+        )
     if any(marker in lowered for marker in _MISSING_TABLE) and "database" not in lowered:
         return SchemaMismatch(
             f"{where}: the database has no scheduler schema ({detail}); "

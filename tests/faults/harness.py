@@ -84,6 +84,8 @@ class Platform(ProcessTable):
         super().__init__(logs)
         self.store = SQLAlchemyStore.from_url(db_url)
         self._created = 0
+        #: seconds between two renewals of a run by its body's process
+        self.ping = 1.0
         #: the task types whose completed tasks :meth:`completed_in_db` counts
         self.probe_types: tuple[str, ...] = ("probe",)
         #: ``swh_scheduler_monitor`` of beat (:meth:`beat`): quick duties by default
@@ -194,6 +196,8 @@ class Platform(ProcessTable):
             "FAULT_PREFIX": self.prefix,
             # the monitor's settings of ``celery beat -S swh`` (swh_scheduler_monitor)
             "FAULT_BEAT_MONITOR": json.dumps(self.beat_monitor),
+            # how often the workers' bodies renew their runs (seconds)
+            "FAULT_PING": str(self.ping),
             # results, for the listener's catch-up of runs whose events were
             # lost (Redis events are pub/sub), where no scenario breaks them
             "SWH_SCHEDULER_RESULT_BACKEND": self.result_backend,

@@ -43,11 +43,13 @@ pytestmark = [pytest.mark.faults, pytest.mark.postgresql, pytest.mark.redis]
 #: the monitor's bounds in these scenarios (seconds): a copy silent for
 #: PING + GRACE loses its run; a worker silent for TIMEOUT is offline, and
 #: its runs may be ended after OFFLINE_GRACE (if no guard took them)
-PING, GRACE, TIMEOUT, OFFLINE_GRACE = 3, 2, 3, 1
+PING, GRACE, TIMEOUT, OFFLINE_GRACE = 2.5, 1.5, 2, 0.5
+#: how often the bodies renew their runs (at most a third of PING)
+BEAT = 0.5
 #: how long the worker stays stopped: longer than all of them together
-STALL = 12.0
+STALL = 8.0
 #: the bodies: longer than the stall, so that they are running when it ends
-STEPS = 400  # x 0.05 s = 20 s of sleeping steps
+STEPS = 260  # x 0.05 s = 13 s of sleeping steps
 
 
 def monitor_options() -> list[str]:
@@ -87,6 +89,7 @@ def body_windows(running: Platform) -> dict[int, list[dict[str, float | int | st
 def platform_with_two_workers(running: Platform, count: int, *, leased: bool) -> tuple[int, int]:
     """``count`` stall probes running on worker ``w1`` (``w2`` started
     after they all started there); returns w1's main pid and its group."""
+    running.ping = BEAT
     running.create_stall_tasks(count, steps=STEPS, leased=leased)
     running.listener()
     first = running.worker("w1", concurrency=count)
@@ -193,7 +196,7 @@ def test_a_whole_worker_stalled(
     assert statuses.get("eventful", 0) == count, statuses
     assert set(statuses) <= {"eventful", "lost", "superseded"}, statuses
     overlap = max(tails)
-    assert overlap < 3.0, tails  # a beat (1 s) and the stop's delivery
+    assert overlap < 2.0, tails  # a beat and the stop's delivery
     kind = "leased" if leased else "plain"
     TABLE.append(
         {

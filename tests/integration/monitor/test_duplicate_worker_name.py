@@ -230,9 +230,11 @@ def test_two_real_workers_under_one_name_lose_no_run(
             def runs() -> list[TaskRun]:
                 return [r for t in tasks for r in pg.get_task_runs(t.id or 0)]
 
-            wait_until(
-                lambda: all(r.status is RunStatus.STARTED for r in runs()), 30, "4 runs started"
-            )
+            def all_assigned() -> bool:  # the listener may mark a run started
+                found = runs()  # from task-started before its guard recorded the owner
+                return all(r.status is RunStatus.STARTED and assigned_pid(r) for r in found)
+
+            wait_until(all_assigned, 30, "4 runs started and assigned")
             assert {assigned_pid(r) for r in runs()} == pids  # two on each
             started = time.monotonic()
             wait_until(lambda: not any(r.status.is_open for r in runs()), 60, "the runs to end")

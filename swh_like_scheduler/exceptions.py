@@ -105,6 +105,15 @@ class DuplicateTask(Conflict, InvalidInput):
         self.task_id = task_id
 
 
+class StaleUpdate(Conflict, InvalidInput):
+    """An update presented a version token (a lister's ``updated``) that is
+    no longer the stored one: another process wrote since this one read.
+    Read again, redo the change, and update with the new token."""
+
+    def __init__(self, field: str, message: str) -> None:
+        InvalidInput.__init__(self, field, message)
+
+
 class StoreError(SchedulerError):
     """The database refused or failed an operation; the message says why."""
 

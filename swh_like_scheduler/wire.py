@@ -38,8 +38,10 @@ def _registry(modules: Iterable[Any]) -> tuple[dict[str, type], dict[str, type[E
 def _modules() -> list[Any]:
     from . import records
     from .store import values
+    from .visits import feedback
+    from .visits import model as visits
 
-    return [model, enums, run_model, values, jobs, records]
+    return [model, enums, run_model, values, jobs, records, visits, feedback]
 
 
 _RECORDS: dict[str, type] = {}

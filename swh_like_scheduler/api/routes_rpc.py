@@ -54,6 +54,10 @@ READ_METHODS = frozenset(
         "count_task_runs",
         "get_workers",
         "installation_id",
+        "get_listers",
+        "get_listed_origins",
+        "origin_visit_stats_get",
+        "get_metrics",
     }
 )
 WRITE_METHODS = frozenset(
@@ -102,6 +106,12 @@ WRITE_METHODS = frozenset(
         "measure_type_loads",
         "acquire_lock",
         "release_lock",
+        "get_or_create_lister",
+        "update_lister",
+        "record_listed_origins",
+        "origin_visit_stats_upsert",
+        "record_visit_statuses",
+        "update_metrics",
     }
 )
 METHODS = READ_METHODS | WRITE_METHODS

@@ -1,7 +1,8 @@
 """The one store interface that every daemon and face of the scheduler uses,
 made of role protocols (each in its own module): :class:`TaskStore`,
 :class:`BulkStore`, :class:`RunStore`, :class:`JobStore`,
-:class:`LeaseStore`, :class:`MonitorStore`, :class:`IdentityStore`.
+:class:`LeaseStore`, :class:`MonitorStore`, :class:`IdentityStore`,
+:class:`OriginStore` (the origin-visit scheduler's listers and origins).
 
 Implementations: :class:`~swh_like_scheduler.store.sql.SQLAlchemyStore`
 (PostgreSQL and SQLite) and :class:`~swh_like_scheduler.client.RemoteStore`
@@ -20,6 +21,7 @@ from .role_identity import IdentityStore
 from .role_jobs import JobStore
 from .role_lease import LeaseStore
 from .role_monitor import MonitorStore
+from .role_origins import OriginStore
 from .role_runs import RunStore
 from .role_tasks import TaskStore
 from .values import (
@@ -51,6 +53,7 @@ __all__ = [
     "JobStore",
     "LeaseStore",
     "MonitorStore",
+    "OriginStore",
     "RunEnd",
     "RunStore",
     "ScheduleHealth",
@@ -63,7 +66,15 @@ __all__ = [
 
 @runtime_checkable
 class SchedulerStore(
-    TaskStore, BulkStore, RunStore, JobStore, LeaseStore, MonitorStore, IdentityStore, Protocol
+    TaskStore,
+    BulkStore,
+    RunStore,
+    JobStore,
+    LeaseStore,
+    MonitorStore,
+    IdentityStore,
+    OriginStore,
+    Protocol,
 ):
     """Persistence of task types, tasks and their runs: every role."""
 

@@ -21,6 +21,7 @@ from .sql_monitor import MonitorMethods
 from .sql_runs import RunMethods
 from .sql_steal import StealMethods
 from .sql_tasks import TaskMethods
+from .sql_visit_stats import VisitStatsMethods
 from .sql_workers import WorkerMethods
 
 
@@ -38,5 +39,6 @@ class SQLAlchemyStore(
     LoadMethods,
     IdentityMethods,
     WorkerMethods,
+    VisitStatsMethods,
 ):
     """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite)."""

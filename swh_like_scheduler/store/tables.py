@@ -339,3 +339,96 @@ installation = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.CheckConstraint("one = 1", name="one_row"),
 )
+
+# -- origin visits (sql/versions/0013_origin_visits.py) ------------------------
+
+#: Listers: one per kind of forge and instance; ``current_state`` is what
+#: the lister resumes from, ``updated`` the token an update must present.
+lister = sa.Table(
+    "lister",
+    metadata,
+    sa.Column("id", _bytewise(sa.Text()), primary_key=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("instance_name", sa.Text, nullable=False),
+    sa.Column("current_state", _json(), nullable=False),
+    sa.Column("created", UTCDateTime, nullable=False),
+    sa.Column("updated", UTCDateTime, nullable=False),
+    sa.Column("last_listing_finished_at", UTCDateTime),
+    sa.Column("first_visits_queue_prefix", sa.Text),
+    sa.Column("first_visits_scheduled_at", UTCDateTime),
+    sa.UniqueConstraint("name", "instance_name"),
+)
+
+#: The origins listers reported (one row per lister, url and visit type);
+#: ``first_seen``/``last_seen`` are when it was first and last recorded,
+#: ``last_update`` the forge's own date of the origin's last change.
+listed_origin = sa.Table(
+    "listed_origin",
+    metadata,
+    sa.Column(
+        "lister_id",
+        _bytewise(sa.Text()),
+        sa.ForeignKey("lister.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("url", _bytewise(sa.Text()), primary_key=True),
+    sa.Column("visit_type", sa.Text, primary_key=True),
+    sa.Column("extra_loader_arguments", _json(), nullable=False),
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    sa.Column("first_seen", UTCDateTime, nullable=False),
+    sa.Column("last_seen", UTCDateTime, nullable=False),
+    sa.Column("last_update", UTCDateTime),
+    sa.Column("is_fork", sa.Boolean),
+    sa.Column("forked_from_url", sa.Text),
+    # an origin's rows by url (its statistics' key), whatever the lister
+    sa.Index("ix_listed_origin_url_visit_type", "url", "visit_type"),
+)
+
+#: What the visits of each origin and visit type found (visits/model.py).
+origin_visit_stats = sa.Table(
+    "origin_visit_stats",
+    metadata,
+    sa.Column("url", _bytewise(sa.Text()), primary_key=True),
+    sa.Column("visit_type", sa.Text, primary_key=True),
+    sa.Column("last_successful", UTCDateTime),
+    sa.Column("last_visit", UTCDateTime),
+    sa.Column("last_visit_status", sa.Text),
+    sa.Column("last_scheduled", UTCDateTime),
+    sa.Column("last_snapshot", _bytewise(sa.String(40))),
+    sa.Column("next_visit_queue_position", UTCDateTime),
+    sa.Column("next_position_offset", sa.Integer, nullable=False),
+    sa.Column("successive_visits", sa.Integer, nullable=False),
+    sa.CheckConstraint(
+        _in("last_visit_status", ["successful", "failed", "not_found"]),
+        name="last_visit_status",
+    ),
+    sa.CheckConstraint("next_position_offset >= 0", name="next_position_offset"),
+    sa.CheckConstraint("successive_visits >= 0", name="successive_visits"),
+)
+
+#: Per visit type, the position of the queue of origins without a forge
+#: date: an origin is due once the queue has moved past its own position.
+visit_queue_position = sa.Table(
+    "visit_queue_position",
+    metadata,
+    sa.Column("visit_type", sa.Text, primary_key=True),
+    sa.Column("position", UTCDateTime, nullable=False),
+)
+
+#: Per lister and visit type, how its origins stand (``update_metrics``).
+origin_metrics = sa.Table(
+    "origin_metrics",
+    metadata,
+    sa.Column(
+        "lister_id",
+        _bytewise(sa.Text()),
+        sa.ForeignKey("lister.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("visit_type", sa.Text, primary_key=True),
+    sa.Column("last_update", UTCDateTime, nullable=False),
+    sa.Column("origins_known", sa.BigInteger, nullable=False),
+    sa.Column("origins_enabled", sa.BigInteger, nullable=False),
+    sa.Column("origins_never_visited", sa.BigInteger, nullable=False),
+    sa.Column("origins_with_pending_changes", sa.BigInteger, nullable=False),
+)

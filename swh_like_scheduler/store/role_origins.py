@@ -1,0 +1,111 @@
+"""Listers, listed origins and visit statistics (:mod:`..visits`): the
+origin-visit scheduler's half of the store, with the reference design's
+method names (a lister written against it calls the same methods)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ..visits.feedback import VisitStatusMessage
+    from ..visits.model import (
+        ListedOrigin,
+        ListedOriginPage,
+        Lister,
+        OriginMetrics,
+        OriginVisitStats,
+    )
+
+
+class OriginStore(Protocol):
+    """Listers, the origins they list, and what visits of them found."""
+
+    def get_or_create_lister(
+        self,
+        name: str,
+        instance_name: str = "",
+        first_visits_queue_prefix: str | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> Lister:
+        """The lister ``name``/``instance_name``, created (with an empty state)
+        if there is none; two first callers get the same one."""
+        ...
+
+    def get_listers(self) -> list[Lister]:
+        """Every lister, by name and instance."""
+        ...
+
+    def update_lister(self, lister: Lister, *, now: datetime | None = None) -> Lister:
+        """Store ``lister``'s state, listing end and first-visit fields; the
+        stored lister with its new ``updated`` token. Raises
+        :class:`~swh_like_scheduler.exceptions.StaleUpdate` (``updated``)
+        when ``lister.updated`` is not the stored one (another process wrote
+        since this one read), :class:`NotFound` for an unknown id; nothing
+        is written then."""
+        ...
+
+    def record_listed_origins(
+        self, origins: Sequence[ListedOrigin], *, now: datetime | None = None
+    ) -> list[ListedOrigin]:
+        """Insert or update ``origins`` in one transaction (idempotent: the
+        same origins again change only ``last_seen``); each as stored, in
+        the order given (an origin given twice: the last one counts).
+        ``first_seen`` is kept, ``last_seen`` is ``now``; the other fields
+        are the ones given. Raises :class:`InvalidInput` naming
+        ``lister_id`` (no such lister) or ``visit_type`` (no task type
+        ``load-<visit type>`` registered); nothing is written then."""
+        ...
+
+    def get_listed_origins(
+        self,
+        lister_id: str | None = None,
+        url: str | None = None,
+        urls: Sequence[str] | None = None,
+        enabled: bool | None = True,
+        limit: int = 1000,
+        page_token: str | None = None,
+    ) -> ListedOriginPage:
+        """Listed origins by lister, url and visit type, at most ``limit``,
+        filtered by ``lister_id``, ``url`` or ``urls``, and ``enabled``
+        (``None``: both); the page's ``next_page_token`` reads the next page
+        (``None``: this was the last). Pages see rows added meanwhile that
+        sort after the token."""
+        ...
+
+    def origin_visit_stats_upsert(self, stats: Sequence[OriginVisitStats]) -> None:
+        """Insert or update visit statistics in one transaction; a field given
+        as ``None`` keeps the stored value (several writers can each set
+        their own fields)."""
+        ...
+
+    def origin_visit_stats_get(self, ids: Sequence[tuple[str, str]]) -> list[OriginVisitStats]:
+        """The statistics of the ``(url, visit_type)`` pairs that have any, in
+        the order asked."""
+        ...
+
+    def record_visit_statuses(self, messages: Sequence[VisitStatusMessage]) -> tuple[int, int]:
+        """Apply visit statuses to the statistics
+        (:func:`~swh_like_scheduler.visits.feedback.apply_status`) in one
+        transaction, each origin's row locked while it changes, so that two
+        feeds at once (the listener and the journal client) lose neither's
+        status; ``(changed, ignored)``: the messages that moved a row, and
+        those that did not (unfinished, older than the last visit, repeated)."""
+        ...
+
+    def update_metrics(
+        self, lister_id: str | None = None, *, now: datetime | None = None
+    ) -> list[OriginMetrics]:
+        """Count, per lister and visit type, the origins known, enabled, never
+        visited and with pending changes (a forge date after the last
+        success), store the counts and return them; ``lister_id``: that
+        lister only."""
+        ...
+
+    def get_metrics(
+        self, lister_id: str | None = None, visit_type: str | None = None
+    ) -> list[OriginMetrics]:
+        """The counts the last :meth:`update_metrics` stored."""
+        ...

@@ -1,0 +1,252 @@
+"""Listers and listed origins (:class:`~.role_origins.OriginStore`, first
+half): one Core code path for PostgreSQL and SQLite, upserts with the
+dialect's ``INSERT … ON CONFLICT``."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..exceptions import InvalidInput, NotFound, StaleUpdate
+from ..visits.model import (
+    ListedOrigin,
+    ListedOriginPage,
+    Lister,
+    aware,
+    origin_url,
+    visit_task_type,
+)
+from .sql_base import SQLBase, _chunks
+from .tables import listed_origin as origin_t
+from .tables import lister as lister_t
+from .tables import task_type as type_t
+
+#: most rows one page of listed origins holds (the API's read bound)
+MAX_PAGE = 10_000
+
+
+def lister_from_row(row: Mapping[Any, Any]) -> Lister:
+    return Lister(**{c.name: row[c.name] for c in lister_t.columns})
+
+
+def origin_from_row(row: Mapping[Any, Any]) -> ListedOrigin:
+    return ListedOrigin(**{c.name: row[c.name] for c in origin_t.columns})
+
+
+def encode_token(origin: ListedOrigin) -> str:
+    raw = json.dumps([origin.lister_id, origin.url, origin.visit_type]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_token(token: str) -> tuple[str, str, str]:
+    """The key a page token names; :class:`InvalidInput` (``page_token``)
+    for anything :func:`encode_token` did not make."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        key = json.loads(raw)
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        key = None
+    if not (isinstance(key, list) and len(key) == 3 and all(isinstance(k, str) for k in key)):
+        raise InvalidInput("page_token", f"{token[:80]!r} is not a page token from this store")
+    return key[0], key[1], key[2]
+
+
+def _now(now: datetime | None) -> datetime:
+    if now is None:
+        return datetime.now(UTC)
+    found = aware("now", now)
+    assert found is not None
+    return found
+
+
+class OriginMethods(SQLBase):
+    """Listers and listed origins of :class:`SchedulerStore`."""
+
+    def _upsert(self, table: sa.Table) -> Any:
+        """``INSERT`` with the dialect's ``ON CONFLICT`` clauses."""
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        return dialect.insert(table)
+
+    # -- listers --------------------------------------------------------------
+
+    def get_or_create_lister(
+        self,
+        name: str,
+        instance_name: str = "",
+        first_visits_queue_prefix: str | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> Lister:
+        at = _now(now)
+        wanted = Lister(
+            name=name,
+            instance_name=instance_name,
+            first_visits_queue_prefix=first_visits_queue_prefix,
+        )
+        row = {
+            "id": uuid.uuid4().hex,
+            "name": wanted.name,
+            "instance_name": wanted.instance_name,
+            "current_state": {},
+            "created": at,
+            "updated": at,
+            "first_visits_queue_prefix": wanted.first_visits_queue_prefix,
+        }
+        where = (lister_t.c.name == wanted.name) & (lister_t.c.instance_name == instance_name)
+        with self._write("get or create a lister") as conn:
+            conn.execute(self._upsert(lister_t).values(row).on_conflict_do_nothing())
+            found = conn.execute(sa.select(lister_t).where(where)).one()
+        return lister_from_row(found._mapping)
+
+    def get_listers(self) -> list[Lister]:
+        query = sa.select(lister_t).order_by(lister_t.c.name, lister_t.c.instance_name)
+        with self._read("list listers") as conn:
+            return [lister_from_row(r._mapping) for r in conn.execute(query)]
+
+    def update_lister(self, lister: Lister, *, now: datetime | None = None) -> Lister:
+        if not isinstance(lister, Lister):
+            raise InvalidInput("lister", f"{type(lister).__name__} is not a lister")
+        if lister.id is None:
+            raise InvalidInput("id", "a lister to update needs its id (get_or_create_lister)")
+        at = _now(now)
+        with self._write("update a lister") as conn:
+            stored = conn.execute(
+                self._lock(sa.select(lister_t).where(lister_t.c.id == lister.id))
+            ).first()
+            if stored is None:
+                raise NotFound(f"no lister {lister.id!r}")
+            if stored.updated != lister.updated:
+                given = lister.updated.isoformat() if lister.updated else "none"
+                raise StaleUpdate(
+                    "updated",
+                    f"lister {lister.name!r} was updated at {stored.updated.isoformat()} "
+                    f"since this copy was read (its token: {given}); read it again",
+                )
+            # a token must change even when two updates share an instant
+            updated = at if at > stored.updated else stored.updated + timedelta(microseconds=1)
+            values = {
+                "current_state": dict(lister.current_state),
+                "updated": updated,
+                "last_listing_finished_at": lister.last_listing_finished_at,
+                "first_visits_queue_prefix": lister.first_visits_queue_prefix,
+                "first_visits_scheduled_at": lister.first_visits_scheduled_at,
+            }
+            conn.execute(sa.update(lister_t).where(lister_t.c.id == lister.id).values(values))
+            found = conn.execute(sa.select(lister_t).where(lister_t.c.id == lister.id)).one()
+        return lister_from_row(found._mapping)
+
+    # -- listed origins ---------------------------------------------------------
+
+    def _check_origins(self, conn: sa.Connection, origins: Sequence[ListedOrigin]) -> None:
+        for n, origin in enumerate(origins):
+            if not isinstance(origin, ListedOrigin):
+                raise InvalidInput(f"origins[{n}]", f"{type(origin).__name__} is not an origin")
+        listers = sorted({o.lister_id for o in origins})
+        known = set(conn.scalars(sa.select(lister_t.c.id).where(lister_t.c.id.in_(listers))))
+        for origin in origins:
+            if origin.lister_id not in known:
+                raise InvalidInput(
+                    "lister_id",
+                    f"no lister {origin.lister_id!r} (get_or_create_lister gives the id)",
+                )
+        wanted = sorted({visit_task_type(o.visit_type) for o in origins})
+        types = set(conn.scalars(sa.select(type_t.c.type).where(type_t.c.type.in_(wanted))))
+        for origin in origins:
+            if visit_task_type(origin.visit_type) not in types:
+                raise InvalidInput(
+                    "visit_type",
+                    f"{origin.visit_type!r} is not a known visit type: no task type "
+                    f"{visit_task_type(origin.visit_type)!r} is registered to run its "
+                    "visits (swh scheduler task-type register)",
+                )
+
+    def record_listed_origins(
+        self, origins: Sequence[ListedOrigin], *, now: datetime | None = None
+    ) -> list[ListedOrigin]:
+        at = _now(now)
+        given = list(origins)
+        if not given:
+            return []
+        latest = {o.key: o for o in given}  # an origin given twice: the last counts
+        rows = [
+            {
+                "lister_id": o.lister_id,
+                "url": o.url,
+                "visit_type": o.visit_type,
+                "extra_loader_arguments": dict(o.extra_loader_arguments),
+                "enabled": o.enabled,
+                "first_seen": at,
+                "last_seen": at,
+                "last_update": o.last_update,
+                "is_fork": o.is_fork,
+                "forked_from_url": o.forked_from_url,
+            }
+            for o in sorted(latest.values(), key=lambda o: o.key)  # one lock order
+        ]
+        kept = {"lister_id", "url", "visit_type", "first_seen"}
+        with self._write("record listed origins") as conn:
+            self._check_origins(conn, given)
+            insert = self._upsert(origin_t)
+            changing = {c.name: insert.excluded[c.name] for c in origin_t.columns}
+            statement = insert.on_conflict_do_update(
+                index_elements=[origin_t.c.lister_id, origin_t.c.url, origin_t.c.visit_type],
+                set_={k: v for k, v in changing.items() if k not in kept},
+            )
+            for chunk in _chunks(rows, 1000):
+                conn.execute(statement, list(chunk))
+            stored = self._origins_by_key(conn, list(latest))
+        return [stored[o.key] for o in given]
+
+    def _origins_by_key(
+        self, conn: sa.Connection, keys: list[tuple[str, str, str]]
+    ) -> dict[tuple[str, str, str], ListedOrigin]:
+        found: dict[tuple[str, str, str], ListedOrigin] = {}
+        columns = sa.tuple_(origin_t.c.lister_id, origin_t.c.url, origin_t.c.visit_type)
+        for chunk in _chunks(keys, 300):
+            query = sa.select(origin_t).where(columns.in_(list(chunk)))
+            for row in conn.execute(query):
+                origin = origin_from_row(row._mapping)
+                found[origin.key] = origin
+        return found
+
+    def get_listed_origins(
+        self,
+        lister_id: str | None = None,
+        url: str | None = None,
+        urls: Sequence[str] | None = None,
+        enabled: bool | None = True,
+        limit: int = 1000,
+        page_token: str | None = None,
+    ) -> ListedOriginPage:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise InvalidInput("limit", f"{limit!r} is not a page size from 1 to {MAX_PAGE:,}")
+        query = sa.select(origin_t)
+        if lister_id is not None:
+            query = query.where(origin_t.c.lister_id == lister_id)
+        if url is not None:
+            query = query.where(origin_t.c.url == origin_url("url", url))
+        if urls is not None:
+            wanted = [origin_url("urls", u) for u in urls]
+            if len(wanted) > MAX_PAGE:
+                raise InvalidInput("urls", f"names at most {MAX_PAGE:,} urls per call")
+            query = query.where(origin_t.c.url.in_(wanted))
+        if enabled is not None:
+            query = query.where(origin_t.c.enabled.is_(bool(enabled)))
+        if page_token is not None:
+            after = decode_token(page_token)
+            key = sa.tuple_(origin_t.c.lister_id, origin_t.c.url, origin_t.c.visit_type)
+            query = query.where(key > sa.tuple_(*(sa.literal(k) for k in after)))
+        query = query.order_by(origin_t.c.lister_id, origin_t.c.url, origin_t.c.visit_type)
+        with self._read("get listed origins") as conn:
+            found = [origin_from_row(r._mapping) for r in conn.execute(query.limit(limit + 1))]
+        more = len(found) > limit
+        page = tuple(found[:limit])
+        return ListedOriginPage(page, encode_token(page[-1]) if more else None)

@@ -1,0 +1,192 @@
+"""Visit statistics and origin metrics (:class:`~.role_origins.OriginStore`,
+second half): statuses applied under row locks, counts per lister and
+visit type."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..exceptions import InvalidInput
+from ..visits.feedback import VisitStatusMessage, apply_status
+from ..visits.model import OriginMetrics, OriginVisitStats, origin_url, visit_type_name
+from .sql_base import _chunks
+from .sql_origins import OriginMethods, _now
+from .tables import listed_origin as origin_t
+from .tables import origin_metrics as metrics_t
+from .tables import origin_visit_stats as stats_t
+from .tables import visit_queue_position as position_t
+
+#: the statistics' columns that always take the value given (the others
+#: keep the stored one when given ``None``)
+_ALWAYS = ("next_position_offset", "successive_visits")
+_KEY = ("url", "visit_type")
+
+
+def stats_from_row(row: Mapping[Any, Any]) -> OriginVisitStats:
+    return OriginVisitStats(**{c.name: row[c.name] for c in stats_t.columns})
+
+
+def stats_row(stats: OriginVisitStats) -> dict[str, Any]:
+    row = {c.name: getattr(stats, c.name) for c in stats_t.columns}
+    if stats.last_visit_status is not None:
+        row["last_visit_status"] = stats.last_visit_status.value
+    return row
+
+
+def _keys(where: str, ids: Sequence[Any]) -> list[tuple[str, str]]:
+    keys = []
+    for n, pair in enumerate(ids):
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise InvalidInput(f"{where}[{n}]", f"{pair!r} is not a (url, visit type) pair")
+        keys.append((origin_url(f"{where}[{n}]", pair[0]), visit_type_name(where, pair[1])))
+    return keys
+
+
+class VisitStatsMethods(OriginMethods):
+    """Visit statistics and metrics of :class:`SchedulerStore`."""
+
+    def _stats_upsert(self, *, keep_stored: bool) -> Any:
+        insert = self._upsert(stats_t)
+        values = {}
+        for column in stats_t.columns:
+            if column.name in _KEY:
+                continue
+            given = insert.excluded[column.name]
+            keep = keep_stored and column.name not in _ALWAYS
+            values[column.name] = sa.func.coalesce(given, column) if keep else given
+        return insert.on_conflict_do_update(index_elements=list(_KEY), set_=values)
+
+    def origin_visit_stats_upsert(self, stats: Sequence[OriginVisitStats]) -> None:
+        given = list(stats)
+        for n, item in enumerate(given):
+            if not isinstance(item, OriginVisitStats):
+                raise InvalidInput(f"stats[{n}]", f"{type(item).__name__} is not visit stats")
+        latest = {s.key: s for s in given}
+        rows = [stats_row(latest[k]) for k in sorted(latest)]
+        if not rows:
+            return
+        with self._write("upsert visit statistics") as conn:
+            statement = self._stats_upsert(keep_stored=True)
+            for chunk in _chunks(rows, 1000):
+                conn.execute(statement, list(chunk))
+
+    def _stats_of(
+        self, conn: sa.Connection, keys: list[tuple[str, str]], *, lock: bool = False
+    ) -> dict[tuple[str, str], OriginVisitStats]:
+        found: dict[tuple[str, str], OriginVisitStats] = {}
+        columns = sa.tuple_(stats_t.c.url, stats_t.c.visit_type)
+        for chunk in _chunks(sorted(set(keys)), 300):
+            query = sa.select(stats_t).where(columns.in_(list(chunk)))
+            query = query.order_by(stats_t.c.url, stats_t.c.visit_type)
+            for row in conn.execute(self._lock(query) if lock else query):
+                stats = stats_from_row(row._mapping)
+                found[stats.key] = stats
+        return found
+
+    def origin_visit_stats_get(self, ids: Sequence[tuple[str, str]]) -> list[OriginVisitStats]:
+        keys = _keys("ids", list(ids))
+        with self._read("get visit statistics") as conn:
+            found = self._stats_of(conn, keys)
+        return [found[k] for k in keys if k in found]
+
+    def record_visit_statuses(self, messages: Sequence[VisitStatusMessage]) -> tuple[int, int]:
+        given = list(messages)
+        by_key: dict[tuple[str, str], list[VisitStatusMessage]] = defaultdict(list)
+        for n, message in enumerate(given):
+            if not isinstance(message, VisitStatusMessage):
+                raise InvalidInput(f"messages[{n}]", f"{type(message).__name__} is no status")
+            by_key[(message.origin, message.visit_type)].append(message)
+        if not by_key:
+            return (0, 0)
+        keys = sorted(by_key)
+        changed_rows: list[dict[str, Any]] = []
+        changed = 0
+        with self._write("record visit statuses") as conn:
+            # a row for each origin first (one with defaults is what no row
+            # means), so that two feeds at once lock it rather than both insert
+            defaults = [stats_row(OriginVisitStats(url=u, visit_type=t)) for u, t in keys]
+            insert = self._upsert(stats_t).on_conflict_do_nothing()
+            for chunk in _chunks(defaults, 1000):
+                conn.execute(insert, list(chunk))
+            current = self._stats_of(conn, keys, lock=True)
+            positions = self._positions(conn, sorted({t for _, t in keys}))
+            for key in keys:
+                stats = current[key]
+                moved = False
+                for message in sorted(by_key[key], key=lambda m: m.date):
+                    after = apply_status(stats, message, queue_position=positions.get(key[1]))
+                    if after is not None:
+                        stats, moved, changed = after, True, changed + 1
+                if moved:
+                    changed_rows.append(stats_row(stats))
+            statement = self._stats_upsert(keep_stored=False)
+            for chunk in _chunks(changed_rows, 1000):
+                conn.execute(statement, list(chunk))
+        return (changed, len(given) - changed)
+
+    def _positions(self, conn: sa.Connection, visit_types: list[str]) -> dict[str, datetime]:
+        query = sa.select(position_t).where(position_t.c.visit_type.in_(visit_types))
+        return {r.visit_type: r.position for r in conn.execute(query)}
+
+    # -- metrics --------------------------------------------------------------
+
+    def update_metrics(
+        self, lister_id: str | None = None, *, now: datetime | None = None
+    ) -> list[OriginMetrics]:
+        at = _now(now)
+        o, s = origin_t.c, stats_t.c
+        enabled = o.enabled.is_(True)
+
+        def count(condition: Any) -> Any:
+            return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+        pending = enabled & (o.last_update > s.last_successful)
+        query = (
+            sa.select(
+                o.lister_id,
+                o.visit_type,
+                sa.func.count().label("origins_known"),
+                count(enabled).label("origins_enabled"),
+                count(enabled & s.last_visit.is_(None)).label("origins_never_visited"),
+                count(pending).label("origins_with_pending_changes"),
+            )
+            .select_from(
+                origin_t.outerjoin(stats_t, (s.url == o.url) & (s.visit_type == o.visit_type))
+            )
+            .group_by(o.lister_id, o.visit_type)
+        )
+        if lister_id is not None:
+            query = query.where(o.lister_id == lister_id)
+        with self._write("update origin metrics") as conn:
+            self._maintenance(conn)
+            found = [
+                OriginMetrics(last_update=at, **{k: v for k, v in r._mapping.items()})
+                for r in conn.execute(query)
+            ]
+            stale = sa.delete(metrics_t)
+            if lister_id is not None:
+                stale = stale.where(metrics_t.c.lister_id == lister_id)
+            conn.execute(stale)
+            if found:
+                rows = [{c.name: getattr(m, c.name) for c in metrics_t.columns} for m in found]
+                conn.execute(sa.insert(metrics_t), rows)
+        return sorted(found, key=lambda m: (m.lister_id, m.visit_type))
+
+    def get_metrics(
+        self, lister_id: str | None = None, visit_type: str | None = None
+    ) -> list[OriginMetrics]:
+        query = sa.select(metrics_t).order_by(metrics_t.c.lister_id, metrics_t.c.visit_type)
+        if lister_id is not None:
+            query = query.where(metrics_t.c.lister_id == lister_id)
+        if visit_type is not None:
+            query = query.where(metrics_t.c.visit_type == visit_type)
+        with self._read("get origin metrics") as conn:
+            return [
+                OriginMetrics(**{c.name: r._mapping[c.name] for c in metrics_t.columns})
+                for r in conn.execute(query)
+            ]

@@ -1,0 +1,232 @@
+"""``swh scheduler lister …`` and ``swh scheduler origin …``: listers, the
+origins they list, and what visits of them found (:mod:`..visits`).
+
+A file is read twice: every line is checked first, and nothing is written
+unless all of them are right (a bad line is named by its number); then it
+is written in batches, each in one transaction. Writing is idempotent: a
+run cut short is finished by running it again."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+import click
+
+from ..exceptions import InvalidInput, NotFound
+from ..importer import read_rows
+from ..text import plural
+from ..visits.intake import lister_of, origin_from_input, status_from_input
+from ..visits.model import Lister, origin_url, visit_task_type, visit_type_name
+from .base import CliContext, emit_json, now, pass_cli, scheduler
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+#: lines written per transaction
+BATCH = 1000
+
+
+def _lister_json(lister: Lister) -> dict[str, Any]:
+    return dict(vars(lister))
+
+
+@scheduler.group("lister")
+def lister() -> None:
+    """Listers: one per kind of forge and instance, with the state they resume from."""
+
+
+@lister.command("add")
+@click.argument("name")
+@click.option("--instance", "instance_name", default="", help="The forge instance (framagit).")
+@json_option
+@pass_cli
+def lister_add(cli: CliContext, name: str, instance_name: str, as_json: bool) -> None:
+    """Register lister NAME (nothing changes if it exists); print its id."""
+    found = cli.store.get_or_create_lister(name, instance_name, now=now())
+    if as_json:
+        emit_json(_lister_json(found))
+        return
+    click.echo(f"Lister {found.name} {found.instance_name or '-'}: {found.id}")
+
+
+@lister.command("list")
+@json_option
+@pass_cli
+def lister_list(cli: CliContext, as_json: bool) -> None:
+    """Every lister, with when it last finished a listing."""
+    listers = cli.store.get_listers()
+    if as_json:
+        emit_json([_lister_json(x) for x in listers])
+        return
+    for x in listers:
+        finished = x.last_listing_finished_at.isoformat() if x.last_listing_finished_at else "never"
+        click.echo(f"{x.id}  {x.name:<16} {x.instance_name or '-':<16} last listing: {finished}")
+    click.echo(f"{plural(len(listers), 'lister')}")
+
+
+@scheduler.group("origin")
+def origin() -> None:
+    """Listed origins and their visit statistics."""
+
+
+@contextmanager
+def _seekable(file: IO[str]) -> Iterator[IO[str]]:
+    """``file``, read from its start each time it is asked; stdin is spooled first."""
+    if file.seekable():
+        yield file
+        return
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as copy:
+        shutil.copyfileobj(file, copy)
+        yield copy
+
+
+def _lines(file: IO[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    file.seek(0)
+    for number, raw in read_rows(file, "jsonl"):
+        yield number, dict(raw)
+
+
+def _checked(number: int, check: Any, *args: Any) -> Any:
+    try:
+        return check(*args)
+    except InvalidInput as error:
+        raise InvalidInput(error.field, error.message, line=number) from None
+
+
+@origin.command("record")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@json_option
+@pass_cli
+def origin_record(cli: CliContext, file: IO[str], as_json: bool) -> None:
+    """Record the listed origins of FILE (JSON lines: lister_name,
+    lister_instance_name, url, visit_type, last_update, extra_loader_arguments,
+    enabled, is_fork), creating their listers if needed."""
+    started = time.monotonic()
+    known = {t.type for t in cli.store.get_task_types()}
+    with _seekable(file) as source:
+        listers: set[tuple[str, str]] = set()
+        total = 0
+        for number, raw in _lines(source):
+            names = _checked(number, lister_of, raw)
+            listers.add(names)
+            parsed = _checked(number, origin_from_input, raw, "-")
+            if visit_task_type(parsed.visit_type) not in known:
+                raise InvalidInput(
+                    "visit_type",
+                    f"{parsed.visit_type!r} is not a known visit type: no task type "
+                    f"{visit_task_type(parsed.visit_type)!r} is registered",
+                    line=number,
+                )
+            total += 1
+        at = now()
+        ids = {n: str(cli.store.get_or_create_lister(*n, now=at).id) for n in sorted(listers)}
+        batch: list[Any] = []
+        with click.progressbar(
+            length=total, label="Recording", file=sys.stderr, hidden=as_json or not total
+        ) as bar:
+            for _, raw in _lines(source):
+                batch.append(origin_from_input(raw, ids[lister_of(raw)]))
+                if len(batch) >= BATCH:
+                    cli.store.record_listed_origins(batch, now=at)
+                    bar.update(len(batch))
+                    batch = []
+            if batch:
+                cli.store.record_listed_origins(batch, now=at)
+                bar.update(len(batch))
+    elapsed = time.monotonic() - started
+    if as_json:
+        emit_json({"recorded": total, "listers": sorted(ids.values()), "seconds": elapsed})
+        return
+    click.echo(
+        f"Recorded {plural(total, 'listed origin')} of {plural(len(ids), 'lister')} "
+        f"in {elapsed:.1f} s"
+    )
+
+
+@origin.command("record-visit-status")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@json_option
+@pass_cli
+def origin_record_visit_status(cli: CliContext, file: IO[str], as_json: bool) -> None:
+    """Apply the visit statuses of FILE (JSON lines, the journal's message:
+    origin, visit_type, date, status, snapshot) to the visit statistics."""
+    changed = ignored = 0
+    with _seekable(file) as source:
+        for number, raw in _lines(source):
+            _checked(number, status_from_input, raw)
+        batch = []
+        for _, raw in _lines(source):
+            batch.append(status_from_input(raw))
+            if len(batch) >= BATCH:
+                moved, kept = cli.store.record_visit_statuses(batch)
+                changed, ignored, batch = changed + moved, ignored + kept, []
+        if batch:
+            moved, kept = cli.store.record_visit_statuses(batch)
+            changed, ignored = changed + moved, ignored + kept
+    if as_json:
+        emit_json({"changed": changed, "ignored": ignored})
+        return
+    click.echo(
+        f"Applied {plural(changed, 'visit status', 'visit statuses')}; "
+        f"{ignored} changed nothing (unfinished, older than the last visit, or repeated)"
+    )
+
+
+@origin.command("visit-stats")
+@click.argument("url")
+@click.argument("visit_type")
+@json_option
+@pass_cli
+def origin_visit_stats(cli: CliContext, url: str, visit_type: str, as_json: bool) -> None:
+    """What the visits of URL with VISIT_TYPE found."""
+    key = (origin_url("url", url), visit_type_name("visit_type", visit_type))
+    found = cli.store.origin_visit_stats_get([key])
+    if not found:
+        raise NotFound(f"no visit of {url} ({visit_type}) was recorded")
+    values = {k: (v.value if hasattr(v, "value") else v) for k, v in vars(found[0]).items()}
+    if as_json:
+        emit_json(values)
+        return
+    for name, value in values.items():
+        shown = value.isoformat() if hasattr(value, "isoformat") else value
+        click.echo(f"{name + ':':<28}{'-' if shown is None else shown}")
+
+
+def _metrics_table(metrics: list[Any], as_json: bool) -> None:
+    if as_json:
+        emit_json([vars(m) for m in metrics])
+        return
+    click.echo(
+        f"{'lister':<34}{'type':<10}{'known':>10}{'enabled':>10}{'never':>10}{'pending':>10}"
+    )
+    for m in metrics:
+        click.echo(
+            f"{m.lister_id:<34}{m.visit_type:<10}{m.origins_known:>10}{m.origins_enabled:>10}"
+            f"{m.origins_never_visited:>10}{m.origins_with_pending_changes:>10}"
+        )
+
+
+@origin.command("update-metrics")
+@click.option("--lister-id", help="This lister only.")
+@json_option
+@pass_cli
+def origin_update_metrics(cli: CliContext, lister_id: str | None, as_json: bool) -> None:
+    """Count, per lister and visit type, the origins known, enabled, never
+    visited and with pending changes; store and print the counts."""
+    _metrics_table(cli.store.update_metrics(lister_id, now=now()), as_json)
+
+
+@origin.command("metrics")
+@click.option("--lister-id", help="This lister only.")
+@click.option("--visit-type", help="This visit type only.")
+@json_option
+@pass_cli
+def origin_metrics(
+    cli: CliContext, lister_id: str | None, visit_type: str | None, as_json: bool
+) -> None:
+    """The counts the last ``origin update-metrics`` stored."""
+    _metrics_table(cli.store.get_metrics(lister_id, visit_type), as_json)

@@ -1,0 +1,147 @@
+"""``swh scheduler lister …`` and ``origin …`` through click's runner, on
+SQLite and PostgreSQL: files checked whole before anything is written,
+bad lines named by number, statuses applied once, metrics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from swh_like_scheduler.cli import swh
+from swh_like_scheduler.store import SQLAlchemyStore
+
+
+@pytest.fixture
+def run(db_url: str):  # type: ignore[no-untyped-def]
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None) -> Result:
+        return runner.invoke(swh, ["scheduler", "--db-url", db_url, *args], input=input)
+
+    return invoke
+
+
+def ok(result: Result) -> str:
+    assert result.exit_code == 0, (result.output, result.stderr, result.exception)
+    return result.output
+
+
+def refused(result: Result, *fragments: str) -> str:
+    assert result.exit_code == 2, (result.output, result.stderr, result.exception)
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1 and "Traceback" not in result.output, message
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+def lines(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def origin_rows(count: int, **fields: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "lister_name": "gitlab",
+            "lister_instance_name": "framagit",
+            "url": f"https://framagit.org/group/p{n:04d}",
+            "visit_type": "git",
+            "last_update": "2026-11-20T10:00:00Z" if n % 2 else None,
+            "extra_loader_arguments": {},
+            "enabled": True,
+            "is_fork": False,
+            **fields,
+        }
+        for n in range(count)
+    ]
+
+
+@pytest.fixture
+def load_git(run) -> None:  # type: ignore[no-untyped-def]
+    ok(run("task-type", "add", "load-git", "swh.loader.git.tasks.UpdateGitRepository"))
+
+
+def listed(db_url: str) -> int:
+    store = SQLAlchemyStore.from_url(db_url)
+    try:
+        return len(store.get_listed_origins(enabled=None, limit=10_000).origins)
+    finally:
+        store.close()
+
+
+def test_record_creates_the_lister_and_is_idempotent(  # type: ignore[no-untyped-def]
+    run, load_git, db_url: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "origins.jsonl"
+    path.write_text(lines(origin_rows(1500)))  # two batches
+    first = json.loads(ok(run("origin", "record", str(path), "--json")))
+    assert first["recorded"] == 1500 and len(first["listers"]) == 1
+    again = json.loads(ok(run("origin", "record", "-", "--json", input=path.read_text())))
+    assert again["listers"] == first["listers"] and listed(db_url) == 1500
+    [lister] = json.loads(ok(run("lister", "list", "--json")))
+    assert (lister["name"], lister["instance_name"]) == ("gitlab", "framagit")
+    assert "gitlab" in ok(run("lister", "add", "gitlab", "--instance", "framagit"))
+    assert len(json.loads(ok(run("lister", "list", "--json")))) == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "fragments"),
+    [
+        ({"visit_type": "svn"}, ("line 3", "visit_type", "load-svn")),
+        ({"url": "framagit.org/x"}, ("line 3", "url", "not a URL")),
+        ({"last_update": "2026-11-20T10:00:00"}, ("line 3", "last_update", "no zone")),
+        ({"lister_name": None}, ("line 3", "lister_name")),
+        ({"enabled": "yes"}, ("line 3", "enabled")),
+        ({"colour": "red"}, ("line 3", "colour", "is not a field")),
+    ],
+)
+def test_one_bad_line_refuses_the_whole_file(  # type: ignore[no-untyped-def]
+    run, load_git, db_url: str, change: dict[str, Any], fragments: tuple[str, ...]
+) -> None:
+    rows = origin_rows(4)
+    rows[2] = {**rows[2], **change}
+    refused(run("origin", "record", "-", input=lines(rows) + "\n"), *fragments)
+    assert listed(db_url) == 0
+    assert json.loads(ok(run("lister", "list", "--json"))) == []  # no lister made either
+    refused(run("origin", "record", "-", input='{"url": \n'), "line 1", "not valid JSON")
+
+
+def test_visit_statuses_then_stats_and_metrics(  # type: ignore[no-untyped-def]
+    run, load_git, tmp_path: Path
+) -> None:
+    ok(run("origin", "record", "-", input=lines(origin_rows(10))))
+    statuses = [
+        {
+            "origin": f"https://framagit.org/group/p{n:04d}",
+            "visit_type": "git",
+            "date": "2026-11-10T10:00:00+00:00",
+            "status": "full" if n < 6 else "not_found",
+            "snapshot": f"{n:040x}" if n < 6 else None,
+        }
+        for n in range(8)
+    ]
+    statuses.append({**statuses[0], "status": "ongoing", "date": "2026-11-11T00:00:00Z"})
+    text = lines(statuses)
+    assert json.loads(ok(run("origin", "record-visit-status", "-", "--json", input=text))) == {
+        "changed": 8,
+        "ignored": 1,
+    }
+    again = json.loads(ok(run("origin", "record-visit-status", "-", "--json", input=text)))
+    assert again == {"changed": 0, "ignored": 9}
+    stats = json.loads(
+        ok(run("origin", "visit-stats", "https://framagit.org/group/p0006", "git", "--json"))
+    )
+    assert stats["last_visit_status"] == "not_found" and stats["last_successful"] is None
+    [metrics] = json.loads(ok(run("origin", "update-metrics", "--json")))
+    assert metrics["origins_known"] == 10 and metrics["origins_never_visited"] == 2
+    # p0001, p0003, p0005: changed on the forge after their visit
+    assert metrics["origins_with_pending_changes"] == 3
+    assert json.loads(ok(run("origin", "metrics", "--json"))) == [metrics]
+    bad = lines([{**statuses[0], "snapshot": "zz"}])
+    refused(run("origin", "record-visit-status", "-", input=bad), "line 1", "snapshot")
+    missing = run("origin", "visit-stats", "https://framagit.org/none", "git")
+    assert missing.exit_code == 2 and "no visit" in missing.stderr

@@ -38,10 +38,10 @@ def _registry(modules: Iterable[Any]) -> tuple[dict[str, type], dict[str, type[E
 def _modules() -> list[Any]:
     from . import records
     from .store import values
-    from .visits import feedback
+    from .visits import feedback, policy
     from .visits import model as visits
 
-    return [model, enums, run_model, values, jobs, records, visits, feedback]
+    return [model, enums, run_model, values, jobs, records, visits, feedback, policy]
 
 
 _RECORDS: dict[str, type] = {}

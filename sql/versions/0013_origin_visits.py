@@ -89,6 +89,7 @@ def upgrade() -> None:
         sa.Column("last_snapshot", _bytewise(sa.String(40))),
         sa.Column("next_visit_queue_position", _at()),
         sa.Column("next_position_offset", sa.Integer(), nullable=False),
+        sa.Column("next_visit_due", _at()),
         sa.Column("successive_visits", sa.Integer(), nullable=False),
         sa.CheckConstraint(
             "last_visit_status IN ('successful', 'failed', 'not_found')",

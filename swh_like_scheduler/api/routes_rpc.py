@@ -58,6 +58,7 @@ READ_METHODS = frozenset(
         "get_listed_origins",
         "origin_visit_stats_get",
         "get_metrics",
+        "peek_next_visits",
     }
 )
 WRITE_METHODS = frozenset(
@@ -112,6 +113,7 @@ WRITE_METHODS = frozenset(
         "origin_visit_stats_upsert",
         "record_visit_statuses",
         "update_metrics",
+        "grab_next_visits",
     }
 )
 METHODS = READ_METHODS | WRITE_METHODS

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         OriginMetrics,
         OriginVisitStats,
     )
+    from ..visits.policy import Cooldowns, VisitPolicy
 
 
 class OriginStore(Protocol):
@@ -93,6 +94,42 @@ class OriginStore(Protocol):
         feeds at once (the listener and the journal client) lose neither's
         status; ``(changed, ignored)``: the messages that moved a row, and
         those that did not (unfinished, older than the last visit, repeated)."""
+        ...
+
+    def peek_next_visits(
+        self,
+        visit_type: str,
+        count: int,
+        policy: VisitPolicy | str,
+        *,
+        now: datetime | None = None,
+        lister_id: str | None = None,
+        enabled: bool = True,
+        cooldowns: Cooldowns | None = None,
+    ) -> list[ListedOrigin]:
+        """The next ``count`` origins of ``visit_type`` that ``policy``
+        (:mod:`~swh_like_scheduler.visits.policy`) would visit, out of every
+        cooldown, in its order; nothing is written. ``lister_id``: that
+        lister's origins only (required by ``first_visits_after_listing``);
+        ``enabled=False``: disabled origins too. At most 10,000."""
+        ...
+
+    def grab_next_visits(
+        self,
+        visit_type: str,
+        count: int,
+        policy: VisitPolicy | str,
+        *,
+        now: datetime | None = None,
+        lister_id: str | None = None,
+        enabled: bool = True,
+        cooldowns: Cooldowns | None = None,
+    ) -> list[ListedOrigin]:
+        """As :meth:`peek_next_visits`, and mark them scheduled (``last_scheduled
+        = now``) in the same transaction, one grab of a visit type at a time
+        (several schedulers never send one origin twice within the cooldown).
+        ``origins_without_last_update`` moves the visit type's queue to the
+        furthest position it took."""
         ...
 
     def update_metrics(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .sql_bulk import BulkMethods
 from .sql_catchup import CatchUpMethods
 from .sql_edit import EditMethods
+from .sql_grab import GrabMethods
 from .sql_health import HealthMethods
 from .sql_identity import IdentityMethods
 from .sql_jobs import JobMethods
@@ -21,7 +22,6 @@ from .sql_monitor import MonitorMethods
 from .sql_runs import RunMethods
 from .sql_steal import StealMethods
 from .sql_tasks import TaskMethods
-from .sql_visit_stats import VisitStatsMethods
 from .sql_workers import WorkerMethods
 
 
@@ -39,6 +39,6 @@ class SQLAlchemyStore(
     LoadMethods,
     IdentityMethods,
     WorkerMethods,
-    VisitStatsMethods,
+    GrabMethods,
 ):
     """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite)."""

@@ -397,6 +397,8 @@ origin_visit_stats = sa.Table(
     sa.Column("last_snapshot", _bytewise(sa.String(40))),
     sa.Column("next_visit_queue_position", UTCDateTime),
     sa.Column("next_position_offset", sa.Integer, nullable=False),
+    # the deadline policy's: the last visit plus the origin's interval
+    sa.Column("next_visit_due", UTCDateTime),
     sa.Column("successive_visits", sa.Integer, nullable=False),
     sa.CheckConstraint(
         _in("last_visit_status", ["successful", "failed", "not_found"]),

@@ -19,8 +19,11 @@ The rules, for a status message ``(origin, visit_type, date, status, snapshot)``
 * ``not_found`` and ``failed`` are those outcomes; the offset stays.
 * ``successive_visits`` counts the visits in a row with the same outcome
   (a failure after a failure: 2), and the origin's next queue position is
-  ``max(queue position, date) + 2**offset hours`` (16 h at the default
-  offset 4, about 43 days at the largest).
+  the visit type's queue position (the visit's date before the queue ever
+  moved) ``+ 2**offset hours`` (16 h at the default offset 4, about 43 days
+  at the largest): a virtual time, moved forward as the scheduler takes
+  origins from the queue, not the clock; its freshness promise falls due
+  at ``date + 2**offset hours`` (``next_visit_due``).
 """
 
 from __future__ import annotations
@@ -100,7 +103,7 @@ def apply_status(
     """The statistics after ``message`` (see the module's rules); ``None``
     when the message changes nothing. ``stats`` is the origin's current
     statistics (``None``: none yet); ``queue_position`` the visit type's
-    current queue position (``None``: the message's date)."""
+    current queue position (``None``: it never moved; the message's date)."""
     result = outcome(message)
     if result is None:
         return None
@@ -118,13 +121,14 @@ def apply_status(
         changes["last_successful"] = message.date  # later than every visit before
         changes["last_snapshot"] = message.snapshot
     same = stats.last_visit_status is result
-    position = max(queue_position or message.date, message.date) + interval(offset)
+    position = (queue_position or message.date) + interval(offset)
     return replace(
         stats,
         last_visit=message.date,
         last_visit_status=result,
         next_position_offset=offset,
         next_visit_queue_position=position,
+        next_visit_due=message.date + interval(offset),
         successive_visits=stats.successive_visits + 1 if same else 1,
         **changes,  # type: ignore[arg-type]
     )

@@ -217,7 +217,9 @@ class OriginVisitStats:
     ``next_visit_queue_position`` and ``next_position_offset``: the origin's
     place in its visit type's queue of origins with no forge date, pushed
     further (a larger offset) while visits find nothing new;
-    ``successive_visits``: how many visits in a row had the last status."""
+    ``successive_visits``: how many visits in a row had the last status;
+    ``next_visit_due``: when the origin's freshness promise falls due (the
+    last visit plus ``2**offset`` hours: the ``deadline`` policy's order)."""
 
     url: str
     visit_type: str
@@ -229,6 +231,7 @@ class OriginVisitStats:
     next_visit_queue_position: datetime | None = None
     next_position_offset: int = DEFAULT_OFFSET
     successive_visits: int = 1
+    next_visit_due: datetime | None = None
 
     def __post_init__(self) -> None:
         origin_url("url", self.url)
@@ -238,6 +241,7 @@ class OriginVisitStats:
             "last_visit",
             "last_scheduled",
             "next_visit_queue_position",
+            "next_visit_due",
         ):
             object.__setattr__(self, name, aware(name, getattr(self, name)))
         if self.last_visit_status is not None:

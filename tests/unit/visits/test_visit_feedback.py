@@ -99,12 +99,14 @@ def test_an_older_or_repeated_message_changes_nothing() -> None:
     assert apply_status(stats, msg(4, "failed")) is None
 
 
-def test_the_queue_position_counts_from_the_later_of_queue_and_visit() -> None:
+def test_the_queue_position_counts_from_the_queue_not_the_clock() -> None:
     ahead = apply_status(None, msg(0, "failed"), queue_position=T0 + 100 * H)
     behind = apply_status(None, msg(0, "failed"), queue_position=T0 - 100 * H)
-    assert ahead is not None and behind is not None
+    unmoved = apply_status(None, msg(0, "failed"))
+    assert ahead is not None and behind is not None and unmoved is not None
     assert ahead.next_visit_queue_position == T0 + 100 * H + interval(DEFAULT_OFFSET)
-    assert behind.next_visit_queue_position == T0 + interval(DEFAULT_OFFSET)
+    assert behind.next_visit_queue_position == T0 - 100 * H + interval(DEFAULT_OFFSET)
+    assert unmoved.next_visit_queue_position == T0 + interval(DEFAULT_OFFSET)
 
 
 STATUSES = st.sampled_from(list(VisitStatus))

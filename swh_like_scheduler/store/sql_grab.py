@@ -1,0 +1,232 @@
+"""Which origins to visit next (:mod:`..visits.policy`): one claim statement
+per policy, and the grab that marks what it chose as scheduled.
+
+Several ``schedule-recurrent`` processes may grab visits of one visit type
+at once: each grab holds the visit type's lock until it commits
+(PostgreSQL: a transaction-level advisory lock; SQLite: its write
+transaction), so the next grab sees the ``last_scheduled`` it wrote and no
+origin is sent twice within the cooldown."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..exceptions import InvalidInput, NotFound
+from ..visits.model import ListedOrigin, OriginVisitStats, visit_type_name
+from ..visits.policy import Cooldowns, VisitPolicy, visit_policy
+from .sql_origins import MAX_PAGE, _now, origin_from_row
+from .sql_visit_stats import VisitStatsMethods, stats_row
+from .tables import listed_origin as origin_t
+from .tables import lister as lister_t
+from .tables import origin_visit_stats as stats_t
+from .tables import visit_queue_position as position_t
+
+o, s = origin_t.c, stats_t.c
+
+
+def _cooled(now: datetime, cooldowns: Cooldowns) -> list[Any]:
+    """Out of every cooldown (:class:`Cooldowns`)."""
+    sent = sa.or_(
+        s.last_scheduled.is_(None),
+        sa.and_(
+            s.last_scheduled < now - cooldowns.scheduled,
+            sa.or_(s.last_scheduled <= s.last_visit, s.last_scheduled < now - cooldowns.no_result),
+        ),
+    )
+    status = s.last_visit_status
+    failed = sa.or_(status.is_(None), status != "failed", s.last_visit < now - cooldowns.failed)
+    missing = sa.or_(
+        status.is_(None), status != "not_found", s.last_visit < now - cooldowns.not_found
+    )
+    return [sent, failed, missing]
+
+
+class GrabMethods(VisitStatsMethods):
+    """``peek_next_visits`` and ``grab_next_visits`` of :class:`SchedulerStore`."""
+
+    def _lag(self) -> Any:
+        if self.engine.dialect.name == "sqlite":
+            return sa.func.julianday(o.last_update) - sa.func.julianday(s.last_successful)
+        return o.last_update - s.last_successful
+
+    def _policy_query(
+        self,
+        conn: sa.Connection,
+        policy: VisitPolicy,
+        *,
+        now: datetime,
+        lister_id: str | None,
+    ) -> tuple[list[Any], list[Any]]:
+        """The policy's own conditions and order."""
+        scheduled_first = [s.last_scheduled.asc().nulls_first()]
+        if policy is VisitPolicy.OLDEST_SCHEDULED_FIRST:
+            return [], scheduled_first
+        if policy is VisitPolicy.NEVER_VISITED_OLDEST_UPDATE_FIRST:
+            return [s.last_snapshot.is_(None), o.last_update.is_not(None)], [o.last_update]
+        if policy is VisitPolicy.ALREADY_VISITED_ORDER_BY_LAG:
+            pending = [s.last_snapshot.is_not(None), o.last_update > s.last_successful]
+            return pending, [self._lag().desc()]
+        if policy is VisitPolicy.ORIGINS_WITHOUT_LAST_UPDATE:
+            return [o.last_update.is_(None)], [s.next_visit_queue_position.asc().nulls_first()]
+        if policy is VisitPolicy.STOP_AFTER_SUCCESS:
+            return [s.last_successful.is_(None)], scheduled_first
+        if policy is VisitPolicy.FIRST_VISITS_AFTER_LISTING:
+            if lister_id is None:
+                raise InvalidInput("lister_id", f"policy {policy.value} needs a lister")
+            finished = conn.scalar(
+                sa.select(lister_t.c.last_listing_finished_at).where(lister_t.c.id == lister_id)
+            )
+            if finished is None and not conn.scalar(
+                sa.select(sa.literal(1)).where(lister_t.c.id == lister_id)
+            ):
+                raise NotFound(f"no lister {lister_id!r}")
+            since = [s.last_scheduled.is_(None)]
+            if finished is not None:
+                since.append(s.last_scheduled < finished)
+            return [sa.or_(*since)], [o.last_update.asc().nulls_last(), o.first_seen]
+        # the deadline: the promise's due time, or the forge's change after the last success
+        due = sa.func.coalesce(s.next_visit_due, o.first_seen)
+        changed = sa.and_(o.last_update > s.last_successful, o.last_update < due)
+        key = sa.case((changed, o.last_update), else_=due)
+        return [key <= now], [key]
+
+    def _next_visits(
+        self,
+        conn: sa.Connection,
+        visit_type: str,
+        count: int,
+        policy: VisitPolicy,
+        *,
+        now: datetime,
+        lister_id: str | None,
+        enabled: bool,
+        cooldowns: Cooldowns,
+    ) -> list[tuple[ListedOrigin, datetime | None]]:
+        conditions, order = self._policy_query(conn, policy, now=now, lister_id=lister_id)
+        query = (
+            sa.select(origin_t, s.next_visit_queue_position.label("queue_position"))
+            .select_from(
+                origin_t.outerjoin(stats_t, (s.url == o.url) & (s.visit_type == o.visit_type))
+            )
+            .where(o.visit_type == visit_type, *_cooled(now, cooldowns), *conditions)
+            .order_by(*order, o.url, o.lister_id)
+            .limit(count)
+        )
+        if enabled:
+            query = query.where(o.enabled.is_(True))
+        if lister_id is not None:
+            query = query.where(o.lister_id == lister_id)
+        chosen: dict[str, tuple[ListedOrigin, datetime | None]] = {}
+        for row in conn.execute(query):
+            mapping = row._mapping
+            origin = origin_from_row({c.name: mapping[c.name] for c in origin_t.columns})
+            chosen.setdefault(origin.url, (origin, mapping["queue_position"]))
+        return list(chosen.values())  # an origin listed by two listers: once
+
+    def _grab_arguments(
+        self, visit_type: str, count: int, policy: Any, cooldowns: Cooldowns | None
+    ) -> tuple[str, VisitPolicy, Cooldowns]:
+        visit_type_name("visit_type", visit_type)
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_PAGE:
+            raise InvalidInput(
+                "count", f"{count!r} is not a number of visits from 0 to {MAX_PAGE:,}"
+            )
+        if cooldowns is not None and not isinstance(cooldowns, Cooldowns):
+            raise InvalidInput("cooldowns", f"{type(cooldowns).__name__} is not cooldowns")
+        return visit_type, visit_policy("policy", policy), cooldowns or Cooldowns()
+
+    def peek_next_visits(
+        self,
+        visit_type: str,
+        count: int,
+        policy: VisitPolicy | str,
+        *,
+        now: datetime | None = None,
+        lister_id: str | None = None,
+        enabled: bool = True,
+        cooldowns: Cooldowns | None = None,
+    ) -> list[ListedOrigin]:
+        visit_type, chosen, cools = self._grab_arguments(visit_type, count, policy, cooldowns)
+        at = _now(now)
+        with self._read("peek next visits") as conn:
+            found = self._next_visits(
+                conn,
+                visit_type,
+                count,
+                chosen,
+                now=at,
+                lister_id=lister_id,
+                enabled=enabled,
+                cooldowns=cools,
+            )
+        return [origin for origin, _ in found]
+
+    def grab_next_visits(
+        self,
+        visit_type: str,
+        count: int,
+        policy: VisitPolicy | str,
+        *,
+        now: datetime | None = None,
+        lister_id: str | None = None,
+        enabled: bool = True,
+        cooldowns: Cooldowns | None = None,
+    ) -> list[ListedOrigin]:
+        visit_type, chosen, cools = self._grab_arguments(visit_type, count, policy, cooldowns)
+        at = _now(now)
+        with self.transaction() as tx:
+            tx._serialise("grab next visits", f"visits:{visit_type}")
+            with tx._write("grab next visits") as conn:
+                found = tx._next_visits(
+                    conn,
+                    visit_type,
+                    count,
+                    chosen,
+                    now=at,
+                    lister_id=lister_id,
+                    enabled=enabled,
+                    cooldowns=cools,
+                )
+                tx._mark_scheduled(conn, visit_type, [origin for origin, _ in found], at)
+                if chosen is VisitPolicy.ORIGINS_WITHOUT_LAST_UPDATE:
+                    tx._advance_queue(conn, visit_type, [p for _, p in found if p is not None])
+        return [origin for origin, _ in found]
+
+    def _mark_scheduled(
+        self, conn: sa.Connection, visit_type: str, origins: list[ListedOrigin], at: datetime
+    ) -> None:
+        if not origins:
+            return
+        rows = [
+            {**stats_row(OriginVisitStats(url=x.url, visit_type=visit_type)), "last_scheduled": at}
+            for x in sorted(origins, key=lambda x: x.url)
+        ]
+        insert = self._upsert(stats_t)
+        statement = insert.on_conflict_do_update(
+            index_elements=[s.url, s.visit_type],
+            set_={"last_scheduled": insert.excluded.last_scheduled},
+        )
+        conn.execute(statement, rows)
+
+    def _advance_queue(
+        self, conn: sa.Connection, visit_type: str, positions: list[datetime]
+    ) -> None:
+        """The visit type's queue moves to the furthest position just taken."""
+        if not positions:
+            return
+        furthest = max(positions)
+        insert = self._upsert(position_t).values(visit_type=visit_type, position=furthest)
+        conn.execute(
+            insert.on_conflict_do_update(
+                index_elements=[position_t.c.visit_type],
+                set_={
+                    "position": sa.case(
+                        (position_t.c.position < furthest, furthest),
+                        else_=position_t.c.position,
+                    )
+                },
+            )
+        )

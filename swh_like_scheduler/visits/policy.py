@@ -1,0 +1,150 @@
+"""Which origins to visit next: the policies, their cooldowns, and how a
+visit type's share of visits is split between the policies of its mix.
+
+Every policy picks among the **enabled** listed origins of one visit type
+that are out of every cooldown (:class:`Cooldowns`), and orders them its own
+way (the store's claim statement does the ordering, :mod:`..store.sql_grab`):
+
+``oldest_scheduled_first``
+    never scheduled first, then by the last time a visit was sent.
+``never_visited_oldest_update_first``
+    origins with no successful visit yet and a forge date, oldest date first.
+``already_visited_order_by_lag``
+    origins visited successfully whose forge date is after that success
+    (pending changes), the largest lag first.
+``origins_without_last_update``
+    origins whose forge gives no date, in the visit type's virtual queue:
+    by their queue position (:mod:`.feedback` pushes an origin further each
+    time a visit finds nothing new); taking them moves the queue forward.
+``stop_after_success``
+    origins never visited successfully (one good visit is all they need:
+    a tarball, a release), never scheduled first.
+``first_visits_after_listing``
+    origins of one lister not scheduled since that lister's last listing
+    ended (the first visits of what a listing found), oldest forge date first.
+``deadline``
+    ours: each origin has a freshness promise, its interval (2**offset hours,
+    shortened as visits find changes, lengthened as they do not); it is due
+    at its last visit plus that interval, at its first sighting if never
+    visited, or as soon as its forge reports a change after the last
+    success. Only due origins, the most overdue first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any
+
+from .. import validation
+from ..exceptions import InvalidInput
+
+
+class VisitPolicy(StrEnum):
+    OLDEST_SCHEDULED_FIRST = "oldest_scheduled_first"
+    NEVER_VISITED_OLDEST_UPDATE_FIRST = "never_visited_oldest_update_first"
+    ALREADY_VISITED_ORDER_BY_LAG = "already_visited_order_by_lag"
+    ORIGINS_WITHOUT_LAST_UPDATE = "origins_without_last_update"
+    STOP_AFTER_SUCCESS = "stop_after_success"
+    FIRST_VISITS_AFTER_LISTING = "first_visits_after_listing"
+    DEADLINE = "deadline"
+
+
+def visit_policy(where: str, value: object) -> VisitPolicy:
+    for policy in VisitPolicy:
+        if value == policy.value:
+            return policy
+    choices = ", ".join(p.value for p in VisitPolicy)
+    raise InvalidInput(where, f"{value!r} is not a policy (one of {choices})")
+
+
+@dataclass(frozen=True)
+class Cooldowns:
+    """How long an origin is left alone: after a visit was sent
+    (``scheduled``), after it was sent and no status came back
+    (``no_result``: the visit may still be queued or running), after a
+    failed visit (``failed``) and after one that found nothing at the url
+    (``not_found``)."""
+
+    scheduled: timedelta = timedelta(hours=12)
+    no_result: timedelta = timedelta(days=7)
+    failed: timedelta = timedelta(days=14)
+    not_found: timedelta = timedelta(days=31)
+
+    def __post_init__(self) -> None:
+        for name in ("scheduled", "no_result", "failed", "not_found"):
+            object.__setattr__(
+                self, name, validation.parse_duration(f"cooldown_{name}", getattr(self, name))
+            )
+
+
+#: a visit type with no mix of its own in the configuration
+DEFAULT_MIX: Mapping[VisitPolicy, int] = {
+    VisitPolicy.ALREADY_VISITED_ORDER_BY_LAG: 40,
+    VisitPolicy.NEVER_VISITED_OLDEST_UPDATE_FIRST: 30,
+    VisitPolicy.ORIGINS_WITHOUT_LAST_UPDATE: 20,
+    VisitPolicy.OLDEST_SCHEDULED_FIRST: 10,
+}
+
+
+@dataclass(frozen=True)
+class VisitSettings:
+    """The ``[visits]`` table of the configuration file: cooldowns, and a
+    weighted mix of policies per visit type (``default`` for the others)."""
+
+    cooldowns: Cooldowns = field(default_factory=Cooldowns)
+    mixes: Mapping[str, Mapping[VisitPolicy, int]] = field(default_factory=dict)
+
+    def mix(self, visit_type: str) -> Mapping[VisitPolicy, int]:
+        return self.mixes.get(visit_type) or self.mixes.get("default") or DEFAULT_MIX
+
+
+def _weights(where: str, raw: object) -> dict[VisitPolicy, int]:
+    if not isinstance(raw, Mapping) or not raw:
+        raise InvalidInput(where, "must be a table of policy = weight")
+    mix: dict[VisitPolicy, int] = {}
+    for name, weight in raw.items():
+        policy = visit_policy(f"{where}.{name}", name)
+        if policy is VisitPolicy.FIRST_VISITS_AFTER_LISTING:
+            raise InvalidInput(f"{where}.{name}", "needs a lister: it runs on its own")
+        if isinstance(weight, bool) or not isinstance(weight, int) or weight <= 0:
+            raise InvalidInput(
+                f"{where}.{name}", f"{weight!r} is not a weight (a whole number > 0)"
+            )
+        mix[policy] = weight
+    return mix
+
+
+def visit_settings(raw: Mapping[str, Any] | None) -> VisitSettings:
+    """The ``[visits]`` table read and checked, each refusal naming its key."""
+    if not raw:
+        return VisitSettings()
+    known = {"cooldown_scheduled", "cooldown_no_result", "cooldown_failed", "cooldown_not_found"}
+    unknown = sorted(set(raw) - known - {"policies"})
+    if unknown:
+        raise InvalidInput(f"visits.{unknown[0]}", f"is not a setting (known: {sorted(known)})")
+    cooldowns = Cooldowns(**{k.removeprefix("cooldown_"): raw[k] for k in known if k in raw})
+    policies = raw.get("policies", {})
+    if not isinstance(policies, Mapping):
+        raise InvalidInput("visits.policies", "must be a table of visit types")
+    mixes = {
+        str(kind): _weights(f"visits.policies.{kind}", table) for kind, table in policies.items()
+    }
+    return VisitSettings(cooldowns, mixes)
+
+
+def shares(count: int, mix: Mapping[VisitPolicy, int]) -> dict[VisitPolicy, int]:
+    """``count`` visits split by weight (largest remainders; ties in the
+    mix's order): ``{policy: how many}``, summing to ``count``."""
+    total = sum(mix.values())
+    if count <= 0 or total <= 0:
+        return {policy: 0 for policy in mix}
+    exact = {policy: count * weight / total for policy, weight in mix.items()}
+    given = {policy: int(share) for policy, share in exact.items()}
+    left = count - sum(given.values())
+    order = sorted(mix, key=lambda p: (-(exact[p] - given[p]), list(mix).index(p)))
+    for policy in order[:left]:
+        given[policy] += 1
+    return given

@@ -1,0 +1,80 @@
+"""The policies' settings (visits/policy.py): the mix per visit type, the
+cooldowns, and how a number of visits is split by weight."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.visits.policy import (
+    DEFAULT_MIX,
+    VisitPolicy,
+    shares,
+    visit_settings,
+)
+
+LAG = VisitPolicy.ALREADY_VISITED_ORDER_BY_LAG
+NEVER = VisitPolicy.NEVER_VISITED_OLDEST_UPDATE_FIRST
+UNDATED = VisitPolicy.ORIGINS_WITHOUT_LAST_UPDATE
+
+
+def test_shares_follow_the_weights_by_largest_remainder() -> None:
+    assert shares(10, {LAG: 50, NEVER: 50}) == {LAG: 5, NEVER: 5}
+    assert shares(1, {LAG: 50, NEVER: 50}) == {LAG: 1, NEVER: 0}  # a tie: the mix's order
+    assert shares(10, {LAG: 1, NEVER: 2}) == {LAG: 3, NEVER: 7}
+    assert shares(0, {LAG: 1}) == {LAG: 0}
+
+
+@given(
+    st.integers(0, 10_000),
+    st.lists(st.integers(1, 1000), min_size=1, max_size=len(VisitPolicy)),
+)
+def test_shares_always_sum_to_the_count_and_stay_near_the_weights(
+    count: int, weights: list[int]
+) -> None:
+    mix = dict(zip(list(VisitPolicy), weights, strict=False))
+    given_out = shares(count, mix)
+    assert sum(given_out.values()) == count
+    total = sum(mix.values())
+    for policy, weight in mix.items():
+        assert abs(given_out[policy] - count * weight / total) < 1
+
+
+def test_settings_read_the_mix_per_visit_type_and_the_cooldowns() -> None:
+    settings = visit_settings(
+        {
+            "cooldown_failed": "3 days",
+            "policies": {"git": {"deadline": 3, "origins_without_last_update": 1}},
+        }
+    )
+    assert settings.cooldowns.failed == timedelta(days=3)
+    assert settings.cooldowns.not_found == timedelta(days=31)  # the default
+    assert settings.mix("git") == {VisitPolicy.DEADLINE: 3, UNDATED: 1}
+    assert settings.mix("hg") == DEFAULT_MIX
+    defaulted = visit_settings({"policies": {"default": {"deadline": 1}}})
+    assert defaulted.mix("hg") == {VisitPolicy.DEADLINE: 1}
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"cooldown_failed": "soon"}, "cooldown_failed"),
+        ({"cooldown": "1h"}, "visits.cooldown"),
+        ({"policies": {"git": {"newest_first": 1}}}, "visits.policies.git.newest_first"),
+        ({"policies": {"git": {"deadline": 0}}}, "visits.policies.git.deadline"),
+        ({"policies": {"git": {"deadline": True}}}, "visits.policies.git.deadline"),
+        ({"policies": {"git": {}}}, "visits.policies.git"),
+        (
+            {"policies": {"git": {"first_visits_after_listing": 1}}},
+            "visits.policies.git.first_visits_after_listing",
+        ),
+    ],
+)
+def test_bad_settings_are_refused_by_key(raw: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        visit_settings(raw)
+    assert refused.value.field == field

@@ -17,6 +17,7 @@ import platformdirs
 from .exceptions import InvalidInput
 from .model import MAX_ARGUMENT_BYTES
 from .reach import Reach
+from .visits.policy import VisitSettings, visit_settings
 
 APP_NAME = "swh-like-scheduler"
 ENV_PREFIX = "SWH_SCHEDULER"
@@ -53,6 +54,8 @@ class Settings:
     index_url: str | None = None
     #: where http callbacks may go besides public addresses (:mod:`.reach`)
     callback_allow: Reach = field(default_factory=Reach)
+    #: the origin-visit scheduler's cooldowns and policy mixes (``[visits]``)
+    visits: VisitSettings = field(default_factory=VisitSettings)
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -107,7 +110,11 @@ def load_settings(
     allow = callback_allow if callback_allow is not None else from_file.get("callback_allow", ())
     if not isinstance(allow, str | list | tuple):
         raise InvalidInput("callback_allow", "must be a list of networks and host names")
+    visits = from_file.get("visits")
+    if visits is not None and not isinstance(visits, dict):
+        raise InvalidInput("visits", "must be a table ([visits])")
     return Settings(
+        visits=visit_settings(visits),
         callback_allow=Reach.parse(allow),
         db_url=url or default_db_url(),
         db_is_default=not url,

@@ -19,6 +19,7 @@ from ..store.session import CLI_ROLE, PoolSize, daemon_pool
 #: (each is named ``swh-scheduler-<role>`` in ``pg_stat_activity``)
 DAEMONS = {
     "start-runner": "runner",
+    "schedule-recurrent": "runner",
     "start-listener": "listener",
     "start-monitor": "monitor",
     "rpc-serve": "api",

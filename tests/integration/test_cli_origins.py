@@ -145,3 +145,19 @@ def test_visit_statuses_then_stats_and_metrics(  # type: ignore[no-untyped-def]
     refused(run("origin", "record-visit-status", "-", input=bad), "line 1", "snapshot")
     missing = run("origin", "visit-stats", "https://framagit.org/none", "git")
     assert missing.exit_code == 2 and "no visit" in missing.stderr
+
+
+def test_schedule_recurrent_refuses_an_unknown_visit_type_and_a_bad_mix(  # type: ignore[no-untyped-def]
+    run, load_git, db_url: str, tmp_path: Path
+) -> None:
+    refused(
+        run("schedule-recurrent", "--once", "--visit-type", "svn"),
+        "visit-type",
+        "load-svn",
+    )
+    config = tmp_path / "config.toml"
+    config.write_text(f'db_url = "{db_url}"\n[visits.policies.git]\nnewest_first = 3\n')
+    result = CliRunner().invoke(
+        swh, ["scheduler", "--config-file", str(config), "schedule-recurrent", "--once"]
+    )
+    refused(result, "visits.policies.git.newest_first", "not a policy")

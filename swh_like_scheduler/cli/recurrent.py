@@ -1,0 +1,94 @@
+"""``swh scheduler schedule-recurrent``: keep each visit type's Celery queue
+filled with the visits its policies choose (:mod:`..visits.recurrent`)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+
+import click
+
+from ..exceptions import InvalidInput, SchedulerError
+from ..outage import Outage
+from .base import CliContext, emit_json, now, pass_cli, scheduler
+
+logger = logging.getLogger("swh_like_scheduler.visits.recurrent")
+
+
+@scheduler.command("schedule-recurrent")
+@click.option(
+    "--visit-type",
+    "visit_types",
+    multiple=True,
+    help="Only this visit type (repeatable; default: every type with a load-TYPE task type).",
+)
+@click.option(
+    "--period",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds between steps.",
+)
+@click.option("--once", is_flag=True, help="One step, print what it did, and exit.")
+@click.option("--broker-url", help="Celery broker URL (default: the configuration's).")
+@click.option("--json", "as_json", is_flag=True, help="With --once: print JSON.")
+@pass_cli
+def schedule_recurrent(
+    cli: CliContext,
+    visit_types: tuple[str, ...],
+    period: float,
+    once: bool,
+    broker_url: str | None,
+    as_json: bool,
+) -> None:
+    """Send the visits of listed origins, per visit type, up to the queue
+    limit of task type load-TYPE, by the mix of policies of the
+    configuration's [visits] table; mark them scheduled."""
+    from ..broker.port import CeleryBroker
+    from ..celery_factory import make_app
+    from ..visits.model import visit_task_type, visit_type_name
+    from ..visits.recurrent import VisitTypePass, schedule_step, visit_types_of
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    store = cli.sql_store("schedule-recurrent")
+    for name in visit_types:
+        visit_type_name("visit-type", name)
+        if store.get_task_type(visit_task_type(name)) is None:
+            raise InvalidInput(
+                "visit-type", f"{name!r}: no task type {visit_task_type(name)!r} is registered"
+            )
+    app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
+    broker = CeleryBroker(app)  # a connection per step: a restarted broker is found again
+
+    def step() -> list[VisitTypePass]:
+        chosen = list(visit_types) or visit_types_of(store)
+        return schedule_step(store, broker, chosen, cli.settings.visits, now())
+
+    if once:
+        done = step()
+        if as_json:
+            emit_json([d.to_dict() for d in done])
+        else:
+            for d in done:
+                outcome = d.skipped or f"{d.waiting} waiting, room {d.room}, sent {d.sent}"
+                click.echo(f"{d.visit_type}: {outcome} {d.grabbed or ''}".rstrip())
+        if any(d.failed for d in done):
+            raise click.exceptions.Exit(1)
+        return
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    outage = Outage(logger, "schedule-recurrent step")
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            failed = [d.skipped for d in step() if d.failed]
+            if failed:
+                raise SchedulerError(str(failed[0]))
+        except SchedulerError as error:  # the database or the broker: try again
+            outage.failed(error)
+        else:
+            outage.ok()
+        stop.wait(max(0.0, period - (time.monotonic() - started)))

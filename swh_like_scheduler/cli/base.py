@@ -20,6 +20,7 @@ from ..store.session import CLI_ROLE, PoolSize, daemon_pool
 DAEMONS = {
     "start-runner": "runner",
     "schedule-recurrent": "runner",
+    "journal-client": "listener",
     "start-listener": "listener",
     "start-monitor": "monitor",
     "rpc-serve": "api",

@@ -92,3 +92,78 @@ def schedule_recurrent(
         else:
             outage.ok()
         stop.wait(max(0.0, period - (time.monotonic() - started)))
+
+
+@scheduler.command("journal-client")
+@click.option(
+    "--broker", "brokers", multiple=True, required=True, help="Kafka bootstrap server (repeatable)."
+)
+@click.option("--group-id", default="swh-scheduler-journal-client", show_default=True)
+@click.option("--prefix", default="swh.journal.objects", show_default=True, help="Topic prefix.")
+@click.option(
+    "--consumer-setting",
+    "consumer_settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A librdkafka setting (security.protocol=SSL...; repeatable).",
+)
+@click.option("--batch", type=click.IntRange(1, 10_000), default=500, show_default=True)
+@click.option(
+    "--wait",
+    type=click.FloatRange(0.1, 600),
+    default=10.0,
+    show_default=True,
+    help="With --once: the longest wait for a first message, in seconds.",
+)
+@click.option("--once", is_flag=True, help="One batch, print what it did, and exit.")
+@click.option("--json", "as_json", is_flag=True, help="With --once: print JSON.")
+@pass_cli
+def journal_client(
+    cli: CliContext,
+    brokers: tuple[str, ...],
+    group_id: str,
+    prefix: str,
+    consumer_settings: tuple[str, ...],
+    batch: int,
+    wait: float,
+    once: bool,
+    as_json: bool,
+) -> None:
+    """Apply the visit statuses of the archive's Kafka journal
+    (PREFIX.origin_visit_status) to the visit statistics."""
+    from ..visits.journal import journal_step, kafka_consumer
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    settings = {}
+    for item in consumer_settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidInput("consumer-setting", f"{item!r} is not KEY=VALUE")
+        settings[key] = value
+    store = cli.sql_store("journal-client")
+    consumer = kafka_consumer(brokers, group_id=group_id, prefix=prefix, settings=settings)
+    try:
+        if once:
+            done = journal_step(store, consumer, batch=batch, timeout=wait)
+            if as_json:
+                emit_json(done.to_dict())
+            else:
+                click.echo(
+                    f"received {done.received}, changed {done.changed}, "
+                    f"ignored {done.ignored}, unreadable {done.unreadable}"
+                )
+            return
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        outage = Outage(logger, "journal-client step")
+        while not stop.is_set():
+            try:
+                journal_step(store, consumer, batch=batch)
+            except SchedulerError as error:  # the database: the batch comes again
+                outage.failed(error)
+                stop.wait(5.0)
+            else:
+                outage.ok()
+    finally:
+        consumer.close()

@@ -46,6 +46,8 @@ class EventKind(StrEnum):
     AGAIN = "again"
     #: an event that says nothing the listener records
     NOTHING = "nothing"
+    #: a visit of the origin-visit scheduler ended (no run: :mod:`..visits.events`)
+    VISIT = "visit"
 
 
 #: Celery task event types and their meaning. ``task-result`` is the event our
@@ -61,6 +63,7 @@ TASK_EVENT_KINDS: Mapping[str, EventKind] = {
     "task-rejected": EventKind.END,
     "task-retried": EventKind.AGAIN,
     "task-cancelled": EventKind.AGAIN,
+    "task-visit-status": EventKind.VISIT,
 }
 
 #: Longest error text kept in a run (exception reprs can be huge).
@@ -226,7 +229,7 @@ def parse_event(event: Mapping[str, Any]) -> RunEvent | None:
     if not 0 < len(backend_id) <= MAX_NAME_LENGTH:
         return None
     kind = TASK_EVENT_KINDS.get(event_type)
-    if kind is None or kind is EventKind.NOTHING:
+    if kind is None or kind in (EventKind.NOTHING, EventKind.VISIT):
         return None
     try:
         at = event_time(event)

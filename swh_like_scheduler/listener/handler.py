@@ -66,6 +66,7 @@ from ..quietlog import QuietLog
 from ..records import STALE_END
 from ..store import SchedulerStore
 from ..store.interface import RunEnd
+from ..visits.events import VISIT_EVENT, VisitFeed
 from . import poison
 from .events import EventKind, RunEvent, parse_event, parse_worker_event
 
@@ -92,6 +93,8 @@ class Action(StrEnum):
     #: the end of a run taken from its copy, after another copy started: kept
     #: on the run (``superseded``), not applied to the task
     SUPERSEDED = "superseded"
+    #: a visit's status applied to its origin's statistics (batches only)
+    VISIT = "visit"
 
 
 @dataclass(frozen=True)
@@ -254,6 +257,7 @@ class EventHandler:
         self.store = store
         self.task_types = task_types or TaskTypeCache(store)
         self._apply = outcome_applier(self.task_types, rng)
+        self._visits = VisitFeed(store)
         self._started = _RecentStarts()
         #: the lanes' threads, kept from batch to batch (see :meth:`handle_batch`)
         self._pool: ThreadPoolExecutor | None = None
@@ -317,8 +321,11 @@ class EventHandler:
         parsed = [poison.guarded(parse_event, e) for e in events]
         summary = BatchSummary()
         sightings: list[WorkerSighting] = []
+        visits: list[Mapping[str, Any]] = []
         for event, run_event in zip(events, parsed, strict=True):
-            if run_event is None:
+            if run_event is None and event.get("type") == VISIT_EVENT:
+                visits.append(event)
+            elif run_event is None:
                 sighting = poison.guarded(parse_worker_event, event)
                 if sighting is not None:
                     sightings.append(sighting)
@@ -334,6 +341,10 @@ class EventHandler:
                 split[zlib.crc32(run_event.backend_id.encode()) % lanes].append(run_event)
             for part in self._lanes(lanes).map(self._apply_ordered, [s for s in split if s]):
                 summary.merge(part)
+        if visits:
+            changed, ignored = self._visits.apply(visits)
+            summary.counts[Action.VISIT] = summary[Action.VISIT] + changed
+            summary.counts[Action.IGNORED] = summary[Action.IGNORED] + ignored
         # after the run events: a run that ended just before its worker went
         # offline keeps its real outcome
         self._apply_sightings(sightings)

@@ -12,10 +12,14 @@ The rules, for a status message ``(origin, visit_type, date, status, snapshot)``
 * ``full`` or ``partial`` with a snapshot is a **successful** visit:
   ``last_successful`` moves to its date, and it is **eventful** when the
   snapshot differs from ``last_snapshot`` (or there was none): the origin
-  changed. An eventful visit brings the origin nearer in its queue (the
-  offset drops by 2, to 0 at least); an uneventful one pushes it further
-  (the offset grows by 1, up to :data:`MAX_OFFSET`).
-* ``full`` or ``partial`` without a snapshot loaded nothing: a failure.
+  changed. A status from a visit worker may say so itself (``eventful``
+  true or false, its loader's own verdict): it is then successful with or
+  without a snapshot (none given keeps the last one). An eventful visit
+  brings the origin nearer in its queue (the offset drops by 2, to 0 at
+  least); an uneventful one pushes it further (the offset grows by 1, up
+  to :data:`MAX_OFFSET`).
+* ``full`` or ``partial`` without a snapshot (nor a verdict) loaded
+  nothing: a failure.
 * ``not_found`` and ``failed`` are those outcomes; the offset stays.
 * ``successive_visits`` counts the visits in a row with the same outcome
   (a failure after a failure: 2), and the origin's next queue position is
@@ -59,6 +63,8 @@ class VisitStatusMessage:
     date: datetime
     status: VisitStatus
     snapshot: str | None = None
+    #: the loader's own verdict, when the status comes from a visit worker
+    eventful: bool | None = None
 
     def __post_init__(self) -> None:
         origin_url("origin", self.origin)
@@ -68,6 +74,8 @@ class VisitStatusMessage:
         object.__setattr__(self, "date", aware("date", self.date))
         object.__setattr__(self, "status", _status(self.status))
         object.__setattr__(self, "snapshot", snapshot_id("snapshot", self.snapshot))
+        if self.eventful is not None and not isinstance(self.eventful, bool):
+            raise InvalidInput("eventful", f"{self.eventful!r} is not true, false or null")
 
 
 def _status(value: object) -> VisitStatus:
@@ -89,7 +97,8 @@ def outcome(message: VisitStatusMessage) -> LastVisitStatus | None:
         return None
     if message.status is VisitStatus.NOT_FOUND:
         return LastVisitStatus.NOT_FOUND
-    if message.status in (VisitStatus.FULL, VisitStatus.PARTIAL) and message.snapshot:
+    loaded = message.snapshot or message.eventful is not None
+    if message.status in (VisitStatus.FULL, VisitStatus.PARTIAL) and loaded:
         return LastVisitStatus.SUCCESSFUL
     return LastVisitStatus.FAILED
 
@@ -116,10 +125,12 @@ def apply_status(
     offset = stats.next_position_offset
     changes: dict[str, object] = {}
     if result is LastVisitStatus.SUCCESSFUL:
-        eventful = message.snapshot != stats.last_snapshot
+        eventful = message.eventful
+        if eventful is None:
+            eventful = message.snapshot != stats.last_snapshot
         offset = max(offset - 2, 0) if eventful else min(offset + 1, MAX_OFFSET)
         changes["last_successful"] = message.date  # later than every visit before
-        changes["last_snapshot"] = message.snapshot
+        changes["last_snapshot"] = message.snapshot or stats.last_snapshot
     same = stats.last_visit_status is result
     position = (queue_position or message.date) + interval(offset)
     return replace(

@@ -198,17 +198,27 @@ class ResultEventTask(Task):
         fields: dict[str, Any] = {"result": event_result(result, self.result_event_maxsize)}
         if runtime is not None:
             fields["runtime"] = runtime
-        worker, main_process = _worker_of(self)
-        dispatcher = _live_dispatcher(worker) if main_process else None
-        try:
-            if dispatcher is not None:
-                dispatcher.send(RESULT_EVENT, uuid=self.request.id, **fields)
-            else:
-                self.send_event(RESULT_EVENT, **fields)
-        except Exception:  # the task-succeeded event remains
-            logger.warning(
-                "run %s: could not send its result event", self.request.id, exc_info=True
-            )
+        send_task_event(self, RESULT_EVENT, fields)  # (the task-succeeded event remains)
+
+
+def send_task_event(task: Task, event_type: str, fields: dict[str, Any]) -> bool:
+    """Send ``event_type`` for ``task``'s current request: through the
+    worker's own dispatcher in its main process (in order with Celery's
+    own events), with ``task.send_event`` in a pool's child. A failure is
+    logged, not raised; whether it was sent."""
+    worker, main_process = _worker_of(task)
+    dispatcher = _live_dispatcher(worker) if main_process else None
+    try:
+        if dispatcher is not None:
+            dispatcher.send(event_type, uuid=task.request.id, **fields)
+        else:
+            task.send_event(event_type, **fields)
+    except Exception:
+        logger.warning(
+            "%s %s: could not send %s", task.name, task.request.id, event_type, exc_info=True
+        )
+        return False
+    return True
 
 
 __all__ = [
@@ -216,5 +226,6 @@ __all__ = [
     "ResultEventTask",
     "carried_whole",
     "event_result",
+    "send_task_event",
     "task_events_enabled",
 ]

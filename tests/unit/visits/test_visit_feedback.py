@@ -153,3 +153,18 @@ def test_a_snapshot_id_is_read_in_its_usual_spellings() -> None:
     raw = bytes(range(20))
     for spelling in (raw, raw.hex().upper(), f"swh:1:snp:{raw.hex()}"):
         assert VisitStatusMessage(URL, "git", T0, VisitStatus.FULL, spelling).snapshot == raw.hex()  # type: ignore[arg-type]
+
+
+def test_a_workers_own_verdict_counts_with_or_without_a_snapshot() -> None:
+    first = apply_status(None, msg(0, "full", A))
+    same = VisitStatusMessage(URL, "git", T0 + H, VisitStatus.FULL, None, eventful=False)
+    after = apply_status(first, same)
+    assert first is not None and after is not None
+    assert after.last_visit_status is LastVisitStatus.SUCCESSFUL and after.last_snapshot == A
+    assert after.next_position_offset == first.next_position_offset + 1
+    changed = VisitStatusMessage(URL, "git", T0 + 2 * H, VisitStatus.FULL, A, eventful=True)
+    later = apply_status(after, changed)  # the same snapshot id, yet the loader saw a change
+    assert later is not None and later.next_position_offset == after.next_position_offset - 2
+    with pytest.raises(InvalidInput) as refused:
+        VisitStatusMessage(URL, "git", T0, VisitStatus.FULL, None, eventful="yes")  # type: ignore[arg-type]
+    assert refused.value.field == "eventful"

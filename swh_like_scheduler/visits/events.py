@@ -11,8 +11,10 @@ visit's ``url`` argument), ``name`` (the Celery task, whose task type
 
 A loader returns what Software Heritage's loaders return: ``{"status":
 "eventful" | "uneventful" | "not_found" | "failed", "snapshot_id": hex}``.
-Eventful and uneventful are full visits with that verdict; anything else,
-or an exception, is a failed visit.
+Eventful and uneventful are full visits with that verdict; a result with a
+``snapshot_id`` and no ``status`` is a full visit whose verdict the
+scheduler finds by comparing snapshots; anything else, or an exception, is
+a failed visit.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ LOADER_STATUSES: Mapping[str, tuple[str, bool | None]] = {
     "uneventful": ("full", False),
     "not_found": ("not_found", None),
     "failed": ("failed", None),
+    # no verdict, a snapshot: the scheduler compares it with the last one
+    "snapshot": ("full", None),
 }
 
 
@@ -52,7 +56,10 @@ def visit_event_fields(
         return None
     status, eventful, snapshot = "failed", None, None
     if not failed and isinstance(result, Mapping):
-        status, eventful = LOADER_STATUSES.get(str(result.get("status")), ("failed", None))
+        given = result.get("status")
+        if given is None and result.get("snapshot_id"):  # the scheduler compares
+            given = "snapshot"
+        status, eventful = LOADER_STATUSES.get(str(given), ("failed", None))
         try:
             snapshot = snapshot_id("snapshot_id", result.get("snapshot_id"))
         except InvalidInput:

@@ -56,7 +56,7 @@ def count_tasks(db_url: str) -> int:
 def test_task_type_listing_follows_swh_layout(run, registered) -> None:  # type: ignore[no-untyped-def]
     listing = ok(run("task-type", "list")).splitlines()
     assert listing[0] == "Known task types:"
-    assert listing[1::2] == ["check-page:", "notify:", "sleep:", "webhook:"]  # by name
+    assert listing[1::2] == ["check-page:", "load-page:", "notify:", "sleep:", "webhook:"]
     assert "  Sleep or burn CPU for a while, failing at a given rate" in listing
     verbose = ok(run("task-type", "list", "-v", "-t", "sleep")).splitlines()
     assert verbose[:4] == [
@@ -126,7 +126,7 @@ def test_bad_input_is_refused_with_a_message_naming_the_field(  # type: ignore[n
     refused(run("task", "schedule", "-q", str(bad)), "line 7", "args")
     assert count_tasks(db_url) == 0
     types = [t.type for t in SQLAlchemyStore.from_url(db_url).get_task_types()]
-    assert types == ["check-page", "notify", "sleep", "webhook"]
+    assert types == ["check-page", "load-page", "notify", "sleep", "webhook"]
 
 
 def test_add_list_and_pending_order(run, registered) -> None:  # type: ignore[no-untyped-def]

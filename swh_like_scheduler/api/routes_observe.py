@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
@@ -224,6 +225,37 @@ class ScheduleCollector(Collector):
             value=age,
         )
 
+    def _origins(self, now: datetime) -> Iterator[GaugeMetricFamily]:
+        """The origin-visit scheduler's counts, as ``update_metrics`` last
+        stored them (nothing is counted here)."""
+        metrics = self.store.get_metrics()
+        if not metrics:
+            return
+        listers = {x.id: x for x in self.store.get_listers()}
+        origins = GaugeMetricFamily(
+            "swh_scheduler_origins",
+            "Listed origins per lister, visit type and state (known, enabled, "
+            "never_visited, pending_changes), as last counted",
+            labels=["lister", "instance", "visit_type", "state"],
+        )
+        for m in metrics:
+            lister = listers.get(m.lister_id)
+            name = lister.name if lister else m.lister_id
+            instance = lister.instance_name if lister else ""
+            for state, count in (
+                ("known", m.origins_known),
+                ("enabled", m.origins_enabled),
+                ("never_visited", m.origins_never_visited),
+                ("pending_changes", m.origins_with_pending_changes),
+            ):
+                origins.add_metric([name, instance, m.visit_type, state], count)
+        yield origins
+        yield GaugeMetricFamily(
+            "swh_scheduler_origins_age_seconds",
+            "Seconds since the listed origins were counted (origin update-metrics)",
+            value=(now - min(m.last_update for m in metrics)).total_seconds(),
+        )
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
         started = time.perf_counter()
         now = self.state.clock()
@@ -242,6 +274,7 @@ class ScheduleCollector(Collector):
             )
         yield overdue
         yield from self._open_runs()
+        yield from self._origins(now)
         ended = GaugeMetricFamily(
             "swh_scheduler_runs_ended_last_hour",
             "Runs ended within the last hour, per type and final status",

@@ -32,6 +32,13 @@ logger = logging.getLogger("swh_like_scheduler.visits.recurrent")
     help="Seconds between steps.",
 )
 @click.option("--once", is_flag=True, help="One step, print what it did, and exit.")
+@click.option(
+    "--update-metrics-every",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    help="Seconds between two counts of the origins (origin update-metrics); 0: never.",
+)
 @click.option("--broker-url", help="Celery broker URL (default: the configuration's).")
 @click.option("--json", "as_json", is_flag=True, help="With --once: print JSON.")
 @pass_cli
@@ -40,6 +47,7 @@ def schedule_recurrent(
     visit_types: tuple[str, ...],
     period: float,
     once: bool,
+    update_metrics_every: float,
     broker_url: str | None,
     as_json: bool,
 ) -> None:
@@ -81,6 +89,8 @@ def schedule_recurrent(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     outage = Outage(logger, "schedule-recurrent step")
+    counted = Outage(logger, "origin metrics")
+    count_due = time.monotonic()
     while not stop.is_set():
         started = time.monotonic()
         try:
@@ -91,6 +101,14 @@ def schedule_recurrent(
             outage.failed(error)
         else:
             outage.ok()
+        if update_metrics_every and time.monotonic() >= count_due:
+            count_due = time.monotonic() + update_metrics_every
+            try:
+                store.update_metrics(now=now())
+            except SchedulerError as error:
+                counted.failed(error)
+            else:
+                counted.ok()
         stop.wait(max(0.0, period - (time.monotonic() - started)))
 
 

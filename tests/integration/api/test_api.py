@@ -485,3 +485,23 @@ def test_the_documentation_needs_nothing_from_outside(anonymous: httpx.Client) -
             assert source.startswith("/"), f"{page} loads {source} from elsewhere"
             # the console's own pages lead an anonymous reader to its login
             assert anonymous.get(source).status_code in (200, 303), source
+
+
+def test_metrics_show_the_origins_as_last_counted(
+    client: httpx.Client, store: SQLAlchemyStore, clock: Clock
+) -> None:
+    from swh_like_scheduler.visits.model import ListedOrigin
+
+    assert "swh_scheduler_origins" not in client.get("/metrics").text  # never counted
+    store.create_task_type(TaskType(type="load-git", backend_name="loader.git"))
+    lister = store.get_or_create_lister("gitlab", "framagit", now=clock.now)
+    store.record_listed_origins(
+        [ListedOrigin(str(lister.id), f"https://framagit.org/p{n}", "git") for n in range(3)],
+        now=clock.now,
+    )
+    store.update_metrics(now=clock.now)
+    clock.now += timedelta(minutes=5)
+    lines = client.get("/metrics").text.splitlines()
+    labels = 'instance="framagit",lister="gitlab",state="never_visited",visit_type="git"'
+    assert f"swh_scheduler_origins{{{labels}}} 3.0" in lines
+    assert "swh_scheduler_origins_age_seconds 300.0" in lines

@@ -30,6 +30,7 @@ from ..policy.times import fmt_duration, fmt_instant
 from ..store.values import BulkAction, BulkFilter
 from ..validation import parse_datetime
 from . import views
+from .origins import coverage
 from .session import COOKIE, Session, Sessions
 
 HERE = Path(__file__).parent
@@ -255,6 +256,15 @@ def problems_page(request: Request) -> Response:
     )
     message = _message(request)
     return _page(request, "problems.html", {"view": found, "message": message}, viewer=viewer)
+
+
+@router.get("/origins")
+def origins_page(request: Request) -> Response:
+    viewer = _viewer(request)
+    if viewer.access is Access.NONE:
+        return _to_login(request)
+    context = {"view": coverage(_state(request).store), "message": _message(request)}
+    return _page(request, "origins.html", context, viewer=viewer)
 
 
 @router.get("/tasks/{task_id}")

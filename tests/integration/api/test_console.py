@@ -317,3 +317,35 @@ def test_a_link_cannot_put_its_own_words_on_a_page(console_url: str) -> None:
         assert "It was disabled." in page.text
         page = http.get("/console/", params={"did": "<script>", "what": "Task 1"}).text
         assert "<script>" not in page.replace('<script src="/console/static/console.js"', "")
+
+
+def test_the_origins_page_shows_the_coverage_as_counted(
+    console_url: str, store: SQLAlchemyStore, clock: Clock
+) -> None:
+    from swh_like_scheduler.visits.feedback import VisitStatusMessage
+    from swh_like_scheduler.visits.model import ListedOrigin, VisitStatus
+
+    with browser(console_url) as anonymous:
+        assert anonymous.get("/console/origins").status_code == 303  # to the login
+    with logged_in(console_url, READER) as http:
+        assert "No origins counted yet" in http.get("/console/origins").text
+        store.create_task_type(
+            TaskType(type="load-git", backend_name="loader.git", max_queue_length=500)
+        )
+        lister = store.get_or_create_lister("gitlab", "framagit", now=clock.now)
+        urls = [f"https://framagit.org/p{n}" for n in range(4)]
+        store.record_listed_origins(
+            [ListedOrigin(str(lister.id), u, "git") for u in urls], now=clock.now
+        )
+        store.record_visit_statuses(
+            [VisitStatusMessage(urls[0], "git", clock.now, VisitStatus.FULL, "a" * 40)]
+        )
+        store.update_metrics(now=clock.now)
+        clock.now += timedelta(minutes=3)
+        page = http.get("/console/origins").text
+    row = re.search(r"<td>gitlab</td>\s*<td>framagit</td>\s*<td>git</td>(.*?)</tr>", page, re.S)
+    assert row, page
+    cells = re.findall(r'<td class="num">([^<]*)', row.group(1))
+    assert [c.strip() for c in cells] == ["4", "4", "3", "", "0"]
+    assert "25 %" in row.group(1)  # one of four visited
+    assert "<td>load-git</td>" in page and ">500<" in page

@@ -230,3 +230,75 @@ def origin_metrics(
 ) -> None:
     """The counts the last ``origin update-metrics`` stored."""
     _metrics_table(cli.store.get_metrics(lister_id, visit_type), as_json)
+
+
+def _next_visits(
+    cli: CliContext,
+    grab: bool,
+    visit_type: str,
+    count: int,
+    policy: str,
+    lister_id: str | None,
+    as_json: bool,
+) -> None:
+    method = cli.store.grab_next_visits if grab else cli.store.peek_next_visits
+    chosen = method(
+        visit_type,
+        count,
+        policy,
+        now=now(),
+        lister_id=lister_id,
+        cooldowns=cli.settings.visits.cooldowns,
+    )
+    if as_json:
+        emit_json([{"url": o.url, "visit_type": o.visit_type, **_origin_json(o)} for o in chosen])
+        return
+    for o in chosen:
+        click.echo(o.url)
+    click.echo(
+        f"{plural(len(chosen), 'origin')} {'marked scheduled' if grab else 'would be visited'}",
+        err=True,
+    )
+
+
+def _origin_json(origin: Any) -> dict[str, Any]:
+    return {k: v for k, v in vars(origin).items() if k not in ("url", "visit_type")}
+
+
+_policy_choice = click.option(
+    "--policy",
+    required=True,
+    help="oldest_scheduled_first, never_visited_oldest_update_first, "
+    "already_visited_order_by_lag, origins_without_last_update, stop_after_success, "
+    "first_visits_after_listing (with --lister-id), deadline.",
+)
+
+
+@origin.command("peek-next")
+@click.argument("visit_type")
+@click.argument("count", type=click.IntRange(0, 10_000))
+@_policy_choice
+@click.option("--lister-id", help="That lister's origins only.")
+@json_option
+@pass_cli
+def origin_peek_next(
+    cli: CliContext, visit_type: str, count: int, policy: str, lister_id: str | None, as_json: bool
+) -> None:
+    """The next COUNT origins of VISIT_TYPE the policy would visit, in its
+    order (nothing is written)."""
+    _next_visits(cli, False, visit_type, count, policy, lister_id, as_json)
+
+
+@origin.command("grab-next")
+@click.argument("visit_type")
+@click.argument("count", type=click.IntRange(0, 10_000))
+@_policy_choice
+@click.option("--lister-id", help="That lister's origins only.")
+@json_option
+@pass_cli
+def origin_grab_next(
+    cli: CliContext, visit_type: str, count: int, policy: str, lister_id: str | None, as_json: bool
+) -> None:
+    """As peek-next, and mark them scheduled (for a scheduler of your own
+    that sends the visits itself)."""
+    _next_visits(cli, True, visit_type, count, policy, lister_id, as_json)

@@ -161,3 +161,26 @@ def test_schedule_recurrent_refuses_an_unknown_visit_type_and_a_bad_mix(  # type
         swh, ["scheduler", "--config-file", str(config), "schedule-recurrent", "--once"]
     )
     refused(result, "visits.policies.git.newest_first", "not a policy")
+
+
+def test_peek_and_grab_next_in_the_policys_order(run, load_git) -> None:  # type: ignore[no-untyped-def]
+    ok(run("origin", "record", "-", input=lines(origin_rows(6))))
+    peeked = json.loads(
+        ok(run("origin", "peek-next", "git", "3", "--policy", "never_visited_oldest_update_first",
+               "--json"))
+    )  # fmt: skip
+    # the dated ones (odd numbers), all of one date: by url
+    assert [o["url"].rsplit("/", 1)[1] for o in peeked] == ["p0001", "p0003", "p0005"]
+    assert all(o["visit_type"] == "git" for o in peeked)
+    grabbed = run("origin", "grab-next", "git", "2", "--policy", "oldest_scheduled_first")
+    ok(grabbed)
+    assert "2 origins marked scheduled" in grabbed.stderr
+    assert grabbed.stdout.split() == [
+        "https://framagit.org/group/p0000",
+        "https://framagit.org/group/p0001",
+    ]
+    again = json.loads(
+        ok(run("origin", "peek-next", "git", "10", "--policy", "oldest_scheduled_first", "--json"))
+    )
+    assert len(again) == 4  # the two grabbed are cooling down
+    refused(run("origin", "peek-next", "git", "1", "--policy", "newest"), "policy", "newest")

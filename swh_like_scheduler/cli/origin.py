@@ -274,31 +274,36 @@ _policy_choice = click.option(
 )
 
 
-@origin.command("peek-next")
-@click.argument("visit_type")
-@click.argument("count", type=click.IntRange(0, 10_000))
-@_policy_choice
-@click.option("--lister-id", help="That lister's origins only.")
-@json_option
-@pass_cli
-def origin_peek_next(
-    cli: CliContext, visit_type: str, count: int, policy: str, lister_id: str | None, as_json: bool
-) -> None:
+def _next_command(name: str, grab: bool, doc: str) -> None:
+    @click.argument("visit_type")
+    @click.argument("count", type=click.IntRange(0, 10_000))
+    @_policy_choice
+    @click.option("--lister-id", help="That lister's origins only.")
+    @json_option
+    @pass_cli
+    def command(
+        cli: CliContext,
+        visit_type: str,
+        count: int,
+        policy: str,
+        lister_id: str | None,
+        as_json: bool,
+    ) -> None:
+        _next_visits(cli, grab, visit_type, count, policy, lister_id, as_json)
+
+    command.__doc__ = doc
+    origin.command(name)(command)
+
+
+_next_command(
+    "peek-next",
+    False,
     """The next COUNT origins of VISIT_TYPE the policy would visit, in its
-    order (nothing is written)."""
-    _next_visits(cli, False, visit_type, count, policy, lister_id, as_json)
-
-
-@origin.command("grab-next")
-@click.argument("visit_type")
-@click.argument("count", type=click.IntRange(0, 10_000))
-@_policy_choice
-@click.option("--lister-id", help="That lister's origins only.")
-@json_option
-@pass_cli
-def origin_grab_next(
-    cli: CliContext, visit_type: str, count: int, policy: str, lister_id: str | None, as_json: bool
-) -> None:
+    order (nothing is written).""",
+)
+_next_command(
+    "grab-next",
+    True,
     """As peek-next, and mark them scheduled (for a scheduler of your own
-    that sends the visits itself)."""
-    _next_visits(cli, True, visit_type, count, policy, lister_id, as_json)
+    that sends the visits itself).""",
+)

@@ -118,6 +118,9 @@ def upgrade() -> None:
         sa.Column("origins_enabled", sa.BigInteger(), nullable=False),
         sa.Column("origins_never_visited", sa.BigInteger(), nullable=False),
         sa.Column("origins_with_pending_changes", sa.BigInteger(), nullable=False),
+        sa.Column("origins_ok", sa.BigInteger(), nullable=False),
+        sa.Column("origins_warning", sa.BigInteger(), nullable=False),
+        sa.Column("origins_error", sa.BigInteger(), nullable=False),
         sa.ForeignKeyConstraint(
             ["lister_id"],
             ["lister.id"],

@@ -235,7 +235,8 @@ class ScheduleCollector(Collector):
         origins = GaugeMetricFamily(
             "swh_scheduler_origins",
             "Listed origins per lister, visit type and state (known, enabled, "
-            "never_visited, pending_changes), as last counted",
+            "never_visited, pending_changes; the enabled ones per condition: ok, "
+            "warning, error), as last counted",
             labels=["lister", "instance", "visit_type", "state"],
         )
         for m in metrics:
@@ -247,6 +248,9 @@ class ScheduleCollector(Collector):
                 ("enabled", m.origins_enabled),
                 ("never_visited", m.origins_never_visited),
                 ("pending_changes", m.origins_with_pending_changes),
+                ("ok", m.origins_ok),
+                ("warning", m.origins_warning),
+                ("error", m.origins_error),
             ):
                 origins.add_metric([name, instance, m.visit_type, state], count)
         yield origins

@@ -200,14 +200,19 @@ def _metrics_table(metrics: list[Any], as_json: bool) -> None:
     if as_json:
         emit_json([vars(m) for m in metrics])
         return
-    click.echo(
-        f"{'lister':<34}{'type':<10}{'known':>10}{'enabled':>10}{'never':>10}{'pending':>10}"
-    )
+    columns = ("known", "enabled", "never", "pending", "OK", "WARNING", "ERROR")
+    click.echo(f"{'lister':<34}{'type':<10}" + "".join(f"{c:>9}" for c in columns))
     for m in metrics:
-        click.echo(
-            f"{m.lister_id:<34}{m.visit_type:<10}{m.origins_known:>10}{m.origins_enabled:>10}"
-            f"{m.origins_never_visited:>10}{m.origins_with_pending_changes:>10}"
+        counts = (
+            m.origins_known,
+            m.origins_enabled,
+            m.origins_never_visited,
+            m.origins_with_pending_changes,
+            m.origins_ok,
+            m.origins_warning,
+            m.origins_error,
         )
+        click.echo(f"{m.lister_id:<34}{m.visit_type:<10}" + "".join(f"{c:>9}" for c in counts))
 
 
 @origin.command("update-metrics")

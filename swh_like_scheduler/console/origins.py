@@ -21,6 +21,9 @@ class CoverageRow:
     enabled: int
     never_visited: int
     pending: int
+    ok: int
+    warning: int
+    error: int
     counted_at: datetime
 
     @property
@@ -64,6 +67,9 @@ def coverage(store: SchedulerStore) -> Coverage:
                 enabled=m.origins_enabled,
                 never_visited=m.origins_never_visited,
                 pending=m.origins_with_pending_changes,
+                ok=m.origins_ok,
+                warning=m.origins_warning,
+                error=m.origins_error,
                 counted_at=m.last_update,
             )
         )

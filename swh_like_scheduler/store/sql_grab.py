@@ -18,7 +18,7 @@ from ..exceptions import InvalidInput, NotFound
 from ..visits.model import ListedOrigin, OriginVisitStats, visit_type_name
 from ..visits.policy import Cooldowns, VisitPolicy, visit_policy
 from .sql_origins import MAX_PAGE, _now, origin_from_row
-from .sql_visit_stats import VisitStatsMethods, stats_row
+from .sql_visit_stats import VisitStatsMethods, due_key, stats_row
 from .tables import listed_origin as origin_t
 from .tables import lister as lister_t
 from .tables import origin_visit_stats as stats_t
@@ -87,10 +87,7 @@ class GrabMethods(VisitStatsMethods):
             if finished is not None:
                 since.append(s.last_scheduled < finished)
             return [sa.or_(*since)], [o.last_update.asc().nulls_last(), o.first_seen]
-        # the deadline: the promise's due time, or the forge's change after the last success
-        due = sa.func.coalesce(s.next_visit_due, o.first_seen)
-        changed = sa.and_(o.last_update > s.last_successful, o.last_update < due)
-        key = sa.case((changed, o.last_update), else_=due)
+        key = due_key()  # the promise's due time (visits/condition.py)
         return [key <= now], [key]
 
     def _next_visits(

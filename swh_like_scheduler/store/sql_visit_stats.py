@@ -12,10 +12,17 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..exceptions import InvalidInput
-from ..visits.feedback import VisitStatusMessage, apply_status
-from ..visits.model import OriginMetrics, OriginVisitStats, origin_url, visit_type_name
+from ..visits.feedback import MAX_OFFSET, VisitStatusMessage, apply_status
+from ..visits.model import (
+    DEFAULT_OFFSET,
+    OriginMetrics,
+    OriginVisitStats,
+    origin_url,
+    visit_type_name,
+)
 from .sql_base import _chunks
 from .sql_origins import OriginMethods, _now
+from .tables import UTCDateTime
 from .tables import listed_origin as origin_t
 from .tables import origin_metrics as metrics_t
 from .tables import origin_visit_stats as stats_t
@@ -45,6 +52,17 @@ def _keys(where: str, ids: Sequence[Any]) -> list[tuple[str, str]]:
             raise InvalidInput(f"{where}[{n}]", f"{pair!r} is not a (url, visit type) pair")
         keys.append((origin_url(f"{where}[{n}]", pair[0]), visit_type_name(where, pair[1])))
     return keys
+
+
+def due_key() -> Any:
+    """When an origin's freshness promise falls due, in SQL over
+    ``listed_origin`` joined to its statistics (``due_at`` of
+    visits/condition.py): the last visit plus its interval, the first
+    sighting if never visited, or the forge's change after the last success."""
+    o, s = origin_t.c, stats_t.c
+    due = sa.func.coalesce(s.next_visit_due, o.first_seen)
+    changed = sa.and_(o.last_update > s.last_successful, o.last_update < due)
+    return sa.case((changed, o.last_update), else_=due)
 
 
 class VisitStatsMethods(OriginMethods):
@@ -146,6 +164,9 @@ class VisitStatsMethods(OriginMethods):
             return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
 
         pending = enabled & (o.last_update > s.last_successful)
+        due, window_over = due_key(), self._window_over(at)
+        due_now = enabled & (due <= at)
+        gone = s.last_visit_status == "not_found"
         query = (
             sa.select(
                 o.lister_id,
@@ -154,6 +175,13 @@ class VisitStatsMethods(OriginMethods):
                 count(enabled).label("origins_enabled"),
                 count(enabled & s.last_visit.is_(None)).label("origins_never_visited"),
                 count(pending).label("origins_with_pending_changes"),
+                count(enabled & (due > at)).label("origins_ok"),
+                count(due_now & sa.or_(gone.is_(True), sa.not_(window_over))).label(
+                    "origins_warning"
+                ),
+                count(due_now & window_over & sa.func.coalesce(gone, False).is_(False)).label(
+                    "origins_error"
+                ),
             )
             .select_from(
                 origin_t.outerjoin(stats_t, (s.url == o.url) & (s.visit_type == o.visit_type))
@@ -176,6 +204,18 @@ class VisitStatsMethods(OriginMethods):
                 rows = [{c.name: getattr(m, c.name) for c in metrics_t.columns} for m in found]
                 conn.execute(sa.insert(metrics_t), rows)
         return sorted(found, key=lambda m: (m.lister_id, m.visit_type))
+
+    def _window_over(self, at: datetime) -> Any:
+        """Whether the origin is late by its whole interval (2**offset hours)
+        or more: an ERROR (visits/condition.py)."""
+        offset = sa.func.coalesce(stats_t.c.next_position_offset, DEFAULT_OFFSET)
+        hours = sa.literal(1).bitwise_lshift(
+            sa.case((offset > MAX_OFFSET, MAX_OFFSET), else_=offset)
+        )
+        if self.engine.dialect.name == "sqlite":
+            late = sa.func.julianday(sa.literal(at, UTCDateTime)) - sa.func.julianday(due_key())
+            return late * 24.0 >= hours
+        return due_key() + sa.func.make_interval(0, 0, 0, 0, hours) <= at
 
     def get_metrics(
         self, lister_id: str | None = None, visit_type: str | None = None

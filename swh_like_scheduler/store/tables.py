@@ -433,4 +433,8 @@ origin_metrics = sa.Table(
     sa.Column("origins_enabled", sa.BigInteger, nullable=False),
     sa.Column("origins_never_visited", sa.BigInteger, nullable=False),
     sa.Column("origins_with_pending_changes", sa.BigInteger, nullable=False),
+    # the enabled origins per condition (visits/condition.py)
+    sa.Column("origins_ok", sa.BigInteger, nullable=False),
+    sa.Column("origins_warning", sa.BigInteger, nullable=False),
+    sa.Column("origins_error", sa.BigInteger, nullable=False),
 )

@@ -267,8 +267,9 @@ class OriginVisitStats:
 @dataclass(frozen=True)
 class OriginMetrics:
     """How one lister's origins of one visit type stand, as of ``last_update``:
-    known, enabled, never visited, and with pending changes (the forge's
-    last update after the last successful visit)."""
+    known, enabled, never visited, with pending changes (the forge's last
+    update after the last successful visit), and the enabled ones per
+    condition (OK, WARNING, ERROR)."""
 
     lister_id: str
     visit_type: str
@@ -277,3 +278,7 @@ class OriginMetrics:
     origins_enabled: int = 0
     origins_never_visited: int = 0
     origins_with_pending_changes: int = 0
+    #: the enabled origins per condition (:mod:`.condition`)
+    origins_ok: int = 0
+    origins_warning: int = 0
+    origins_error: int = 0

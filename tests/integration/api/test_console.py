@@ -345,7 +345,9 @@ def test_the_origins_page_shows_the_coverage_as_counted(
         page = http.get("/console/origins").text
     row = re.search(r"<td>gitlab</td>\s*<td>framagit</td>\s*<td>git</td>(.*?)</tr>", page, re.S)
     assert row, page
-    cells = re.findall(r'<td class="num">([^<]*)', row.group(1))
-    assert [c.strip() for c in cells] == ["4", "4", "3", "", "0"]
-    assert "25 %" in row.group(1)  # one of four visited
+    cells = re.findall(r'<td class="num">(.*?)</td>', row.group(1), re.S)
+    text = [re.sub(r"<[^>]+>", "", c).strip() for c in cells]
+    # known, enabled, never visited, visited, pending, ERROR, WARNING, OK
+    assert text == ["4", "4", "3", "25 %", "0", "0", "3", "1"]
+    assert '<span class="level WARNING">3</span>' in row.group(1)
     assert "<td>load-git</td>" in page and ">500<" in page

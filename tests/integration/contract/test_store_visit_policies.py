@@ -208,3 +208,48 @@ def test_grabs_at_once_never_send_an_origin_twice(store: Any, lister: str, now: 
     with ThreadPoolExecutor(4) as pool:
         taken = [n for batch in pool.map(grab, range(24)) for n in batch]
     assert len(taken) == len(set(taken)) == 120
+
+
+def test_the_condition_counts_agree_with_the_condition_of_each_origin(
+    store: Any, lister: str, now: datetime
+) -> None:
+    """A random world of 80 origins: ``update_metrics`` counts per level
+    what ``visit_condition`` says of each (visits/condition.py)."""
+    import random
+
+    from swh_like_scheduler.policy.condition import Condition
+    from swh_like_scheduler.visits.condition import visit_condition
+
+    rng = random.Random(7)
+    names = [f"o{n:02d}" for n in range(80)]
+    first_seen = {n: now - rng.choice([H, 5 * H, 20 * H, 3 * D, 40 * D]) for n in names}
+    for name in names:  # listed at various times, some with a forge date
+        forge = rng.choice([None, now - rng.randrange(1, 2000) * H])
+        record(store, lister, first_seen[name], **{name: forge})
+    off = rng.sample(names, 5)
+    store.record_listed_origins(
+        [ListedOrigin(lister, url(n), "git", enabled=False) for n in off], now=now - 100 * D
+    )
+    for name in names:
+        for _ in range(rng.randrange(0, 4)):  # a few visits each, of every outcome
+            at = now - rng.randrange(1, 3000) * H
+            status = rng.choice(["full", "full", "failed", "not_found"])
+            snapshot = f"{rng.randrange(3):040x}" if status == "full" else None
+            store.record_visit_statuses(
+                [VisitStatusMessage(url(name), "git", at, status, snapshot)]  # type: ignore[arg-type]
+            )
+    origins = {o.url: o for o in store.get_listed_origins(enabled=None, limit=1000).origins}
+    stats = {s.url: s for s in store.origin_visit_stats_get([(u, "git") for u in origins])}
+    expected = {level: 0 for level in Condition}
+    for address, origin in origins.items():
+        found = visit_condition(origin, stats.get(address), now)
+        if found is not None:
+            expected[found.level] += 1
+    [metrics] = store.update_metrics(now=now)
+    counted = {
+        Condition.OK: metrics.origins_ok,
+        Condition.WARNING: metrics.origins_warning,
+        Condition.ERROR: metrics.origins_error,
+    }
+    assert counted == expected and sum(counted.values()) == metrics.origins_enabled == 75
+    assert min(counted.values()) > 0  # the world has all three

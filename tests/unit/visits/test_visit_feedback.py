@@ -168,3 +168,33 @@ def test_a_workers_own_verdict_counts_with_or_without_a_snapshot() -> None:
     with pytest.raises(InvalidInput) as refused:
         VisitStatusMessage(URL, "git", T0, VisitStatus.FULL, None, eventful="yes")  # type: ignore[arg-type]
     assert refused.value.field == "eventful"
+
+
+def test_the_condition_of_an_origin() -> None:
+    from swh_like_scheduler.policy.condition import Condition
+    from swh_like_scheduler.visits.condition import VisitReason, visit_condition
+
+    origin = ListedOrigin("l", URL, "git", first_seen=T0, last_seen=T0)
+    never = visit_condition(origin, None, T0 + 10 * H)
+    assert never is not None and (never.level, never.reason) == (
+        Condition.WARNING,
+        VisitReason.NEVER_VISITED,
+    )
+    assert visit_condition(origin, None, T0 + 17 * H).level is Condition.ERROR  # type: ignore[union-attr]
+    visited = apply_status(None, msg(20, "full", A))  # due 4 h later (offset 2)
+    fresh = visit_condition(origin, visited, T0 + 23 * H)
+    assert fresh is not None and (fresh.level, fresh.reason) == (Condition.OK, VisitReason.FRESH)
+    changed = ListedOrigin("l", URL, "git", first_seen=T0, last_seen=T0, last_update=T0 + 21 * H)
+    told = visit_condition(changed, visited, T0 + 22 * H)  # the forge changed after the visit
+    assert told is not None and (told.level, told.reason) == (
+        Condition.WARNING,
+        VisitReason.CHANGED_ON_FORGE,
+    )
+    gone = apply_status(visited, msg(30, "not_found"))
+    late = visit_condition(origin, gone, T0 + 300 * H)
+    assert late is not None and (late.level, late.reason) == (
+        Condition.WARNING,
+        VisitReason.NOT_FOUND,
+    )
+    off = ListedOrigin("l", URL, "git", first_seen=T0, last_seen=T0, enabled=False)
+    assert visit_condition(off, None, T0 + 300 * H) is None

@@ -323,7 +323,11 @@ class EventHandler:
         sightings: list[WorkerSighting] = []
         visits: list[Mapping[str, Any]] = []
         for event, run_event in zip(events, parsed, strict=True):
-            if run_event is None and event.get("type") == VISIT_EVENT:
+            if (
+                run_event is None
+                and isinstance(event, Mapping)
+                and event.get("type") == VISIT_EVENT
+            ):
                 visits.append(event)
             elif run_event is None:
                 sighting = poison.guarded(parse_worker_event, event)

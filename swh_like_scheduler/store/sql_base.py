@@ -4,6 +4,7 @@ bulk inserts with ids allocated up front, wake-up notifications."""
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -31,6 +32,12 @@ from .tables import task_type as task_type_t
 _CHUNK = 500  # ids or hashes per IN (...) list
 
 
+class _Writing(threading.local):
+    """The connection of the write transaction this thread has open, if any."""
+
+    connection: sa.Connection | None = None
+
+
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -53,6 +60,11 @@ class SQLBase:
         self._capabilities = capabilities_of(engine)
         #: the connection of an open :meth:`transaction`, shared by every call
         self._bound: sa.Connection | None = None
+        #: per thread, the connection of a write under way: a read made
+        #: during it (an ``apply`` callback reading a task type) runs on it
+        #: rather than wait for a second connection of a bounded pool, which
+        #: every thread of a busy worker could be waiting for at once
+        self._writing = _Writing()
         #: connections held per thread for the start guard's statement, when
         #: this store owns its engine (PostgreSQL): :mod:`.sql_held`
         self._held = (
@@ -109,7 +121,11 @@ class SQLBase:
         with translated(where), self.engine.connect() as conn:
             conn.execution_options(**{WRITE_OPTION: True})
             with conn.begin():
-                yield conn
+                outer, self._writing.connection = self._writing.connection, conn
+                try:
+                    yield conn
+                finally:
+                    self._writing.connection = outer
 
     @contextmanager
     def _single(self, where: str) -> Iterator[sa.Connection]:
@@ -125,9 +141,10 @@ class SQLBase:
 
     @contextmanager
     def _read(self, where: str) -> Iterator[sa.Connection]:
-        if self._bound is not None:
+        bound = self._bound if self._bound is not None else self._writing.connection
+        if bound is not None:
             with translated(where):
-                yield self._bound
+                yield bound
             return
         with translated(where), self.engine.connect() as conn, conn.begin():
             yield conn

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from ..exceptions import InvalidInput, NotFound
 from ..visits.model import ListedOrigin, OriginVisitStats, visit_type_name
 from ..visits.policy import Cooldowns, VisitPolicy, visit_policy
-from .sql_origins import MAX_PAGE, _now, origin_from_row
+from .sql_origins import MAX_PAGE, _now, optional_name, origin_from_row
 from .sql_visit_stats import VisitStatsMethods, due_key, stats_row
 from .tables import listed_origin as origin_t
 from .tables import lister as lister_t
@@ -124,9 +124,18 @@ class GrabMethods(VisitStatsMethods):
         return list(chosen.values())  # an origin listed by two listers: once
 
     def _grab_arguments(
-        self, visit_type: str, count: int, policy: Any, cooldowns: Cooldowns | None
+        self,
+        visit_type: str,
+        count: int,
+        policy: Any,
+        cooldowns: Cooldowns | None,
+        lister_id: str | None,
+        enabled: bool,
     ) -> tuple[str, VisitPolicy, Cooldowns]:
         visit_type_name("visit_type", visit_type)
+        optional_name("lister_id", lister_id)
+        if not isinstance(enabled, bool):
+            raise InvalidInput("enabled", f"{enabled!r} is not true or false")
         if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_PAGE:
             raise InvalidInput(
                 "count", f"{count!r} is not a number of visits from 0 to {MAX_PAGE:,}"
@@ -146,7 +155,9 @@ class GrabMethods(VisitStatsMethods):
         enabled: bool = True,
         cooldowns: Cooldowns | None = None,
     ) -> list[ListedOrigin]:
-        visit_type, chosen, cools = self._grab_arguments(visit_type, count, policy, cooldowns)
+        visit_type, chosen, cools = self._grab_arguments(
+            visit_type, count, policy, cooldowns, lister_id, enabled
+        )
         at = _now(now)
         with self._read("peek next visits") as conn:
             found = self._next_visits(
@@ -172,7 +183,9 @@ class GrabMethods(VisitStatsMethods):
         enabled: bool = True,
         cooldowns: Cooldowns | None = None,
     ) -> list[ListedOrigin]:
-        visit_type, chosen, cools = self._grab_arguments(visit_type, count, policy, cooldowns)
+        visit_type, chosen, cools = self._grab_arguments(
+            visit_type, count, policy, cooldowns, lister_id, enabled
+        )
         at = _now(now)
         with self.transaction() as tx:
             tx._serialise("grab next visits", f"visits:{visit_type}")

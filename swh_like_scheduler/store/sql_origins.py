@@ -59,6 +59,14 @@ def decode_token(token: str) -> tuple[str, str, str]:
     return key[0], key[1], key[2]
 
 
+def optional_name(where: str, value: object) -> str | None:
+    """``value`` if it is ``None`` or a text (a lister id, a visit type as a
+    filter): anything else is refused naming ``where``."""
+    if value is not None and (not isinstance(value, str) or len(value) > 4096):
+        raise InvalidInput(where, f"{value!r} is not a name or an id")
+    return value
+
+
 def _now(now: datetime | None) -> datetime:
     if now is None:
         return datetime.now(UTC)
@@ -146,9 +154,6 @@ class OriginMethods(SQLBase):
     # -- listed origins ---------------------------------------------------------
 
     def _check_origins(self, conn: sa.Connection, origins: Sequence[ListedOrigin]) -> None:
-        for n, origin in enumerate(origins):
-            if not isinstance(origin, ListedOrigin):
-                raise InvalidInput(f"origins[{n}]", f"{type(origin).__name__} is not an origin")
         listers = sorted({o.lister_id for o in origins})
         known = set(conn.scalars(sa.select(lister_t.c.id).where(lister_t.c.id.in_(listers))))
         for origin in origins:
@@ -175,6 +180,9 @@ class OriginMethods(SQLBase):
         given = list(origins)
         if not given:
             return []
+        for n, origin in enumerate(given):
+            if not isinstance(origin, ListedOrigin):
+                raise InvalidInput(f"origins[{n}]", f"{type(origin).__name__} is not an origin")
         latest = {o.key: o for o in given}  # an origin given twice: the last counts
         rows = [
             {
@@ -228,6 +236,9 @@ class OriginMethods(SQLBase):
     ) -> ListedOriginPage:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise InvalidInput("limit", f"{limit!r} is not a page size from 1 to {MAX_PAGE:,}")
+        optional_name("lister_id", lister_id)
+        if enabled is not None and not isinstance(enabled, bool):
+            raise InvalidInput("enabled", f"{enabled!r} is not true, false or null")
         query = sa.select(origin_t)
         if lister_id is not None:
             query = query.where(origin_t.c.lister_id == lister_id)

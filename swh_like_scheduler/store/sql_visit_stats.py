@@ -21,7 +21,7 @@ from ..visits.model import (
     visit_type_name,
 )
 from .sql_base import _chunks
-from .sql_origins import OriginMethods, _now
+from .sql_origins import OriginMethods, _now, optional_name
 from .tables import UTCDateTime
 from .tables import listed_origin as origin_t
 from .tables import origin_metrics as metrics_t
@@ -157,6 +157,7 @@ class VisitStatsMethods(OriginMethods):
         self, lister_id: str | None = None, *, now: datetime | None = None
     ) -> list[OriginMetrics]:
         at = _now(now)
+        optional_name("lister_id", lister_id)
         o, s = origin_t.c, stats_t.c
         enabled = o.enabled.is_(True)
 
@@ -220,6 +221,8 @@ class VisitStatsMethods(OriginMethods):
     def get_metrics(
         self, lister_id: str | None = None, visit_type: str | None = None
     ) -> list[OriginMetrics]:
+        optional_name("lister_id", lister_id)
+        optional_name("visit_type", visit_type)
         query = sa.select(metrics_t).order_by(metrics_t.c.lister_id, metrics_t.c.visit_type)
         if lister_id is not None:
             query = query.where(metrics_t.c.lister_id == lister_id)

@@ -240,3 +240,23 @@ def test_metrics_count_known_enabled_never_visited_and_pending(
     assert (by_type["hg"].origins_known, by_type["hg"].origins_never_visited) == (2, 2)
     assert store.get_metrics(visit_type="git") == [git]
     assert git.last_update == now + 2 * H
+
+
+def test_careless_values_are_refused_by_field(store: Any, visit_types: None, now: datetime) -> None:
+    """Values of the wrong kind, as a careless client sends them over /rpc."""
+    calls = [
+        (lambda: store.get_listed_origins(lister_id=5), "lister_id"),
+        (lambda: store.get_listed_origins(enabled="yes"), "enabled"),
+        (lambda: store.update_metrics(lister_id=["x"], now=now), "lister_id"),
+        (lambda: store.get_metrics(visit_type=3), "visit_type"),
+        (lambda: store.peek_next_visits("git", 5, "deadline", lister_id=1), "lister_id"),
+        (lambda: store.peek_next_visits("git", 5, "deadline", enabled="no"), "enabled"),
+        (lambda: store.record_listed_origins(["https://a.b/c"], now=now), "origins[0]"),
+        (lambda: store.record_visit_statuses([{"origin": "x"}]), "messages[0]"),
+        (lambda: store.origin_visit_stats_get([("https://a.b/c",)]), "ids[0]"),
+        (lambda: store.update_metrics(now="yesterday"), "now"),
+    ]
+    for call, field in calls:
+        with pytest.raises(InvalidInput) as refused:
+            call()
+        assert refused.value.field in (field, f"kwargs.{field}", "args"), (field, refused.value)

@@ -39,6 +39,7 @@ SCENARIOS = {
     "console": "scenario_console",
     "simulate": "scenario_simulate",
     "bulk": "scenario_bulk",
+    "visits": "scenario_visits",
 }
 
 

@@ -65,10 +65,10 @@ class GrabMethods(VisitStatsMethods):
         if policy is VisitPolicy.OLDEST_SCHEDULED_FIRST:
             return [], scheduled_first
         if policy is VisitPolicy.NEVER_VISITED_OLDEST_UPDATE_FIRST:
-            return [s.last_snapshot.is_(None), o.last_update.is_not(None)], [o.last_update]
+            # (a success without a snapshot id is one: a loader's own verdict)
+            return [s.last_successful.is_(None), o.last_update.is_not(None)], [o.last_update]
         if policy is VisitPolicy.ALREADY_VISITED_ORDER_BY_LAG:
-            pending = [s.last_snapshot.is_not(None), o.last_update > s.last_successful]
-            return pending, [self._lag().desc()]
+            return [o.last_update > s.last_successful], [self._lag().desc()]
         if policy is VisitPolicy.ORIGINS_WITHOUT_LAST_UPDATE:
             return [o.last_update.is_(None)], [s.next_visit_queue_position.asc().nulls_first()]
         if policy is VisitPolicy.STOP_AFTER_SUCCESS:

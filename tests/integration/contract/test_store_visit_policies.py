@@ -253,3 +253,17 @@ def test_the_condition_counts_agree_with_the_condition_of_each_origin(
     }
     assert counted == expected and sum(counted.values()) == metrics.origins_enabled == 75
     assert min(counted.values()) > 0  # the world has all three
+
+
+def test_a_success_without_a_snapshot_id_counts_as_visited(
+    store: Any, lister: str, now: datetime
+) -> None:
+    """A loader that gives its verdict and no snapshot id (``uneventful``)
+    visited the origin: it is no longer never visited, and a forge change
+    after that visit is a pending change."""
+    record(store, lister, now - 50 * D, quiet=now - 30 * D, fresh=now - 30 * D)
+    message = VisitStatusMessage(url("quiet"), "git", now - 20 * D, "full", None, eventful=False)  # type: ignore[arg-type]
+    assert store.record_visit_statuses([message]) == (1, 0)
+    assert peek(store, VisitPolicy.NEVER_VISITED_OLDEST_UPDATE_FIRST, now) == ["fresh"]
+    record(store, lister, now - 50 * D, quiet=now - D)  # changed since
+    assert peek(store, VisitPolicy.ALREADY_VISITED_ORDER_BY_LAG, now) == ["quiet"]

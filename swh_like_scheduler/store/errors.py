@@ -85,6 +85,11 @@ def translate(exc: sa_exc.SQLAlchemyError, where: str) -> SchedulerError:
         return StatementTimeout(
             f"{where}: cancelled (its time limit, or a cancel request); nothing was written"
         )
+    if "no such column" in lowered or ("column" in lowered and "does not exist" in lowered):
+        return SchemaMismatch(
+            f"{where}: the database schema is not this version's ({detail}); "
+            "run `swh scheduler db upgrade`"
+        )
     if any(marker in lowered for marker in _MISSING_TABLE) and "database" not in lowered:
         return SchemaMismatch(
             f"{where}: the database has no scheduler schema ({detail}); "

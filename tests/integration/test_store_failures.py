@@ -74,3 +74,26 @@ def test_sqlite_store_declares_a_single_runner(sqlite_url: str) -> None:
     assert not store.capabilities.skip_locked
     assert not store.capabilities.concurrent_writers
     store.close()
+
+
+@pytest.mark.parametrize(
+    "kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)]
+)
+def test_a_column_the_database_lacks_says_upgrade(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """A database one migration behind the code (a column missing) is named
+    as such, not as a database out of reach."""
+    import sqlalchemy as sa
+
+    from swh_like_scheduler.exceptions import SchemaMismatch
+
+    url = str(request.getfixturevalue("sqlite_url" if kind == "sqlite" else "postgres_url"))
+    store = SQLAlchemyStore.from_url(url)
+    try:
+        with store.engine.begin() as conn:
+            conn.execute(sa.text("ALTER TABLE origin_visit_stats DROP COLUMN next_visit_due"))
+        with pytest.raises(SchemaMismatch, match="db upgrade"):
+            store.origin_visit_stats_get([("https://forge.example/a", "git")])
+    finally:
+        store.close()

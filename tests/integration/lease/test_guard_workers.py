@@ -282,12 +282,15 @@ def test_bulk_cancel_from_the_cli_revokes_the_queued_runs(
     never run; the long one, not matched, runs to its end."""
     store = pg_store
     busy, *victims = plain_tasks(store, queue, 2.0, 0.1, 0.1)
-    assert tick(store, app, datetime.now(UTC)).published == 3
-    busy_run = only_run(store, busy)
-    victim_runs = [only_run(store, v) for v in victims]
     with start_worker(
         app, pool="solo", perform_ping_check=False, queues=[queue], loglevel="WARNING"
     ):
+        # its remote control listens before anything keeps the solo pool busy
+        # (on Redis a broadcast sent before it subscribed is lost)
+        wait_until(lambda: app.control.ping(timeout=0.5), 30, "the worker's remote control")
+        assert tick(store, app, datetime.now(UTC)).published == 3
+        busy_run = only_run(store, busy)
+        victim_runs = [only_run(store, v) for v in victims]
         wait_until(lambda: executions(counter, busy_run) == 1, 30, "the busy run to start")
         swh = Path(sys.executable).parent / "swh"
         cancel_args = ["--type", "plain", "--arg-match", "duration=0.1", "--yes"]

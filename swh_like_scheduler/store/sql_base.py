@@ -196,6 +196,11 @@ class SQLBase:
             query = query.with_for_update(read=True)
         return conn.scalar(query) is not None
 
+    def _upsert(self, table: sa.Table) -> Any:
+        """``INSERT`` into ``table`` with the dialect's ``ON CONFLICT`` clauses."""
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        return dialect.insert(table)
+
     def _insert(
         self,
         conn: sa.Connection,
@@ -227,10 +232,7 @@ class SQLBase:
         for row, new_id in zip(values, ids, strict=True):
             row["id"] = new_id
         if skip_duplicates:
-            dialect_insert = (
-                postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
-            )
-            conn.execute(dialect_insert(table).on_conflict_do_nothing(), values)
+            conn.execute(self._upsert(table).on_conflict_do_nothing(), values)
         else:
             conn.execute(sa.insert(table), values)
         return ids

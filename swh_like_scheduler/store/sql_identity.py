@@ -26,7 +26,6 @@ import uuid
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ..model import RUN_NAMESPACE
 from .sql_base import SQLBase
@@ -76,9 +75,8 @@ class IdentityMethods(SQLBase):
         if found is not None:
             self.__dict__["_installation_id"] = found
             return str(found)
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
         conn.execute(
-            dialect.insert(installation_t)
+            self._upsert(installation_t)
             .values(one=1, id=uuid.uuid4().hex, created_at=datetime.now(UTC))
             .on_conflict_do_nothing(index_elements=[installation_t.c.one])
         )

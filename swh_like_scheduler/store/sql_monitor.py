@@ -32,7 +32,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ..enums import check_aware
 from ..exceptions import InvalidInput
@@ -78,10 +77,6 @@ _OPEN = [s.value for s in OPEN_RUN_STATUSES]
 
 class MonitorMethods(LeaseMethods, IdentityMethods):
     """Workers and their lost runs, one-shot expiry, the monitor's lock."""
-
-    def _upsert(self, table: sa.Table) -> Any:
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
-        return dialect.insert(table)
 
     # -- workers --------------------------------------------------------------
 

@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ..exceptions import InvalidInput, NotFound, StaleUpdate
 from ..visits.model import (
@@ -77,11 +76,6 @@ def _now(now: datetime | None) -> datetime:
 
 class OriginMethods(SQLBase):
     """Listers and listed origins of :class:`SchedulerStore`."""
-
-    def _upsert(self, table: sa.Table) -> Any:
-        """``INSERT`` with the dialect's ``ON CONFLICT`` clauses."""
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
-        return dialect.insert(table)
 
     # -- listers --------------------------------------------------------------
 

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ..policy.workers import see_workers
 from ..records import WorkerChange, WorkerSighting, WorkerState
@@ -45,8 +44,7 @@ class WorkerMethods(SQLBase):
         if not by_name:
             return []
         names = sorted(by_name)  # one lock order for every writer
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
-        insert = dialect.insert(worker_t)
+        insert = self._upsert(worker_t)
         stmt = insert.on_conflict_do_update(
             index_elements=[worker_t.c.hostname],
             set_={name: insert.excluded[name] for name in _COLUMNS},

@@ -24,13 +24,15 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import InvalidInput
-from ..store import SchedulerStore
 from .feedback import VisitStatusMessage
 from .intake import instant
 from .model import VISIT_TASK_PREFIX, snapshot_id
+
+if TYPE_CHECKING:  # the store is a room above: a type only
+    from ..store import SchedulerStore
 
 logger = logging.getLogger(__name__)
 

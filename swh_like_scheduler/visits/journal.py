@@ -24,12 +24,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..exceptions import InvalidInput, SchedulerError
-from ..store import SchedulerStore
 from .feedback import VisitStatusMessage
 from .intake import STATUS_FIELDS, status_from_input
+
+if TYPE_CHECKING:  # the store is a room above: a type only
+    from ..store import SchedulerStore
 
 logger = logging.getLogger(__name__)
 

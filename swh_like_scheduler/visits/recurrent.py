@@ -25,15 +25,18 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from ..broker.message import Message
 from ..broker.port import QueuePort
 from ..exceptions import SchedulerError
 from ..model import TaskType
 from ..runner.dispatch import time_limits
-from ..store import SchedulerStore
 from .model import ListedOrigin, visit_task_type
 from .policy import VisitPolicy, VisitSettings, shares
+
+if TYPE_CHECKING:  # the store is a room above: a type only
+    from ..store import SchedulerStore
 
 logger = logging.getLogger(__name__)
 

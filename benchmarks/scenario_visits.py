@@ -2,13 +2,15 @@
 
 * ``record``: ``record_listed_origins`` in pages of 1,000 (origins/s), a
   page of the smallest world as the baseline;
-* per world size (100k and 1M origins; ``--quick``: 10k and 100k), filled
+* per world size (100k, 1M and 10M origins; ``--quick``: 10k and 100k), filled
   by SQL (a lister, its origins with and without a forge date, a third of
   them never visited, the others with statistics of every outcome):
   ``peek_next_visits`` of 1,000 per policy (seconds; the ratio against the
   smallest world is the growth the issue bounds at 1.2 times from 100k to 10M)
   and whether its plan reads ``listed_origin`` or ``origin_visit_stats`` by a
-  sequential scan; and ``update_metrics`` (seconds).
+  sequential scan; ``grab_next_visits`` of 1,000 per policy (it marks
+  what it takes: each repetition takes the next ones); ``update_metrics``
+  (seconds); and ``record_listed_origins`` again into the largest world.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from swh_like_scheduler.visits.policy import VisitPolicy
 
 from .common import Context, log, ratio, raw, scratch_store, utcnow
 
-SIZES = (100_000, 1_000_000)
+SIZES = (100_000, 1_000_000, 10_000_000)
 QUICK_SIZES = (10_000, 100_000)
 COUNT = 1000
 #: the policies a visit type's mix uses (first_visits_after_listing needs a lister)
@@ -52,7 +54,8 @@ def fill(store: SQLAlchemyStore, lister: str, start: int, stop: int) -> None:
         """
         INSERT INTO origin_visit_stats (url, visit_type, last_successful, last_visit,
             last_visit_status, last_scheduled, last_snapshot, next_visit_queue_position,
-            next_position_offset, successive_visits, next_visit_due)
+            next_position_offset, successive_visits, next_visit_due,
+            enabled, first_seen, last_update)
         SELECT 'https://forge.example/p' || n, 'git',
                CASE WHEN n %% 7 <> 0 THEN now() - (n %% 40) * interval '1 day' END,
                now() - (n %% 40) * interval '1 day',
@@ -61,9 +64,24 @@ def fill(store: SQLAlchemyStore, lister: str, start: int, stop: int) -> None:
                CASE WHEN n %% 7 <> 0 THEN lpad(to_hex(n), 40, '0') END,
                now() - (n %% 40) * interval '1 day' + (1 << (n %% 10)) * interval '1 hour',
                n %% 10, 1,
-               now() - (n %% 40) * interval '1 day' + (1 << (n %% 10)) * interval '1 hour'
+               now() - (n %% 40) * interval '1 day' + (1 << (n %% 10)) * interval '1 hour',
+               n %% 50 <> 0, now() - interval '60 days',
+               CASE WHEN n %% 3 = 0 THEN NULL ELSE now() - (n %% 1000) * interval '1 hour' END
         FROM generate_series(%(start)s, %(stop)s - 1) AS n
         WHERE n %% 3 <> 1
+        """,
+        {"start": start, "stop": stop},
+    )
+    raw(  # never visited: the listing's row only (store/sql_origins.py)
+        store,
+        """
+        INSERT INTO origin_visit_stats (url, visit_type, next_position_offset,
+            successive_visits, enabled, first_seen, last_update)
+        SELECT 'https://forge.example/p' || n, 'git', 4, 1, n %% 50 <> 0,
+               now() - interval '60 days',
+               CASE WHEN n %% 3 = 0 THEN NULL ELSE now() - (n %% 1000) * interval '1 hour' END
+        FROM generate_series(%(start)s, %(stop)s - 1) AS n
+        WHERE n %% 3 = 1
         """,
         {"start": start, "stop": stop},
     )
@@ -112,16 +130,7 @@ def run(ctx: Context) -> None:
         lister = str(store.get_or_create_lister("bench").id)
         recorder = str(store.get_or_create_lister("bench", "recorded").id)
         pages = 5 if ctx.quick else 20
-        rates = []
-        for page in range(pages):
-            origins = [
-                ListedOrigin(recorder, f"https://other.example/r{page * 1000 + n}", "git")
-                for n in range(1000)
-            ]
-            started = time.perf_counter()
-            store.record_listed_origins(origins)
-            rates.append(1000 / (time.perf_counter() - started))
-        ctx.measurement("visits", "record_listed_origins", "origins/s", rates, pages=pages)
+        record(ctx, store, recorder, 0, pages, size=0)
         baseline: dict[str, float] = {}
         filled = 0
         for size in sizes:
@@ -142,6 +151,19 @@ def run(ctx: Context) -> None:
                     policy=policy.value,
                     seq_scans=seq_scans(store, policy),
                 )
+            for policy in POLICIES:
+                samples = timed(ctx, lambda p=policy: store.grab_next_visits("git", COUNT, p))
+                median = statistics.median(samples)
+                baseline.setdefault(f"grab {policy.value}", median)
+                ctx.measurement(
+                    "visits",
+                    "grab_next_visits",
+                    "s",
+                    samples,
+                    ratios={f"vs {sizes[0]:,}": ratio(median, baseline[f"grab {policy.value}"])},
+                    size=size,
+                    policy=policy.value,
+                )
             samples = timed(ctx, lambda: store.update_metrics(now=utcnow()))
             median = statistics.median(samples)
             baseline.setdefault("update_metrics", median)
@@ -153,3 +175,20 @@ def run(ctx: Context) -> None:
                 ratios={f"vs {sizes[0]:,}": ratio(median, baseline["update_metrics"])},
                 size=size,
             )
+        record(ctx, store, recorder, pages, pages, size=filled)
+
+
+def record(
+    ctx: Context, store: SQLAlchemyStore, lister: str, first: int, pages: int, *, size: int
+) -> None:
+    """``record_listed_origins`` of ``pages`` new pages of 1,000 (origins/s)."""
+    rates = []
+    for page in range(first, first + pages):
+        origins = [
+            ListedOrigin(lister, f"https://other.example/r{page * 1000 + n}", "git")
+            for n in range(1000)
+        ]
+        started = time.perf_counter()
+        store.record_listed_origins(origins)
+        rates.append(1000 / (time.perf_counter() - started))
+    ctx.measurement("visits", "record_listed_origins", "origins/s", rates, pages=pages, world=size)

@@ -17,14 +17,18 @@ import sqlalchemy as sa
 from ..exceptions import InvalidInput, NotFound
 from ..visits.model import ListedOrigin, OriginVisitStats, visit_type_name
 from ..visits.policy import Cooldowns, VisitPolicy, visit_policy
+from .sql_base import _chunks
 from .sql_origins import MAX_PAGE, _now, optional_name, origin_from_row
-from .sql_visit_stats import VisitStatsMethods, due_key, stats_row
+from .sql_visit_stats import VisitStatsMethods, stats_row
 from .tables import listed_origin as origin_t
 from .tables import lister as lister_t
 from .tables import origin_visit_stats as stats_t
 from .tables import visit_queue_position as position_t
 
 o, s = origin_t.c, stats_t.c
+#: as the partial indexes say it (SQLite matches an index's condition by its
+#: terms: ``enabled = 1`` would not match ``enabled``)
+_ENABLED = sa.text("origin_visit_stats.enabled")
 
 
 def _cooled(now: datetime, cooldowns: Cooldowns) -> list[Any]:
@@ -47,11 +51,6 @@ def _cooled(now: datetime, cooldowns: Cooldowns) -> list[Any]:
 class GrabMethods(VisitStatsMethods):
     """``peek_next_visits`` and ``grab_next_visits`` of :class:`SchedulerStore`."""
 
-    def _lag(self) -> Any:
-        if self.engine.dialect.name == "sqlite":
-            return sa.func.julianday(o.last_update) - sa.func.julianday(s.last_successful)
-        return o.last_update - s.last_successful
-
     def _policy_query(
         self,
         conn: sa.Connection,
@@ -60,19 +59,20 @@ class GrabMethods(VisitStatsMethods):
         now: datetime,
         lister_id: str | None,
     ) -> tuple[list[Any], list[Any]]:
-        """The policy's own conditions and order."""
-        scheduled_first = [s.last_scheduled.asc().nulls_first()]
+        """The policy's own conditions and order, over the statistics row
+        every listed origin has (each pair matches one partial index of
+        store/tables.py: a claim reads the first rows of that index)."""
         if policy is VisitPolicy.OLDEST_SCHEDULED_FIRST:
-            return [], scheduled_first
+            return [], [s.scheduled_order]
         if policy is VisitPolicy.NEVER_VISITED_OLDEST_UPDATE_FIRST:
             # (a success without a snapshot id is one: a loader's own verdict)
-            return [s.last_successful.is_(None), o.last_update.is_not(None)], [o.last_update]
+            return [s.last_successful.is_(None), s.last_update.is_not(None)], [s.last_update]
         if policy is VisitPolicy.ALREADY_VISITED_ORDER_BY_LAG:
-            return [o.last_update > s.last_successful], [self._lag().desc()]
+            return [s.last_update > s.last_successful], [s.lag.desc()]
         if policy is VisitPolicy.ORIGINS_WITHOUT_LAST_UPDATE:
-            return [o.last_update.is_(None)], [s.next_visit_queue_position.asc().nulls_first()]
+            return [s.last_update.is_(None)], [s.queue_order]
         if policy is VisitPolicy.STOP_AFTER_SUCCESS:
-            return [s.last_successful.is_(None)], scheduled_first
+            return [s.last_successful.is_(None)], [s.scheduled_order]
         if policy is VisitPolicy.FIRST_VISITS_AFTER_LISTING:
             if lister_id is None:
                 raise InvalidInput("lister_id", f"policy {policy.value} needs a lister")
@@ -86,9 +86,38 @@ class GrabMethods(VisitStatsMethods):
             since = [s.last_scheduled.is_(None)]
             if finished is not None:
                 since.append(s.last_scheduled < finished)
-            return [sa.or_(*since)], [o.last_update.asc().nulls_last(), o.first_seen]
-        key = due_key()  # the promise's due time (visits/condition.py)
-        return [key <= now], [key]
+            return [sa.or_(*since)], [s.last_update.asc().nulls_last(), s.first_seen]
+        return [s.due_at <= now], [s.due_at]  # the promise's due time (visits/condition.py)
+
+    def _claim_query(
+        self,
+        conn: sa.Connection,
+        visit_type: str,
+        count: int,
+        policy: VisitPolicy,
+        *,
+        now: datetime,
+        lister_id: str | None,
+        enabled: bool,
+        cooldowns: Cooldowns,
+    ) -> sa.Select[Any]:
+        """The urls (and queue positions) the policy picks, in its order."""
+        conditions, order = self._policy_query(conn, policy, now=now, lister_id=lister_id)
+        query = (
+            sa.select(s.url, s.next_visit_queue_position)
+            .where(s.visit_type == visit_type, s.first_seen.is_not(None))
+            .where(*_cooled(now, cooldowns), *conditions)
+            .order_by(*order, s.url)
+            .limit(count)
+        )
+        if enabled:
+            query = query.where(_ENABLED)
+        if lister_id is not None:
+            listed = [o.lister_id == lister_id, o.url == s.url, o.visit_type == s.visit_type]
+            if enabled:
+                listed.append(o.enabled.is_(True))
+            query = query.where(sa.exists().where(*listed))
+        return query
 
     def _next_visits(
         self,
@@ -102,26 +131,44 @@ class GrabMethods(VisitStatsMethods):
         enabled: bool,
         cooldowns: Cooldowns,
     ) -> list[tuple[ListedOrigin, datetime | None]]:
-        conditions, order = self._policy_query(conn, policy, now=now, lister_id=lister_id)
-        query = (
-            sa.select(origin_t, s.next_visit_queue_position.label("queue_position"))
-            .select_from(
-                origin_t.outerjoin(stats_t, (s.url == o.url) & (s.visit_type == o.visit_type))
-            )
-            .where(o.visit_type == visit_type, *_cooled(now, cooldowns), *conditions)
-            .order_by(*order, o.url, o.lister_id)
-            .limit(count)
+        query = self._claim_query(
+            conn,
+            visit_type,
+            count,
+            policy,
+            now=now,
+            lister_id=lister_id,
+            enabled=enabled,
+            cooldowns=cooldowns,
         )
-        if enabled:
-            query = query.where(o.enabled.is_(True))
-        if lister_id is not None:
-            query = query.where(o.lister_id == lister_id)
-        chosen: dict[str, tuple[ListedOrigin, datetime | None]] = {}
-        for row in conn.execute(query):
-            mapping = row._mapping
-            origin = origin_from_row({c.name: mapping[c.name] for c in origin_t.columns})
-            chosen.setdefault(origin.url, (origin, mapping["queue_position"]))
-        return list(chosen.values())  # an origin listed by two listers: once
+        chosen = conn.execute(query).all()
+        listings = self._listings(conn, visit_type, [url for url, _ in chosen], lister_id, enabled)
+        return [(listings[url], position) for url, position in chosen if url in listings]
+
+    def _listings(
+        self,
+        conn: sa.Connection,
+        visit_type: str,
+        urls: list[str],
+        lister_id: str | None,
+        enabled: bool,
+    ) -> dict[str, ListedOrigin]:
+        """One listing of each url (an origin listed by two listers is sent
+        once): the given lister's, else an enabling one, the first by id."""
+        found: dict[str, ListedOrigin] = {}
+        for chunk in _chunks(urls, 1000):
+            query = (
+                sa.select(origin_t)
+                .where(o.visit_type == visit_type, o.url.in_(list(chunk)))
+                .order_by(o.url, sa.case((o.enabled.is_(True), 0), else_=1), o.lister_id)
+            )
+            if lister_id is not None:
+                query = query.where(o.lister_id == lister_id)
+            if enabled:
+                query = query.where(o.enabled.is_(True))
+            for row in conn.execute(query):
+                found.setdefault(row.url, origin_from_row(row._mapping))
+        return found
 
     def _grab_arguments(
         self,

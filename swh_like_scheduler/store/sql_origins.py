@@ -19,6 +19,7 @@ from ..visits.model import (
     ListedOrigin,
     ListedOriginPage,
     Lister,
+    OriginVisitStats,
     aware,
     origin_url,
     visit_task_type,
@@ -26,6 +27,7 @@ from ..visits.model import (
 from .sql_base import SQLBase, _chunks
 from .tables import listed_origin as origin_t
 from .tables import lister as lister_t
+from .tables import origin_visit_stats as stats_t
 from .tables import task_type as type_t
 
 #: most rows one page of listed origins holds (the API's read bound)
@@ -204,8 +206,45 @@ class OriginMethods(SQLBase):
             )
             for chunk in _chunks(rows, 1000):
                 conn.execute(statement, list(chunk))
+            self._sum_listings(conn, sorted({(o.url, o.visit_type) for o in latest.values()}))
             stored = self._origins_by_key(conn, list(latest))
         return [stored[o.key] for o in given]
+
+    def _sum_listings(self, conn: sa.Connection, keys: list[tuple[str, str]]) -> None:
+        """What the listers say of each origin, summed on its statistics row
+        (made if need be): whether any enables it, its first sighting, the
+        latest forge date. The visit policies read nothing else of a listing."""
+        o = origin_t.c
+        blank = OriginVisitStats(url="https://a.b", visit_type="t")  # a new row's counters
+        insert = self._upsert(stats_t)
+        statement = insert.on_conflict_do_update(
+            index_elements=[stats_t.c.url, stats_t.c.visit_type],
+            set_={k: insert.excluded[k] for k in ("enabled", "first_seen", "last_update")},
+        )
+        for chunk in _chunks(keys, 1000):
+            query = (
+                sa.select(
+                    o.url,
+                    o.visit_type,
+                    sa.func.max(sa.case((o.enabled.is_(True), 1), else_=0)).label("enabled"),
+                    sa.func.min(o.first_seen).label("first_seen"),
+                    sa.func.max(o.last_update).label("last_update"),
+                )
+                .where(sa.tuple_(o.url, o.visit_type).in_(list(chunk)))
+                .group_by(o.url, o.visit_type)
+                .order_by(o.url, o.visit_type)
+            )
+            rows = [
+                {
+                    **row._asdict(),
+                    "enabled": bool(row.enabled),
+                    "next_position_offset": blank.next_position_offset,
+                    "successive_visits": blank.successive_visits,
+                }
+                for row in conn.execute(query)
+            ]
+            if rows:
+                conn.execute(statement, rows)
 
     def _origins_by_key(
         self, conn: sa.Connection, keys: list[tuple[str, str, str]]

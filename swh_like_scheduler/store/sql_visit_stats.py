@@ -34,12 +34,17 @@ _ALWAYS = ("next_position_offset", "successive_visits")
 _KEY = ("url", "visit_type")
 
 
+#: the columns of the statistics themselves (the others are the listings'
+#: sums and the database's generated orders, store/tables.py)
+STATS = [c for c in stats_t.columns if c.name in OriginVisitStats.__dataclass_fields__]
+
+
 def stats_from_row(row: Mapping[Any, Any]) -> OriginVisitStats:
-    return OriginVisitStats(**{c.name: row[c.name] for c in stats_t.columns})
+    return OriginVisitStats(**{c.name: row[c.name] for c in STATS})
 
 
 def stats_row(stats: OriginVisitStats) -> dict[str, Any]:
-    row = {c.name: getattr(stats, c.name) for c in stats_t.columns}
+    row = {c.name: getattr(stats, c.name) for c in STATS}
     if stats.last_visit_status is not None:
         row["last_visit_status"] = stats.last_visit_status.value
     return row
@@ -54,15 +59,15 @@ def _keys(where: str, ids: Sequence[Any]) -> list[tuple[str, str]]:
     return keys
 
 
-def due_key() -> Any:
-    """When an origin's freshness promise falls due, in SQL over
-    ``listed_origin`` joined to its statistics (``due_at`` of
-    visits/condition.py): the last visit plus its interval, the first
-    sighting if never visited, or the forge's change after the last success."""
-    o, s = origin_t.c, stats_t.c
-    due = sa.func.coalesce(s.next_visit_due, o.first_seen)
-    changed = sa.and_(o.last_update > s.last_successful, o.last_update < due)
-    return sa.case((changed, o.last_update), else_=due)
+_SOMETHING_HAPPENED = sa.or_(
+    *(
+        column.is_not(None)
+        for column in STATS
+        if column.nullable and column.name not in _KEY and not column.primary_key
+    ),
+    stats_t.c.next_position_offset != DEFAULT_OFFSET,
+    stats_t.c.successive_visits != 1,
+)
 
 
 class VisitStatsMethods(OriginMethods):
@@ -71,7 +76,7 @@ class VisitStatsMethods(OriginMethods):
     def _stats_upsert(self, *, keep_stored: bool) -> Any:
         insert = self._upsert(stats_t)
         values = {}
-        for column in stats_t.columns:
+        for column in STATS:
             if column.name in _KEY:
                 continue
             given = insert.excluded[column.name]
@@ -94,12 +99,21 @@ class VisitStatsMethods(OriginMethods):
                 conn.execute(statement, list(chunk))
 
     def _stats_of(
-        self, conn: sa.Connection, keys: list[tuple[str, str]], *, lock: bool = False
+        self,
+        conn: sa.Connection,
+        keys: list[tuple[str, str]],
+        *,
+        lock: bool = False,
+        visited: bool = False,
     ) -> dict[tuple[str, str], OriginVisitStats]:
+        """The statistics of ``keys``; ``visited``: only of origins something
+        happened to (a listed origin has a row from its first listing)."""
         found: dict[tuple[str, str], OriginVisitStats] = {}
         columns = sa.tuple_(stats_t.c.url, stats_t.c.visit_type)
         for chunk in _chunks(sorted(set(keys)), 300):
-            query = sa.select(stats_t).where(columns.in_(list(chunk)))
+            query = sa.select(*STATS).where(columns.in_(list(chunk)))
+            if visited:
+                query = query.where(_SOMETHING_HAPPENED)
             query = query.order_by(stats_t.c.url, stats_t.c.visit_type)
             for row in conn.execute(self._lock(query) if lock else query):
                 stats = stats_from_row(row._mapping)
@@ -109,7 +123,7 @@ class VisitStatsMethods(OriginMethods):
     def origin_visit_stats_get(self, ids: Sequence[tuple[str, str]]) -> list[OriginVisitStats]:
         keys = _keys("ids", list(ids))
         with self._read("get visit statistics") as conn:
-            found = self._stats_of(conn, keys)
+            found = self._stats_of(conn, keys, visited=True)
         return [found[k] for k in keys if k in found]
 
     def record_visit_statuses(self, messages: Sequence[VisitStatusMessage]) -> tuple[int, int]:
@@ -165,7 +179,7 @@ class VisitStatsMethods(OriginMethods):
             return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
 
         pending = enabled & (o.last_update > s.last_successful)
-        due, window_over = due_key(), self._window_over(at)
+        due, window_over = s.due_at, self._window_over(at)
         due_now = enabled & (due <= at)
         gone = s.last_visit_status == "not_found"
         query = (
@@ -184,9 +198,7 @@ class VisitStatsMethods(OriginMethods):
                     "origins_error"
                 ),
             )
-            .select_from(
-                origin_t.outerjoin(stats_t, (s.url == o.url) & (s.visit_type == o.visit_type))
-            )
+            .select_from(origin_t.join(stats_t, (s.url == o.url) & (s.visit_type == o.visit_type)))
             .group_by(o.lister_id, o.visit_type)
         )
         if lister_id is not None:
@@ -209,14 +221,15 @@ class VisitStatsMethods(OriginMethods):
     def _window_over(self, at: datetime) -> Any:
         """Whether the origin is late by its whole interval (2**offset hours)
         or more: an ERROR (visits/condition.py)."""
+        due = stats_t.c.due_at
         offset = sa.func.coalesce(stats_t.c.next_position_offset, DEFAULT_OFFSET)
         hours = sa.literal(1).bitwise_lshift(
             sa.case((offset > MAX_OFFSET, MAX_OFFSET), else_=offset)
         )
         if self.engine.dialect.name == "sqlite":
-            late = sa.func.julianday(sa.literal(at, UTCDateTime)) - sa.func.julianday(due_key())
+            late = sa.func.julianday(sa.literal(at, UTCDateTime)) - sa.func.julianday(due)
             return late * 24.0 >= hours
-        return due_key() + sa.func.make_interval(0, 0, 0, 0, hours) <= at
+        return due + sa.func.make_interval(0, 0, 0, 0, hours) <= at
 
     def get_metrics(
         self, lister_id: str | None = None, visit_type: str | None = None

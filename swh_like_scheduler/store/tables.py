@@ -11,6 +11,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import ColumnElement
 
 from ..model import CatchUp, Priority, RunStatus, ScheduleKind, TaskStatus
 
@@ -384,7 +386,58 @@ listed_origin = sa.Table(
     sa.Index("ix_listed_origin_url_visit_type", "url", "visit_type"),
 )
 
-#: What the visits of each origin and visit type found (visits/model.py).
+
+class _ByDialect(ColumnElement[Any]):
+    """A generated column's expression, written for each dialect."""
+
+    inherit_cache = False
+
+    def __init__(self, type_: sa.types.TypeEngine[Any], sqlite: str, postgresql: str) -> None:
+        self.type = type_
+        self.texts = {"sqlite": sqlite, "postgresql": postgresql}
+
+
+@compiles(_ByDialect)
+def _by_dialect(element: _ByDialect, compiler: Any, **kw: Any) -> str:
+    return element.texts[compiler.dialect.name]
+
+
+#: When an origin's freshness promise falls due (visits/condition.py): the
+#: last visit plus its interval, its first sighting if never visited, or the
+#: forge's change after the last success, if that is sooner.
+_DUE = (
+    "CASE WHEN last_update > last_successful"
+    " AND last_update < COALESCE(next_visit_due, first_seen)"
+    " THEN last_update ELSE COALESCE(next_visit_due, first_seen) END"
+)
+
+
+def _generated(type_: sa.types.TypeEngine[Any], sqlite: str, postgresql: str) -> sa.Computed:
+    return sa.Computed(_ByDialect(type_, sqlite, postgresql), persisted=True)
+
+
+#: what the policies of store/sql_grab.py filter on (any lister enables it)
+_LISTED = "enabled AND first_seen IS NOT NULL"
+_PENDING = f"{_LISTED} AND last_update > last_successful"
+
+
+def _policy_index(table: sa.Table, name: str, *columns: Any, where: str = _LISTED) -> None:
+    sa.Index(
+        f"ix_{table.name}_{name}",
+        table.c.visit_type,
+        *columns,
+        table.c.url,
+        postgresql_where=sa.text(where),
+        sqlite_where=sa.text(where),
+    )
+
+
+#: What the visits of each origin and visit type found (visits/model.py),
+#: and what the visit policies order by: the listed origins' ``enabled``,
+#: ``first_seen`` and forge date (``last_update``) summed over the listers
+#: that list it (store/sql_origins.py keeps them), and columns the database
+#: computes from them. One row per listed origin: each policy reads one
+#: partial index of this table in its own order.
 origin_visit_stats = sa.Table(
     "origin_visit_stats",
     metadata,
@@ -400,6 +453,39 @@ origin_visit_stats = sa.Table(
     # the deadline policy's: the last visit plus the origin's interval
     sa.Column("next_visit_due", UTCDateTime),
     sa.Column("successive_visits", sa.Integer, nullable=False),
+    sa.Column("enabled", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("first_seen", UTCDateTime),
+    sa.Column("last_update", UTCDateTime),
+    sa.Column("due_at", UTCDateTime, _generated(UTCDateTime(), _DUE, _DUE)),
+    # seconds from the last success to the forge's later change
+    sa.Column(
+        "lag",
+        sa.Float,
+        _generated(
+            sa.Float(),
+            "(julianday(last_update) - julianday(last_successful)) * 86400.0",
+            "EXTRACT(EPOCH FROM last_update - last_successful)",
+        ),
+    ),
+    # never scheduled first (NULLS FIRST, which SQLite's indexes cannot say)
+    sa.Column(
+        "scheduled_order",
+        UTCDateTime,
+        _generated(
+            UTCDateTime(),
+            "COALESCE(last_scheduled, '')",
+            "COALESCE(last_scheduled, '-infinity'::timestamptz)",
+        ),
+    ),
+    sa.Column(
+        "queue_order",
+        UTCDateTime,
+        _generated(
+            UTCDateTime(),
+            "COALESCE(next_visit_queue_position, '')",
+            "COALESCE(next_visit_queue_position, '-infinity'::timestamptz)",
+        ),
+    ),
     sa.CheckConstraint(
         _in("last_visit_status", ["successful", "failed", "not_found"]),
         name="last_visit_status",
@@ -407,6 +493,25 @@ origin_visit_stats = sa.Table(
     sa.CheckConstraint("next_position_offset >= 0", name="next_position_offset"),
     sa.CheckConstraint("successive_visits >= 0", name="successive_visits"),
 )
+_stats = origin_visit_stats.c
+_policy_index(origin_visit_stats, "scheduled", _stats.scheduled_order)
+_policy_index(
+    origin_visit_stats,
+    "never_visited",
+    _stats.last_update,
+    where=f"{_LISTED} AND last_successful IS NULL AND last_update IS NOT NULL",
+)
+_policy_index(origin_visit_stats, "lag", _stats.lag.desc(), where=_PENDING)
+_policy_index(
+    origin_visit_stats, "queue", _stats.queue_order, where=f"{_LISTED} AND last_update IS NULL"
+)
+_policy_index(
+    origin_visit_stats,
+    "unvisited",
+    _stats.scheduled_order,
+    where=f"{_LISTED} AND last_successful IS NULL",
+)
+_policy_index(origin_visit_stats, "due", _stats.due_at)
 
 #: Per visit type, the position of the queue of origins without a forge
 #: date: an origin is due once the queue has moved past its own position.

@@ -1,0 +1,98 @@
+"""Each visit policy's claim reads its own partial index (store/tables.py),
+on SQLite and PostgreSQL: a grab reads the first rows of one index, never
+the whole table and a sort (the benchmark, ``python -m benchmarks visits``,
+measures what that buys at 10M origins)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.visits.model import ListedOrigin
+from swh_like_scheduler.visits.policy import Cooldowns, VisitPolicy
+
+#: the index each policy must read
+INDEXES = {
+    VisitPolicy.OLDEST_SCHEDULED_FIRST: "ix_origin_visit_stats_scheduled",
+    VisitPolicy.NEVER_VISITED_OLDEST_UPDATE_FIRST: "ix_origin_visit_stats_never_visited",
+    VisitPolicy.ALREADY_VISITED_ORDER_BY_LAG: "ix_origin_visit_stats_lag",
+    VisitPolicy.ORIGINS_WITHOUT_LAST_UPDATE: "ix_origin_visit_stats_queue",
+    VisitPolicy.STOP_AFTER_SUCCESS: "ix_origin_visit_stats_unvisited",
+    VisitPolicy.DEADLINE: "ix_origin_visit_stats_due",
+}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def listed(request: pytest.FixtureRequest, now: datetime) -> SQLAlchemyStore:
+    if request.param == "sqlite":
+        store = SQLAlchemyStore.from_url(request.getfixturevalue("sqlite_url"))
+        request.addfinalizer(store.close)
+    else:
+        store = request.getfixturevalue("pg_store")
+    store.create_task_type(TaskType(type="load-git", backend_name="loader.git"))
+    lister = str(store.get_or_create_lister("gitlab", now=now).id)
+    store.record_listed_origins(
+        [
+            ListedOrigin(
+                lister,
+                f"https://forge.example/p{n}",
+                "git",
+                last_update=None if n % 3 == 0 else now - n * timedelta(minutes=1),
+            )
+            for n in range(300)
+        ],
+        now=now,
+    )
+    return store
+
+
+def plan(store: SQLAlchemyStore, policy: VisitPolicy, now: datetime) -> str:
+    with store.engine.connect() as conn:
+        query: Any = store._claim_query(
+            conn,
+            "git",
+            1000,
+            policy,
+            now=now,
+            lister_id=None,
+            enabled=True,
+            cooldowns=Cooldowns(),
+        )
+        compiled = query.compile(store.engine, compile_kwargs={"literal_binds": True})
+        if store.engine.dialect.name == "sqlite":
+            rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}").all()
+            return "\n".join(str(r[-1]) for r in rows)
+        # a table of 300 rows is read faster whole: say what may be used
+        conn.exec_driver_sql("SET enable_seqscan = off")
+        conn.exec_driver_sql("SET enable_bitmapscan = off")
+        rows = conn.exec_driver_sql(f"EXPLAIN {compiled}").all()
+        return "\n".join(str(r[0]) for r in rows)
+
+
+@pytest.mark.parametrize("policy", list(INDEXES), ids=lambda p: p.value)
+def test_each_policy_reads_its_partial_index_without_a_sort(
+    listed: SQLAlchemyStore, policy: VisitPolicy, now: datetime
+) -> None:
+    found = plan(listed, policy, now)
+    assert INDEXES[policy] in found, found
+    assert "TEMP B-TREE" not in found and "Sort" not in found, found
+    assert "SCAN origin_visit_stats\n" not in found + "\n" and "Seq Scan" not in found, found
+
+
+def test_a_listed_origin_has_its_row_and_no_statistics_yet(
+    listed: SQLAlchemyStore, now: datetime
+) -> None:
+    """Every listed origin has a row the policies read, but statistics are
+    only what visits and schedulings wrote."""
+    with listed.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT count(*) FROM origin_visit_stats")).scalar()
+    assert rows == 300
+    assert listed.origin_visit_stats_get([("https://forge.example/p1", "git")]) == []
+    [grabbed] = listed.grab_next_visits("git", 1, VisitPolicy.OLDEST_SCHEDULED_FIRST, now=now)
+    [stats] = listed.origin_visit_stats_get([(grabbed.url, "git")])
+    assert stats.last_scheduled == now

@@ -55,7 +55,7 @@ def fill(store: SQLAlchemyStore, lister: str, start: int, stop: int) -> None:
         INSERT INTO origin_visit_stats (url, visit_type, last_successful, last_visit,
             last_visit_status, last_scheduled, last_snapshot, next_visit_queue_position,
             next_position_offset, successive_visits, next_visit_due,
-            enabled, first_seen, last_update)
+            enabled, first_seen, last_update, lister_id)
         SELECT 'https://forge.example/p' || n, 'git',
                CASE WHEN n %% 7 <> 0 THEN now() - (n %% 40) * interval '1 day' END,
                now() - (n %% 40) * interval '1 day',
@@ -66,24 +66,26 @@ def fill(store: SQLAlchemyStore, lister: str, start: int, stop: int) -> None:
                n %% 10, 1,
                now() - (n %% 40) * interval '1 day' + (1 << (n %% 10)) * interval '1 hour',
                n %% 50 <> 0, now() - interval '60 days',
-               CASE WHEN n %% 3 = 0 THEN NULL ELSE now() - (n %% 1000) * interval '1 hour' END
+               CASE WHEN n %% 3 = 0 THEN NULL ELSE now() - (n %% 1000) * interval '1 hour' END,
+               %(lister)s
         FROM generate_series(%(start)s, %(stop)s - 1) AS n
         WHERE n %% 3 <> 1
         """,
-        {"start": start, "stop": stop},
+        {"lister": lister, "start": start, "stop": stop},
     )
     raw(  # never visited: the listing's row only (store/sql_origins.py)
         store,
         """
         INSERT INTO origin_visit_stats (url, visit_type, next_position_offset,
-            successive_visits, enabled, first_seen, last_update)
+            successive_visits, enabled, first_seen, last_update, lister_id)
         SELECT 'https://forge.example/p' || n, 'git', 4, 1, n %% 50 <> 0,
                now() - interval '60 days',
-               CASE WHEN n %% 3 = 0 THEN NULL ELSE now() - (n %% 1000) * interval '1 hour' END
+               CASE WHEN n %% 3 = 0 THEN NULL ELSE now() - (n %% 1000) * interval '1 hour' END,
+               %(lister)s
         FROM generate_series(%(start)s, %(stop)s - 1) AS n
         WHERE n %% 3 = 1
         """,
-        {"start": start, "stop": stop},
+        {"lister": lister, "start": start, "stop": stop},
     )
     raw(store, "ANALYZE listed_origin")
     raw(store, "ANALYZE origin_visit_stats")

@@ -213,13 +213,17 @@ class OriginMethods(SQLBase):
     def _sum_listings(self, conn: sa.Connection, keys: list[tuple[str, str]]) -> None:
         """What the listers say of each origin, summed on its statistics row
         (made if need be): whether any enables it, its first sighting, the
-        latest forge date. The visit policies read nothing else of a listing."""
+        latest forge date, and the lister whose metrics count it (an enabling
+        one, the first by id). The policies and the metrics read nothing
+        else of a listing."""
         o = origin_t.c
         blank = OriginVisitStats(url="https://a.b", visit_type="t")  # a new row's counters
         insert = self._upsert(stats_t)
         statement = insert.on_conflict_do_update(
             index_elements=[stats_t.c.url, stats_t.c.visit_type],
-            set_={k: insert.excluded[k] for k in ("enabled", "first_seen", "last_update")},
+            set_={
+                k: insert.excluded[k] for k in ("enabled", "first_seen", "last_update", "lister_id")
+            },
         )
         for chunk in _chunks(keys, 1000):
             query = (
@@ -229,6 +233,10 @@ class OriginMethods(SQLBase):
                     sa.func.max(sa.case((o.enabled.is_(True), 1), else_=0)).label("enabled"),
                     sa.func.min(o.first_seen).label("first_seen"),
                     sa.func.max(o.last_update).label("last_update"),
+                    sa.func.coalesce(
+                        sa.func.min(sa.case((o.enabled.is_(True), o.lister_id))),
+                        sa.func.min(o.lister_id),
+                    ).label("lister_id"),
                 )
                 .where(sa.tuple_(o.url, o.visit_type).in_(list(chunk)))
                 .group_by(o.url, o.visit_type)

@@ -23,7 +23,6 @@ from ..visits.model import (
 from .sql_base import _chunks
 from .sql_origins import OriginMethods, _now, optional_name
 from .tables import UTCDateTime
-from .tables import listed_origin as origin_t
 from .tables import origin_metrics as metrics_t
 from .tables import origin_visit_stats as stats_t
 from .tables import visit_queue_position as position_t
@@ -68,6 +67,10 @@ _SOMETHING_HAPPENED = sa.or_(
     stats_t.c.next_position_offset != DEFAULT_OFFSET,
     stats_t.c.successive_visits != 1,
 )
+
+
+#: the origin is enabled by a lister (the metrics' own reading of it)
+_ENABLED = stats_t.c.enabled.is_(True)
 
 
 class VisitStatsMethods(OriginMethods):
@@ -172,20 +175,20 @@ class VisitStatsMethods(OriginMethods):
     ) -> list[OriginMetrics]:
         at = _now(now)
         optional_name("lister_id", lister_id)
-        o, s = origin_t.c, stats_t.c
-        enabled = o.enabled.is_(True)
+        s = stats_t.c
+        enabled = _ENABLED
 
         def count(condition: Any) -> Any:
             return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
 
-        pending = enabled & (o.last_update > s.last_successful)
+        pending = enabled & (s.last_update > s.last_successful)
         due, window_over = s.due_at, self._window_over(at)
         due_now = enabled & (due <= at)
         gone = s.last_visit_status == "not_found"
         query = (
             sa.select(
-                o.lister_id,
-                o.visit_type,
+                s.lister_id,
+                s.visit_type,
                 sa.func.count().label("origins_known"),
                 count(enabled).label("origins_enabled"),
                 count(enabled & s.last_visit.is_(None)).label("origins_never_visited"),
@@ -198,17 +201,20 @@ class VisitStatsMethods(OriginMethods):
                     "origins_error"
                 ),
             )
-            .select_from(origin_t.join(stats_t, (s.url == o.url) & (s.visit_type == o.visit_type)))
-            .group_by(o.lister_id, o.visit_type)
+            .where(s.lister_id.is_not(None))
+            .group_by(s.lister_id, s.visit_type)
         )
         if lister_id is not None:
-            query = query.where(o.lister_id == lister_id)
-        with self._write("update origin metrics") as conn:
+            query = query.where(s.lister_id == lister_id)
+        # one pass over the rows every listed origin has, in a read (the
+        # loops' writes go on); then the few rows of counts, written at once
+        with self._read("count origins") as conn:
             self._maintenance(conn)
             found = [
                 OriginMetrics(last_update=at, **{k: v for k, v in r._mapping.items()})
                 for r in conn.execute(query)
             ]
+        with self._write("update origin metrics") as conn:
             stale = sa.delete(metrics_t)
             if lister_id is not None:
                 stale = stale.where(metrics_t.c.lister_id == lister_id)

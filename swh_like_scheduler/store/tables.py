@@ -454,6 +454,8 @@ origin_visit_stats = sa.Table(
     sa.Column("next_visit_due", UTCDateTime),
     sa.Column("successive_visits", sa.Integer, nullable=False),
     sa.Column("enabled", sa.Boolean, nullable=False, server_default=sa.false()),
+    # the lister whose metrics count the origin: an enabling one, the first by id
+    sa.Column("lister_id", _bytewise(sa.Text())),
     sa.Column("first_seen", UTCDateTime),
     sa.Column("last_update", UTCDateTime),
     sa.Column("due_at", UTCDateTime, _generated(UTCDateTime(), _DUE, _DUE)),

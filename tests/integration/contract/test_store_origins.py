@@ -242,6 +242,32 @@ def test_metrics_count_known_enabled_never_visited_and_pending(
     assert git.last_update == now + 2 * H
 
 
+def test_an_origin_of_two_listers_is_counted_once_under_the_one_that_enables_it(
+    store: Any, visit_types: None, now: datetime
+) -> None:
+    first = store.get_or_create_lister("a-lister", now=now)
+    second = store.get_or_create_lister("b-lister", now=now)
+    [shared] = origins(first.id, 1, last_update=now)
+    disabled = shared.__class__(**{**vars(shared), "enabled": False})
+    store.record_listed_origins([disabled], now=now)
+    store.record_listed_origins(
+        [shared.__class__(**{**vars(shared), "lister_id": second.id})], now=now + H
+    )
+    [metrics] = store.update_metrics(now=now + 2 * H)
+    assert (metrics.lister_id, metrics.origins_known, metrics.origins_enabled) == (second.id, 1, 1)
+    # the policies see it enabled, and send it once, as the enabling lister's
+    [grabbed] = store.grab_next_visits("git", 10, "oldest_scheduled_first", now=now + 2 * H)
+    assert grabbed.lister_id == second.id
+    store.record_listed_origins(
+        [shared.__class__(**{**vars(shared), "enabled": False, "lister_id": second.id})],
+        now=now + 3 * H,
+    )
+    assert store.peek_next_visits("git", 10, "oldest_scheduled_first", now=now + 30 * H) == []
+    store.record_listed_origins([shared], now=now + 4 * H)  # the first lister enables it again
+    [metrics] = store.update_metrics(now=now + 5 * H)
+    assert (metrics.lister_id, metrics.origins_enabled) == (first.id, 1)
+
+
 def test_careless_values_are_refused_by_field(store: Any, visit_types: None, now: datetime) -> None:
     """Values of the wrong kind, as a careless client sends them over /rpc."""
     calls = [

@@ -9,6 +9,10 @@ listed origin, carrying what every visit policy filters and orders on.
   ``lag`` (seconds from the last success to a later forge change),
   ``scheduled_order`` and ``queue_order`` (never scheduled / no queue
   position first, which an index on SQLite cannot say with ``NULLS FIRST``);
+* ``held``, ``held_since``: the long cooldown the origin is in (a visit
+  sent with no status since, a visit that failed or found nothing) and
+  since when; a held origin is out of the policies' indexes until a claim
+  finds its cooldown over;
 * a partial index per policy, so that a claim reads the first rows of one
   index instead of sorting the whole table.
 
@@ -20,6 +24,8 @@ Create Date: 2026-11-27
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from alembic import op
@@ -48,7 +54,7 @@ _GENERATED = {
         "queue_order": "COALESCE(next_visit_queue_position, '-infinity'::timestamptz)",
     },
 }
-_LISTED = "enabled AND first_seen IS NOT NULL"
+_LISTED = "enabled AND first_seen IS NOT NULL AND held IS NULL"
 #: name: (order columns, the index's condition)
 _INDEXES = {
     "scheduled": (["scheduled_order"], _LISTED),
@@ -89,6 +95,8 @@ def upgrade() -> None:
         sa.Column(
             "queue_order", _at(), sa.Computed(sa.text(generated["queue_order"]), persisted=True)
         ),
+        sa.Column("held", sa.Text()),
+        sa.Column("held_since", _at()),
     ]
     # SQLite adds a stored generated column only by rebuilding the table
     with op.batch_alter_table(
@@ -96,6 +104,9 @@ def upgrade() -> None:
     ) as batch:
         for column in columns:
             batch.add_column(column)
+        batch.create_check_constraint(
+            op.f("ck_origin_visit_stats_held"), "held IN ('sent', 'failed', 'not_found')"
+        )
     any_enabled = "bool_or(enabled)" if dialect == "postgresql" else "max(enabled)"
     summed = f"""
         SELECT url, visit_type, {any_enabled} AS enabled, min(first_seen) AS first_seen,
@@ -123,6 +134,40 @@ def upgrade() -> None:
                           WHERE s.url = l.url AND s.visit_type = l.visit_type)
         """
     )
+    # holds of the default cooldowns (12 h, 7 d, 14 d, 31 d) still running:
+    # an older one is over (the claims' own cooldowns still apply)
+    now = datetime.now(UTC)
+    since = {
+        "sent": now - timedelta(days=7),
+        "failed": now - timedelta(days=14),
+        "not_found": now - timedelta(days=31),
+    }
+    if dialect == "sqlite":  # stored as UTC text without a zone
+        since = {k: v.replace(tzinfo=None) for k, v in since.items()}
+    in_flight = "last_scheduled IS NOT NULL AND (last_visit IS NULL OR last_scheduled > last_visit)"
+    held = f"""
+        CASE
+            WHEN {in_flight} THEN CASE WHEN last_scheduled > :sent THEN 'sent' END
+            WHEN last_visit_status = 'failed' AND last_visit > :failed THEN 'failed'
+            WHEN last_visit_status = 'not_found' AND last_visit > :not_found THEN 'not_found'
+        END
+    """
+    op.get_bind().execute(
+        sa.text(
+            f"""
+            UPDATE origin_visit_stats SET held = {held},
+                held_since = CASE WHEN {in_flight} THEN last_scheduled ELSE last_visit END
+            """
+        ).bindparams(*(sa.bindparam(k, v, type_=_at()) for k, v in since.items()))
+    )
+    op.execute("UPDATE origin_visit_stats SET held_since = NULL WHERE held IS NULL")
+    op.create_index(
+        op.f("ix_origin_visit_stats_held"),
+        "origin_visit_stats",
+        ["visit_type", "held", "held_since"],
+        postgresql_where=sa.text("held IS NOT NULL"),
+        sqlite_where=sa.text("held IS NOT NULL"),
+    )
     for name, (order, where) in _INDEXES.items():
         op.create_index(
             op.f(f"ix_origin_visit_stats_{name}"),
@@ -134,7 +179,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for name in _INDEXES:
+    for name in [*_INDEXES, "held"]:
         op.drop_index(op.f(f"ix_origin_visit_stats_{name}"), table_name="origin_visit_stats")
     dialect = op.get_bind().dialect.name
     # rows of listed origins never visited nor scheduled were not there before
@@ -146,7 +191,10 @@ def downgrade() -> None:
     with op.batch_alter_table(
         "origin_visit_stats", recreate="always" if dialect == "sqlite" else "never"
     ) as batch:
+        batch.drop_constraint(op.f("ck_origin_visit_stats_held"), type_="check")
         for name in (
+            "held_since",
+            "held",
             "queue_order",
             "scheduled_order",
             "lag",

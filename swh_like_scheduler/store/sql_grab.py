@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from ..exceptions import InvalidInput, NotFound
 from ..visits.model import ListedOrigin, OriginVisitStats, visit_type_name
-from ..visits.policy import Cooldowns, VisitPolicy, visit_policy
+from ..visits.policy import Cooldowns, Hold, VisitPolicy, visit_policy
 from .sql_base import _chunks
 from .sql_origins import MAX_PAGE, _now, optional_name, origin_from_row
 from .sql_visit_stats import VisitStatsMethods, stats_row
@@ -29,6 +29,23 @@ o, s = origin_t.c, stats_t.c
 #: as the partial indexes say it (SQLite matches an index's condition by its
 #: terms: ``enabled = 1`` would not match ``enabled``)
 _ENABLED = sa.text("origin_visit_stats.enabled")
+
+
+ASC, DESC, ASC_NULLS_LAST = "asc", "desc", "asc nulls last"
+#: most held origins a grab puts back in the policies' indexes
+RELEASE_BATCH = 10_000
+
+
+def _ordered(key: Any, how: str) -> Any:
+    if how == DESC:
+        return key.desc()
+    return key.asc().nulls_last() if how == ASC_NULLS_LAST else key.asc()
+
+
+def _holds_over(now: datetime, cooldowns: Cooldowns) -> list[list[Any]]:
+    """Per kind of hold, held by it and its long cooldown over (visits/policy.py,
+    ``hold_of``): each a range of the holds' index."""
+    return [[s.held == hold.value, s.held_since < now - hold.length(cooldowns)] for hold in Hold]
 
 
 def _cooled(now: datetime, cooldowns: Cooldowns) -> list[Any]:
@@ -58,21 +75,21 @@ class GrabMethods(VisitStatsMethods):
         *,
         now: datetime,
         lister_id: str | None,
-    ) -> tuple[list[Any], list[Any]]:
+    ) -> tuple[list[Any], list[tuple[Any, str]]]:
         """The policy's own conditions and order, over the statistics row
         every listed origin has (each pair matches one partial index of
         store/tables.py: a claim reads the first rows of that index)."""
         if policy is VisitPolicy.OLDEST_SCHEDULED_FIRST:
-            return [], [s.scheduled_order]
+            return [], [(s.scheduled_order, ASC)]
         if policy is VisitPolicy.NEVER_VISITED_OLDEST_UPDATE_FIRST:
             # (a success without a snapshot id is one: a loader's own verdict)
-            return [s.last_successful.is_(None), s.last_update.is_not(None)], [s.last_update]
+            return [s.last_successful.is_(None), s.last_update.is_not(None)], [(s.last_update, ASC)]
         if policy is VisitPolicy.ALREADY_VISITED_ORDER_BY_LAG:
-            return [s.last_update > s.last_successful], [s.lag.desc()]
+            return [s.last_update > s.last_successful], [(s.lag, DESC)]
         if policy is VisitPolicy.ORIGINS_WITHOUT_LAST_UPDATE:
-            return [s.last_update.is_(None)], [s.queue_order]
+            return [s.last_update.is_(None)], [(s.queue_order, ASC)]
         if policy is VisitPolicy.STOP_AFTER_SUCCESS:
-            return [s.last_successful.is_(None)], [s.scheduled_order]
+            return [s.last_successful.is_(None)], [(s.scheduled_order, ASC)]
         if policy is VisitPolicy.FIRST_VISITS_AFTER_LISTING:
             if lister_id is None:
                 raise InvalidInput("lister_id", f"policy {policy.value} needs a lister")
@@ -86,8 +103,8 @@ class GrabMethods(VisitStatsMethods):
             since = [s.last_scheduled.is_(None)]
             if finished is not None:
                 since.append(s.last_scheduled < finished)
-            return [sa.or_(*since)], [s.last_update.asc().nulls_last(), s.first_seen]
-        return [s.due_at <= now], [s.due_at]  # the promise's due time (visits/condition.py)
+            return [sa.or_(*since)], [(s.last_update, ASC_NULLS_LAST), (s.first_seen, ASC)]
+        return [s.due_at <= now], [(s.due_at, ASC)]  # the promise's due (visits/condition.py)
 
     def _claim_query(
         self,
@@ -101,23 +118,54 @@ class GrabMethods(VisitStatsMethods):
         enabled: bool,
         cooldowns: Cooldowns,
     ) -> sa.Select[Any]:
-        """The urls (and queue positions) the policy picks, in its order."""
-        conditions, order = self._policy_query(conn, policy, now=now, lister_id=lister_id)
-        query = (
-            sa.select(s.url, s.next_visit_queue_position)
-            .where(s.visit_type == visit_type, s.first_seen.is_not(None))
-            .where(*_cooled(now, cooldowns), *conditions)
-            .order_by(*order, s.url)
-            .limit(count)
-        )
+        """The urls (and queue positions) the policy picks, in its order:
+        the first rows of the policy's index (origins in no long cooldown),
+        merged with the held origins whose cooldown is over (a range of the
+        holds' index per kind of hold: few, once grabs release them,
+        :meth:`_release`)."""
+        conditions, keys = self._policy_query(conn, policy, now=now, lister_id=lister_id)
+        common: list[Any] = [s.visit_type == visit_type, s.first_seen.is_not(None)]
+        common += [*_cooled(now, cooldowns), *conditions]
         if enabled:
-            query = query.where(_ENABLED)
+            common.append(_ENABLED)
         if lister_id is not None:
             listed = [o.lister_id == lister_id, o.url == s.url, o.visit_type == s.visit_type]
             if enabled:
                 listed.append(o.enabled.is_(True))
-            query = query.where(sa.exists().where(*listed))
-        return query
+            common.append(sa.exists().where(*listed))
+        labelled = [key.label(f"k{n}") for n, (key, _) in enumerate(keys)]
+
+        def part(*where: Any) -> sa.Subquery:
+            return (
+                sa.select(s.url, s.next_visit_queue_position, *labelled)
+                .where(*common, *where)
+                .order_by(*(_ordered(key, how) for key, how in keys), s.url)
+                .limit(count)
+                .subquery()
+            )
+
+        parts = [part(s.held.is_(None)), *(part(*over) for over in _holds_over(now, cooldowns))]
+        both = sa.union_all(*(sa.select(p) for p in parts)).subquery()
+        order = [_ordered(both.c[f"k{n}"], how) for n, (_, how) in enumerate(keys)]
+        return (
+            sa.select(both.c.url, both.c.next_visit_queue_position)
+            .order_by(*order, both.c.url)
+            .limit(count)
+        )
+
+    def _release(
+        self, conn: sa.Connection, visit_type: str, now: datetime, cooldowns: Cooldowns
+    ) -> None:
+        """Origins whose long cooldown is over go back to the policies'
+        indexes (a bounded batch per grab: the claim reads the others from
+        the holds' index meanwhile)."""
+        for over in _holds_over(now, cooldowns):
+            batch = sa.select(s.url).where(s.visit_type == visit_type, *over).limit(RELEASE_BATCH)
+            conn.execute(
+                sa.update(stats_t)
+                .where(s.visit_type == visit_type, s.url.in_(batch.scalar_subquery()))
+                .values(held=None, held_since=None)
+            )
 
     def _next_visits(
         self,
@@ -237,6 +285,7 @@ class GrabMethods(VisitStatsMethods):
         with self.transaction() as tx:
             tx._serialise("grab next visits", f"visits:{visit_type}")
             with tx._write("grab next visits") as conn:
+                tx._release(conn, visit_type, at, cools)
                 found = tx._next_visits(
                     conn,
                     visit_type,
@@ -257,14 +306,15 @@ class GrabMethods(VisitStatsMethods):
     ) -> None:
         if not origins:
             return
+        sent = {"last_scheduled": at, "held": Hold.SENT.value, "held_since": at}
         rows = [
-            {**stats_row(OriginVisitStats(url=x.url, visit_type=visit_type)), "last_scheduled": at}
+            {**stats_row(OriginVisitStats(url=x.url, visit_type=visit_type)), **sent}
             for x in sorted(origins, key=lambda x: x.url)
         ]
         insert = self._upsert(stats_t)
         statement = insert.on_conflict_do_update(
             index_elements=[s.url, s.visit_type],
-            set_={"last_scheduled": insert.excluded.last_scheduled},
+            set_={name: insert.excluded[name] for name in sent},
         )
         conn.execute(statement, rows)
 

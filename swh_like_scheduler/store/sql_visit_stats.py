@@ -20,6 +20,7 @@ from ..visits.model import (
     origin_url,
     visit_type_name,
 )
+from ..visits.policy import hold_of
 from .sql_base import _chunks
 from .sql_origins import OriginMethods, _now, optional_name
 from .tables import UTCDateTime
@@ -40,6 +41,19 @@ STATS = [c for c in stats_t.columns if c.name in OriginVisitStats.__dataclass_fi
 
 def stats_from_row(row: Mapping[Any, Any]) -> OriginVisitStats:
     return OriginVisitStats(**{c.name: row[c.name] for c in STATS})
+
+
+def hold_row(stats: OriginVisitStats) -> dict[str, Any]:
+    """The hold columns of the statistics (visits/policy.py, ``hold_of``)."""
+    hold = hold_of(stats)
+    return (
+        {"held": None, "held_since": None}
+        if hold is None
+        else {
+            "held": hold[0].value,
+            "held_since": hold[1],
+        }
+    )
 
 
 def stats_row(stats: OriginVisitStats) -> dict[str, Any]:
@@ -77,6 +91,9 @@ class VisitStatsMethods(OriginMethods):
     """Visit statistics and metrics of :class:`SchedulerStore`."""
 
     def _stats_upsert(self, *, keep_stored: bool) -> Any:
+        """Rows of the statistics; ``keep_stored``: a ``None`` keeps the
+        stored value (and the holds are then not in the rows: see
+        :meth:`_rehold`), else the rows are whole, with their holds."""
         insert = self._upsert(stats_t)
         values = {}
         for column in STATS:
@@ -85,7 +102,24 @@ class VisitStatsMethods(OriginMethods):
             given = insert.excluded[column.name]
             keep = keep_stored and column.name not in _ALWAYS
             values[column.name] = sa.func.coalesce(given, column) if keep else given
+        if not keep_stored:
+            values.update(held=insert.excluded.held, held_since=insert.excluded.held_since)
         return insert.on_conflict_do_update(index_elements=list(_KEY), set_=values)
+
+    def _rehold(self, conn: sa.Connection, keys: list[tuple[str, str]]) -> None:
+        """The holds of ``keys`` again, from their statistics as stored."""
+        update = (
+            sa.update(stats_t)
+            .where(stats_t.c.url == sa.bindparam("k_url"))
+            .where(stats_t.c.visit_type == sa.bindparam("k_visit_type"))
+            .values(held=sa.bindparam("held"), held_since=sa.bindparam("held_since"))
+        )
+        rows = [
+            {"k_url": key[0], "k_visit_type": key[1], **hold_row(stats)}
+            for key, stats in sorted(self._stats_of(conn, keys).items())
+        ]
+        for chunk in _chunks(rows, 1000):
+            conn.execute(update, list(chunk))
 
     def origin_visit_stats_upsert(self, stats: Sequence[OriginVisitStats]) -> None:
         given = list(stats)
@@ -100,6 +134,7 @@ class VisitStatsMethods(OriginMethods):
             statement = self._stats_upsert(keep_stored=True)
             for chunk in _chunks(rows, 1000):
                 conn.execute(statement, list(chunk))
+            self._rehold(conn, sorted(latest))
 
     def _stats_of(
         self,
@@ -158,7 +193,7 @@ class VisitStatsMethods(OriginMethods):
                     if after is not None:
                         stats, moved, changed = after, True, changed + 1
                 if moved:
-                    changed_rows.append(stats_row(stats))
+                    changed_rows.append({**stats_row(stats), **hold_row(stats)})
             statement = self._stats_upsert(keep_stored=False)
             for chunk in _chunks(changed_rows, 1000):
                 conn.execute(statement, list(chunk))

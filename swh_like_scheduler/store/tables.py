@@ -416,8 +416,9 @@ def _generated(type_: sa.types.TypeEngine[Any], sqlite: str, postgresql: str) ->
     return sa.Computed(_ByDialect(type_, sqlite, postgresql), persisted=True)
 
 
-#: what the policies of store/sql_grab.py filter on (any lister enables it)
-_LISTED = "enabled AND first_seen IS NOT NULL"
+#: what the policies of store/sql_grab.py filter on (any lister enables
+#: it, and it is in no long cooldown: visits/policy.py, ``hold_of``)
+_LISTED = "enabled AND first_seen IS NOT NULL AND held IS NULL"
 _PENDING = f"{_LISTED} AND last_update > last_successful"
 
 
@@ -488,10 +489,15 @@ origin_visit_stats = sa.Table(
             "COALESCE(next_visit_queue_position, '-infinity'::timestamptz)",
         ),
     ),
+    # the long cooldown the origin is in, and since when (until a claim
+    # finds it over: store/sql_grab.py)
+    sa.Column("held", sa.Text),
+    sa.Column("held_since", UTCDateTime),
     sa.CheckConstraint(
         _in("last_visit_status", ["successful", "failed", "not_found"]),
         name="last_visit_status",
     ),
+    sa.CheckConstraint(_in("held", ["sent", "failed", "not_found"]), name="held"),
     sa.CheckConstraint("next_position_offset >= 0", name="next_position_offset"),
     sa.CheckConstraint("successive_visits >= 0", name="successive_visits"),
 )
@@ -514,6 +520,14 @@ _policy_index(
     where=f"{_LISTED} AND last_successful IS NULL",
 )
 _policy_index(origin_visit_stats, "due", _stats.due_at)
+sa.Index(
+    "ix_origin_visit_stats_held",
+    _stats.visit_type,
+    _stats.held,
+    _stats.held_since,
+    postgresql_where=sa.text("held IS NOT NULL"),
+    sqlite_where=sa.text("held IS NOT NULL"),
+)
 
 #: Per visit type, the position of the queue of origins without a forge
 #: date: an origin is due once the queue has moved past its own position.

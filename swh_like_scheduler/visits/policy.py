@@ -34,12 +34,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from .. import validation
 from ..exceptions import InvalidInput
+from .model import LastVisitStatus, OriginVisitStats
 
 
 class VisitPolicy(StrEnum):
@@ -78,6 +79,39 @@ class Cooldowns:
             object.__setattr__(
                 self, name, validation.parse_duration(f"cooldown_{name}", getattr(self, name))
             )
+
+
+class Hold(StrEnum):
+    """A long cooldown an origin is in (:func:`hold_of`)."""
+
+    SENT = "sent"  # a visit was sent and no status came since
+    FAILED = "failed"
+    NOT_FOUND = "not_found"
+
+    def length(self, cooldowns: Cooldowns) -> timedelta:
+        return {
+            Hold.SENT: cooldowns.no_result,
+            Hold.FAILED: cooldowns.failed,
+            Hold.NOT_FOUND: cooldowns.not_found,
+        }[self]
+
+
+def hold_of(stats: OriginVisitStats) -> tuple[Hold, datetime] | None:
+    """Which long cooldown the origin is in and since when, whatever its
+    length (the claim's cooldowns say when it ends): a visit sent with no
+    status since (since the send), else a last visit that failed or found
+    nothing (since that visit). The store keeps held origins out of the
+    policies' indexes until their cooldown has passed, so that a claim never
+    walks past them (the short cooldown after any send is not a hold: a
+    visit's status moves the origin in every policy's order)."""
+    sent = stats.last_scheduled
+    if sent is not None and (stats.last_visit is None or sent > stats.last_visit):
+        return Hold.SENT, sent
+    if stats.last_visit is not None and stats.last_visit_status is LastVisitStatus.FAILED:
+        return Hold.FAILED, stats.last_visit
+    if stats.last_visit is not None and stats.last_visit_status is LastVisitStatus.NOT_FOUND:
+        return Hold.NOT_FOUND, stats.last_visit
+    return None
 
 
 #: a visit type with no mix of its own in the configuration

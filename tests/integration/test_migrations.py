@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import services
@@ -99,3 +100,85 @@ def test_digests_compare_bytewise_on_postgresql(postgres_server: str) -> None:
     finally:
         engine.dispose()
         services.drop_database(postgres_server, name)
+
+
+def test_0014_gives_every_listed_origin_its_row_and_holds_only_running_cooldowns(
+    empty_db_url: str,
+) -> None:
+    """Listed origins of a database at 0013 get their statistics row (the
+    listers' sums); a failure of 3 days ago is held, one of 20 days ago is
+    not (its 14-day cooldown is over); statistics stay what they were."""
+    from datetime import UTC, datetime, timedelta
+
+    import sqlalchemy as sa
+
+    engine = make_engine(empty_db_url)
+    now = datetime.now(UTC).replace(microsecond=0)
+
+    def at(days: float) -> Any:
+        moment = now - timedelta(days=days)
+        return moment.replace(tzinfo=None) if engine.dialect.name == "sqlite" else moment
+
+    try:
+        migrations.upgrade(engine, "0013")
+        with engine.begin() as conn:
+            conn.execution_options(swh_write=True)
+            for lister in ("l1", "l2"):
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO lister (id, name, instance_name, current_state, created,"
+                        " updated) VALUES (:id, :id, 'i', '{}', :t, :t)"
+                    ),
+                    {"id": lister, "t": at(50)},
+                )
+            listed = (
+                "INSERT INTO listed_origin (lister_id, url, visit_type, extra_loader_arguments,"
+            )
+            listed += " enabled, first_seen, last_seen, last_update) VALUES"
+            listed += " (:lister, :url, 'git', '{}', :enabled, :seen, :seen, :update)"
+            for lister, url, enabled, seen, update in [
+                ("l2", "https://f.example/a", True, at(40), at(1)),
+                ("l1", "https://f.example/a", False, at(45), at(2)),
+                ("l1", "https://f.example/b", True, at(30), None),
+                ("l1", "https://f.example/c", True, at(30), None),
+            ]:
+                conn.execute(
+                    sa.text(listed),
+                    {
+                        "lister": lister,
+                        "url": url,
+                        "enabled": enabled,
+                        "seen": seen,
+                        "update": update,
+                    },
+                )
+            stats = (
+                "INSERT INTO origin_visit_stats (url, visit_type, last_visit, last_visit_status,"
+            )
+            stats += " next_position_offset, successive_visits) VALUES (:url, 'git', :visit,"
+            stats += " 'failed', 4, 1)"
+            conn.execute(sa.text(stats), {"url": "https://f.example/b", "visit": at(3)})
+            conn.execute(sa.text(stats), {"url": "https://f.example/c", "visit": at(20)})
+        migrations.upgrade(engine)
+        with engine.connect() as conn:
+            rows = {
+                r.url: r
+                for r in conn.execute(
+                    sa.text(
+                        "SELECT url, enabled, lister_id, first_seen, last_update, held,"
+                        " last_visit_status FROM origin_visit_stats"
+                    )
+                )
+            }
+        assert set(rows) == {f"https://f.example/{n}" for n in "abc"}
+        a = rows["https://f.example/a"]
+        assert (bool(a.enabled), a.lister_id, a.held) == (True, "l2", None)
+        assert str(a.first_seen)[:10] == str(at(45))[:10]
+        assert str(a.last_update)[:10] == str(at(1))[:10]
+        assert (rows["https://f.example/b"].held, rows["https://f.example/c"].held) == (
+            "failed",
+            None,
+        )
+        assert rows["https://f.example/c"].last_visit_status == "failed"
+    finally:
+        engine.dispose()

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from swh_like_scheduler.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.visits.feedback import VisitStatusMessage
 from swh_like_scheduler.visits.model import ListedOrigin
 from swh_like_scheduler.visits.policy import Cooldowns, VisitPolicy
 
@@ -78,10 +79,20 @@ def plan(store: SQLAlchemyStore, policy: VisitPolicy, now: datetime) -> str:
 def test_each_policy_reads_its_partial_index_without_a_sort(
     listed: SQLAlchemyStore, policy: VisitPolicy, now: datetime
 ) -> None:
+    """The origins in no long cooldown: the first rows of the policy's
+    index, in its order (no sort); the held ones whose cooldown is over: a
+    range of the holds' index per kind of hold (a sort of those only)."""
     found = plan(listed, policy, now)
     assert INDEXES[policy] in found, found
-    assert "TEMP B-TREE" not in found and "Sort" not in found, found
+    assert found.count("ix_origin_visit_stats_held") == 3, found
     assert "SCAN origin_visit_stats\n" not in found + "\n" and "Seq Scan" not in found, found
+    if listed.engine.dialect.name == "postgresql":
+        ready = found.split(f"using {INDEXES[policy]}")[0].rsplit("->", 2)[-2]
+        assert "Sort" not in ready, found
+        for hold in ("sent", "failed", "not_found"):
+            assert f"held = '{hold}'::text) AND (held_since <" in found, found
+    else:
+        assert "(visit_type=? AND held=? AND held_since<?)" in found, found
 
 
 def test_a_listed_origin_has_its_row_and_no_statistics_yet(
@@ -96,3 +107,32 @@ def test_a_listed_origin_has_its_row_and_no_statistics_yet(
     [grabbed] = listed.grab_next_visits("git", 1, VisitPolicy.OLDEST_SCHEDULED_FIRST, now=now)
     [stats] = listed.origin_visit_stats_get([(grabbed.url, "git")])
     assert stats.last_scheduled == now
+
+
+def holds(store: SQLAlchemyStore) -> dict[str, str]:
+    with store.engine.connect() as conn:
+        query = "SELECT url, held FROM origin_visit_stats WHERE held IS NOT NULL"
+        return {url: held for url, held in conn.execute(sa.text(query))}
+
+
+def test_held_origins_leave_the_indexes_and_a_grab_puts_them_back_once_over(
+    listed: SQLAlchemyStore, now: datetime
+) -> None:
+    failing = [f"https://forge.example/p{n}" for n in (1, 2, 4)]
+    listed.record_visit_statuses(
+        [VisitStatusMessage(u, "git", now, "failed") for u in failing]  # type: ignore[arg-type]
+    )
+    assert holds(listed) == {u: "failed" for u in failing}
+    policy = VisitPolicy.NEVER_VISITED_OLDEST_UPDATE_FIRST
+    [first] = listed.grab_next_visits("git", 1, policy, now=now + timedelta(days=13))
+    assert holds(listed) == {**{u: "failed" for u in failing}, first.url: "sent"}
+    # over at 14 days: put back by the next grab (which takes another origin)
+    [second] = listed.grab_next_visits("git", 1, policy, now=now + timedelta(days=15))
+    assert holds(listed) == {first.url: "sent", second.url: "sent"}
+    # held or not, a peek sees the same: the cooldowns decide, the hold only
+    # says where to look
+    ready = listed.peek_next_visits("git", 300, policy, now=now + timedelta(days=15))
+    assert set(failing) <= {o.url for o in ready}
+    assert {first.url, second.url}.isdisjoint(o.url for o in ready)
+    back = listed.peek_next_visits("git", 300, policy, now=now + timedelta(days=23))
+    assert {first.url, second.url} <= {o.url for o in back}  # 7 days without a status

@@ -3,16 +3,21 @@ cooldowns, and how a number of visits is split by weight."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.visits.model import LastVisitStatus, OriginVisitStats
 from swh_like_scheduler.visits.policy import (
     DEFAULT_MIX,
+    Cooldowns,
+    Hold,
     VisitPolicy,
+    hold_of,
     shares,
     visit_settings,
 )
@@ -78,3 +83,47 @@ def test_bad_settings_are_refused_by_key(raw: dict[str, object], field: str) -> 
     with pytest.raises(InvalidInput) as refused:
         visit_settings(raw)
     assert refused.value.field == field
+
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+H = timedelta(hours=1)
+
+
+def _stats(**fields: Any) -> OriginVisitStats:
+    return OriginVisitStats(url="https://forge.example/a", visit_type="git", **fields)
+
+
+@pytest.mark.parametrize(
+    ("fields", "hold"),
+    [
+        ({}, None),
+        ({"last_scheduled": T0}, (Hold.SENT, T0)),
+        # a status since the send: whatever the visit said
+        ({"last_scheduled": T0, "last_visit": T0 + H, "last_visit_status": "successful"}, None),
+        (
+            {"last_scheduled": T0, "last_visit": T0 + H, "last_visit_status": "failed"},
+            (Hold.FAILED, T0 + H),
+        ),
+        ({"last_visit": T0, "last_visit_status": "not_found"}, (Hold.NOT_FOUND, T0)),
+        # sent again after a failure: held by the send, from the send
+        (
+            {"last_scheduled": T0 + H, "last_visit": T0, "last_visit_status": "failed"},
+            (Hold.SENT, T0 + H),
+        ),
+        # sent at the very date of the last visit: that visit was its answer
+        ({"last_scheduled": T0, "last_visit": T0, "last_visit_status": "successful"}, None),
+    ],
+)
+def test_hold_of_says_which_long_cooldown_and_since_when(
+    fields: dict[str, Any], hold: tuple[Hold, datetime] | None
+) -> None:
+    if "last_visit_status" in fields:
+        fields = {**fields, "last_visit_status": LastVisitStatus(fields["last_visit_status"])}
+    assert hold_of(_stats(**fields)) == hold
+
+
+def test_a_hold_lasts_the_cooldown_of_its_kind() -> None:
+    cooldowns = Cooldowns(no_result=timedelta(days=2), failed=timedelta(days=3))
+    assert Hold.SENT.length(cooldowns) == timedelta(days=2)
+    assert Hold.FAILED.length(cooldowns) == timedelta(days=3)
+    assert Hold.NOT_FOUND.length(cooldowns) == timedelta(days=31)

@@ -36,7 +36,10 @@ POLICIES = [p for p in VisitPolicy if p is not VisitPolicy.FIRST_VISITS_AFTER_LI
 
 def fill(store: SQLAlchemyStore, lister: str, start: int, stop: int) -> None:
     """Origins ``start`` to ``stop``: every third without a forge date, a third
-    never visited, the others visited 1 to 40 days ago with every outcome."""
+    never visited, the others visited 1 to 40 days ago, a seventh of them
+    failing since a success 100 days ago (the largest lags: the top of the
+    lag policy's order), held while their failure is under 14 days old (as
+    grabs leave them, store/sql_grab.py)."""
     raw(
         store,
         """
@@ -55,9 +58,10 @@ def fill(store: SQLAlchemyStore, lister: str, start: int, stop: int) -> None:
         INSERT INTO origin_visit_stats (url, visit_type, last_successful, last_visit,
             last_visit_status, last_scheduled, last_snapshot, next_visit_queue_position,
             next_position_offset, successive_visits, next_visit_due,
-            enabled, first_seen, last_update, lister_id)
+            enabled, first_seen, last_update, lister_id, held, held_since)
         SELECT 'https://forge.example/p' || n, 'git',
-               CASE WHEN n %% 7 <> 0 THEN now() - (n %% 40) * interval '1 day' END,
+               CASE WHEN n %% 7 <> 0 THEN now() - (n %% 40) * interval '1 day'
+                    ELSE now() - interval '100 days' END,
                now() - (n %% 40) * interval '1 day',
                CASE WHEN n %% 7 = 0 THEN 'failed' ELSE 'successful' END,
                now() - (n %% 40) * interval '1 day' - interval '1 hour',
@@ -67,7 +71,9 @@ def fill(store: SQLAlchemyStore, lister: str, start: int, stop: int) -> None:
                now() - (n %% 40) * interval '1 day' + (1 << (n %% 10)) * interval '1 hour',
                n %% 50 <> 0, now() - interval '60 days',
                CASE WHEN n %% 3 = 0 THEN NULL ELSE now() - (n %% 1000) * interval '1 hour' END,
-               %(lister)s
+               %(lister)s,
+               CASE WHEN n %% 7 = 0 AND n %% 40 < 14 THEN 'failed' END,
+               CASE WHEN n %% 7 = 0 AND n %% 40 < 14 THEN now() - (n %% 40) * interval '1 day' END
         FROM generate_series(%(start)s, %(stop)s - 1) AS n
         WHERE n %% 3 <> 1
         """,

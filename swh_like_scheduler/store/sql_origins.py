@@ -76,6 +76,14 @@ def _now(now: datetime | None) -> datetime:
     return found
 
 
+def _by_first(keys: list[tuple[str, str, str]]) -> dict[tuple[str, str], list[str]]:
+    """Listed-origin keys grouped by lister and visit type: their urls."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for lister_id, url, visit_type in keys:
+        grouped.setdefault((lister_id, visit_type), []).append(url)
+    return grouped
+
+
 class OriginMethods(SQLBase):
     """Listers and listed origins of :class:`SchedulerStore`."""
 
@@ -225,7 +233,12 @@ class OriginMethods(SQLBase):
                 k: insert.excluded[k] for k in ("enabled", "first_seen", "last_update", "lister_id")
             },
         )
-        for chunk in _chunks(keys, 1000):
+        urls_of: dict[str, list[str]] = {}
+        for url, visit_type in keys:
+            urls_of.setdefault(visit_type, []).append(url)
+        for visit_type, chunk in (
+            (t, chunk) for t, urls in sorted(urls_of.items()) for chunk in _chunks(urls, 1000)
+        ):
             query = (
                 sa.select(
                     o.url,
@@ -238,7 +251,7 @@ class OriginMethods(SQLBase):
                         sa.func.min(o.lister_id),
                     ).label("lister_id"),
                 )
-                .where(sa.tuple_(o.url, o.visit_type).in_(list(chunk)))
+                .where(o.visit_type == visit_type, o.url.in_(list(chunk)))
                 .group_by(o.url, o.visit_type)
                 .order_by(o.url, o.visit_type)
             )
@@ -258,12 +271,15 @@ class OriginMethods(SQLBase):
         self, conn: sa.Connection, keys: list[tuple[str, str, str]]
     ) -> dict[tuple[str, str, str], ListedOrigin]:
         found: dict[tuple[str, str, str], ListedOrigin] = {}
-        columns = sa.tuple_(origin_t.c.lister_id, origin_t.c.url, origin_t.c.visit_type)
-        for chunk in _chunks(keys, 300):
-            query = sa.select(origin_t).where(columns.in_(list(chunk)))
-            for row in conn.execute(query):
-                origin = origin_from_row(row._mapping)
-                found[origin.key] = origin
+        o = origin_t.c
+        for (lister_id, visit_type), urls in _by_first(keys).items():
+            for chunk in _chunks(urls, 1000):  # (a list of pairs is no index range)
+                query = sa.select(origin_t).where(
+                    o.lister_id == lister_id, o.visit_type == visit_type, o.url.in_(list(chunk))
+                )
+                for row in conn.execute(query):
+                    origin = origin_from_row(row._mapping)
+                    found[origin.key] = origin
         return found
 
     def get_listed_origins(

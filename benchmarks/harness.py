@@ -40,6 +40,7 @@ SCENARIOS = {
     "simulate": "scenario_simulate",
     "bulk": "scenario_bulk",
     "visits": "scenario_visits",
+    "visits-send": "scenario_visits_send",
 }
 
 

@@ -92,11 +92,13 @@ def schedule_recurrent(
     counted = Outage(logger, "origin metrics")
     count_due = time.monotonic()
     while not stop.is_set():
-        started = time.monotonic()
+        started, full = time.monotonic(), False
         try:
-            failed = [d.skipped for d in step() if d.failed]
+            done = step()
+            failed = [d.skipped for d in done if d.failed]
             if failed:
                 raise SchedulerError(str(failed[0]))
+            full = any(d.full for d in done)  # a large room: the next step at once
         except SchedulerError as error:  # the database or the broker: try again
             outage.failed(error)
         else:
@@ -109,7 +111,8 @@ def schedule_recurrent(
                 counted.failed(error)
             else:
                 counted.ok()
-        stop.wait(max(0.0, period - (time.monotonic() - started)))
+        if not full:
+            stop.wait(max(0.0, period - (time.monotonic() - started)))
 
 
 @scheduler.command("journal-client")

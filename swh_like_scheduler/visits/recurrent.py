@@ -3,8 +3,8 @@ with visits chosen by the type's mix of policies (:mod:`.policy`).
 
 One step (:func:`schedule_step`) per visit type: read how many messages
 wait in the queue of task type ``load-<visit type>``, and if the queue has
-room (``max_queue_length`` less what waits; :data:`UNBOUNDED_ROOM` per
-step for a type without a limit), split that room between the policies by
+room (``max_queue_length`` less what waits, at most :data:`STEP_LIMIT`;
+:data:`UNBOUNDED_ROOM` per step for a type without a limit), split that room between the policies by
 weight, grab that many origins from each (a policy that finds fewer leaves
 its share to the others), send one message per origin (the task's keyword
 arguments: ``url`` and the origin's ``extra_loader_arguments``), and mark
@@ -42,6 +42,9 @@ logger = logging.getLogger(__name__)
 
 #: visits sent per step to a visit type whose task type has no queue limit
 UNBOUNDED_ROOM = 1000
+#: most visits one step sends to one visit type (a larger room is filled by
+#: the steps that follow at once: the daemon does not wait after a full step)
+STEP_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,11 @@ class VisitTypePass:
     grabbed: dict[str, int] = field(default_factory=dict)
     sent: int = 0
     skipped: str | None = None
+
+    @property
+    def full(self) -> bool:
+        """The step sent all it may: more room may be left for the next."""
+        return self.room == STEP_LIMIT and self.sent == STEP_LIMIT
 
     @property
     def failed(self) -> bool:
@@ -80,7 +88,7 @@ def visit_message(task_type: TaskType, origin: ListedOrigin) -> Message:
 def room_of(task_type: TaskType, waiting: int) -> int:
     if task_type.max_queue_length is None:
         return UNBOUNDED_ROOM
-    return max(0, task_type.max_queue_length - waiting)
+    return min(STEP_LIMIT, max(0, task_type.max_queue_length - waiting))
 
 
 def _grab(

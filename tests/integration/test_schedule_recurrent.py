@@ -28,7 +28,7 @@ from swh_like_scheduler.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.visits.model import ListedOrigin
 from swh_like_scheduler.visits.policy import VisitPolicy, VisitSettings
-from swh_like_scheduler.visits.recurrent import schedule_step, schedule_type
+from swh_like_scheduler.visits.recurrent import STEP_LIMIT, schedule_step, schedule_type
 
 pytestmark = pytest.mark.postgresql
 UNDATED = VisitSettings(mixes={"git": {VisitPolicy.OLDEST_SCHEDULED_FIRST: 1}})
@@ -82,6 +82,28 @@ def drain(app: Celery, queue: str) -> list[dict[str, Any]]:
             args, kwargs, _ = json.loads(message.body)
             assert args == []
             found.append({**kwargs, "id": message.headers["id"]})
+
+
+def test_a_room_larger_than_a_step_is_filled_by_the_steps_that_follow(
+    pg_store: SQLAlchemyStore, app: Celery, queue: str
+) -> None:
+    """A queue limit of 50,000 (a policy's share over the 10,000 a grab may
+    take): the first step sends 10,000 and says it was full, the next the
+    rest; each origin once."""
+    urls = setup(pg_store, queue, STEP_LIMIT + 1500, 50_000)
+    broker = CeleryBroker(app)
+    now = datetime.now(UTC)
+    first = schedule_step(pg_store, broker, ["git"], VisitSettings(), now)[0]
+    assert (first.room, first.sent, first.full, first.skipped) == (
+        STEP_LIMIT,
+        STEP_LIMIT,
+        True,
+        None,
+    )
+    second = schedule_type(pg_store, broker, "git", VisitSettings(), now)
+    assert (second.sent, second.full) == (1500, False)
+    sent = drain(app, queue)
+    assert sorted(v["url"] for v in sent) == sorted(urls)
 
 
 def test_the_queue_is_filled_to_its_limit_and_what_was_sent_is_marked(

@@ -15,11 +15,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..exceptions import InvalidInput, NotFound
-from ..visits.model import ListedOrigin, OriginVisitStats, visit_type_name
+from ..visits.model import ListedOrigin, visit_type_name
 from ..visits.policy import Cooldowns, Hold, VisitPolicy, visit_policy
 from .sql_base import _chunks
 from .sql_origins import MAX_PAGE, _now, optional_name, origin_from_row
-from .sql_visit_stats import VisitStatsMethods, stats_row
+from .sql_visit_stats import VisitStatsMethods
 from .tables import listed_origin as origin_t
 from .tables import lister as lister_t
 from .tables import origin_visit_stats as stats_t
@@ -147,8 +147,9 @@ class GrabMethods(VisitStatsMethods):
         parts = [part(s.held.is_(None)), *(part(*over) for over in _holds_over(now, cooldowns))]
         both = sa.union_all(*(sa.select(p) for p in parts)).subquery()
         order = [_ordered(both.c[f"k{n}"], how) for n, (_, how) in enumerate(keys)]
+        rank = sa.func.row_number().over(order_by=[*order, both.c.url])
         return (
-            sa.select(both.c.url, both.c.next_visit_queue_position)
+            sa.select(both.c.url, both.c.next_visit_queue_position, rank.label("rank"))
             .order_by(*order, both.c.url)
             .limit(count)
         )
@@ -189,34 +190,24 @@ class GrabMethods(VisitStatsMethods):
             enabled=enabled,
             cooldowns=cooldowns,
         )
-        chosen = conn.execute(query).all()
-        listings = self._listings(conn, visit_type, [url for url, _ in chosen], lister_id, enabled)
-        return [(listings[url], position) for url, position in chosen if url in listings]
-
-    def _listings(
-        self,
-        conn: sa.Connection,
-        visit_type: str,
-        urls: list[str],
-        lister_id: str | None,
-        enabled: bool,
-    ) -> dict[str, ListedOrigin]:
-        """One listing of each url (an origin listed by two listers is sent
-        once): the given lister's, else an enabling one, the first by id."""
-        found: dict[str, ListedOrigin] = {}
-        for chunk in _chunks(urls, 1000):
-            query = (
-                sa.select(origin_t)
-                .where(o.visit_type == visit_type, o.url.in_(list(chunk)))
-                .order_by(o.url, sa.case((o.enabled.is_(True), 0), else_=1), o.lister_id)
-            )
-            if lister_id is not None:
-                query = query.where(o.lister_id == lister_id)
-            if enabled:
-                query = query.where(o.enabled.is_(True))
-            for row in conn.execute(query):
-                found.setdefault(row.url, origin_from_row(row._mapping))
-        return found
+        chosen = query.subquery()
+        # one listing of each url (an origin listed by two listers is sent
+        # once): the given lister's, else an enabling one, the first by id
+        listed = [o.url == chosen.c.url, o.visit_type == visit_type]
+        if lister_id is not None:
+            listed.append(o.lister_id == lister_id)
+        if enabled:
+            listed.append(o.enabled.is_(True))
+        rows = conn.execute(
+            sa.select(chosen.c.next_visit_queue_position.label("queue_position"), origin_t)
+            .select_from(chosen.join(origin_t, sa.and_(*listed)))
+            .order_by(chosen.c.rank, sa.case((o.enabled.is_(True), 0), else_=1), o.lister_id)
+        )
+        found: dict[str, tuple[ListedOrigin, datetime | None]] = {}
+        for row in rows:
+            if row.url not in found:
+                found[row.url] = (origin_from_row(row._mapping), row.queue_position)
+        return list(found.values())
 
     def _grab_arguments(
         self,
@@ -304,19 +295,12 @@ class GrabMethods(VisitStatsMethods):
     def _mark_scheduled(
         self, conn: sa.Connection, visit_type: str, origins: list[ListedOrigin], at: datetime
     ) -> None:
-        if not origins:
-            return
-        sent = {"last_scheduled": at, "held": Hold.SENT.value, "held_since": at}
-        rows = [
-            {**stats_row(OriginVisitStats(url=x.url, visit_type=visit_type)), **sent}
-            for x in sorted(origins, key=lambda x: x.url)
-        ]
-        insert = self._upsert(stats_t)
-        statement = insert.on_conflict_do_update(
-            index_elements=[s.url, s.visit_type],
-            set_={name: insert.excluded[name] for name in sent},
-        )
-        conn.execute(statement, rows)
+        """Sent at ``at``: held until a status comes (the rows exist: every
+        listed origin has one, and a claim reads nothing else)."""
+        urls = sorted(x.url for x in origins)  # one lock order
+        mark = sa.update(stats_t).values(last_scheduled=at, held=Hold.SENT.value, held_since=at)
+        for chunk in _chunks(urls, 1000):
+            conn.execute(mark.where(s.visit_type == visit_type, s.url.in_(list(chunk))))
 
     def _advance_queue(
         self, conn: sa.Connection, visit_type: str, positions: list[datetime]

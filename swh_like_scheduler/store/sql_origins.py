@@ -39,7 +39,7 @@ def lister_from_row(row: Mapping[Any, Any]) -> Lister:
 
 
 def origin_from_row(row: Mapping[Any, Any]) -> ListedOrigin:
-    return ListedOrigin(**{c.name: row[c.name] for c in origin_t.columns})
+    return ListedOrigin.stored({c.name: row[c.name] for c in origin_t.columns})
 
 
 def encode_token(origin: ListedOrigin) -> str:

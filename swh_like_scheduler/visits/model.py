@@ -193,6 +193,16 @@ class ListedOrigin:
         if self.forked_from_url is not None:
             origin_url("forked_from_url", self.forked_from_url)
 
+    @classmethod
+    def stored(cls, fields: Mapping[str, Any]) -> ListedOrigin:
+        """One read back from the store, which checked every field on the way
+        in: built without checking again (a grab builds thousands)."""
+        origin = object.__new__(cls)
+        for name, value in fields.items():
+            object.__setattr__(origin, name, value)
+        object.__setattr__(origin, "extra_loader_arguments", dict(origin.extra_loader_arguments))
+        return origin
+
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.lister_id, self.url, self.visit_type)

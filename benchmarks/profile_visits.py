@@ -1,0 +1,87 @@
+"""Where a grab's time goes at one world size: ``python -m
+benchmarks.profile_visits [SIZE] [POLICY]`` fills the benchmark's world
+(scenario_visits.fill), then prints, as JSON lines, the claim's plan with
+its buffers (EXPLAIN ANALYZE, BUFFERS) and the seconds of each statement of
+three grabs of 1,000 (release, claim, listings, mark)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.visits.policy import Cooldowns, VisitPolicy
+
+from .common import DEFAULT_POSTGRES, log, raw, scratch_store, utcnow
+from .scenario_visits import COUNT, fill
+
+
+def statement_seconds(engine: sa.Engine) -> dict[str, float]:
+    """Seconds spent per statement (its first words), from now on."""
+    spent: dict[str, float] = defaultdict(float)
+
+    @sa.event.listens_for(engine, "before_cursor_execute")
+    def before(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        conn.info["started"] = time.perf_counter()
+
+    @sa.event.listens_for(engine, "after_cursor_execute")
+    def after(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        words = " ".join(statement.split())
+        spent[words[:70]] += time.perf_counter() - conn.info.pop("started")
+
+    return spent
+
+
+def main() -> None:
+    size = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    policy = VisitPolicy(sys.argv[2] if len(sys.argv) > 2 else "already_visited_order_by_lag")
+    server = os.environ.get("SWH_BENCH_POSTGRES_URL", DEFAULT_POSTGRES)
+    with scratch_store(server, "swh_profile_visits") as store:
+        store.create_task_type(
+            TaskType(type="load-git", backend_name="loader.git", default_interval=timedelta(days=1))
+        )
+        lister = str(store.get_or_create_lister("bench").id)
+        log(f"profile: filling {size:,} origins")
+        fill(store, lister, 0, size)
+        with store.engine.connect() as conn:
+            query = store._claim_query(
+                conn,
+                "git",
+                COUNT,
+                policy,
+                now=utcnow(),
+                lister_id=None,
+                enabled=True,
+                cooldowns=Cooldowns(),
+            )
+            text = str(query.compile(store.engine, compile_kwargs={"literal_binds": True}))
+        plan = raw(store, f"EXPLAIN (ANALYZE, BUFFERS) {text}")
+        print(json.dumps({"size": size, "policy": policy.value, "plan": [r[0] for r in plan]}))
+        spent = statement_seconds(store.engine)
+        started = time.perf_counter()
+        for _ in range(3):
+            store.grab_next_visits("git", COUNT, policy)
+        total = time.perf_counter() - started
+        top = sorted(spent.items(), key=lambda kv: -kv[1])[:8]
+        print(
+            json.dumps(
+                {
+                    "size": size,
+                    "policy": policy.value,
+                    "grabs": 3,
+                    "seconds": round(total, 3),
+                    "statements": {k: round(v, 3) for k, v in top},
+                }
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -23,20 +23,41 @@ from .common import DEFAULT_POSTGRES, log, raw, scratch_store, utcnow
 from .scenario_visits import COUNT, fill
 
 
-def statement_seconds(engine: sa.Engine) -> dict[str, float]:
-    """Seconds spent per statement (its first words), from now on."""
-    spent: dict[str, float] = defaultdict(float)
+class Spent(defaultdict[str, float]):
+    """Seconds per statement (its first words); ``before`` and ``after`` are
+    its listeners (``sa.event.remove`` them to stop counting)."""
 
-    @sa.event.listens_for(engine, "before_cursor_execute")
-    def before(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+    def before(self, conn: Any, cursor: Any, statement: str, *_: Any) -> None:
         conn.info["started"] = time.perf_counter()
 
-    @sa.event.listens_for(engine, "after_cursor_execute")
-    def after(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+    def after(self, conn: Any, cursor: Any, statement: str, *_: Any) -> None:
         words = " ".join(statement.split())
-        spent[words[:70]] += time.perf_counter() - conn.info.pop("started")
+        self[words[:70]] += time.perf_counter() - conn.info.pop("started")
 
+
+def statement_seconds(engine: sa.Engine) -> Spent:
+    """Seconds spent per statement, from now on."""
+    spent = Spent(float)
+    sa.event.listen(engine, "before_cursor_execute", spent.before)
+    sa.event.listen(engine, "after_cursor_execute", spent.after)
     return spent
+
+
+def claim_plan(store: Any, policy: VisitPolicy) -> list[str]:
+    """The claim's plan, run (EXPLAIN ANALYZE, BUFFERS)."""
+    with store.engine.connect() as conn:
+        query = store._claim_query(
+            conn,
+            "git",
+            COUNT,
+            policy,
+            now=utcnow(),
+            lister_id=None,
+            enabled=True,
+            cooldowns=Cooldowns(),
+        )
+        text = str(query.compile(store.engine, compile_kwargs={"literal_binds": True}))
+    return [r[0] for r in raw(store, f"EXPLAIN (ANALYZE, BUFFERS) {text}")]
 
 
 def main() -> None:
@@ -50,20 +71,8 @@ def main() -> None:
         lister = str(store.get_or_create_lister("bench").id)
         log(f"profile: filling {size:,} origins")
         fill(store, lister, 0, size)
-        with store.engine.connect() as conn:
-            query = store._claim_query(
-                conn,
-                "git",
-                COUNT,
-                policy,
-                now=utcnow(),
-                lister_id=None,
-                enabled=True,
-                cooldowns=Cooldowns(),
-            )
-            text = str(query.compile(store.engine, compile_kwargs={"literal_binds": True}))
-        plan = raw(store, f"EXPLAIN (ANALYZE, BUFFERS) {text}")
-        print(json.dumps({"size": size, "policy": policy.value, "plan": [r[0] for r in plan]}))
+        plan = claim_plan(store, policy)
+        print(json.dumps({"size": size, "policy": policy.value, "plan": plan}))
         spent = statement_seconds(store.engine)
         started = time.perf_counter()
         for _ in range(3):

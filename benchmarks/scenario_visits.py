@@ -20,6 +20,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
+import sqlalchemy as sa
+
 from swh_like_scheduler.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.visits.model import ListedOrigin
@@ -172,6 +174,8 @@ def run(ctx: Context) -> None:
                     size=size,
                     policy=policy.value,
                 )
+            if size == sizes[-1]:
+                where_it_goes(ctx, store, size)
             samples = timed(ctx, lambda: store.update_metrics(now=utcnow()))
             median = statistics.median(samples)
             baseline.setdefault("update_metrics", median)
@@ -200,3 +204,24 @@ def record(
         store.record_listed_origins(origins)
         rates.append(1000 / (time.perf_counter() - started))
     ctx.measurement("visits", "record_listed_origins", "origins/s", rates, pages=pages, world=size)
+
+
+def where_it_goes(ctx: Context, store: SQLAlchemyStore, size: int) -> None:
+    """The largest world's profile: per policy, one more grab's seconds per
+    statement, and the claim's plan with its buffers (EXPLAIN ANALYZE)."""
+    from .profile_visits import claim_plan, statement_seconds
+
+    for policy in POLICIES:
+        spent = statement_seconds(store.engine)
+        store.grab_next_visits("git", COUNT, policy)
+        top = dict(sorted(spent.items(), key=lambda kv: -kv[1])[:4])
+        sa.event.remove(store.engine, "before_cursor_execute", spent.before)
+        sa.event.remove(store.engine, "after_cursor_execute", spent.after)
+        ctx.note(
+            "visits",
+            profile="grab_next_visits",
+            size=size,
+            policy=policy.value,
+            statements={k: round(v, 3) for k, v in top.items()},
+            plan=claim_plan(store, policy),
+        )

@@ -10,54 +10,13 @@ import json
 import os
 import sys
 import time
-from collections import defaultdict
 from datetime import timedelta
-from typing import Any
-
-import sqlalchemy as sa
 
 from swh_like_scheduler.model import TaskType
-from swh_like_scheduler.visits.policy import Cooldowns, VisitPolicy
+from swh_like_scheduler.visits.policy import VisitPolicy
 
-from .common import DEFAULT_POSTGRES, log, raw, scratch_store, utcnow
-from .scenario_visits import COUNT, fill
-
-
-class Spent(defaultdict[str, float]):
-    """Seconds per statement (its first words); ``before`` and ``after`` are
-    its listeners (``sa.event.remove`` them to stop counting)."""
-
-    def before(self, conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        conn.info["started"] = time.perf_counter()
-
-    def after(self, conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        words = " ".join(statement.split())
-        self[words[:70]] += time.perf_counter() - conn.info.pop("started")
-
-
-def statement_seconds(engine: sa.Engine) -> Spent:
-    """Seconds spent per statement, from now on."""
-    spent = Spent(float)
-    sa.event.listen(engine, "before_cursor_execute", spent.before)
-    sa.event.listen(engine, "after_cursor_execute", spent.after)
-    return spent
-
-
-def claim_plan(store: Any, policy: VisitPolicy) -> list[str]:
-    """The claim's plan, run (EXPLAIN ANALYZE, BUFFERS)."""
-    with store.engine.connect() as conn:
-        query = store._claim_query(
-            conn,
-            "git",
-            COUNT,
-            policy,
-            now=utcnow(),
-            lister_id=None,
-            enabled=True,
-            cooldowns=Cooldowns(),
-        )
-        text = str(query.compile(store.engine, compile_kwargs={"literal_binds": True}))
-    return [r[0] for r in raw(store, f"EXPLAIN (ANALYZE, BUFFERS) {text}")]
+from .common import DEFAULT_POSTGRES, log, scratch_store
+from .scenario_visits import COUNT, claim_plan, fill, statement_seconds
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import defaultdict
 from datetime import timedelta
 from typing import Any
 
@@ -25,7 +26,7 @@ import sqlalchemy as sa
 from swh_like_scheduler.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.visits.model import ListedOrigin
-from swh_like_scheduler.visits.policy import VisitPolicy
+from swh_like_scheduler.visits.policy import Cooldowns, VisitPolicy
 
 from .common import Context, log, ratio, raw, scratch_store, utcnow
 
@@ -209,8 +210,6 @@ def record(
 def where_it_goes(ctx: Context, store: SQLAlchemyStore, size: int) -> None:
     """The largest world's profile: per policy, one more grab's seconds per
     statement, and the claim's plan with its buffers (EXPLAIN ANALYZE)."""
-    from .profile_visits import claim_plan, statement_seconds
-
     for policy in POLICIES:
         spent = statement_seconds(store.engine)
         store.grab_next_visits("git", COUNT, policy)
@@ -225,3 +224,40 @@ def where_it_goes(ctx: Context, store: SQLAlchemyStore, size: int) -> None:
             statements={k: round(v, 3) for k, v in top.items()},
             plan=claim_plan(store, policy),
         )
+
+
+class Spent(defaultdict[str, float]):
+    """Seconds per statement (its first words); ``before`` and ``after`` are
+    its listeners (``sa.event.remove`` them to stop counting)."""
+
+    def before(self, conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        conn.info["started"] = time.perf_counter()
+
+    def after(self, conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        words = " ".join(statement.split())
+        self[words[:70]] += time.perf_counter() - conn.info.pop("started")
+
+
+def statement_seconds(engine: sa.Engine) -> Spent:
+    """Seconds spent per statement, from now on."""
+    spent = Spent(float)
+    sa.event.listen(engine, "before_cursor_execute", spent.before)
+    sa.event.listen(engine, "after_cursor_execute", spent.after)
+    return spent
+
+
+def claim_plan(store: Any, policy: VisitPolicy) -> list[str]:
+    """The claim's plan, run (EXPLAIN ANALYZE, BUFFERS)."""
+    with store.engine.connect() as conn:
+        query = store._claim_query(
+            conn,
+            "git",
+            COUNT,
+            policy,
+            now=utcnow(),
+            lister_id=None,
+            enabled=True,
+            cooldowns=Cooldowns(),
+        )
+        text = str(query.compile(store.engine, compile_kwargs={"literal_binds": True}))
+    return [r[0] for r in raw(store, f"EXPLAIN (ANALYZE, BUFFERS) {text}")]

@@ -92,7 +92,7 @@ def test_a_column_the_database_lacks_says_upgrade(
     store = SQLAlchemyStore.from_url(url)
     try:
         with store.engine.begin() as conn:
-            conn.execute(sa.text("ALTER TABLE origin_visit_stats DROP COLUMN next_visit_due"))
+            conn.execute(sa.text("ALTER TABLE origin_visit_stats DROP COLUMN last_snapshot"))
         with pytest.raises(SchemaMismatch, match="db upgrade"):
             store.origin_visit_stats_get([("https://forge.example/a", "git")])
     finally:

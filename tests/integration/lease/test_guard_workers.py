@@ -236,11 +236,14 @@ def test_cancel_from_the_cli_revokes_the_queued_run(
     message from its prefetch: either way, no execution."""
     store = pg_store
     busy, victim = plain_tasks(store, queue, 2.0, 0.1)
-    assert tick(store, app, datetime.now(UTC)).published == 2
-    busy_run, victim_run = only_run(store, busy), only_run(store, victim)
     with start_worker(
         app, pool="solo", perform_ping_check=False, queues=[queue], loglevel="WARNING"
     ):
+        # its remote control listens before anything keeps the solo pool busy
+        # (on Redis a broadcast sent before it subscribed is lost)
+        wait_until(lambda: app.control.ping(timeout=0.5), 30, "the worker's remote control")
+        assert tick(store, app, datetime.now(UTC)).published == 2
+        busy_run, victim_run = only_run(store, busy), only_run(store, victim)
         wait_until(lambda: executions(counter, busy_run) == 1, 30, "the busy run to start")
         swh = Path(sys.executable).parent / "swh"
         cancel_args = ["--broker-url", broker_url, str(victim.id)]

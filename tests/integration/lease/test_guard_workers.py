@@ -235,9 +235,18 @@ def test_cancel_from_the_cli_revokes_the_queued_run(
     refuses it) depends on whether Celery read the revoke before taking the
     message from its prefetch: either way, no execution."""
     store = pg_store
-    busy, victim = plain_tasks(store, queue, 2.0, 0.1)
+    # busy for longer than the command line takes to start and cancel (on a
+    # loaded machine 2 s was not: the victim ran before the cancel came); one
+    # thread, not the solo pool, whose blocked consumer missed the broker's
+    # 2 s heartbeats on RabbitMQ and lost the broadcast with the connection
+    busy, victim = plain_tasks(store, queue, 6.0, 0.1)
     with start_worker(
-        app, pool="solo", perform_ping_check=False, queues=[queue], loglevel="WARNING"
+        app,
+        pool="threads",
+        concurrency=1,
+        perform_ping_check=False,
+        queues=[queue],
+        loglevel="WARNING",
     ):
         # its remote control listens before anything keeps the solo pool busy
         # (on Redis a broadcast sent before it subscribed is lost)
@@ -255,7 +264,7 @@ def test_cancel_from_the_cli_revokes_the_queued_run(
         )
         assert done.returncode == 0, done.stderr
         assert f"Task {victim.id}: cancelled" in done.stdout
-        wait_until(lambda: victim_run.backend_id in worker_state.revoked, 20, "the revoke")
+        wait_until(lambda: victim_run.backend_id in worker_state.revoked, 40, "the revoke")
         wait_until(
             lambda: (
                 queue_depth(app, queue) == 0
@@ -284,9 +293,15 @@ def test_bulk_cancel_from_the_cli_revokes_the_queued_runs(
     the worker is busy with the long one: both queued runs are revoked and
     never run; the long one, not matched, runs to its end."""
     store = pg_store
-    busy, *victims = plain_tasks(store, queue, 2.0, 0.1, 0.1)
+    # busy for longer than the command line takes to start and cancel
+    busy, *victims = plain_tasks(store, queue, 6.0, 0.1, 0.1)
     with start_worker(
-        app, pool="solo", perform_ping_check=False, queues=[queue], loglevel="WARNING"
+        app,
+        pool="threads",
+        concurrency=1,
+        perform_ping_check=False,
+        queues=[queue],
+        loglevel="WARNING",
     ):
         # its remote control listens before anything keeps the solo pool busy
         # (on Redis a broadcast sent before it subscribed is lost)
@@ -308,7 +323,7 @@ def test_bulk_cancel_from_the_cli_revokes_the_queued_runs(
         assert "Cancelled 2 tasks." in done.stdout
         wait_until(
             lambda: all(r.backend_id in worker_state.revoked for r in victim_runs),
-            20,
+            40,
             "the revokes",
         )
         wait_until(

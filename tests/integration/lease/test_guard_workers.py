@@ -239,7 +239,7 @@ def test_cancel_from_the_cli_revokes_the_queued_run(
     # loaded machine 2 s was not: the victim ran before the cancel came); one
     # thread, not the solo pool, whose blocked consumer missed the broker's
     # 2 s heartbeats on RabbitMQ and lost the broadcast with the connection
-    busy, victim = plain_tasks(store, queue, 6.0, 0.1)
+    busy, victim = plain_tasks(store, queue, 15.0, 0.1)
     with start_worker(
         app,
         pool="threads",
@@ -294,7 +294,7 @@ def test_bulk_cancel_from_the_cli_revokes_the_queued_runs(
     never run; the long one, not matched, runs to its end."""
     store = pg_store
     # busy for longer than the command line takes to start and cancel
-    busy, *victims = plain_tasks(store, queue, 6.0, 0.1, 0.1)
+    busy, *victims = plain_tasks(store, queue, 15.0, 0.1, 0.1)
     with start_worker(
         app,
         pool="threads",

@@ -41,6 +41,7 @@ SCENARIOS = {
     "bulk": "scenario_bulk",
     "visits": "scenario_visits",
     "visits-send": "scenario_visits_send",
+    "cli": "scenario_cli",
 }
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from importlib import import_module
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from celery import Celery
+if TYPE_CHECKING:
+    from celery import Celery
 
 WORKERS_GROUP = "swh.workers"
 
@@ -32,6 +33,8 @@ def make_app(
     ``celeryconfig``, skipped if it cannot be imported), then ``broker_url``
     and ``overrides``; with ``load_workers``, the task modules of the
     installed worker packages are imported so their tasks are registered."""
+    from celery import Celery
+
     app = Celery("swh_like_scheduler")
     if config_module:
         try:

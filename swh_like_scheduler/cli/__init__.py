@@ -1,47 +1,9 @@
-"""The ``swh scheduler`` command line (click)."""
+"""The ``swh scheduler`` command line (click).
 
-from . import (
-    api,
-    beat,
-    db,
-    edit,
-    index,
-    job,
-    listener,
-    monitor,
-    origin,
-    recurrent,
-    runner,
-    simulate,
-    simulate_visits,
-    standalone,
-    task,
-    task_bulk,
-    task_type,
-    task_why,
-)
+Commands are loaded on first use (:mod:`.tree`): ``swh --help`` imports no
+command module, and each command imports only what it needs.
+"""
+
 from .base import main, scheduler, swh
 
-__all__ = [
-    "api",
-    "beat",
-    "db",
-    "edit",
-    "index",
-    "job",
-    "listener",
-    "main",
-    "monitor",
-    "origin",
-    "recurrent",
-    "runner",
-    "scheduler",
-    "simulate",
-    "simulate_visits",
-    "standalone",
-    "swh",
-    "task",
-    "task_bulk",
-    "task_type",
-    "task_why",
-]
+__all__ = ["main", "scheduler", "swh"]

@@ -12,7 +12,7 @@ import click
 from ..config import ENV_PREFIX
 from ..exceptions import InvalidInput
 from ..store.session import daemon_pool
-from .base import CliContext, pass_cli, scheduler
+from .base import CliContext, pass_cli
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def broker_hooks(
     return check, revoke
 
 
-@scheduler.command("rpc-serve")
+@click.command("rpc-serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", "-p", default=5008, show_default=True, type=click.IntRange(0, 65535))
 @click.option(

@@ -11,9 +11,12 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 from ..config import ENV_PREFIX, Settings, load_settings
-from ..exceptions import InvalidInput, NotFound, SchedulerError, StoreError
-from ..store import SchedulerStore, SQLAlchemyStore, missing_sqlite_file
+from ..exceptions import InvalidInput, SchedulerError
 from ..store.session import CLI_ROLE, PoolSize, daemon_pool
+from .groups import Failed, Refused, SchedulerGroup, reported
+from .tree import SCHEDULER
+
+__all__ = ["Failed", "Refused", "SchedulerGroup", "reported"]
 
 #: the commands that are daemons, and the role their database sessions take
 #: (each is named ``swh-scheduler-<role>`` in ``pg_stat_activity``)
@@ -29,42 +32,7 @@ DAEMONS = {
 
 if TYPE_CHECKING:
     from ..index import RedisIndex
-
-
-class Refused(click.ClickException):
-    """Input the user can fix, shown as one line (exit code 2)."""
-
-    exit_code = 2
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
-
-
-class Failed(Refused):
-    """The database failed or is out of reach (exit code 1)."""
-
-    exit_code = 1
-
-
-def reported(error: SchedulerError) -> Refused:
-    """The click exception that reports ``error`` without a traceback."""
-    if isinstance(error, StoreError) and not isinstance(error, InvalidInput | NotFound):
-        return Failed(str(error))
-    return Refused(str(error))
-
-
-class SchedulerGroup(click.Group):
-    """A group whose commands report :class:`SchedulerError` as one line."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except SchedulerError as error:
-            raise reported(error) from None
-
-    def group(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs.setdefault("cls", SchedulerGroup)
-        return super().group(*args, **kwargs)
+    from ..store import SchedulerStore, SQLAlchemyStore
 
 
 @dataclass
@@ -120,6 +88,8 @@ class CliContext:
             self.role = DAEMONS.get(command, CLI_ROLE)
             if self.pool is None and self.role != CLI_ROLE:
                 self.pool = daemon_pool(self.role)
+        from ..store import SQLAlchemyStore
+
         store = self._opened()
         assert isinstance(store, SQLAlchemyStore)
         return store
@@ -133,7 +103,7 @@ class CliContext:
             return store
         from ..index import IndexedStore
 
-        return cast(SchedulerStore, IndexedStore(store, index))
+        return cast("SchedulerStore", IndexedStore(store, index))
 
     def index(self) -> RedisIndex | None:
         """The Redis index (``--index-url``), or ``None`` when there is none."""
@@ -151,6 +121,8 @@ class CliContext:
         ``standalone`` and the embedded default create a database."""
         if self.settings.db_is_default or self.create_empty or self.remote:
             return
+        from ..store import missing_sqlite_file
+
         missing = missing_sqlite_file(self.settings.db_url)
         if missing is not None:
             raise InvalidInput(
@@ -161,6 +133,7 @@ class CliContext:
 
     def _open_sql(self) -> SQLAlchemyStore:
         from .. import migrations
+        from ..store import SQLAlchemyStore
 
         self.check_database_exists()
         store = SQLAlchemyStore.from_url(
@@ -202,7 +175,9 @@ def swh() -> None:
     """Software Heritage-like command line."""
 
 
-@swh.group(context_settings={"help_option_names": ["-h", "--help"]})
+@swh.group(
+    cls=SchedulerGroup, lazy=SCHEDULER, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.option(
     "--db-url",
     envvar=f"{ENV_PREFIX}_DB_URL",

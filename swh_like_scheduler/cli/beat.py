@@ -6,10 +6,8 @@ from typing import Any
 
 import click
 
-from ..beatimport import import_entries
-from ..beatschedule import app_entries, entry_key
 from ..exceptions import InvalidInput
-from .base import CliContext, emit_json, now, pass_cli, scheduler
+from .base import CliContext, emit_json, now, pass_cli
 
 
 def load_app(module: str | None, app_name: str | None) -> Any:
@@ -37,7 +35,7 @@ def load_app(module: str | None, app_name: str | None) -> Any:
     return app
 
 
-@scheduler.command("import-beat")
+@click.command("import-beat")
 @click.argument("module", required=False, metavar="[MODULE]")
 @click.option(
     "--app",
@@ -97,6 +95,9 @@ def import_beat(
     unknown = sorted(set(exclude) - set(schedule))
     if unknown:
         raise InvalidInput("exclude", f"beat_schedule has no entry {unknown[0]!r}")
+    from ..beatimport import import_entries
+    from ..beatschedule import app_entries, entry_key
+
     entries = app_entries(app, exclude=exclude)
     report = import_entries(
         cli.store,

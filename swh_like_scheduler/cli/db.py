@@ -2,29 +2,39 @@
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 import click
-import sqlalchemy as sa
 
-from .. import migrations
-from ..store import SQLAlchemyStore, make_engine
-from .base import CliContext, emit_json, pass_cli, scheduler
+from .base import CliContext, emit_json, pass_cli
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 
-@scheduler.group("db")
-def db() -> None:
-    """Create and upgrade the scheduler's database schema."""
+def _migrations() -> ModuleType:
+    # SQLAlchemy and Alembic are loaded when a command runs, not for --help
+    from .. import migrations
+
+    return migrations
 
 
 def _engine_for(cli: CliContext) -> sa.Engine:
     # a command's bounds (no statement timeout); a migration also sets none
     # for its transaction, whatever the URL says (migrations.upgrade)
+    from ..store import make_engine
+
     return make_engine(cli.settings.db_url, role="cli")
 
 
-@db.command("init")
+@click.command("init")
 @pass_cli
 def init(cli: CliContext) -> None:
     """Create the schema in an empty database (a no-op on a current one)."""
+    from ..store import SQLAlchemyStore
+
+    migrations = _migrations()
     engine = _engine_for(cli)
     try:
         before = migrations.current_revision(engine)
@@ -42,11 +52,14 @@ def init(cli: CliContext) -> None:
     click.echo(f"Installation id: {installation}")
 
 
-@db.command("upgrade")
+@click.command("upgrade")
 @click.option("--revision", default="head", show_default=True, help="Target revision.")
 @pass_cli
 def upgrade(cli: CliContext, revision: str) -> None:
     """Upgrade the schema to the latest (or the given) revision."""
+    from ..store import SQLAlchemyStore
+
+    migrations = _migrations()
     engine = _engine_for(cli)
     try:
         before = migrations.current_revision(engine)
@@ -61,12 +74,13 @@ def upgrade(cli: CliContext, revision: str) -> None:
     click.echo(f"Database upgraded from {before or 'empty'} to {after}")
 
 
-@db.command("version")
+@click.command("version")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_cli
 def version(cli: CliContext, as_json: bool) -> None:
     """Print the schema revision of the database and the one this code needs."""
     cli.check_database_exists()
+    migrations = _migrations()
     engine = _engine_for(cli)
     try:
         current = migrations.current_revision(engine)
@@ -79,7 +93,7 @@ def version(cli: CliContext, as_json: bool) -> None:
     click.echo(f"database: {current or 'empty'}; code: {code}")
 
 
-@db.command("identity")
+@click.command("identity")
 @click.option(
     "--new",
     "renew",

@@ -29,8 +29,8 @@ from ..policy.times import fmt_instant
 from . import render
 from .arguments import checked_arguments, no_check_args_option
 from .base import CliContext, emit_json, now, pass_cli
-from .task import _window, json_option, split_arguments, task
-from .task_type import describe, task_type
+from .task import _window, json_option, split_arguments
+from .task_type import describe
 
 #: fields shown in the summary of a task edit, with their labels
 _SHOWN = (
@@ -77,7 +77,7 @@ def changed_lines(before: Task, after: Task) -> list[str]:
     ]
 
 
-@task.command("update")
+@click.command("update")
 @click.argument("items", nargs=-1, metavar="ID|--key K [ARG | KEY=VALUE]...")
 @click.option("--key", help="The task with this client key (instead of ID).")
 @click.option("--kind", type=click.Choice([k.value for k in ScheduleKind]), help="Schedule kind.")
@@ -243,7 +243,7 @@ def _type_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-@task_type.command("update")
+@click.command("update")
 @click.argument("name", metavar="TYPE")
 @_type_options
 @json_option

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..exceptions import InvalidInput, SchedulerError
-from ..index import RedisIndex, drift, rebuild, strays
-from .base import CliContext, emit_json, pass_cli, reported, scheduler
+from .base import CliContext, emit_json, pass_cli, reported
 
-
-@scheduler.group("index")
-def index_group() -> None:
-    """Inspect, check and rebuild the Redis index (--index-url)."""
+if TYPE_CHECKING:
+    from ..index import RedisIndex
 
 
 def _index(cli: CliContext) -> RedisIndex:
@@ -32,7 +29,7 @@ def _types(cli: CliContext, types: tuple[str, ...]) -> list[str]:
     return list(types) or known
 
 
-@index_group.command("status")
+@click.command("status")
 @click.option("-t", "--task-type", "types", multiple=True, help="Only these types.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_cli
@@ -82,13 +79,15 @@ def _state(row: dict[str, Any]) -> str:
     )
 
 
-@index_group.command("rebuild")
+@click.command("rebuild")
 @click.option("-t", "--task-type", "types", multiple=True, help="Only these types.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_cli
 def rebuild_command(cli: CliContext, types: tuple[str, ...], as_json: bool) -> None:
     """Fill each type's index anew from the database, with any runner that
     joins (runners claim from the database until it is complete)."""
+    from ..index import rebuild
+
     index = _index(cli)
     failed = False
     #: per type: the waiting tasks filed (``rebuilt``), or not rebuilt
@@ -112,7 +111,7 @@ def rebuild_command(cli: CliContext, types: tuple[str, ...], as_json: bool) -> N
         raise click.exceptions.Exit(1)
 
 
-@index_group.command("check")
+@click.command("check")
 @click.option("-t", "--task-type", "types", multiple=True, help="Only these types.")
 @click.option("--page", type=click.IntRange(min=1), default=1000, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -144,6 +143,8 @@ def check(cli: CliContext, types: tuple[str, ...], page: int, as_json: bool) -> 
 
 
 def _check_type(index: RedisIndex, cli: CliContext, name: str, page: int) -> dict[str, Any]:
+    from ..index import drift, strays
+
     checked = missing = wrong = stray = 0
     after = 0
     while (found := drift(index, cli.store, name, after_id=after, limit=page)).checked:

@@ -9,15 +9,9 @@ import click
 
 from ..exceptions import InvalidInput, NotFound
 from ..jobs import JobView, job_from_input
-from .base import CliContext, emit_json, now, pass_cli, scheduler
+from .base import CliContext, emit_json, now, pass_cli
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-
-
-@scheduler.group("job")
-def job() -> None:
-    """Jobs by key: a key, ISO 8601 instants, a callback (a RabbitMQ queue or an
-    HTTP URL); putting a key again replaces its instants."""
 
 
 def _show(view: JobView, as_json: bool, heading: str | None = None) -> None:
@@ -33,7 +27,7 @@ def _show(view: JobView, as_json: bool, heading: str | None = None) -> None:
         click.echo(f"  {instant['at']}  {instant['state']:<10} task {instant['task_id']}{outcome}")
 
 
-@job.command("put")
+@click.command("put")
 @click.argument("key")
 @click.option(
     "--file",
@@ -104,7 +98,7 @@ def _body(
     return body
 
 
-@job.command("get")
+@click.command("get")
 @click.argument("key")
 @json_option
 @pass_cli
@@ -116,7 +110,7 @@ def get(cli: CliContext, key: str, as_json: bool) -> None:
     _show(view, as_json)
 
 
-@job.command("delete")
+@click.command("delete")
 @click.argument("key")
 @json_option
 @pass_cli

@@ -13,12 +13,12 @@ import click
 
 from ..exceptions import InvalidInput
 from ..quietlog import QuietLog
-from .base import CliContext, emit_json, now, pass_cli, scheduler
+from .base import CliContext, emit_json, now, pass_cli
 
 logger = logging.getLogger(__name__)
 
 
-@scheduler.command("start-listener")
+@click.command("start-listener")
 @click.option(
     "--broker-url",
     envvar="SWH_SCHEDULER_BROKER_URL",

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from ..validation import parse_duration
-from .base import CliContext, emit_json, pass_cli, scheduler
+from .base import CliContext, emit_json, pass_cli
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -154,7 +154,7 @@ def republish_delay(value: str) -> timedelta | None:
     return parse_duration("republish-after", value) or None
 
 
-@scheduler.command("start-monitor")
+@click.command("start-monitor")
 @click.option("--once", is_flag=True, help="Do one pass, print what was done, and exit.")
 @click.option(
     "--period",

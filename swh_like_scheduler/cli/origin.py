@@ -23,7 +23,7 @@ from ..importer import read_rows
 from ..text import plural
 from ..visits.intake import lister_of, origin_from_input, status_from_input
 from ..visits.model import Lister, origin_url, visit_task_type, visit_type_name
-from .base import CliContext, emit_json, now, pass_cli, scheduler
+from .base import CliContext, emit_json, now, pass_cli
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 #: lines written per transaction
@@ -34,12 +34,7 @@ def _lister_json(lister: Lister) -> dict[str, Any]:
     return dict(vars(lister))
 
 
-@scheduler.group("lister")
-def lister() -> None:
-    """Listers: one per kind of forge and instance, with the state they resume from."""
-
-
-@lister.command("add")
+@click.command("add")
 @click.argument("name")
 @click.option("--instance", "instance_name", default="", help="The forge instance (framagit).")
 @json_option
@@ -53,7 +48,7 @@ def lister_add(cli: CliContext, name: str, instance_name: str, as_json: bool) ->
     click.echo(f"Lister {found.name} {found.instance_name or '-'}: {found.id}")
 
 
-@lister.command("list")
+@click.command("list")
 @json_option
 @pass_cli
 def lister_list(cli: CliContext, as_json: bool) -> None:
@@ -66,11 +61,6 @@ def lister_list(cli: CliContext, as_json: bool) -> None:
         finished = x.last_listing_finished_at.isoformat() if x.last_listing_finished_at else "never"
         click.echo(f"{x.id}  {x.name:<16} {x.instance_name or '-':<16} last listing: {finished}")
     click.echo(f"{plural(len(listers), 'lister')}")
-
-
-@scheduler.group("origin")
-def origin() -> None:
-    """Listed origins and their visit statistics."""
 
 
 @contextmanager
@@ -97,7 +87,7 @@ def _checked(number: int, check: Any, *args: Any) -> Any:
         raise InvalidInput(error.field, error.message, line=number) from None
 
 
-@origin.command("record")
+@click.command("record")
 @click.argument("file", type=click.File("r", encoding="utf-8"))
 @json_option
 @pass_cli
@@ -147,7 +137,7 @@ def origin_record(cli: CliContext, file: IO[str], as_json: bool) -> None:
     )
 
 
-@origin.command("record-visit-status")
+@click.command("record-visit-status")
 @click.argument("file", type=click.File("r", encoding="utf-8"))
 @json_option
 @pass_cli
@@ -176,7 +166,7 @@ def origin_record_visit_status(cli: CliContext, file: IO[str], as_json: bool) ->
     )
 
 
-@origin.command("visit-stats")
+@click.command("visit-stats")
 @click.argument("url")
 @click.argument("visit_type")
 @json_option
@@ -215,7 +205,7 @@ def _metrics_table(metrics: list[Any], as_json: bool) -> None:
         click.echo(f"{m.lister_id:<34}{m.visit_type:<10}" + "".join(f"{c:>9}" for c in counts))
 
 
-@origin.command("update-metrics")
+@click.command("update-metrics")
 @click.option("--lister-id", help="This lister only.")
 @json_option
 @pass_cli
@@ -225,7 +215,7 @@ def origin_update_metrics(cli: CliContext, lister_id: str | None, as_json: bool)
     _metrics_table(cli.store.update_metrics(lister_id, now=now()), as_json)
 
 
-@origin.command("metrics")
+@click.command("metrics")
 @click.option("--lister-id", help="This lister only.")
 @click.option("--visit-type", help="This visit type only.")
 @json_option
@@ -279,7 +269,7 @@ _policy_choice = click.option(
 )
 
 
-def _next_command(name: str, grab: bool, doc: str) -> None:
+def _next_command(name: str, grab: bool, doc: str) -> click.Command:
     @click.argument("visit_type")
     @click.argument("count", type=click.IntRange(0, 10_000))
     @_policy_choice
@@ -297,16 +287,16 @@ def _next_command(name: str, grab: bool, doc: str) -> None:
         _next_visits(cli, grab, visit_type, count, policy, lister_id, as_json)
 
     command.__doc__ = doc
-    origin.command(name)(command)
+    return click.command(name)(command)
 
 
-_next_command(
+peek_next = _next_command(
     "peek-next",
     False,
     """The next COUNT origins of VISIT_TYPE the policy would visit, in its
     order (nothing is written).""",
 )
-_next_command(
+grab_next = _next_command(
     "grab-next",
     True,
     """As peek-next, and mark them scheduled (for a scheduler of your own

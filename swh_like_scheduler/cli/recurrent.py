@@ -12,12 +12,12 @@ import click
 
 from ..exceptions import InvalidInput, SchedulerError
 from ..outage import Outage
-from .base import CliContext, emit_json, now, pass_cli, scheduler
+from .base import CliContext, emit_json, now, pass_cli
 
 logger = logging.getLogger("swh_like_scheduler.visits.recurrent")
 
 
-@scheduler.command("schedule-recurrent")
+@click.command("schedule-recurrent")
 @click.option(
     "--visit-type",
     "visit_types",
@@ -115,7 +115,7 @@ def schedule_recurrent(
             stop.wait(max(0.0, period - (time.monotonic() - started)))
 
 
-@scheduler.command("journal-client")
+@click.command("journal-client")
 @click.option(
     "--broker", "brokers", multiple=True, required=True, help="Kafka bootstrap server (repeatable)."
 )

@@ -13,14 +13,14 @@ import click
 from ..exceptions import UnknownTaskType
 from ..model import RUNNER_ORDER, DispatchOrder, Priority
 from ..store.session import daemon_pool
-from .base import CliContext, emit_json, now, pass_cli, scheduler
+from .base import CliContext, emit_json, now, pass_cli
 from .monitor import monitor_options, monitor_settings, republish_delay
 
 #: a runner that serves only the high class polls more often
 HIGH_PRIORITY_PERIOD = 5.0
 
 
-@scheduler.command("start-runner")
+@click.command("start-runner")
 @click.option(
     "--type",
     "-t",

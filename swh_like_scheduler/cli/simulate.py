@@ -12,7 +12,7 @@ import click
 from ..exceptions import InvalidInput
 from ..model import DispatchOrder
 from ..validation import parse_duration
-from .base import CliContext, emit_json, now, pass_cli, scheduler
+from .base import CliContext, emit_json, now, pass_cli
 
 
 def _assignments(option: str, values: tuple[str, ...]) -> dict[str, str]:
@@ -35,7 +35,7 @@ def _workers(values: tuple[str, ...]) -> dict[str, int]:
     return counts
 
 
-@scheduler.command("simulate")
+@click.command("simulate")
 @click.argument("workload", required=False)
 @click.option("--tasks", type=click.IntRange(min=1), help="Scale the workload to N tasks.")
 @click.option(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from .base import CliContext, emit_json, pass_cli, scheduler
+from .base import CliContext, emit_json, pass_cli
 
 _COLUMNS = (
     ("policy", "policy", "{}"),
@@ -18,7 +18,7 @@ _COLUMNS = (
 )
 
 
-@scheduler.command("simulate-visits")
+@click.command("simulate-visits")
 @click.option(
     "--policy",
     "policies",

@@ -13,10 +13,10 @@ from types import FrameType
 
 import click
 
-from .base import CliContext, Failed, pass_cli, scheduler
+from .base import CliContext, Failed, pass_cli
 
 
-@scheduler.command("standalone")
+@click.command("standalone")
 @click.option(
     "--broker-url",
     envvar="SWH_SCHEDULER_BROKER_URL",

@@ -21,14 +21,9 @@ from ..text import plural
 from ..validation import parse_datetime
 from . import render
 from .arguments import checked_arguments, no_check_args_option, task_checker
-from .base import CliContext, emit_json, now, pass_cli, scheduler
+from .base import CliContext, emit_json, now, pass_cli
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-
-
-@scheduler.group("task")
-def task() -> None:
-    """Create, inspect and act on tasks."""
 
 
 def show_tasks(tasks: list[Task], as_json: bool, heading: str) -> None:
@@ -64,7 +59,7 @@ def split_arguments(arguments: tuple[str, ...]) -> tuple[list[Any], dict[str, An
     return args, kwargs
 
 
-@task.command("add")
+@click.command("add")
 @click.argument("type_name", metavar="TYPE")
 @click.argument("arguments", nargs=-1, metavar="[ARG | KEY=VALUE]...")
 @click.option(
@@ -157,7 +152,7 @@ def _window(text: str) -> dict[str, str]:
     return {"start": start.strip(), "end": end.strip()}
 
 
-@task.command("schedule")
+@click.command("schedule")
 @click.argument("file", type=click.File("r", encoding="utf-8"))
 @click.option(
     "--format",
@@ -249,7 +244,7 @@ def _count_rows(name: str, *, header: bool) -> int | None:
     return max(0, lines - 1) if header else lines
 
 
-@task.command("list")
+@click.command("list")
 @click.option("--task-id", "-i", "ids", multiple=True, type=int, help="Only these ids.")
 @click.option("--task-type", "-t", help="Only tasks of this type.")
 @click.option(
@@ -296,7 +291,7 @@ def list_tasks(
     show_tasks(found, as_json, f"Found {plural(len(found), 'task')}")
 
 
-@task.command("list-pending")
+@click.command("list-pending")
 @click.argument("task_type")
 @click.option("--limit", "-l", default=100, show_default=True, type=click.IntRange(1))
 @click.option("--before", "-b", help="Ready at this instant (default now).")
@@ -368,7 +363,7 @@ def _require_known(ids: Iterable[int], known: Container[int | None]) -> None:
 ids_argument = click.argument("ids", nargs=-1, required=True, type=int, metavar="ID...")
 
 
-@task.command("respawn")
+@click.command("respawn")
 @ids_argument
 @click.option("--next-run", "-n", help="When they may run (ISO 8601, default now).")
 @json_option

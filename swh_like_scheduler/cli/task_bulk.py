@@ -14,7 +14,7 @@ from ..model import RunStatus, TaskStatus
 from ..store.values import BulkAction, BulkFilter, BulkReport
 from ..text import plural
 from .base import CliContext, Refused, emit_json, now, pass_cli
-from .task import _act, _literal, _require, json_option, task
+from .task import _act, _literal, _require, json_option
 
 #: tasks read per store call (each call writes in batches of ``--batch-size``)
 WINDOW = 20_000
@@ -263,7 +263,7 @@ def _filtered(ids: tuple[int, ...], given: dict[str, Any]) -> bool:
     return bool(named)
 
 
-@task.command("disable")
+@click.command("disable")
 @bulk_options
 @pass_cli
 def disable(cli: CliContext, ids: tuple[int, ...], **given: Any) -> None:
@@ -277,7 +277,7 @@ def disable(cli: CliContext, ids: tuple[int, ...], **given: Any) -> None:
         _act(cli, "disable", ids, changed, given["as_json"])
 
 
-@task.command("enable")
+@click.command("enable")
 @bulk_options
 @pass_cli
 def enable(cli: CliContext, ids: tuple[int, ...], **given: Any) -> None:
@@ -291,7 +291,7 @@ def enable(cli: CliContext, ids: tuple[int, ...], **given: Any) -> None:
         _act(cli, "enable", ids, changed, given["as_json"])
 
 
-@task.command("cancel")
+@click.command("cancel")
 @bulk_options
 @click.option(
     "--broker-url",
@@ -340,7 +340,7 @@ def _revoker(cli: CliContext, broker_url: str | None) -> Callable[[list[str]], N
     return revoke
 
 
-@task.command("delete")
+@click.command("delete")
 @bulk_options
 @pass_cli
 def delete(cli: CliContext, ids: tuple[int, ...], **given: Any) -> None:

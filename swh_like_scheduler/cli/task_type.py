@@ -12,12 +12,7 @@ from ..exceptions import InvalidInput, UnknownTaskType
 from ..jsonable import task_type_json
 from ..model import CatchUp, TaskType
 from ..policy.times import fmt_instant
-from .base import CliContext, emit_json, now, pass_cli, scheduler
-
-
-@scheduler.group("task-type")
-def task_type() -> None:
-    """Declare the kinds of work and how their tasks are scheduled."""
+from .base import CliContext, emit_json, now, pass_cli
 
 
 def paused_since(tt: TaskType) -> str | None:
@@ -50,7 +45,7 @@ def describe(tt: TaskType, verbose: bool) -> list[str]:
     ]
 
 
-@task_type.command("list")
+@click.command("list")
 @click.option("--verbose", "-v", is_flag=True, help="Show every setting of each type.")
 @click.option(
     "--task_type",
@@ -82,7 +77,7 @@ def list_types(
         click.echo("\n".join(describe(tt, verbose)))
 
 
-@task_type.command("add")
+@click.command("add")
 @click.argument("type_name", metavar="TYPE")
 @click.argument("backend_name", metavar="TASK_NAME")
 @click.argument("description", required=False, default="")
@@ -123,7 +118,7 @@ def add_type(cli: CliContext, type_name: str, as_json: bool, **options: Any) -> 
     click.echo(f"Task type {created.type} created")
 
 
-@task_type.command("pause")
+@click.command("pause")
 @click.argument("name", metavar="TYPE")
 @pass_cli
 def pause_type(cli: CliContext, name: str) -> None:
@@ -140,7 +135,7 @@ def pause_type(cli: CliContext, name: str) -> None:
         click.echo(f"Task type {name} was already {paused_since(paused)}")
 
 
-@task_type.command("resume")
+@click.command("resume")
 @click.argument("name", metavar="TYPE")
 @pass_cli
 def resume_type(cli: CliContext, name: str) -> None:
@@ -164,7 +159,7 @@ def worker_declarations() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-@task_type.command("register")
+@click.command("register")
 @click.option("--plugin", "-p", "plugins", multiple=True, help="Only these entry points.")
 @click.option(
     "--json",

@@ -17,10 +17,10 @@ from ..text import plural
 from ..validation import parse_datetime
 from . import render
 from .base import CliContext, emit_json, now, pass_cli
-from .task import json_option, task
+from .task import json_option
 
 
-@task.command("runs")
+@click.command("runs")
 @click.argument("task_id", type=int)
 @click.option("--limit", "-l", default=20, show_default=True, type=click.IntRange(1))
 @click.option("--full", is_flag=True, help="Whole error texts, not their first line.")
@@ -60,7 +60,7 @@ def _task_and_type(cli: CliContext, task_id: int) -> tuple[Task, TaskType]:
     return found[0], task_type
 
 
-@task.command("explain")
+@click.command("explain")
 @click.argument("task_id", type=int)
 @click.option("--at", "at", help="Explain as of this instant (ISO 8601, default now).")
 @json_option
@@ -90,7 +90,7 @@ def lateness(seconds: float | None) -> str:
     return f"due in {fmt_duration(timedelta(seconds=int(-seconds)))}"
 
 
-@task.command("status")
+@click.command("status")
 @click.option("--task-type", "-t", help="Only tasks of this type.")
 @click.option(
     "--show",

@@ -1,10 +1,20 @@
-"""Persistence of task types, tasks and runs behind one interface."""
+"""Persistence of task types, tasks and runs behind one interface.
+
+The names below are loaded on first use: importing a light part of the
+package (``store.session``, ``store.values``, ``store.interface``) does not
+load SQLAlchemy and its dialects, so a command line that only shows help, or
+talks to a server, starts at once.
+"""
 
 from __future__ import annotations
 
-from .engine import make_engine, missing_sqlite_file, normalise_url
-from .interface import Capabilities, SchedulerStore, TaskFilter
-from .sql import SQLAlchemyStore
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .engine import make_engine, missing_sqlite_file, normalise_url
+    from .interface import Capabilities, SchedulerStore, TaskFilter
+    from .sql import SQLAlchemyStore
 
 __all__ = [
     "Capabilities",
@@ -17,7 +27,29 @@ __all__ = [
     "open_store",
 ]
 
+#: where each public name lives
+_HOMES = {
+    "make_engine": ".engine",
+    "missing_sqlite_file": ".engine",
+    "normalise_url": ".engine",
+    "Capabilities": ".interface",
+    "SchedulerStore": ".interface",
+    "TaskFilter": ".interface",
+    "SQLAlchemyStore": ".sql",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
 
 def open_store(url: str) -> SQLAlchemyStore:
     """A store on the database at ``url`` that owns (and closes) its engine."""
+    from .sql import SQLAlchemyStore
+
     return SQLAlchemyStore.from_url(url)

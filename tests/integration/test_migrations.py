@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,29 @@ def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield f"sqlite:///{tmp_path / 'empty.sqlite'}"
         return
     server = request.getfixturevalue("postgres_server")
-    name = f"swh_empty_{next(_names)}"
+    name = f"swh_empty_{os.getpid()}_{next(_names)}"
     yield services.create_empty_database(server, name)
     services.drop_database(server, name)
+
+
+def test_the_head_the_code_needs_is_the_newest_script() -> None:
+    # the check every command makes reads HEAD, not the scripts (no Alembic)
+    assert migrations.scripts_head() == migrations.HEAD
+
+
+def test_the_revision_read_without_alembic_is_alembics(empty_db_url: str) -> None:
+    engine = make_engine(empty_db_url)
+    try:
+        migrations.upgrade(engine, "0007")
+        assert migrations.current_revision(engine) == "0007"
+        with engine.connect() as conn:
+            assert MigrationContext.configure(conn).get_current_revision() == "0007"
+        with pytest.raises(
+            SchemaMismatch, match=f"needs {migrations.HEAD}; run `swh scheduler db upgrade`"
+        ):
+            migrations.check(engine)
+    finally:
+        engine.dispose()
 
 
 def test_upgrade_of_an_empty_database_gives_exactly_the_models(empty_db_url: str) -> None:
@@ -83,7 +104,7 @@ def test_downgrade_then_upgrade(empty_db_url: str) -> None:
 @pytest.mark.postgresql
 def test_digests_compare_bytewise_on_postgresql(postgres_server: str) -> None:
     """Alembic does not compare collations: check the one 0004 sets."""
-    name = f"swh_collation_{next(_names)}"
+    name = f"swh_collation_{os.getpid()}_{next(_names)}"
     url = services.create_empty_database(postgres_server, name)
     engine = make_engine(url)
     try:

@@ -37,11 +37,12 @@ def _registry(modules: Iterable[Any]) -> tuple[dict[str, type], dict[str, type[E
 
 def _modules() -> list[Any]:
     from . import records
+    from .policy import type_edit
     from .store import values
     from .visits import feedback, policy
     from .visits import model as visits
 
-    return [model, enums, run_model, values, jobs, records, visits, feedback, policy]
+    return [model, enums, run_model, values, jobs, records, visits, feedback, policy, type_edit]
 
 
 _RECORDS: dict[str, type] = {}

@@ -67,4 +67,5 @@ def edit_task_type(
 ) -> dict[str, Any]:
     """Change settings of task type ``name`` (404 for an unknown type)."""
     changes = task_type_changes(_given(request, body))
-    return plain(task_type_json(state.store.update_task_type(name, **changes)))
+    updated = state.store.update_task_type(name, now=state.clock(), **changes)
+    return plain(task_type_json(updated))

@@ -42,6 +42,7 @@ READ_METHODS = frozenset(
         "waiting_entries",
         "count_tasks",
         "preview_bulk",
+        "preview_task_type_update",
         "next_ready_time",
         "list_pending",
         "ready_task_ids",

@@ -6,6 +6,7 @@ one transaction and the policy engine computes the task's new times.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -246,25 +247,49 @@ def _type_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.command("update")
 @click.argument("name", metavar="TYPE")
 @_type_options
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what the change would do to the type's tasks (the rules it would "
+    "break, the intervals it would move); change nothing.",
+)
 @json_option
 @pass_cli
-def update_type(cli: CliContext, name: str, as_json: bool, **options: Any) -> None:
+def update_type(cli: CliContext, name: str, dry_run: bool, as_json: bool, **options: Any) -> None:
     """Change settings of task type TYPE in place.
 
     Durations read like '90', '5 min', '1h30m'. 'none' unsets a nullable
     setting: {nullable}. Its tasks keep their times; the new settings apply
-    from the next computation (a run's outcome). {idle} are refused while
+    from the next computation (a run's outcome). A change that would make
+    one of its tasks (live or disabled) break a rule it kept, e.g. retries
+    whose worst case no longer fits a task's period, is refused, naming the
+    setting; adaptive intervals outside new bounds are moved into them at
+    their next run (--dry-run counts both). {idle} are refused while
     runs of the type are dispatched or running: pause the type and let
     them end first.
     """
     values = {k: v for k, v in options.items() if v is not None}
     if not values:
         raise click.UsageError("nothing to change: give at least one setting option")
-    updated = cli.store.update_task_type(name, **task_type_changes(values))
+    changes = task_type_changes(values)
+    report = cli.store.preview_task_type_update(name, now=now(), **changes)
+    if dry_run:
+        refusal = report.refusal()
+        if as_json:
+            emit_json({**dataclasses.asdict(report), "refused": str(refusal) if refusal else None})
+            return
+        click.echo("\n".join(report.lines()))
+        click.echo(f"Would be refused: {refusal}" if refusal else "Would be accepted (dry run).")
+        return
+    updated = cli.store.update_task_type(name, now=now(), **changes)
+    if report.new_tasks is not None:
+        click.echo(f"warning: a new adaptive task would be refused: {report.new_tasks}", err=True)
     if as_json:
         emit_json(task_type_json(updated))
         return
     click.echo(f"Task type {name} updated")
+    for effect in report.moves:
+        click.echo(f"{effect.count:,} tasks' {effect.field}: {effect.detail}")
     click.echo("\n".join(describe(updated, True)))
 
 

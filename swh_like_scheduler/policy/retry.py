@@ -113,7 +113,9 @@ def budget_period(task: Task, task_type: TaskType) -> tuple[str, timedelta] | No
     """The field and length a recurring task's retries must fit in (None for one-shots).
 
     periodic: ``period``; adaptive: the type's ``min_interval`` when set (the
-    interval may shrink to it), else the task's ``current_interval``; cron: the
+    interval may shrink to it: the field is then ``min_interval``, a setting
+    of the type, whatever interval the task was given), else the task's
+    ``current_interval``; cron: the
     shortest gap between consecutive firings over the next year, DST
     changes included (:func:`.cron.shortest_cron_gap`).
     """
@@ -121,7 +123,9 @@ def budget_period(task: Task, task_type: TaskType) -> tuple[str, timedelta] | No
     if kind is ScheduleKind.PERIODIC and task.period is not None:
         return "period", task.period
     if kind is ScheduleKind.ADAPTIVE:
-        interval = task_type.min_interval or task.current_interval or task_type.default_interval
+        if task_type.min_interval is not None:
+            return "min_interval", task_type.min_interval
+        interval = task.current_interval or task_type.default_interval
         return ("current_interval", interval) if interval is not None else None
     if kind is ScheduleKind.CRON and task.cron is not None:
         return "cron", shortest_cron_gap(task.cron, task.tz, reference_start(task))
@@ -132,7 +136,9 @@ def check_retry_budget(task: Task, task_type: TaskType) -> None:
     """Refuse a recurring task whose worst-case retry time is longer than its period.
 
     Raises InvalidInput naming the schedule field (``period``, ``cron`` or
-    ``current_interval``); the message gives both durations.
+    ``current_interval``), or the type's ``min_interval`` when that is the
+    bound (no adaptive task of the type can then be made); the message gives
+    both durations.
     """
     found = budget_period(task, task_type)
     if found is None or num_retries(task_type) == 0:
@@ -146,10 +152,20 @@ def check_retry_budget(task: Task, task_type: TaskType) -> None:
     )
     jitter = task_type.retry_jitter
     jitter_note = f", each plus up to {fmt_duration(jitter)} of jitter" if jitter > ZERO else ""
+    if name == "min_interval":
+        raise InvalidInput(
+            name,
+            f"task type {task_type.type!r} cannot take adaptive tasks, whatever their interval: "
+            f"its min_interval ({fmt_duration(period)}, the shortest an interval may become) "
+            f"is shorter than its worst-case retry time {fmt_duration(worst)} "
+            f"(num_retries={num_retries(task_type)}: {waits}{jitter_note}). Fix the type: "
+            f"a longer --min-interval, or fewer or shorter retries "
+            f"(swh scheduler task-type update {task_type.type} ...)",
+        )
     what = {
         "period": "period",
         "cron": "shortest gap between two cron firings",
-        "current_interval": "shortest interval",
+        "current_interval": "interval",
     }[name]
     raise InvalidInput(
         name,

@@ -13,7 +13,7 @@ from ..model import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from ..policy.type_edit import TypeEditReport
 
 
 from .values import ALL_TASKS, ImportSummary, TaskFilter, WaitingEntry
@@ -38,13 +38,21 @@ class TaskStore(Protocol):
         """Every task type, ordered by name."""
         ...
 
-    def update_task_type(self, name: str, **changes: Any) -> TaskType:
+    def update_task_type(
+        self, name: str, *, now: datetime | None = None, **changes: Any
+    ) -> TaskType:
         """Change fields of a task type (not its name) and return it.
 
         ``changes`` are typed values (durations as ``timedelta``...), of the
         fields in :data:`~swh_like_scheduler.editing.TASK_TYPE_EDITABLE`;
         ``None`` unsets a nullable one. The result is validated as a whole
-        before anything is written. Its tasks keep their times: the new
+        before anything is written, and against the tasks it governs (live
+        or disabled, :mod:`~swh_like_scheduler.policy.type_edit`): an edit
+        that would make one of them break a rule it kept (a retry policy
+        whose worst case no longer fits a task's period, a type nobody
+        could make an adaptive task of...) raises :class:`InvalidInput`
+        naming the first setting given (cron schedules are judged from
+        ``now``, default: the clock). Its tasks keep their times: the new
         settings apply from their next computation (a run's outcome).
         Raises :class:`NotFound` for an unknown type, :class:`InvalidInput`
         for another field (``paused_at``: :meth:`pause_task_type` and
@@ -52,6 +60,16 @@ class TaskStore(Protocol):
         new ``backend_name`` or ``queue`` while runs of the type are open
         (dispatched or running: their messages name the current ones).
         """
+        ...
+
+    def preview_task_type_update(
+        self, name: str, *, now: datetime | None = None, **changes: Any
+    ) -> TypeEditReport:
+        """What :meth:`update_task_type` with ``changes`` would do to the
+        type's tasks, writing nothing: how many it governs, the rules it
+        would break (then the update is refused: :meth:`TypeEditReport.refusal`)
+        and the adaptive intervals it would move into new bounds. Raises
+        as :meth:`update_task_type` does for bad fields or an unknown type."""
         ...
 
     def pause_task_type(self, name: str, *, now: datetime) -> TaskType:

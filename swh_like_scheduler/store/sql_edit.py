@@ -12,8 +12,9 @@ import sqlalchemy as sa
 
 from ..editing import TASK_TYPE_EDITABLE, TASK_TYPE_IDLE
 from ..exceptions import DuplicateTask, InvalidInput, NotFound, TaskBusy, UnknownTaskType
-from ..model import OPEN_RUN_STATUSES, Task, TaskStatus, TaskType
+from ..model import OPEN_RUN_STATUSES, ScheduleKind, Task, TaskStatus, TaskType
 from ..policy.edit import edited_task
+from ..policy.type_edit import TaskShape, TypeEditReport, assess_type_edit, given_fields
 from ..validation import unstorable
 from . import rows
 from .sql_base import SQLBase
@@ -21,6 +22,21 @@ from .sql_tasks import identical_query
 from .tables import task as task_t
 from .tables import task_run as run_t
 from .tables import task_type as type_t
+
+#: the tasks a type's settings still govern: live or disabled (a disabled
+#: task may be enabled again; completed and cancelled ones never run again)
+GOVERNED = (TaskStatus.WAITING, TaskStatus.SCHEDULED, TaskStatus.DISABLED)
+
+#: the columns the type's rules read of a task (:class:`TaskShape`)
+_SHAPE_COLUMNS = (
+    task_t.c.schedule_kind,
+    task_t.c.current_interval,
+    task_t.c.period,
+    task_t.c.cron,
+    task_t.c.tz,
+    task_t.c.max_expected_duration,
+    task_t.c.max_allowed_duration,
+)
 
 
 class EditMethods(SQLBase):
@@ -66,7 +82,90 @@ class EditMethods(SQLBase):
                 self._announce(conn, [edited.type])  # it may be ready sooner
         return edited
 
-    def update_task_type(self, name: str, **changes: Any) -> TaskType:
+    def update_task_type(
+        self, name: str, *, now: datetime | None = None, **changes: Any
+    ) -> TaskType:
+        self._check_type_changes(changes)
+        when = self._instant(now)
+        with self._write("update task type") as conn:
+            current, updated = self._edited_type(conn, name, changes)
+            if updated == current:
+                return current
+            self._check_type_idle(conn, current, changes)
+            refusal = self._type_edit_report(conn, current, updated, changes, when).refusal()
+            if refusal is not None:
+                raise refusal
+            conn.execute(
+                sa.update(type_t)
+                .where(type_t.c.type == name)
+                .values(rows.task_type_to_row(updated))
+            )
+        return updated
+
+    def preview_task_type_update(
+        self, name: str, *, now: datetime | None = None, **changes: Any
+    ) -> TypeEditReport:
+        self._check_type_changes(changes)
+        when = self._instant(now)
+        with self._read("preview task type update") as conn:
+            current, updated = self._edited_type(conn, name, changes, lock=False)
+            return self._type_edit_report(conn, current, updated, changes, when)
+
+    @staticmethod
+    def _instant(now: datetime | None) -> datetime:
+        if now is None:
+            return datetime.now(UTC)
+        if now.tzinfo is None or now.utcoffset() is None:
+            raise InvalidInput("now", f"{now.isoformat()} has no time zone")
+        return now.astimezone(UTC)
+
+    def _edited_type(
+        self, conn: sa.Connection, name: str, changes: Mapping[str, Any], *, lock: bool = True
+    ) -> tuple[TaskType, TaskType]:
+        query = sa.select(type_t).where(type_t.c.type == name)
+        row = conn.execute(self._lock(query) if lock else query).first()
+        if row is None:
+            raise NotFound(f"no task type {name!r}")
+        current = rows.task_type_from_row(row._mapping)
+        return current, current.updated(**changes)
+
+    def _type_edit_report(
+        self,
+        conn: sa.Connection,
+        current: TaskType,
+        updated: TaskType,
+        changes: Mapping[str, Any],
+        now: datetime,
+    ) -> TypeEditReport:
+        """What the edit does to the tasks of the type, judged by shape
+        (one GROUP BY over the type's governed tasks)."""
+        query = (
+            sa.select(*_SHAPE_COLUMNS, sa.func.count(), sa.func.min(task_t.c.id))
+            .where(
+                task_t.c.type == current.type,
+                task_t.c.status.in_([s.value for s in GOVERNED]),
+            )
+            .group_by(*_SHAPE_COLUMNS)
+        )
+        shapes = [
+            TaskShape(
+                schedule_kind=ScheduleKind(row[0]),
+                current_interval=row[1],
+                period=row[2],
+                cron=row[3],
+                tz=row[4],
+                max_expected_duration=row[5],
+                max_allowed_duration=row[6],
+                count=row[7],
+                example=row[8],
+            )
+            for row in conn.execute(query)
+        ]
+        given = given_fields({k: v for k, v in changes.items() if getattr(current, k) != v})
+        return assess_type_edit(current, updated, given, shapes, now)
+
+    @staticmethod
+    def _check_type_changes(changes: Mapping[str, Any]) -> None:
         if "type" in changes:
             raise InvalidInput("type", "a task type cannot be renamed")
         if "paused_at" in changes:
@@ -76,21 +175,6 @@ class EditMethods(SQLBase):
         for field in changes:
             if field not in TASK_TYPE_EDITABLE:
                 raise InvalidInput(field, "is not a task type field that can be changed")
-        with self._write("update task type") as conn:
-            row = conn.execute(self._lock(sa.select(type_t).where(type_t.c.type == name))).first()
-            if row is None:
-                raise NotFound(f"no task type {name!r}")
-            current = rows.task_type_from_row(row._mapping)
-            updated = current.updated(**changes)
-            if updated == current:
-                return current
-            self._check_type_idle(conn, current, changes)
-            conn.execute(
-                sa.update(type_t)
-                .where(type_t.c.type == name)
-                .values(rows.task_type_to_row(updated))
-            )
-        return updated
 
     def _check_identical(self, conn: sa.Connection, task: Task, edited: Task) -> None:
         """Refuse an edit that makes a live task without a key identical to

@@ -144,3 +144,24 @@ def test_task_type_update(run: Any, task_id: int) -> None:
     refused(run("task-type", "update", "nosuch", "--num-retries", "1"), "nosuch")
     refused(run("task-type", "update", "sleep"), "nothing to change")
     assert "'none' unsets" in ok(run("task-type", "update", "--help"))
+
+
+def test_a_type_edit_that_would_break_tasks_is_refused_and_dry_run_says_how(run: Any) -> None:
+    ok(run("task-type", "add", "nap", "workers.sleep", "--default-interval", "1h"))
+    ok(run("task-type", "update", "nap", "--min-interval", "10m", "--max-interval", "1d"))
+    ok(run("task-type", "update", "nap", "--backoff-factor", "2"))
+    ok(run("task", "add", "nap", "--period", "5m", "n=1"))
+    ok(run("task", "add", "nap", "--interval", "1h", "n=2"))
+    # 2 retries: 5 min + 1 h, more than the 5-minute period and the 10-minute floor
+    shown = ok(run("task-type", "update", "nap", "--num-retries", "2", "--dry-run"))
+    assert "Task type nap: 2 tasks (live or disabled)" in shown
+    assert "breaks 1 (e.g. task 1): period:" in shown
+    assert "breaks 1 (e.g. task 2): min_interval:" in shown
+    assert "Would be refused: num_retries:" in shown
+    refused(run("task-type", "update", "nap", "--num-retries", "2"), "num_retries:", "task 1")
+    assert '"num_retries": null' in ok(run("task-type", "list", "--json"))
+    # a new adaptive task refused by the type names the type's setting, not --interval
+    ok(run("task", "delete", "1", "2", "--yes"))
+    ok(run("task-type", "update", "nap", "--num-retries", "2"))
+    message = refused(run("task", "add", "nap", "--interval", "2h", "n=3"), "min_interval:")
+    assert "whatever their interval" in message and "task-type update nap" in message

@@ -59,3 +59,16 @@ def test_patch_refusals(
     moved = client.patch("/task-types/sleep", json={"queue": "elsewhere"})
     assert moved.status_code == 409 and "queue" in moved.json()["detail"]
     assert client.get(path).json()["args"] == [1]
+
+
+def test_patch_of_a_type_that_would_break_its_tasks_is_a_422_naming_the_setting(
+    client: httpx.Client, sleep_type: TaskType
+) -> None:
+    body = {"tasks": [{"type": "sleep", "args": [1], "period": "5m"}]}
+    [created] = client.post("/tasks", json=body).json()["tasks"]
+    refused = client.patch("/task-types/sleep", json={"num_retries": 2})
+    assert refused.status_code == 422, refused.text
+    [detail] = refused.json()["detail"]
+    assert detail["loc"] == ["body", "num_retries"]
+    assert f"task {created['id']}" in detail["msg"] and "period" in detail["msg"]
+    assert client.get("/task-types/sleep").json()["num_retries"] is None

@@ -250,3 +250,47 @@ def test_update_task_type_fields_and_the_open_run_rule(
     assert (moved.effective_queue, moved.backend_name) == ("other", "workers.other")
     unset = store.update_task_type("sleep", **task_type_changes({"queue": "none"}))
     assert unset.effective_queue == "workers.other"
+
+
+def test_a_type_edit_that_would_break_its_tasks_is_refused_and_previewed(
+    store: Any, sleep_type: TaskType, now: datetime
+) -> None:
+    # the type's floor (10 min) is under 2 retries (5 min + 1 h): every
+    # adaptive task would break, and so would a 5-minute periodic one
+    every_5 = add(store, sleep_type, now, period="5m", args=[1])
+    adaptive = [add(store, sleep_type, now, interval="1h", args=[n]) for n in (2, 3)]
+    daily = add(store, sleep_type, now, period="1d", args=[4])
+    store.disable_tasks([adaptive[1].id], now=now)  # disabled: still governed
+    report = store.preview_task_type_update("sleep", now=now, num_retries=2)
+    assert report.tasks == 4 and report.given == ("num_retries",)
+    found = {(b.field, b.count, b.example) for b in report.breaks}
+    assert found == {("period", 1, every_5.id), ("min_interval", 2, adaptive[0].id)}
+    with pytest.raises(InvalidInput) as info:
+        store.update_task_type("sleep", now=now, num_retries=2)
+    assert info.value.field == "num_retries"
+    assert "3 of the 4 tasks" in info.value.message
+    assert store.get_task_type("sleep") == sleep_type  # nothing written
+    # a higher floor moves the 1-hour intervals up (at their next run)
+    floor = {"min_interval": 2 * H, "default_interval": 2 * H}
+    [moved] = store.preview_task_type_update("sleep", now=now, **floor).moves
+    assert (moved.count, moved.example) == (2, adaptive[0].id) and "raised" in moved.detail
+    store.update_task_type("sleep", now=now, **floor)
+    # with the floor raised and the 5-minute task gone, the edit is taken
+    store.delete_tasks([every_5.id])
+    report = store.preview_task_type_update("sleep", now=now, num_retries=2)
+    assert report.breaks == () and report.tasks == 3 and report.refusal() is None
+    assert store.update_task_type("sleep", now=now, num_retries=2).num_retries == 2
+    assert daily.id in {t.id for t in store.get_tasks([daily.id])}
+
+
+def test_new_bounds_move_adaptive_intervals_and_are_taken(
+    store: Any, sleep_type: TaskType, now: datetime
+) -> None:
+    tasks = [add(store, sleep_type, now, interval="20h", args=[n]) for n in (1, 2)]
+    add(store, sleep_type, now, interval="1h", args=[3])
+    report = store.preview_task_type_update("sleep", now=now, max_interval=12 * H)
+    assert report.breaks == ()
+    [moved] = report.moves
+    assert (moved.field, moved.count, moved.example) == ("current_interval", 2, tasks[0].id)
+    assert "lowered" in moved.detail
+    assert store.update_task_type("sleep", now=now, max_interval=12 * H).max_interval == 12 * H

@@ -113,7 +113,10 @@ class TestBudget:
         task_type = adaptive_type(num_retries=3, min_interval=4 * HOUR)
         with pytest.raises(InvalidInput) as caught:
             check_retry_budget(make_task(ScheduleKind.ADAPTIVE, current_interval=DAY), task_type)
-        assert caught.value.field == "current_interval"
+        # the type's setting is at fault, not the interval the user gave
+        assert caught.value.field == "min_interval"
+        assert "whatever their interval" in caught.value.message
+        assert "task-type update load-git" in caught.value.message
 
     def test_adaptive_without_min_uses_current_interval(self) -> None:
         task_type = make_type(num_retries=3, default_interval=DAY)

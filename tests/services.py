@@ -24,6 +24,13 @@ behind by a killed process are swept the next time a server is started.
 ``SWH_TEST_FORCE_EMBEDDED`` / ``SWH_TEST_DISABLE_EMBEDDED`` take ``1``/``true``/
 ``all`` or a comma-separated list of service names (``postgresql``, ``redis``).
 
+``SWH_TEST_PREFIX`` (a short name: lowercase letters and digits) lets two
+suites share the local servers: the databases this module creates and drops
+are named ``<prefix>_<name>``, the RabbitMQ virtual hosts ``<prefix>-gwN``
+(``<prefix>-main`` without workers), and each test process starts its own
+throw-away Redis (16 databases cannot be shared by two suites of workers)
+unless ``SWH_TEST_REDIS_URL`` names one.
+
 :func:`require` turns :class:`ServiceUnavailable` into ``pytest.skip``, or into
 ``pytest.fail`` when the ``CI`` environment variable is set (and not ``0``,
 ``false``, ``no`` or empty).
@@ -64,6 +71,7 @@ POSTGRES_URL_ENV = "SWH_TEST_POSTGRES_URL"
 REDIS_URL_ENV = "SWH_TEST_REDIS_URL"
 AMQP_URL_ENV = "SWH_TEST_AMQP_URL"
 FORCE_EMBEDDED_ENV = "SWH_TEST_FORCE_EMBEDDED"
+PREFIX_ENV = "SWH_TEST_PREFIX"
 DISABLE_EMBEDDED_ENV = "SWH_TEST_DISABLE_EMBEDDED"
 CI_ENV = "CI"
 
@@ -104,6 +112,29 @@ def _env_flag_covers(env_var: str, service: str) -> bool:
     names = {part.strip() for part in value.split(",")}
     aliases = {"postgresql": {"postgresql", "postgres", "pg"}, "redis": {"redis"}}
     return bool(names & aliases.get(service, {service}))
+
+
+def prefix() -> str | None:
+    """This suite's ``SWH_TEST_PREFIX``, or ``None`` (it must be a short name)."""
+    value = os.environ.get(PREFIX_ENV, "").strip()
+    if not value:
+        return None
+    if not re.fullmatch(r"[a-z][a-z0-9]{0,11}", value):
+        raise ServiceUnavailable(
+            f"{PREFIX_ENV}={value!r}: use 1-12 lowercase letters and digits, starting with a letter"
+        )
+    return value
+
+
+def prefixed(name: str) -> str:
+    """``name`` as this suite names it on a shared server (``<prefix>_name``)."""
+    given = prefix()
+    if given is None or name.startswith(f"{given}_"):
+        return name
+    named = f"{given}_{name}"
+    if len(named) > 63:  # PostgreSQL would cut it silently
+        raise ValueError(f"database name {named!r} is longer than 63 characters")
+    return named
 
 
 def in_ci() -> bool:
@@ -148,6 +179,7 @@ def sqlalchemy_url(url: str) -> str:
 def database_url(server_url: str, name: str) -> str:
     """``server_url`` with its database replaced by ``name`` (scheme kept)."""
     _check_db_name(name)
+    name = prefixed(name)
     parts = urllib.parse.urlsplit(server_url)
     return urllib.parse.urlunsplit(parts._replace(path="/" + name))
 
@@ -706,7 +738,9 @@ def resolve(
     """
     spec = _SPECS[service]
     if force_embedded is None:
-        force_embedded = _env_flag_covers(FORCE_EMBEDDED_ENV, service)
+        force_embedded = _env_flag_covers(FORCE_EMBEDDED_ENV, service) or (
+            service == "redis" and prefix() is not None
+        )
     if allow_embedded is None:
         allow_embedded = not _env_flag_covers(DISABLE_EMBEDDED_ENV, service)
 
@@ -830,12 +864,14 @@ def _ensure_vhost(url: str, vhost: str) -> str:
 
 @functools.cache
 def _worker_vhost(url: str, worker: int) -> str:
-    """This worker's virtual host: ``swh-test-gwN``, or ``<vhost>-gwN`` when
-    the given URL names a virtual host of its own (two suites run side by
-    side with their own ``SWH_TEST_AMQP_URL`` never share one)."""
+    """This worker's virtual host: ``swh-test-gwN`` (``<prefix>-gwN`` with
+    ``SWH_TEST_PREFIX``; worker -1: ``…-main``, a suite run without workers),
+    or ``<vhost>-gwN`` when the given URL names a virtual host of its own
+    (two suites run side by side with their own ``SWH_TEST_AMQP_URL`` never
+    share one)."""
     base = urllib.parse.unquote(urllib.parse.urlsplit(url).path.lstrip("/"))
-    prefix = base if base not in ("", "/") else "swh-test"
-    return _ensure_vhost(url, f"{prefix}-gw{worker}")
+    stem = base if base not in ("", "/") else (prefix() or "swh-test")
+    return _ensure_vhost(url, f"{stem}-gw{worker}" if worker >= 0 else f"{stem}-main")
 
 
 def redis_url() -> str:
@@ -856,7 +892,10 @@ def redis_side_url() -> str:
 def amqp_url() -> str:
     """The RabbitMQ URL of the tests (this worker's virtual host when in parallel)."""
     url = _cached("rabbitmq")
-    return url if WORKER is None else _worker_vhost(url, WORKER)
+    if WORKER is None:
+        # a suite with a prefix keeps off the default virtual host too
+        return url if prefix() is None else _worker_vhost(url, -1)
+    return _worker_vhost(url, WORKER)
 
 
 #: marker name (as declared in pyproject.toml) -> resolver, for conftest
@@ -890,9 +929,11 @@ def _current_db(server_url: str) -> str:
 
 def _create_database(server_url: str, name: str, template: str | None) -> str:
     _check_db_name(name)
+    name = prefixed(name)
     query = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
     if template is not None:
         _check_db_name(template)
+        template = prefixed(template)
         query = sql.SQL("{} TEMPLATE {}").format(query, sql.Identifier(template))
     with _maintenance_connect(server_url) as conn:
         for attempt in range(50):
@@ -925,6 +966,7 @@ def create_database_from_template(server_url: str, template_name: str, new_name:
 def terminate_backends(server_url: str, name: str) -> int:
     """Terminate the other sessions connected to database ``name``."""
     _check_db_name(name)
+    name = prefixed(name)
     with _maintenance_connect(server_url) as conn:
         rows = conn.execute(
             "select pg_terminate_backend(pid) from pg_stat_activity "
@@ -937,6 +979,7 @@ def terminate_backends(server_url: str, name: str) -> int:
 def drop_database(server_url: str, name: str, *, missing_ok: bool = True) -> None:
     """Terminate the other sessions on ``name`` then ``DROP DATABASE`` it."""
     _check_db_name(name)
+    name = prefixed(name)
     if name == _current_db(server_url):
         raise ValueError(f"cannot drop {name!r} through a connection to itself")
     with _maintenance_connect(server_url) as conn:
@@ -964,6 +1007,7 @@ def set_is_template(server_url: str, name: str, is_template: bool = True) -> Non
     """Mark ``name`` as a template (any CREATEDB user may then clone it, and it
     refuses ``DROP`` until unmarked)."""
     _check_db_name(name)
+    name = prefixed(name)
     with _maintenance_connect(server_url) as conn:
         conn.execute(
             sql.SQL("ALTER DATABASE {} WITH IS_TEMPLATE {}").format(

@@ -48,18 +48,23 @@ ENV_VARS = (
     services.AMQP_URL_ENV,
     services.FORCE_EMBEDDED_ENV,
     services.DISABLE_EMBEDDED_ENV,
+    services.PREFIX_ENV,
 )
 
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    """No SWH_TEST_* variables, an empty resolution cache before and after."""
+    """No SWH_TEST_* variables, and a resolution cache and list of started
+    servers of the test's own: the suite's (a prefixed suite's own Redis,
+    say) are left alone and back after it."""
     for var in ENV_VARS:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(services, "WORKER", None)  # the URLs as resolved, not a worker's share
-    services.clear_cache()
+    monkeypatch.setattr(services, "_cache", {})
+    monkeypatch.setattr(services, "sources", {})
+    monkeypatch.setattr(services, "_started", [])
     yield monkeypatch
-    services.clear_cache()
+    services.stop_all()  # what the test started and left running
 
 
 def _dead_port() -> int:
@@ -361,7 +366,9 @@ def pg_server() -> str:
 def _db_exists(server_url: str, name: str) -> bool:
     with psycopg.connect(services.libpq_url(server_url), autocommit=True) as conn:
         return (
-            conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone()
+            conn.execute(
+                "select 1 from pg_database where datname = %s", (services.prefixed(name),)
+            ).fetchone()
             is not None
         )
 
@@ -371,7 +378,8 @@ def test_template_clone_create_drop(pg_server: str) -> None:
     template, clone = f"swh_test_tpl_{suffix}", f"swh_test_clone_{suffix}"
     tpl_url = services.create_empty_database(pg_server, template)
     try:
-        assert tpl_url.startswith("postgresql+psycopg://") and tpl_url.endswith("/" + template)
+        assert tpl_url.startswith("postgresql+psycopg://")
+        assert tpl_url.endswith("/" + services.prefixed(template))
         with psycopg.connect(services.libpq_url(tpl_url), autocommit=True) as conn:
             conn.execute("create table t (x int)")
             conn.execute("insert into t values (42)")
@@ -414,7 +422,7 @@ def test_template_clone_create_drop(pg_server: str) -> None:
 def test_temporary_database(pg_server: str) -> None:
     name = f"swh_test_tmp_{uuid.uuid4().hex[:12]}"
     with services.temporary_database(pg_server, name) as url:
-        assert _pg_scalar(url, "select current_database()") == name
+        assert _pg_scalar(url, "select current_database()") == services.prefixed(name)
     assert not _db_exists(pg_server, name)
 
 
@@ -434,7 +442,29 @@ def test_url_helpers() -> None:
     )
     assert services.sqlalchemy_url("postgres://u@h/d") == "postgresql+psycopg://u@h/d"
     assert services.database_url("postgresql+psycopg://u@h:1/postgres?a=b", "x1") == (
-        "postgresql+psycopg://u@h:1/x1?a=b"
+        f"postgresql+psycopg://u@h:1/{services.prefixed('x1')}?a=b"
     )
     with pytest.raises(ValueError):
         services.libpq_url("mysql://h/d")
+
+
+def test_a_prefix_names_what_a_suite_makes_on_shared_servers(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    assert services.prefixed("swh_test_1") == "swh_test_1"
+    clean_env.setenv(services.PREFIX_ENV, "b2")
+    assert services.prefixed("swh_test_1") == "b2_swh_test_1"
+    assert services.prefixed("b2_swh_test_1") == "b2_swh_test_1"  # once
+    url = services.database_url("postgresql://u@h:5432/postgres", "swh_x")
+    assert url.endswith("/b2_swh_x")
+    for bad in ("B", "1a", "a-b", "a" * 13):
+        clean_env.setenv(services.PREFIX_ENV, bad)
+        with pytest.raises(services.ServiceUnavailable, match=services.PREFIX_ENV):
+            services.prefix()
+
+
+def test_a_prefix_gives_the_suite_its_own_redis(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv(services.PREFIX_ENV, "b2")
+    url = services.resolve("redis")
+    assert url != services.LOCAL_REDIS_URL and services.sources["redis"].startswith("embedded")
+    assert len(services.started_servers()) == 1

@@ -41,7 +41,7 @@ from typing import Any
 
 from . import validation
 from .beatreport import STALE_ACTIONS, Action, ImportReport, Outcome
-from .beatschedule import KEY_PREFIX, BeatEntry, span
+from .beatschedule import COOLDOWN_SHARE, KEY_PREFIX, BeatEntry, span
 from .exceptions import Conflict, InvalidInput
 from .model import ScheduleKind, Task, TaskStatus, TaskType
 from .policy import default_cron_max_duration, prepare_new_task, start_times, validate_task
@@ -304,8 +304,8 @@ def plan_import(
     if refused:
         raise InvalidInput(
             "beat_schedule",
-            f"{len(refused)} entries refused, nothing imported: "
-            + "; ".join(str(e) for e in refused),
+            f"{len(refused)} entries refused, nothing imported:\n"
+            + "\n".join(f"  {e}" for e in refused),
         )
     plan.types = types.new
     plan.stale = _stale(store, {e.key for e in entries} | set(keep))
@@ -375,7 +375,28 @@ def import_entries(
     outcomes.sort(key=lambda o: (o.action in STALE_ACTIONS, order.get(o.name, 0), o.key))
     warnings = tuple(w for e in entries for w in e.warnings)
     types = tuple((t.type, t.backend_name, t.effective_queue) for t in plan.types)
-    return ImportReport(tuple(outcomes), types, warnings, dry_run)
+    notes = _notes(entries, outcomes)
+    return ImportReport(tuple(outcomes), types, warnings, dry_run, notes=notes)
+
+
+def _notes(entries: Sequence[BeatEntry], outcomes: Sequence[Outcome]) -> tuple[str, ...]:
+    """How the periodic entries created or updated run here, against beat
+    (one note naming them)."""
+    written = {o.name for o in outcomes if o.action in (Action.CREATED, Action.UPDATED)}
+    periodic = [e.name for e in entries if e.kind is ScheduleKind.PERIODIC and e.name in written]
+    if not periodic:
+        return ()
+    cooldown = round(COOLDOWN_SHARE * 100)
+    more = round((1 / COOLDOWN_SHARE - 1) * 100)
+    shown = ", ".join(repr(n) for n in periodic[:5]) + (" ..." if len(periodic) > 5 else "")
+    return (
+        f"{len(periodic)} periodic entr{'y' if len(periodic) == 1 else 'ies'} ({shown}): "
+        "beat starts one exactly every period; here a run may start once a cooldown of "
+        f"{cooldown} % of the period has passed since the last one ended (and should by one "
+        f"period after the last start), so an idle platform runs a short task up to {more} % "
+        "more often than beat; a busy one keeps to once per period. A crontab entry fires "
+        "at beat's instants",
+    )
 
 
 def _created_schedule(entry: BeatEntry, task: Task) -> str:

@@ -105,6 +105,8 @@ class ImportReport:
     types_created: tuple[tuple[str, str, str], ...] = ()
     warnings: tuple[str, ...] = ()
     dry_run: bool = False
+    #: what differs from beat without being wrong (printed as ``note: ...``)
+    notes: tuple[str, ...] = ()
 
     def count(self, action: Action) -> int:
         return sum(1 for o in self.outcomes if o.action is action)
@@ -148,6 +150,7 @@ class ImportReport:
         ]
         out += [o.line(self.dry_run) for o in self.outcomes]
         out += [f"warning: {w}" for w in self.warnings]
+        out += [f"note: {n}" for n in self.notes]
         out.append(self.summary())
         return out
 
@@ -160,6 +163,7 @@ class ImportReport:
                 {"type": n, "backend_name": t, "queue": q} for n, t, q in self.types_created
             ],
             "warnings": list(self.warnings),
+            "notes": list(self.notes),
             "summary": self.summary(),
         }
 

@@ -280,9 +280,12 @@ def translate_schedule(
     tz: str,
     route: Callable[[str, Mapping[str, Any]], str],
     exclude: Iterable[str] = (),
+    refused: list[InvalidInput] | None = None,
 ) -> list[BeatEntry]:
     """Every entry of ``beat_schedule`` but the ``exclude``d ones, in
-    name order; one :class:`InvalidInput` listing every entry refused."""
+    name order; one :class:`InvalidInput` listing every entry refused, one
+    per line, or, when a ``refused`` list is given, the entries that can be
+    taken (the others' errors appended to it)."""
     if beat_schedule is None:
         return []
     if not isinstance(beat_schedule, Mapping):
@@ -290,20 +293,23 @@ def translate_schedule(
     validation.zone("timezone", tz)
     left_out = set(exclude)
     entries: list[BeatEntry] = []
-    refused: list[InvalidInput] = []
+    errors: list[InvalidInput] = []
     for name in sorted(beat_schedule, key=str):
         if name in left_out:
             continue
         try:
             entries.append(translate_entry(name, beat_schedule[name], tz=tz, route=route))
         except InvalidInput as error:
-            refused.append(error)
-    if len(refused) == 1:
-        raise refused[0]
-    if refused:
+            errors.append(error)
+    if refused is not None:
+        refused.extend(errors)
+        return entries
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
         raise InvalidInput(
             "beat_schedule",
-            f"{len(refused)} entries refused: " + "; ".join(str(e) for e in refused),
+            f"{len(errors)} entries refused:\n" + "\n".join(f"  {e}" for e in errors),
         )
     return entries
 
@@ -334,11 +340,18 @@ def celery_route(app: Any) -> Callable[[str, Mapping[str, Any]], str]:
     return route
 
 
-def app_entries(app: Any, *, exclude: Iterable[str] = ()) -> list[BeatEntry]:
+def app_entries(
+    app: Any, *, exclude: Iterable[str] = (), refused: list[InvalidInput] | None = None
+) -> list[BeatEntry]:
     """The translated ``beat_schedule`` of a Celery app (its
-    ``beat_cron_starting_deadline``, when set, is a warning of each cron entry)."""
+    ``beat_cron_starting_deadline``, when set, is a warning of each cron
+    entry); ``refused`` as :func:`translate_schedule` takes it."""
     entries = translate_schedule(
-        app.conf.beat_schedule, tz=app_time_zone(app), route=celery_route(app), exclude=exclude
+        app.conf.beat_schedule,
+        tz=app_time_zone(app),
+        route=celery_route(app),
+        exclude=exclude,
+        refused=refused,
     )
     deadline = app.conf.get("beat_cron_starting_deadline")
     if deadline is None:

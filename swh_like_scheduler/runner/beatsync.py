@@ -17,6 +17,12 @@ does (:mod:`..beatimport`), according to the Celery setting
 * ``False``: stop beat, naming the entries, when ``beat_schedule`` has any
   (beat -S swh would not run them).
 
+An entry beat -S swh cannot take (a ``solar`` schedule, a schedule class
+of one's own...) is left out with a warning naming it and why, and the
+others are imported; ``swh_scheduler_beat_exclude`` (a list of entry names)
+leaves entries out on purpose, as ``import-beat --exclude`` (their tasks,
+if any, are kept as they are).
+
 ``swh_scheduler_beat_create_types`` (default ``False``) creates the task
 type an entry needs, as ``import-beat --create-types``. Tasks of entries
 removed from ``beat_schedule`` are named in a warning and kept (``swh
@@ -32,7 +38,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..beatimport import Action, ImportReport, import_entries
-from ..beatschedule import app_entries
+from ..beatschedule import BeatEntry, app_entries, entry_key
 from ..exceptions import Conflict, InvalidInput, StoreError
 
 logger = logging.getLogger(__name__)
@@ -41,6 +47,8 @@ logger = logging.getLogger(__name__)
 IMPORT_SETTING = "swh_scheduler_import_beat_schedule"
 #: the Celery setting that lets that import create task types
 CREATE_TYPES_SETTING = "swh_scheduler_beat_create_types"
+#: the Celery setting naming entries beat -S swh leaves out
+EXCLUDE_SETTING = "swh_scheduler_beat_exclude"
 #: seconds between two attempts at an import that could not finish
 RETRY_EVERY = 10.0
 _MODES = {True: "import", False: "off", "check": "check"}
@@ -69,9 +77,12 @@ class BeatScheduleSync:
         if not isinstance(create, bool):
             raise InvalidInput(CREATE_TYPES_SETTING, f"must be True or False, not {create!r}")
         self.create_types = create
+        self.exclude = excluded(app.conf.get(EXCLUDE_SETTING), app.conf.beat_schedule or {})
         #: an import is still to do (busy tasks, database out of reach)
         self.pending = False
         self._next_try = 0.0
+        #: beat_schedule keys whose tasks the import keeps as they are
+        self.keep: set[str] = set()
 
     def start(self, now: datetime) -> None:
         """Import, check or refuse ``beat_schedule`` (module doc);
@@ -90,7 +101,7 @@ class BeatScheduleSync:
         if not names:
             logger.info("beat_schedule is empty: nothing to import")
             return
-        entries = app_entries(self.app)  # an entry refused stops beat
+        entries = self._entries(warn=True)
         if self.mode == "check":
             self._check(entries, now)
             return
@@ -101,10 +112,26 @@ class BeatScheduleSync:
         if not self.pending or time.monotonic() < self._next_try:
             return
         try:
-            self._import(app_entries(self.app), now)
+            self._import(self._entries(warn=False), now)
         except InvalidInput as error:  # an entry refused now (a type deleted...)
             logger.error("beat_schedule not imported: %s", error)
             self._later()
+
+    def _entries(self, *, warn: bool) -> list[BeatEntry]:
+        """The entries beat takes: all but the excluded ones and those it
+        cannot take (each named in a warning when ``warn``)."""
+        refused: list[InvalidInput] = []
+        entries = app_entries(self.app, exclude=self.exclude, refused=refused)
+        taken = {e.name for e in entries}
+        #: the tasks of entries left out are kept as they are (never "stale")
+        self.keep = {
+            entry_key(str(name))
+            for name in (self.app.conf.beat_schedule or {})
+            if str(name) not in taken
+        }
+        for error in refused if warn else ():
+            logger.warning("beat_schedule: left out (beat -S swh cannot run it): %s", error)
+        return entries
 
     def _later(self) -> None:
         self.pending = True
@@ -117,6 +144,7 @@ class BeatScheduleSync:
                 entries,
                 now=now,
                 create_types=self.create_types,
+                keep=self.keep,
                 hint=f"set {CREATE_TYPES_SETTING} = True",
             )
         except (StoreError, Conflict) as error:  # out of reach; a task kept changing
@@ -135,6 +163,7 @@ class BeatScheduleSync:
             now=now,
             dry_run=True,
             create_types=self.create_types,
+            keep=self.keep,
             hint=f"set {CREATE_TYPES_SETTING} = True",
         )
         differ = [
@@ -153,6 +182,20 @@ class BeatScheduleSync:
                 f"or set {IMPORT_SETTING} to True",
             )
         logger.info("beat_schedule checked: %s", report.summary())
+
+
+def excluded(value: Any, schedule: Any) -> frozenset[str]:
+    """The entry names of the ``swh_scheduler_beat_exclude`` setting, each
+    in ``beat_schedule``; :class:`InvalidInput` naming the setting otherwise."""
+    if value is None:
+        return frozenset()
+    if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
+        raise InvalidInput(EXCLUDE_SETTING, f"must be a list of entry names, not {value!r}")
+    names = frozenset(value)
+    unknown = sorted(str(n) for n in names if n not in schedule)
+    if unknown:
+        raise InvalidInput(EXCLUDE_SETTING, f"beat_schedule has no entry {unknown[0]!r}")
+    return names
 
 
 def _entries(names: list[str]) -> str:

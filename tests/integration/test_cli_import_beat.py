@@ -63,7 +63,10 @@ def test_import_into_an_empty_database_then_again(db_url: str, workdir: Path) ->
     module = config(workdir)
     refused = run(db_url, module)
     assert refused.exit_code == 2, refused.output
-    assert "error: beat_schedule: 2 entries refused, nothing imported" in refused.stderr
+    assert "error: beat_schedule: 2 entries refused, nothing imported:\n" in refused.stderr
+    # one refused entry per line
+    each = refused.stderr.splitlines()[1:]
+    assert len(each) == 2 and "every-5s" in each[0] and "every-minute" in each[1]
     assert "--create-types" in refused.stderr
     assert tasks(db_url) == {}
 
@@ -78,6 +81,9 @@ def test_import_into_an_empty_database_then_again(db_url: str, workdir: Path) ->
         "entry 'every-minute': task 2 created (type proj.tick, cron '* * * * *' (Europe/Paris)"
     )
     assert lines[-1] == "2 beat_schedule entries: 2 created; 1 task type(s) created"
+    # how a periodic entry runs here, said once at its import
+    assert lines[-2].startswith("note: 1 periodic entry ('every-5s'): beat starts one exactly")
+    assert "up to 11 % more often than beat" in lines[-2]
     assert "warning: entry 'every-5s': option 'priority' is not translated" in first.stderr
     created = tasks(db_url)
     assert set(created) == {"beat:every-5s", "beat:every-minute"}
@@ -151,3 +157,25 @@ def test_an_app_given_with_app(db_url: str, workdir: Path) -> None:
     assert "task type proj.tick created (Celery task proj.tick, queue proj)" in result.stdout
     task = tasks(db_url)["beat:t"]
     assert task.tz == "Asia/Tokyo"
+
+
+def test_a_hand_edit_of_an_imported_task_is_told_and_the_import_reports_it(
+    db_url: str, workdir: Path
+) -> None:
+    module = config(workdir)
+    assert run(db_url, module, "--create-types").exit_code == 0
+    edit = CliRunner().invoke(
+        swh, ["scheduler", "--db-url", db_url, "task", "update", "1", "--period", "1m"]
+    )
+    assert edit.exit_code == 0, (edit.output, edit.stderr)
+    assert "warning: task 1 is beat_schedule entry 'every-5s' (key beat:every-5s)" in edit.stderr
+    assert "sets schedule_kind, period back" not in edit.stderr
+    assert "sets period back to the entry's" in edit.stderr
+    # a field the entry does not decide is the operator's: no warning
+    quiet = CliRunner().invoke(
+        swh, ["scheduler", "--db-url", db_url, "task", "update", "1", "--priority", "high"]
+    )
+    assert quiet.exit_code == 0 and "warning" not in quiet.stderr
+    again = run(db_url, module)
+    assert "entry 'every-5s': task 1 updated (schedule: every 1m -> every 5s)" in again.stdout
+    assert tasks(db_url)["beat:every-5s"].priority.value == "high"

@@ -187,8 +187,19 @@ def test_every_refused_entry_is_named_and_none_is_returned() -> None:
             route=to_default,
         )
     assert caught.value.field == "beat_schedule"
-    assert "2 entries refused" in caught.value.message
-    assert "'bad1'" in caught.value.message and "'bad2'" in caught.value.message
+    # one entry per line
+    first, *each = caught.value.message.splitlines()
+    assert first == "2 entries refused:"
+    assert len(each) == 2 and "'bad1'" in each[0] and "'bad2'" in each[1]
+    refused: list[InvalidInput] = []
+    taken = translate_schedule(
+        {"good": {"task": "a", "schedule": 5}, "bad": {"task": "a"}},
+        tz="UTC",
+        route=to_default,
+        refused=refused,
+    )
+    assert [e.name for e in taken] == ["good"]
+    assert [e.field for e in refused] == ["beat_schedule['bad'].schedule"]
     left = translate_schedule(
         {"good": {"task": "a", "schedule": 5}, "bad": {"task": "a"}},
         tz="UTC",

@@ -95,3 +95,47 @@ def test_a_database_out_of_reach_at_start_is_imported_into_once_back(
     finally:
         store.close()
         services.drop_database(postgres_server, name)
+
+
+def test_beat_leaves_out_what_it_cannot_run_and_what_it_is_told_to(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from celery.schedules import solar
+
+    from swh_like_scheduler.runner.beatsync import EXCLUDE_SETTING
+
+    class Every5:  # a schedule class of one's own
+        def is_due(self, last_run_at: datetime) -> tuple[bool, float]:
+            return True, 5.0
+
+    dawn = solar.__new__(solar)  # solar() itself needs ``ephem`` to compute sun times
+    dawn.event, dawn.lat, dawn.lon = "sunrise", 48.85, 2.35
+    app = beat_app(swh_scheduler_beat_create_types=True)
+    app.conf.beat_schedule.update(
+        {
+            "dawn": {"task": "proj.ping", "schedule": dawn},
+            "custom": {"task": "proj.ping", "schedule": Every5()},
+            "skipped": {"task": "proj.ping", "schedule": 60, "args": ("s",)},
+        }
+    )
+    app.conf[EXCLUDE_SETTING] = ["skipped"]
+    store = SQLAlchemyStore.from_url(sqlite_url)
+    caplog.set_level(logging.INFO, logger="swh_like_scheduler.runner.beatsync")
+    try:
+        BeatScheduleSync(app, store).start(NOW)
+        assert [t.key for t in store.search_tasks()] == ["beat:ping"]
+        left_out = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+        assert len(left_out) == 2, left_out
+        assert any("'custom'" in m for m in left_out) and any("'dawn'" in m for m in left_out)
+        assert all(r.levelno == logging.WARNING for r in caplog.records if "left out" in r.msg)
+        # nothing named stale: the tasks of entries left out are kept as they are
+        assert "no longer in beat_schedule" not in caplog.text
+        app.conf[EXCLUDE_SETTING] = ["nosuch"]
+        with pytest.raises(InvalidInput) as unknown:
+            BeatScheduleSync(app, store)
+        assert unknown.value.field == EXCLUDE_SETTING and "'nosuch'" in unknown.value.message
+        app.conf[EXCLUDE_SETTING] = "skipped"
+        with pytest.raises(InvalidInput, match="list of entry names"):
+            BeatScheduleSync(app, store)
+    finally:
+        store.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from . import policy, validation
@@ -97,9 +97,7 @@ def task_type_from_input(values: Mapping[str, Any]) -> TaskType:
     for name in TASK_TYPE_DURATIONS:
         if name in parsed:
             raw = parsed[name]
-            parsed[name] = validation.parse_duration(name, raw)
-            if name in _POSITIVE_TYPE and parsed[name] <= timedelta(0):
-                raise InvalidInput(name, f"{raw!r} must be longer than zero")
+            parsed[name] = validation.parse_duration(name, raw, positive=name in _POSITIVE_TYPE)
     for name in ("max_queue_length", "num_retries"):
         if name in parsed:
             parsed[name] = validation.non_negative_int(name, parsed[name])
@@ -186,9 +184,7 @@ def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: date
     fields["tz"] = tz
     for name in _TASK_DURATIONS:
         if not _blank(values.get(name)):
-            fields[name] = validation.parse_duration(name, values[name])
-            if name in _POSITIVE and fields[name] <= timedelta(0):
-                raise InvalidInput(name, f"{values[name]!r} must be longer than zero")
+            fields[name] = validation.parse_duration(name, values[name], positive=name in _POSITIVE)
     if not _blank(values.get("args")):
         fields["args"] = tuple(json_value("args", values["args"], list))
     if not _blank(values.get("kwargs")):

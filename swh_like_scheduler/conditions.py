@@ -16,7 +16,7 @@ from typing import Any
 from . import policy
 from .exceptions import UnknownTaskType
 from .jsonable import hidden_kwargs
-from .model import Task, TaskRun, TaskStatus
+from .model import ScheduleKind, Task, TaskRun, TaskStatus
 from .records import WorkerState
 from .store import SchedulerStore, TaskFilter
 
@@ -130,12 +130,15 @@ def summarise(
     now: datetime,
     *,
     task_type: str | None = None,
+    kind: ScheduleKind | None = None,
+    key_prefix: str | None = None,
     show: str | None = None,
     limit: int = 20,
     at_least: bool = False,
 ) -> ConditionSummary:
     """The conditions at ``now`` of the tasks of ``task_type`` (default: all
-    types), listing up to ``limit`` tasks at level ``show`` (with
+    types; and of schedule ``kind``, with keys starting ``key_prefix``, when
+    given), listing up to ``limit`` tasks at level ``show`` (with
     ``at_least``: at that level or worse, the worst first), the most late
     first; ``show=None`` lists none.
 
@@ -153,7 +156,7 @@ def summarise(
     counts: dict[str, dict[str, int]] = {}
     kept: list[Listed] = []
     matched = 0
-    criteria = TaskFilter(type=task_type, status=WATCHED)
+    criteria = TaskFilter(type=task_type, status=WATCHED, schedule_kind=kind, key_prefix=key_prefix)
     after = 0
     while page := store.search_tasks(criteria, after_id=after, limit=PAGE):
         after = page[-1].id or 0

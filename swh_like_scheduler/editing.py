@@ -21,6 +21,8 @@ from . import validation
 from .builders import boolean_value, json_value
 from .exceptions import InvalidInput
 from .model import (
+    POSITIVE_TASK_DURATIONS,
+    POSITIVE_TYPE_DURATIONS,
     TASK_TYPE_DURATIONS,
     BlackoutPeriod,
     CatchUp,
@@ -149,7 +151,7 @@ def _task_value(name: str, field: str, raw: Any) -> Any:
             raise InvalidInput(name, "cannot be unset")
         return None
     if field in _TASK_DURATIONS:
-        return validation.parse_duration(name, raw)
+        return validation.parse_duration(name, raw, positive=field in POSITIVE_TASK_DURATIONS)
     if field == "schedule_kind":
         return _choice(name, raw, ScheduleKind)
     if field == "priority":
@@ -201,7 +203,7 @@ def _type_value(name: str, raw: Any) -> Any:
             raise InvalidInput(name, "cannot be unset")
         return None
     if name in TASK_TYPE_DURATIONS:
-        return validation.parse_duration(name, raw)
+        return validation.parse_duration(name, raw, positive=name in POSITIVE_TYPE_DURATIONS)
     if name in ("max_queue_length", "num_retries"):
         return validation.non_negative_int(name, raw)
     if name == "backoff_factor":

@@ -99,7 +99,7 @@ TASK_TYPE_DURATIONS = (
 
 
 #: the durations of a task type that 0 cannot be
-_POSITIVE_TYPE_DURATIONS = (
+POSITIVE_TYPE_DURATIONS = (
     "default_interval",
     "min_interval",
     "max_interval",
@@ -186,7 +186,7 @@ class TaskType:
             validation.identifier("queue", self.queue)
         for name in TASK_TYPE_DURATIONS:
             check_duration(name, getattr(self, name))
-        for name in _POSITIVE_TYPE_DURATIONS:
+        for name in POSITIVE_TYPE_DURATIONS:
             value = getattr(self, name)
             if value is not None and value <= timedelta(0):
                 raise InvalidInput(name, f"{value} must be longer than zero")
@@ -290,8 +290,17 @@ MAX_ARGUMENT_BYTES = 64 * 1024
 
 
 def canonical_json(value: Any) -> str:
-    """The JSON text used to compare and hash task arguments."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The JSON text used to compare and hash task arguments (NaN and the
+    infinities are refused: they are not JSON, and no database stores them)."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def _unjson(error: Exception) -> str:
+    if isinstance(error, ValueError) and "Out of range float" in str(error):
+        return "NaN and infinities are not JSON numbers (give a number, or a text in quotes)"
+    return str(error)
 
 
 def arguments_hash(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
@@ -315,7 +324,7 @@ SCHEDULE_ALLOWED: dict[ScheduleKind, frozenset[str]] = {
 }
 SCHEDULE_PARAMETERS = tuple(name for names in SCHEDULE_ALLOWED.values() for name in names)
 #: the durations of a task that 0 cannot be (a cooldown, a delay may)
-_POSITIVE_TASK_DURATIONS = (
+POSITIVE_TASK_DURATIONS = (
     "period",
     "current_interval",
     "cron_max_duration",
@@ -405,7 +414,7 @@ class Task:
         try:
             text = canonical_json({"args": list(self.args), "kwargs": self.kwargs})
         except (TypeError, ValueError) as exc:
-            raise InvalidInput("arguments", f"must be JSON-serialisable: {exc}") from None
+            raise InvalidInput("arguments", f"must be JSON-serialisable: {_unjson(exc)}") from None
         if "\\u0000" in text:  # how JSON writes NUL (rare: then look closer)
             validation.storable("args", self.args)
             validation.storable("kwargs", self.kwargs)
@@ -455,7 +464,7 @@ class Task:
         for name in SCHEDULE_PARAMETERS:
             if name not in SCHEDULE_ALLOWED[kind] and getattr(self, name) is not None:
                 raise InvalidInput(name, f"does not apply to {kind} tasks")
-        for name in _POSITIVE_TASK_DURATIONS:
+        for name in POSITIVE_TASK_DURATIONS:
             value = getattr(self, name)
             if value is not None and value <= timedelta(0):
                 raise InvalidInput(name, f"{value} must be longer than zero")
@@ -593,9 +602,7 @@ _TASK_REBUILT = frozenset(
 #: the fields a change may name
 _TASK_CHANGEABLE = frozenset(f.name for f in fields(Task) if f.init)
 #: the fields whose change checks the schedule again (:meth:`Task._check_schedule`)
-_TASK_SCHEDULE_FIELDS = frozenset(
-    {"schedule_kind", *SCHEDULE_PARAMETERS, *_POSITIVE_TASK_DURATIONS}
-)
+_TASK_SCHEDULE_FIELDS = frozenset({"schedule_kind", *SCHEDULE_PARAMETERS, *POSITIVE_TASK_DURATIONS})
 #: how :meth:`Task.updated` checks (and converts) a changed field's value, as
 #: ``__post_init__`` does
 _TASK_CHECKS: dict[str, Callable[[str, Any], Any]] = {

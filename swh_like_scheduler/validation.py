@@ -30,8 +30,11 @@ LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 MAX_DURATION = timedelta(days=36_525)
 
 
-def parse_duration(field: str, value: str | int | float | timedelta) -> timedelta:
-    """A non-negative duration from ``timedelta``, seconds, or text.
+def parse_duration(
+    field: str, value: str | int | float | timedelta, *, positive: bool = False
+) -> timedelta:
+    """A non-negative duration from ``timedelta``, seconds, or text (with
+    ``positive``: longer than zero, and the message for -5 says so too).
 
     Text may be ``"3 days"``, ``"1h30m"``, ``"12:00:00"``, Python's own
     ``"64 days, 0:00:00"`` or ISO 8601 (``"PT5M"``, ``"P1D"``).
@@ -73,6 +76,8 @@ def parse_duration(field: str, value: str | int | float | timedelta) -> timedelt
         raise InvalidInput(field, f"{value!r} is not a duration")
     if math.isnan(seconds):
         raise InvalidInput(field, f"{value!r} is not a duration")
+    if positive and seconds <= 0:
+        raise InvalidInput(field, f"{value!r} is not a duration longer than zero (as it must be)")
     if seconds < 0:
         raise InvalidInput(field, f"{value!r} is negative; a duration must be >= 0")
     if seconds > MAX_DURATION.total_seconds():

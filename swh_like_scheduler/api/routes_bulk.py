@@ -9,7 +9,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
-from ..model import TaskStatus
+from ..model import ScheduleKind, TaskStatus
 from ..store.values import BULK_MAX_IDS, BulkAction, BulkFilter
 from .deps import WRITE, State
 from .responses import Out
@@ -25,6 +25,7 @@ class BulkIn(Body):
     """The filter (every criterion given must hold) and the window."""
 
     type: StrictStr | None = Field(default=None, max_length=200)
+    kind: ScheduleKind | None = None
     status: list[TaskStatus] | None = Field(default=None, min_length=1, max_length=5)
     condition: list[Literal["OK", "WARNING", "ERROR"]] | None = Field(
         default=None, min_length=1, max_length=3
@@ -70,6 +71,7 @@ def act_on_matching_tasks(
     request.state.error_prefix = ["body"]
     criteria = BulkFilter(
         type=body.type,
+        schedule_kind=body.kind,
         status=tuple(body.status) if body.status is not None else None,
         condition=tuple(body.condition) if body.condition is not None else None,
         key_prefix=body.key_prefix,

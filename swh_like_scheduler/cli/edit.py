@@ -108,6 +108,12 @@ def changed_lines(before: Task, after: Task) -> list[str]:
 @click.option("--max-expected-duration", help="Longer runs are logged.")
 @click.option("--max-allowed-duration", help="Longer runs are terminated.")
 @click.option("--clear-arguments", is_flag=True, help="Call the task with no arguments.")
+@click.option(
+    "--replace-arguments",
+    is_flag=True,
+    help="The ARG and KEY=VALUE items given are all the task's arguments "
+    "(default: KEY=VALUE items are merged into its keyword arguments).",
+)
 @click.option("--reset-retries", is_flag=True, help="Forget the failures in a row.")
 @click.option("--catch-up", help="Missed firings: latest, skip, or none (the type's).")
 @click.option("--catch-up-grace", help="How late a firing may run with skip (none: the type's).")
@@ -121,6 +127,7 @@ def update_task(
     blackouts: tuple[str, ...],
     nodes: tuple[str, ...],
     clear_arguments: bool,
+    replace_arguments: bool,
     reset_retries: bool,
     no_check_args: bool,
     as_json: bool,
@@ -128,8 +135,10 @@ def update_task(
 ) -> None:
     """Change task ID (or the one with --key K) in place.
 
-    ARG and KEY=VALUE items replace the task's arguments, read as in
-    `task add`. The new can/should start times are computed by the policy
+    ARG and KEY=VALUE items are read as in `task add`: each KEY=VALUE sets
+    that keyword argument and keeps the others; ARG items, if any, replace
+    the positional arguments (--replace-arguments: the items given are all
+    the arguments). The new can/should start times are computed by the policy
     engine for the new schedule from the task's history (a new period keeps
     the last good run as anchor; a new cron expression gives its first
     firing after the last good run's start, due at once if that is past).
@@ -143,11 +152,19 @@ def update_task(
     """
     target, arguments = _target(items, key)
     values: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
+    store = cli.store
+    before: Task | None = None
     if arguments or clear_arguments:
         if arguments and clear_arguments:
             raise InvalidInput("clear-arguments", "give arguments or --clear-arguments, not both")
         args, kwargs = split_arguments(arguments)
+        if arguments and not replace_arguments:
+            before = _current(store, target, key)
+            args = args or list(before.args)
+            kwargs = {**before.kwargs, **kwargs}
         values.update(args=args, kwargs=kwargs)
+    elif replace_arguments:
+        raise InvalidInput("replace-arguments", "give the arguments that replace the task's")
     if blackouts:
         values["blackout_periods"] = _none_or(blackouts, lambda: [_window(b) for b in blackouts])
     if nodes:
@@ -157,13 +174,13 @@ def update_task(
     if not values:
         raise click.UsageError("nothing to change: give at least one field option")
     changes = task_changes(values)
-    store = cli.store
-    before = _current(store, target, key)
+    before = before or _current(store, target, key)
     if "args" in values:
         task_type = store.get_task_type(before.type)
         if task_type is not None:
             checked_arguments(task_type, values["args"], values["kwargs"], check=not no_check_args)
     edited = store.edit_task(task_id=target, key=key, changes=changes, now=now())
+    _warn_if_imported(before, edited)
     if as_json:
         emit_json(render.task_json(edited))
         return
@@ -183,6 +200,30 @@ def update_task(
 update_task.help = (update_task.help or "").format(
     nullable=", ".join(nullable_task_inputs()), idle=_IDLE
 )
+
+
+#: the task fields a beat_schedule entry decides (an import puts them back)
+_BEAT_FIELDS = ("type", "args", "kwargs", "schedule_kind", "period", "cron", "tz")
+
+
+def _warn_if_imported(before: Task, edited: Task) -> None:
+    """Say so when a task imported from a beat_schedule entry was edited in
+    a field that the entry decides: the next import puts the entry's back."""
+    if not (edited.key or "").startswith("beat:"):
+        return
+    from ..beatschedule import KEY_PREFIX
+
+    moved = [f for f in _BEAT_FIELDS if getattr(before, f) != getattr(edited, f)]
+    if not moved or not (edited.key or "").startswith(KEY_PREFIX):
+        return
+    entry = (edited.key or "").removeprefix(KEY_PREFIX)
+    click.echo(
+        f"warning: task {edited.id} is beat_schedule entry {entry!r} (key {edited.key}): the "
+        f"next import (swh scheduler import-beat, or celery beat -S swh at start) sets "
+        f"{', '.join(moved)} back to the entry's; change the entry instead (it reports "
+        "that update)",
+        err=True,
+    )
 
 
 def _target(items: tuple[str, ...], key: str | None) -> tuple[int | None, tuple[str, ...]]:

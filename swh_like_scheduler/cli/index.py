@@ -9,6 +9,7 @@ import click
 
 from ..exceptions import InvalidInput, SchedulerError
 from .base import CliContext, emit_json, pass_cli, reported
+from .filters import type_option
 
 if TYPE_CHECKING:
     from ..index import RedisIndex
@@ -25,12 +26,12 @@ def _types(cli: CliContext, types: tuple[str, ...]) -> list[str]:
     known = [t.type for t in cli.store.get_task_types()]
     for name in types:
         if name not in known:
-            raise reported(InvalidInput("task-type", f"{name!r} is not a registered task type"))
+            raise reported(InvalidInput("type", f"{name!r} is not a registered task type"))
     return list(types) or known
 
 
 @click.command("status")
-@click.option("-t", "--task-type", "types", multiple=True, help="Only these types.")
+@type_option("Only these types (repeatable).", dest="types", multiple=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_cli
 def status(cli: CliContext, types: tuple[str, ...], as_json: bool) -> None:
@@ -80,7 +81,7 @@ def _state(row: dict[str, Any]) -> str:
 
 
 @click.command("rebuild")
-@click.option("-t", "--task-type", "types", multiple=True, help="Only these types.")
+@type_option("Only these types (repeatable).", dest="types", multiple=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_cli
 def rebuild_command(cli: CliContext, types: tuple[str, ...], as_json: bool) -> None:
@@ -112,7 +113,7 @@ def rebuild_command(cli: CliContext, types: tuple[str, ...], as_json: bool) -> N
 
 
 @click.command("check")
-@click.option("-t", "--task-type", "types", multiple=True, help="Only these types.")
+@type_option("Only these types (repeatable).", dest="types", multiple=True)
 @click.option("--page", type=click.IntRange(min=1), default=1000, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_cli

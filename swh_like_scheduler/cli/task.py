@@ -22,6 +22,7 @@ from ..validation import parse_datetime
 from . import render
 from .arguments import checked_arguments, no_check_args_option, task_checker
 from .base import CliContext, emit_json, now, pass_cli
+from .filters import condition_option, key_prefix_option, kind_option, status_option, type_option
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
@@ -130,6 +131,8 @@ def add(
     args, kwargs = split_arguments(arguments)
     values: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
     values.update(args=args, kwargs=kwargs, type=type_name)
+    if "key" in values and not values["key"].strip():
+        raise InvalidInput("key", "is empty: give a key, or leave --key out")
     if blackouts:
         values["blackout_periods"] = [_window(b) for b in blackouts]
     if nodes:
@@ -162,7 +165,7 @@ def _window(text: str) -> dict[str, str]:
 )
 @click.option("--columns", "-c", help="Comma-separated columns of a CSV without header.")
 @click.option("--delimiter", "-d", default=",", show_default=True)
-@click.option("--task-type", "-t", "default_type", help="Type of rows that name none.")
+@type_option("Type of rows that name none.", dest="default_type")
 @click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @no_check_args_option
@@ -246,14 +249,13 @@ def _count_rows(name: str, *, header: bool) -> int | None:
 
 @click.command("list")
 @click.option("--task-id", "-i", "ids", multiple=True, type=int, help="Only these ids.")
-@click.option("--task-type", "-t", help="Only tasks of this type.")
-@click.option(
-    "--status", "-s", "statuses", multiple=True, type=click.Choice([s.value for s in TaskStatus])
-)
+@type_option()
+@kind_option()
+@status_option()
+@condition_option()
+@key_prefix_option()
 @click.option("--policy", "-p", type=click.Choice(["recurring", "oneshot"]))
-@click.option("--kind", type=click.Choice([k.value for k in ScheduleKind]))
 @click.option("--priority", "-P", type=click.Choice([p.value for p in Priority]))
-@click.option("--key-prefix", help="Only tasks whose key starts with this.")
 @click.option("--before", help="Only tasks whose next run is before this instant.")
 @click.option("--after-id", default=0, show_default=True, help="Page: ids above this one.")
 @click.option("--limit", "-l", default=100, show_default=True, type=click.IntRange(1))
@@ -262,33 +264,58 @@ def _count_rows(name: str, *, header: bool) -> int | None:
 def list_tasks(
     cli: CliContext,
     ids: tuple[int, ...],
-    task_type: str | None,
-    statuses: tuple[str, ...],
-    policy: str | None,
+    type_name: str | None,
     kind: str | None,
-    priority: str | None,
+    statuses: tuple[str, ...],
+    levels: tuple[str, ...],
     key_prefix: str | None,
+    policy: str | None,
+    priority: str | None,
     before: str | None,
     after_id: int,
     limit: int,
     as_json: bool,
 ) -> None:
-    """List tasks, by increasing id (page with --after-id)."""
+    """List tasks, by increasing id (page with --after-id). With --condition,
+    the tasks are read a page at a time until --limit of them match."""
     if ids:
         found = cli.store.get_tasks(list(ids))
     else:
         criteria = TaskFilter(
-            type=task_type,
+            type=type_name,
             status=[TaskStatus(s) for s in statuses] or None,
             priority=Priority(priority) if priority else None,
             schedule_kind=ScheduleKind(kind) if kind else None,
             key_prefix=key_prefix,
             next_run_before=parse_datetime("before", before) if before else None,
         )
-        found = cli.store.search_tasks(criteria, after_id=after_id, limit=limit)
+        if levels:
+            found = _with_condition(cli, criteria, {lv.upper() for lv in levels}, after_id, limit)
+        else:
+            found = cli.store.search_tasks(criteria, after_id=after_id, limit=limit)
     if policy:
         found = [t for t in found if t.policy.value == policy]
     show_tasks(found, as_json, f"Found {plural(len(found), 'task')}")
+
+
+def _with_condition(
+    cli: CliContext, criteria: TaskFilter, levels: set[str], after_id: int, limit: int
+) -> list[Task]:
+    """The first ``limit`` tasks matching ``criteria`` whose condition now is
+    at one of ``levels``, after ``after_id``."""
+    types = {t.type: t for t in cli.store.get_task_types()}
+    current = now()
+    found: list[Task] = []
+    while len(found) < limit:
+        page = cli.store.search_tasks(criteria, after_id=after_id, limit=conditions.PAGE)
+        if not page:
+            break
+        after_id = page[-1].id or after_id
+        for item in page:
+            report, _ = conditions.assess(item, types[item.type], current)
+            if report.level.value in levels:
+                found.append(item)
+    return found[:limit]
 
 
 @click.command("list-pending")

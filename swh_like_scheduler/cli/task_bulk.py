@@ -10,16 +10,17 @@ from typing import Any
 import click
 
 from ..exceptions import UnknownTaskType
-from ..model import RunStatus, TaskStatus
+from ..model import RunStatus
 from ..store.values import BulkAction, BulkFilter, BulkReport
 from ..text import plural
 from .base import CliContext, Refused, emit_json, now, pass_cli
+from .filters import condition_option, key_prefix_option, kind_option, status_option, type_option
 from .task import _act, _literal, _require, json_option
 
 #: tasks read per store call (each call writes in batches of ``--batch-size``)
 WINDOW = 20_000
 #: the flags that make a filter, as the refusal of an empty one names them
-FILTER_FLAGS = "--type, --status, --condition, --key-prefix or --arg-match"
+FILTER_FLAGS = "--type, --kind, --status, --condition, --key-prefix or --arg-match"
 
 #: what each action did, in the past tense
 DONE = {
@@ -46,26 +47,16 @@ HELD = {
 
 def bulk_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The ids argument and the filter, confirmation and output options."""
-    options = [
+    options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         click.argument("ids", nargs=-1, type=int, metavar="[ID]..."),
-        click.option("--type", "-t", "type_name", help="Filter: tasks of this type."),
-        click.option(
-            "--status",
-            "-s",
-            "statuses",
-            multiple=True,
-            type=click.Choice([s.value for s in TaskStatus]),
-            help="Filter: tasks in this status (repeatable).",
+        type_option("Filter: tasks of this type."),
+        kind_option("Filter: tasks of this schedule kind."),
+        status_option("Filter: tasks in this status (repeatable)."),
+        condition_option(
+            "Filter: tasks whose condition (as `task status` computes it, now) "
+            "is at this level (repeatable)."
         ),
-        click.option(
-            "--condition",
-            "levels",
-            multiple=True,
-            type=click.Choice(["OK", "WARNING", "ERROR"], case_sensitive=False),
-            help="Filter: tasks whose condition (as `task status` computes it, now) "
-            "is at this level (repeatable).",
-        ),
-        click.option("--key-prefix", help="Filter: tasks whose key starts with this."),
+        key_prefix_option("Filter: tasks whose key starts with this."),
         click.option(
             "--arg-match",
             "arg_matches",
@@ -108,6 +99,7 @@ def _arguments(items: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
 def _criteria(cli: CliContext, ids: tuple[int, ...], given: dict[str, Any]) -> BulkFilter:
     criteria = BulkFilter(
         type=given["type_name"],
+        schedule_kind=given["kind"],
         status=given["statuses"] or None,
         condition=tuple(level.upper() for level in given["levels"]) or None,
         key_prefix=given["key_prefix"],
@@ -246,6 +238,7 @@ def _filtered(ids: tuple[int, ...], given: dict[str, Any]) -> bool:
         flag
         for flag, key in (
             ("--type", "type_name"),
+            ("--kind", "kind"),
             ("--status", "statuses"),
             ("--condition", "levels"),
             ("--key-prefix", "key_prefix"),

@@ -13,6 +13,7 @@ from ..jsonable import task_type_json
 from ..model import CatchUp, TaskType
 from ..policy.times import fmt_instant
 from .base import CliContext, emit_json, now, pass_cli
+from .filters import Aliased
 
 
 def paused_since(tt: TaskType) -> str | None:
@@ -48,10 +49,13 @@ def describe(tt: TaskType, verbose: bool) -> list[str]:
 @click.command("list")
 @click.option("--verbose", "-v", is_flag=True, help="Show every setting of each type.")
 @click.option(
-    "--task_type",
-    "--task-type",
+    "--type",
     "-t",
+    "--task-type",
+    "--task_type",
     "names",
+    cls=Aliased,
+    aliases=("--task-type", "--task_type"),
     multiple=True,
     metavar="TYPE",
     help="Only these types (repeatable).",

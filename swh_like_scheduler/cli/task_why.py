@@ -11,12 +11,13 @@ import click
 
 from .. import conditions, policy
 from ..exceptions import InvalidInput, NotFound, UnknownTaskType
-from ..model import Task, TaskType
+from ..model import ScheduleKind, Task, TaskType
 from ..policy.times import fmt_duration
 from ..text import plural
 from ..validation import parse_datetime
 from . import render
 from .base import CliContext, emit_json, now, pass_cli
+from .filters import key_prefix_option, kind_option, type_option
 from .task import json_option
 
 
@@ -91,7 +92,9 @@ def lateness(seconds: float | None) -> str:
 
 
 @click.command("status")
-@click.option("--task-type", "-t", help="Only tasks of this type.")
+@type_option(dest="task_type")
+@kind_option()
+@key_prefix_option()
 @click.option(
     "--show",
     "show_level",
@@ -116,6 +119,8 @@ def lateness(seconds: float | None) -> str:
 def status(
     cli: CliContext,
     task_type: str | None,
+    kind: str | None,
+    key_prefix: str | None,
     show_level: str | None,
     at_least: bool,
     limit: int,
@@ -135,7 +140,14 @@ def status(
     if at_least and show_level is None:
         raise InvalidInput("at_least", "--at-least needs --show LEVEL")
     summary = conditions.summarise(
-        cli.store, now(), task_type=task_type, show=show_level, limit=limit, at_least=at_least
+        cli.store,
+        now(),
+        task_type=task_type,
+        kind=ScheduleKind(kind) if kind else None,
+        key_prefix=key_prefix,
+        show=show_level,
+        limit=limit,
+        at_least=at_least,
     )
     if as_json:
         data = {k: v for k, v in summary.to_dict().items() if k != "now"}

@@ -272,6 +272,8 @@ def _where(
         clauses.append(task_t.c.id.in_(list(ids)))
     if criteria.type is not None:
         clauses.append(task_t.c.type == criteria.type)
+    if criteria.schedule_kind is not None:
+        clauses.append(task_t.c.schedule_kind == criteria.schedule_kind.value)
     if criteria.status is not None:
         clauses.append(task_t.c.status.in_([s.value for s in criteria.status]))
     if criteria.key_prefix is not None:

@@ -177,11 +177,20 @@ class BulkFilter:
     arguments: tuple[tuple[str, Any], ...] = ()
     ids: tuple[int, ...] | None = None
     everything: bool = False
+    schedule_kind: ScheduleKind | None = None
 
     def __post_init__(self) -> None:
         put = object.__setattr__
         if self.type is not None:
             validation.identifier("type", self.type)
+        if self.schedule_kind is not None:
+            try:
+                put(self, "schedule_kind", ScheduleKind(self.schedule_kind))
+            except ValueError:
+                known = ", ".join(k.value for k in ScheduleKind)
+                raise InvalidInput(
+                    "kind", f"{self.schedule_kind!r} is not one of {known}"
+                ) from None
         if self.status is not None:
             put(self, "status", tuple(_status(s) for s in self.status))
         if self.condition is not None:
@@ -220,7 +229,8 @@ class BulkFilter:
         if self.is_empty() and not self.everything:
             raise InvalidInput(
                 "filter",
-                "no criterion given (type, status, condition, key_prefix, arguments, ids); "
+                "no criterion given (type, kind, status, condition, key_prefix, arguments, "
+                "ids); "
                 "acting on every task must be asked for (everything)",
             )
 
@@ -228,6 +238,7 @@ class BulkFilter:
         """Whether no criterion is given (every task matches)."""
         return (
             self.type is None
+            and self.schedule_kind is None
             and self.status is None
             and self.condition is None
             and self.key_prefix is None
@@ -253,6 +264,8 @@ class BulkFilter:
             parts.append(f"{len(self.ids)} ids")
         if self.type is not None:
             parts.append(f"type {self.type!r}")
+        if self.schedule_kind is not None:
+            parts.append(f"kind {self.schedule_kind.value}")
         if self.status is not None:
             parts.append("status " + "|".join(s.value for s in self.status))
         if self.condition is not None:

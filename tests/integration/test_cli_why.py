@@ -381,7 +381,7 @@ def test_update_refuses_arguments_the_worker_does_not_take(  # type: ignore[no-u
     forced = run("task", "update", "--key", "nap", "n=1", "--no-check-args")
     assert forced.exit_code == 0, forced.stderr
     task = store.get_task_by_key("nap")
-    assert task is not None and dict(task.kwargs) == {"n": 1}
+    assert task is not None and dict(task.kwargs) == {"duration": 2, "n": 1}  # merged
 
 
 def test_a_worker_not_importable_here_is_a_warning(run, store: SQLAlchemyStore) -> None:  # type: ignore[no-untyped-def]

@@ -60,7 +60,7 @@ def statuses(store: SQLAlchemyStore) -> dict[int, str]:
 def test_no_filter_is_refused_unless_all(run, tasks, store) -> None:  # type: ignore[no-untyped-def]
     before = statuses(store)
     for args, fragments in [
-        ((), ("--type, --status, --condition, --key-prefix or --arg-match", "--all")),
+        ((), ("--type, --kind, --status, --condition, --key-prefix or --arg-match", "--all")),
         (("3", "--type", "sleep"), ("ids or a filter (--type), not both",)),
         (("--type", "nosuch"), ("type: unknown task type 'nosuch'",)),
         (("--arg-match", "depth"), ("--arg-match: 'depth' is not NAME=VALUE",)),

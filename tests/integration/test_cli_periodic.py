@@ -70,7 +70,7 @@ def test_zero_interval_and_period_are_refused(db_url: str, tmp_path: Path) -> No
     ok(invoke(db_url, "task-type", "register"))
     refused(invoke(db_url, "task", "add", "sleep", "--interval", "0"), "interval", "zero")
     refused(invoke(db_url, "task", "add", "sleep", "--period", "0s"), "period", "zero")
-    refused(invoke(db_url, "task", "add", "sleep", "--period", "-5"), "period", "negative")
+    refused(invoke(db_url, "task", "add", "sleep", "--period", "-5"), "period", "longer than zero")
     refused(
         invoke(db_url, "task-type", "add", "t", "b", "--default-interval", "0"),
         "default_interval",

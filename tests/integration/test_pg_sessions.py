@@ -278,7 +278,7 @@ def test_a_migration_runs_without_the_urls_statement_timeout(postgres_server: st
                 waited = watcher.execute(
                     "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND"
                     " wait_event_type = 'Lock' AND now() - query_start > interval '1.5 s'",
-                    (name,),
+                    (services.prefixed(name),),
                 ).fetchone()
                 return not thread.is_alive() or bool(waited and waited[0])
 

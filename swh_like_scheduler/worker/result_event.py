@@ -33,6 +33,7 @@ A failure to send is logged, not raised: the ``task-succeeded`` event remains.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import logging
 import os
@@ -189,7 +190,11 @@ class ResultEventTask(Task):
         Celery's ``task-succeeded`` takes next: the broker keeps them in
         order. A ``prefork`` child publishes it on a connection of its own
         before handing the return value to its parent, which then sends
-        ``task-succeeded``.
+        ``task-succeeded``: on RabbitMQ with a publisher confirm (two
+        connections are two queues into the broker; without the confirm a
+        busy broker may route the parent's event first, and the listener
+        would read the outcome from its cut text), on Redis the PUBLISH
+        has been done when it returns.
         """
         if self.request.id is None or not task_events_enabled(self):
             return
@@ -211,6 +216,8 @@ def send_task_event(task: Task, event_type: str, fields: dict[str, Any]) -> bool
     try:
         if dispatcher is not None:
             dispatcher.send(event_type, uuid=task.request.id, **fields)
+        elif worker is not None:  # a pool's child: see send_result_event
+            _send_confirmed(task, event_type, fields)
         else:
             task.send_event(event_type, **fields)
     except Exception:
@@ -219,6 +226,41 @@ def send_task_event(task: Task, event_type: str, fields: dict[str, Any]) -> bool
         )
         return False
     return True
+
+
+#: a pool child's own event dispatcher on RabbitMQ, on a connection with
+#: publisher confirms, by (process id, worker hostname); ``None``: the
+#: broker is not RabbitMQ (Celery's own ``send_event`` is used)
+_confirmed: dict[tuple[int, str], Any] = {}
+
+
+def _send_confirmed(task: Task, event_type: str, fields: dict[str, Any]) -> None:
+    """Send ``event_type`` from a pool's child so that the broker has routed
+    it when this returns (RabbitMQ: a publisher confirm)."""
+    key = (os.getpid(), str(task.request.hostname))
+    if key not in _confirmed:
+        connection = task.app.connection_for_write(
+            heartbeat=0, transport_options={"confirm_publish": True}
+        )
+        if connection.transport.driver_type != "amqp":
+            connection.release()
+            _confirmed[key] = None
+        else:
+            _confirmed[key] = task.app.events.Dispatcher(
+                connection, hostname=key[1], enabled=True, buffer_while_offline=False
+            )
+    dispatcher = _confirmed[key]
+    if dispatcher is None:
+        task.send_event(event_type, **fields)
+        return
+    try:
+        dispatcher.send(event_type, uuid=task.request.id, **fields)
+    except Exception:
+        # a connection lost meanwhile: a new one for the next event
+        _confirmed.pop(key, None)
+        with contextlib.suppress(Exception):
+            dispatcher.connection.release()
+        raise
 
 
 __all__ = [

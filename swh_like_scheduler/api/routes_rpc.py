@@ -23,8 +23,8 @@ from ..exceptions import Conflict, InvalidInput, NotFound, SchedulerError, Store
 from ..jobs import JobView
 from ..jsonable import without_secrets
 from ..listener.handler import APPLY_WIRE_NAME, TaskTypeCache, outcome_applier
-from ..model import Task
-from ..validation import storable
+from ..model import MAX_JSON_DEPTH, Task
+from ..validation import storable, too_deep
 from .auth import Access
 from .deps import READ, Credentials, State, bearer_header, require
 
@@ -122,6 +122,11 @@ METHODS = READ_METHODS | WRITE_METHODS
 
 #: most rows a read may return or ids it may name in one call (page beyond it)
 MAX_READ_ROWS = 10_000
+#: deepest nesting of a call's ``args`` or ``kwargs``: a task's arguments
+#: (at most MAX_JSON_DEPTH) inside the wire's typed wrappers (a tuple, a
+#: record and a list each add a level or two); checked without recursion,
+#: before anything that recurses (the check of stored text, the decoder)
+MAX_RPC_DEPTH = 2 * MAX_JSON_DEPTH
 
 
 def bounded(bound: inspect.BoundArguments) -> None:
@@ -172,6 +177,11 @@ def call(
     unknown = sorted(set(body) - {"args", "kwargs"})
     if unknown:
         raise InvalidInput(unknown[0], "is not args or kwargs")
+    for name in ("args", "kwargs"):
+        if too_deep(body.get(name), MAX_RPC_DEPTH):
+            raise InvalidInput(
+                name, f"nests lists and objects more than {MAX_RPC_DEPTH} levels deep"
+            )
     # no stored text holds a NUL or a lone surrogate: nothing to look for
     storable("args", body.get("args"))
     storable("kwargs", body.get("kwargs"))

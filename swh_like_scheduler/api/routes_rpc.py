@@ -27,6 +27,7 @@ from ..model import MAX_JSON_DEPTH, Task
 from ..validation import storable, too_deep
 from .auth import Access
 from .deps import READ, Credentials, State, bearer_header, require
+from .rpc_types import check_call
 
 logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/rpc", tags=["remote store"])
@@ -122,11 +123,12 @@ METHODS = READ_METHODS | WRITE_METHODS
 
 #: most rows a read may return or ids it may name in one call (page beyond it)
 MAX_READ_ROWS = 10_000
-#: deepest nesting of a call's ``args`` or ``kwargs``: a task's arguments
-#: (at most MAX_JSON_DEPTH) inside the wire's typed wrappers (a tuple, a
-#: record and a list each add a level or two); checked without recursion,
-#: before anything that recurses (the check of stored text, the decoder)
-MAX_RPC_DEPTH = 2 * MAX_JSON_DEPTH
+#: deepest nesting of a call's ``args`` or ``kwargs``, checked without
+#: recursion before anything that recurses (the check of stored text, the
+#: decoder): deep enough that the store's own rule (task arguments at most
+#: MAX_JSON_DEPTH deep) answers what it can; a value that still exhausts the
+#: interpreter's recursion below it is refused as well
+MAX_RPC_DEPTH = 16 * MAX_JSON_DEPTH
 
 
 def bounded(bound: inspect.BoundArguments) -> None:
@@ -182,11 +184,14 @@ def call(
             raise InvalidInput(
                 name, f"nests lists and objects more than {MAX_RPC_DEPTH} levels deep"
             )
-    # no stored text holds a NUL or a lone surrogate: nothing to look for
-    storable("args", body.get("args"))
-    storable("kwargs", body.get("kwargs"))
-    args = wire.decode(body.get("args", []), where="args")
-    kwargs = wire.decode(body.get("kwargs", {}), where="kwargs")
+    try:
+        # no stored text holds a NUL or a lone surrogate: nothing to look for
+        storable("args", body.get("args"))
+        storable("kwargs", body.get("kwargs"))
+        args = wire.decode(body.get("args", []), where="args")
+        kwargs = wire.decode(body.get("kwargs", {}), where="kwargs")
+    except RecursionError:
+        raise InvalidInput("args", "nests lists and objects too deep to be read") from None
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise InvalidInput("args", "args must be a list and kwargs an object")
     if "apply" in kwargs and kwargs["apply"] is not None:
@@ -198,6 +203,7 @@ def call(
         bound = inspect.signature(target).bind(*args, **kwargs)
     except TypeError as exc:
         raise InvalidInput("kwargs", str(exc)) from None
+    check_call(target, bound)
     if method in READ_METHODS:
         bounded(bound)
     try:

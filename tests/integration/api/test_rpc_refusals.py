@@ -1,6 +1,8 @@
-"""Deep nesting on ``/rpc`` is refused before anything recurses over it: a
-read-only token sending arguments 700 levels deep got a plain-text 500 and
-thousands of log lines per request (issue 44)."""
+"""What ``/rpc`` refuses before calling the store (issue 44): nesting deeper
+than any call needs, before anything recurses over it (700 levels deep from
+a read-only token was a plain-text 500 and thousands of log lines), and
+arguments not of the method's annotations (a text where ids go was a 503,
+"the database failed")."""
 
 from __future__ import annotations
 
@@ -65,3 +67,26 @@ def test_task_arguments_as_deep_as_allowed_still_cross_the_wire(
         with pytest.raises(InvalidInput) as refused:
             client.create_tasks([task(MAX_JSON_DEPTH + 2)], now=now)
         assert refused.value.field == "kwargs"  # the store's rule, not the door's
+
+
+@pytest.mark.parametrize(
+    ("method", "body", "field", "expected"),
+    [
+        ("get_tasks", {"kwargs": {"ids": [1, "x"]}}, "ids[1]", "must be int"),
+        ("search_tasks", {"kwargs": {"after_id": "x"}}, "after_id", "must be int"),
+        ("search_tasks", {"kwargs": {"after_id": True}}, "after_id", "must be int"),
+        ("get_task_type", {"args": [5]}, "name", "must be str"),
+        ("get_task_runs", {"args": ["x"]}, "task_id", "must be int"),
+        ("count_tasks", {"kwargs": {"criteria": 5}}, "criteria", "must be TaskFilter"),
+        ("get_task_by_key", {"args": [{"a": 1}]}, "key", "must be str"),
+    ],
+)
+def test_an_argument_of_the_wrong_type_is_a_422_naming_it(
+    reader: httpx.Client, method: str, body: dict[str, Any], field: str, expected: str
+) -> None:
+    answer = reader.post(f"/rpc/{method}", json=body)
+    assert answer.status_code == 422, answer.text
+    [detail] = answer.json()["detail"]
+    assert detail["loc"] == ["body", field]
+    assert detail["msg"].startswith(expected)
+    assert reader.post("/rpc/get_tasks", json={"kwargs": {"ids": [1, 2]}}).json() == {"result": []}

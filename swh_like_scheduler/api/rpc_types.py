@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections.abc as abc
 import inspect
+import reprlib
 import types
 import typing
 from enum import Enum, StrEnum
@@ -23,6 +24,9 @@ from ..exceptions import InvalidInput
 
 #: annotations that take anything
 _ANYTHING = (Any, abc.Callable)
+#: how a refused value is shown: three levels, sixty characters of text
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 3, 60, 60
 
 
 @cache
@@ -40,14 +44,14 @@ def check_call(function: Any, bound: inspect.BoundArguments) -> None:
     """Refuse (:class:`InvalidInput` naming the parameter, as the store
     does: ``ids``, ``origins[0]``) an argument whose value is not of its
     parameter's annotation."""
-    annotations = hints(function)
+    # the function, not the bound method: the cache must not keep stores alive
+    annotations = hints(getattr(function, "__func__", function))
     for name, value in bound.arguments.items():
         hint = annotations.get(name)
         if hint is None or fits(value, hint):
             continue
         field, value, hint = _first_misfit(name, value, hint)
-        shown = repr(value)
-        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        shown = _SHOWN.repr(value)  # bounded: never recurses deep
         raise InvalidInput(field, f"must be {describe(hint)}, not {type(value).__name__} {shown}")
 
 

@@ -168,6 +168,14 @@ class Job:
         if not isinstance(self.key, str) or not 0 < len(self.key) <= MAX_KEY:
             raise InvalidInput("key", f"must be a non-empty string of at most {MAX_KEY} characters")
         validation.storable("key", self.key)
+        if not self.schedules:
+            # a PUT of none answered 201 and made nothing to GET: to cancel a
+            # job's instants, delete it
+            raise InvalidInput(
+                "schedules",
+                "holds no instant: a job needs at least one (to cancel a job's instants, "
+                "delete it: DELETE /jobs/{key}, swh scheduler job delete KEY)",
+            )
         if len(self.schedules) > MAX_INSTANTS:
             raise InvalidInput("schedules", f"holds more than {MAX_INSTANTS} instants")
         instants = sorted({t.astimezone(UTC).replace(microsecond=0) for t in self.schedules})

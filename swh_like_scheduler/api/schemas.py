@@ -120,7 +120,10 @@ class JobIn(Body):
 
     key: StrictStr | None = Field(default=None, description="if given, the key in the path")
     schedules: list[StrictStr] = Field(
-        max_length=1000, examples=[["2020-12-24T14:00:00Z", "2020-12-25T14:00:00Z"]]
+        min_length=1,
+        max_length=1000,
+        description="at least one instant (DELETE /jobs/{key} cancels a job's instants)",
+        examples=[["2020-12-24T14:00:00Z", "2020-12-25T14:00:00Z"]],
     )
     callback: CallbackIn
     max_delay: Duration | None = Field(default=None, description="how late an instant may run")

@@ -405,3 +405,4 @@ def test_jobs_by_key(run, registered, tmp_path: Path) -> None:  # type: ignore[n
     refused(
         run("job", "put", "k", "--at", "someday", "--queue", "q"), "schedules.0: 'someday' is not"
     )
+    refused(run("job", "put", "k", "--queue", "q"), "schedules: holds no instant")

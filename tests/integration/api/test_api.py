@@ -395,6 +395,10 @@ def test_jobs_by_key(client: httpx.Client, reader: httpx.Client, store: SQLAlche
     assert only_error(bad)[0] == ["body", "schedules", 1]
     other = client.put(path, json={**SEED_JOB, "key": "other"})
     assert only_error(other)[0] == ["body", "key"]
+    # no instant at all: refused (it answered 201, then GET said 404)
+    empty = client.put("/jobs/empty", json={**SEED_JOB, "schedules": []})
+    assert only_error(empty)[0] == ["body", "schedules"]
+    assert client.get("/jobs/empty").status_code == 404
 
 
 def test_http_callbacks_keep_their_secrets_and_stay_outside(

@@ -11,6 +11,10 @@ from typing import Any
 
 from .policy.times import fmt_instant
 
+#: the key of the task an entry stands for is this prefix and the entry's
+#: name (here, where reading it loads no Celery: ``task update`` checks it)
+KEY_PREFIX = "beat:"
+
 
 class Action(StrEnum):
     CREATED = "created"

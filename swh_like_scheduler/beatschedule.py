@@ -33,12 +33,11 @@ from typing import Any
 from celery.schedules import crontab, schedule, solar
 
 from . import validation
+from .beatreport import KEY_PREFIX
 from .exceptions import InvalidInput
 from .model import ScheduleKind, canonical_json
 from .policy.times import fmt_duration
 
-#: the key of the task an entry stands for is this prefix and the entry's name
-KEY_PREFIX = "beat:"
 #: an imported periodic task may start again this share of its period after
 #: its last good run ended: a run that takes less than the rest of the
 #: period starts about once per period (beat's ``run_every`` counts from the

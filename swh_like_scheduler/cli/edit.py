@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from ..beatreport import KEY_PREFIX
 from ..editing import (
     TASK_EDITABLE,
     TASK_TYPE_EDITABLE,
@@ -209,10 +210,6 @@ _BEAT_FIELDS = ("type", "args", "kwargs", "schedule_kind", "period", "cron", "tz
 def _warn_if_imported(before: Task, edited: Task) -> None:
     """Say so when a task imported from a beat_schedule entry was edited in
     a field that the entry decides: the next import puts the entry's back."""
-    if not (edited.key or "").startswith("beat:"):
-        return
-    from ..beatschedule import KEY_PREFIX
-
     moved = [f for f in _BEAT_FIELDS if getattr(before, f) != getattr(edited, f)]
     if not moved or not (edited.key or "").startswith(KEY_PREFIX):
         return

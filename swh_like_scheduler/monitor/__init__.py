@@ -11,8 +11,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_names
 from .records import (
     MONITOR_LOCK,
     Expiry,
@@ -47,18 +48,12 @@ __all__ = [
     "worker_timeout",
 ]
 
-_LAZY = {
-    "MonitorSettings": "duties",
-    "monitor_loop": "duties",
-    "monitor_tick": "duties",
-    "MonitorReport": "report",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    return getattr(import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "MonitorSettings": "duties",
+        "monitor_loop": "duties",
+        "monitor_tick": "duties",
+        "MonitorReport": "report",
+    },
+)

@@ -8,8 +8,9 @@ talks to a server, starts at once.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_names
 
 if TYPE_CHECKING:
     from .engine import make_engine, missing_sqlite_file, normalise_url
@@ -27,25 +28,18 @@ __all__ = [
     "open_store",
 ]
 
-#: where each public name lives
-_HOMES = {
-    "make_engine": ".engine",
-    "missing_sqlite_file": ".engine",
-    "normalise_url": ".engine",
-    "Capabilities": ".interface",
-    "SchedulerStore": ".interface",
-    "TaskFilter": ".interface",
-    "SQLAlchemyStore": ".sql",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(home, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "make_engine": "engine",
+        "missing_sqlite_file": "engine",
+        "normalise_url": "engine",
+        "Capabilities": "interface",
+        "SchedulerStore": "interface",
+        "TaskFilter": "interface",
+        "SQLAlchemyStore": "sql",
+    },
+)
 
 
 def open_store(url: str) -> SQLAlchemyStore:

@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..editing import TASK_TYPE_EDITABLE, TASK_TYPE_IDLE
+from ..enums import check_aware
 from ..exceptions import DuplicateTask, InvalidInput, NotFound, TaskBusy, UnknownTaskType
 from ..model import OPEN_RUN_STATUSES, ScheduleKind, Task, TaskStatus, TaskType
 from ..policy.edit import edited_task
@@ -115,8 +116,7 @@ class EditMethods(SQLBase):
     def _instant(now: datetime | None) -> datetime:
         if now is None:
             return datetime.now(UTC)
-        if now.tzinfo is None or now.utcoffset() is None:
-            raise InvalidInput("now", f"{now.isoformat()} has no time zone")
+        check_aware("now", now)
         return now.astimezone(UTC)
 
     def _edited_type(

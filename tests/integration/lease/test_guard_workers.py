@@ -122,15 +122,50 @@ def worker_env(broker_url: str, postgres_url: str) -> dict[str, str]:
     }
 
 
-def threads_worker(app: Celery, queue: str) -> Any:
+def threads_worker(app: Celery, queue: str, *, concurrency: int = 4) -> Any:
     return start_worker(
         app,
         pool="threads",
-        concurrency=4,
+        concurrency=concurrency,
         perform_ping_check=False,
         queues=[queue],
         loglevel="WARNING",
         shutdown_timeout=15,
+    )
+
+
+@contextlib.contextmanager
+def listening_worker(app: Celery, queue: str) -> Iterator[None]:
+    """A worker on one thread, entered once its remote control answers (on
+    Redis a broadcast sent before it subscribed is lost). One thread, not
+    the solo pool: a solo pool's blocked consumer missed the broker's 2 s
+    heartbeats on RabbitMQ and lost the broadcast with the connection."""
+    with threads_worker(app, queue, concurrency=1):
+        wait_until(lambda: app.control.ping(timeout=0.5), 30, "the worker's remote control")
+        yield
+
+
+def cli_cancel(postgres_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``swh scheduler task cancel ARGS`` run as an operator runs it."""
+    swh = Path(sys.executable).parent / "swh"
+    return subprocess.run(
+        [str(swh), "scheduler", "--db-url", postgres_url, "task", "cancel", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def wait_worker_idle(app: Celery, queue: str, what: str) -> None:
+    """Until the queue is empty and the worker holds no message."""
+    wait_until(
+        lambda: (
+            queue_depth(app, queue) == 0
+            and not worker_state.active_requests
+            and not worker_state.reserved_requests
+        ),
+        30,
+        what,
     )
 
 
@@ -236,44 +271,17 @@ def test_cancel_from_the_cli_revokes_the_queued_run(
     message from its prefetch: either way, no execution."""
     store = pg_store
     # busy for longer than the command line takes to start and cancel (on a
-    # loaded machine 2 s was not: the victim ran before the cancel came); one
-    # thread, not the solo pool, whose blocked consumer missed the broker's
-    # 2 s heartbeats on RabbitMQ and lost the broadcast with the connection
+    # loaded machine 2 s was not: the victim ran before the cancel came)
     busy, victim = plain_tasks(store, queue, 15.0, 0.1)
-    with start_worker(
-        app,
-        pool="threads",
-        concurrency=1,
-        perform_ping_check=False,
-        queues=[queue],
-        loglevel="WARNING",
-    ):
-        # its remote control listens before anything keeps the solo pool busy
-        # (on Redis a broadcast sent before it subscribed is lost)
-        wait_until(lambda: app.control.ping(timeout=0.5), 30, "the worker's remote control")
+    with listening_worker(app, queue):
         assert tick(store, app, datetime.now(UTC)).published == 2
         busy_run, victim_run = only_run(store, busy), only_run(store, victim)
         wait_until(lambda: executions(counter, busy_run) == 1, 30, "the busy run to start")
-        swh = Path(sys.executable).parent / "swh"
-        cancel_args = ["--broker-url", broker_url, str(victim.id)]
-        done = subprocess.run(
-            [str(swh), "scheduler", "--db-url", postgres_url, "task", "cancel", *cancel_args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = cli_cancel(postgres_url, "--broker-url", broker_url, str(victim.id))
         assert done.returncode == 0, done.stderr
         assert f"Task {victim.id}: cancelled" in done.stdout
         wait_until(lambda: victim_run.backend_id in worker_state.revoked, 40, "the revoke")
-        wait_until(
-            lambda: (
-                queue_depth(app, queue) == 0
-                and not worker_state.active_requests
-                and not worker_state.reserved_requests
-            ),
-            30,
-            "the worker to be done with both messages",
-        )
+        wait_worker_idle(app, queue, "the worker to be done with both messages")
     assert executions(counter, busy_run) == 1
     assert executions(counter, victim_run) == 0
     assert refusals(counter, victim_run) in ([], ["finished_run"])
@@ -295,30 +303,13 @@ def test_bulk_cancel_from_the_cli_revokes_the_queued_runs(
     store = pg_store
     # busy for longer than the command line takes to start and cancel
     busy, *victims = plain_tasks(store, queue, 15.0, 0.1, 0.1)
-    with start_worker(
-        app,
-        pool="threads",
-        concurrency=1,
-        perform_ping_check=False,
-        queues=[queue],
-        loglevel="WARNING",
-    ):
-        # its remote control listens before anything keeps the solo pool busy
-        # (on Redis a broadcast sent before it subscribed is lost)
-        wait_until(lambda: app.control.ping(timeout=0.5), 30, "the worker's remote control")
+    with listening_worker(app, queue):
         assert tick(store, app, datetime.now(UTC)).published == 3
         busy_run = only_run(store, busy)
         victim_runs = [only_run(store, v) for v in victims]
         wait_until(lambda: executions(counter, busy_run) == 1, 30, "the busy run to start")
-        swh = Path(sys.executable).parent / "swh"
         cancel_args = ["--type", "plain", "--arg-match", "duration=0.1", "--yes"]
-        cancel_args += ["--broker-url", broker_url]
-        done = subprocess.run(
-            [str(swh), "scheduler", "--db-url", postgres_url, "task", "cancel", *cancel_args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = cli_cancel(postgres_url, *cancel_args, "--broker-url", broker_url)
         assert done.returncode == 0, done.stderr
         assert "Cancelled 2 tasks." in done.stdout
         wait_until(
@@ -326,15 +317,7 @@ def test_bulk_cancel_from_the_cli_revokes_the_queued_runs(
             40,
             "the revokes",
         )
-        wait_until(
-            lambda: (
-                queue_depth(app, queue) == 0
-                and not worker_state.active_requests
-                and not worker_state.reserved_requests
-            ),
-            30,
-            "the worker to be done with the three messages",
-        )
+        wait_worker_idle(app, queue, "the worker to be done with the three messages")
     assert executions(counter, busy_run) == 1
     for run in victim_runs:
         assert executions(counter, run) == 0

@@ -10,6 +10,13 @@ with ``inspect.signature(task.run).bind(*args, **kwargs)``; a mismatch
 is :class:`~.exceptions.InvalidInput` naming the argument and the
 signature. A task not found (another machine's worker, a broken worker
 package) is not checked, and :attr:`ArgumentCheck.skipped` says why.
+
+Some arguments are checked at every door whether or not the worker can be
+imported (:func:`check_callback_url`): the URL a ``webhook`` task posts to
+must go where the callback rule allows (:mod:`.reach`). The task types
+concerned are known by name and by Celery task name
+(:data:`CALLBACK_URL_ARGUMENTS`), so a type renamed or a second type over
+the same worker is checked as well.
 """
 
 from __future__ import annotations
@@ -25,6 +32,15 @@ from typing import Any
 from .celery_factory import WORKERS_GROUP
 from .exceptions import InvalidInput
 from .model import TaskType
+from .reach import Reach
+
+#: the argument holding a URL the worker calls, as (parameter name,
+#: position), by task type name and by Celery task name (``webhook``'s
+#: ``post(url, payload, idempotency_key, ...)``)
+CALLBACK_URL_ARGUMENTS: Mapping[str, tuple[str, int]] = {
+    "webhook": ("url", 0),
+    "swh_like_workers.webhook.post": ("url", 0),
+}
 
 
 @dataclass(frozen=True)
@@ -131,4 +147,46 @@ def check_arguments(
     return ArgumentCheck(task_type.type, signature=described)
 
 
-__all__ = ["ArgumentCheck", "WorkerTasks", "check_arguments", "load_worker_tasks", "worker_tasks"]
+def check_callback_url(
+    type_name: str,
+    backend_name: str | None,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    reach: Reach,
+    *,
+    where: str = "",
+) -> None:
+    """Refuse (:class:`InvalidInput` naming ``{where}kwargs.url`` or
+    ``{where}args.0``) a callback URL argument of a task of type
+    ``type_name`` (Celery task ``backend_name``) that ``reach`` does not
+    allow, or that is not a URL; tasks of other types pass."""
+    found = CALLBACK_URL_ARGUMENTS.get(type_name)
+    if found is None and backend_name is not None:
+        found = CALLBACK_URL_ARGUMENTS.get(backend_name)
+    if found is None:
+        return
+    name, position = found
+    given: list[tuple[str, Any]] = []
+    if isinstance(kwargs, Mapping) and name in kwargs:
+        given.append((f"{where}kwargs.{name}", kwargs[name]))
+    if isinstance(args, Sequence) and not isinstance(args, str) and len(args) > position:
+        given.append((f"{where}args.{position}", args[position]))
+    for field, url in given:
+        if not isinstance(url, str):
+            raise InvalidInput(
+                field, f"must be an http:// or https:// URL (text), not {type(url).__name__}"
+            )
+        problem = reach.problem(url)
+        if problem is not None:
+            raise InvalidInput(field, problem)
+
+
+__all__ = [
+    "CALLBACK_URL_ARGUMENTS",
+    "ArgumentCheck",
+    "WorkerTasks",
+    "check_arguments",
+    "check_callback_url",
+    "load_worker_tasks",
+    "worker_tasks",
+]

@@ -2,7 +2,10 @@
 
 Every value is parsed by :mod:`.validation`, so a refusal names its field;
 a new task gets its first can_start_by / should_start_by from the policy
-engine, exactly as the runner and listener will compute them later.
+engine, exactly as the runner and listener will compute them later. A task
+whose worker calls a URL it is given (``webhook``) is refused when the URL
+goes where the callback rule does not allow (:mod:`.reach`,
+:func:`.argcheck.check_callback_url`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from . import policy, validation
+from .argcheck import check_callback_url
 from .exceptions import InvalidInput
 from .model import (
     TASK_TYPE_DURATIONS,
@@ -24,6 +28,7 @@ from .model import (
     TaskType,
     catch_up_value,
 )
+from .reach import Reach
 
 TASK_FIELDS = (
     "type",
@@ -169,8 +174,12 @@ _REQUIRED = {
 }
 
 
-def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: datetime) -> Task:
-    """A new task (no id) with its first start times computed by the policy engine."""
+def task_from_input(
+    values: Mapping[str, Any], task_type: TaskType, *, now: datetime, reach: Reach | None = None
+) -> Task:
+    """A new task (no id) with its first start times computed by the policy
+    engine. A callback URL among its arguments must go where ``reach``
+    allows (default: public addresses only)."""
     unknown = sorted(set(values) - set(TASK_FIELDS))
     if unknown:
         raise InvalidInput(unknown[0], f"is not a task field (known: {', '.join(TASK_FIELDS)})")
@@ -189,6 +198,13 @@ def task_from_input(values: Mapping[str, Any], task_type: TaskType, *, now: date
         fields["args"] = tuple(json_value("args", values["args"], list))
     if not _blank(values.get("kwargs")):
         fields["kwargs"] = json_value("kwargs", values["kwargs"], dict)
+    check_callback_url(
+        task_type.type,
+        task_type.backend_name,
+        fields.get("args", ()),
+        fields.get("kwargs", {}),
+        reach if reach is not None else Reach(),
+    )
     if not _blank(values.get("key")):
         fields["key"] = str(values["key"])
     if not _blank(values.get("priority")):

@@ -16,6 +16,7 @@ from typing import IO, Any
 from .builders import TASK_FIELDS, task_from_input
 from .exceptions import InvalidInput, UnknownTaskType
 from .model import Task, TaskType
+from .reach import Reach
 
 FORMATS = ("csv", "jsonl")
 
@@ -97,10 +98,12 @@ def tasks_from_rows(
     default_type: str | None = None,
     max_argument_bytes: int | None = None,
     check: Callable[[Task, TaskType], None] | None = None,
+    reach: Reach | None = None,
 ) -> Iterator[Task]:
     """Build a task from each row, locating every refusal at its line
-    (arguments longer than ``max_argument_bytes`` of JSON included, and
-    what ``check`` refuses in a built task: its arguments, for instance)."""
+    (arguments longer than ``max_argument_bytes`` of JSON included, a
+    callback URL ``reach`` does not allow, default public addresses only,
+    and what ``check`` refuses in a built task: its arguments, for instance)."""
     types: dict[str, TaskType | None] = {}
     for number, values in rows:
         try:
@@ -112,7 +115,7 @@ def tasks_from_rows(
             task_type = types[name]
             if task_type is None:
                 raise UnknownTaskType(name)
-            built = task_from_input({**values, "type": name}, task_type, now=now)
+            built = task_from_input({**values, "type": name}, task_type, now=now, reach=reach)
             built.check_arguments_size(max_argument_bytes)
             if check is not None:
                 check(built, task_type)

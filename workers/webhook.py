@@ -7,11 +7,19 @@ instant — a retry after a timeout, a redelivered message, a re-published
 run. A receiver that remembers the keys it has handled does the work once.
 The run's Celery task id goes in ``X-Swh-Task-Id``.
 
-Before each delivery the URL's host is resolved and every address checked:
-a callback goes to public addresses only, unless the Celery setting
-``swh_scheduler_callback_allow`` (else ``SWH_SCHEDULER_CALLBACK_ALLOW``)
-allows more (:mod:`swh_like_scheduler.reach`); a refused one is
-*permfailed*. Redirects are not followed.
+Before each delivery the URL's host is resolved once and every address
+checked: a callback goes to public addresses only, unless the Celery
+setting ``swh_scheduler_callback_allow`` (else
+``SWH_SCHEDULER_CALLBACK_ALLOW``) allows more
+(:mod:`swh_like_scheduler.reach`); a refused one is *permfailed*. The
+request then goes to a checked address itself, never to the name resolved
+again (a name that answers a public address to the check and a private one
+to the connection reaches nothing inside): the URL's host is replaced by
+the address, the ``Host`` header and the TLS server name (SNI, which the
+certificate is checked against) stay the URL's. The addresses are tried in
+the resolver's order when one cannot be connected to. Redirects are not
+followed (a 3xx is *permfailed*), and proxies from the environment are not
+used: the worker connects itself.
 
 A 2xx answer is a success (*eventful*). A network error, a timeout, 408,
 429 or a 5xx raises (*failed*: retried under the type's retry policy).
@@ -28,7 +36,7 @@ from typing import Any
 import httpx
 from celery import Task, shared_task
 
-from swh_like_scheduler.reach import ALLOW_ENV, Reach, resolve
+from swh_like_scheduler.reach import ALLOW_ENV, Address, Destination, Reach, Refused, resolve
 from swh_like_scheduler.worker import SchedulerTask
 
 TASK_NAME = "swh_like_workers.webhook.post"
@@ -38,6 +46,8 @@ USER_AGENT = "swh-like-scheduler-webhook/0.1"
 TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 #: 4xx answers worth trying again later
 RETRIED = frozenset({408, 425, 429})
+#: most addresses of a name tried, in turn, when connecting fails
+MAX_ADDRESSES = 4
 
 
 def reach_of(task: Task) -> Reach:
@@ -69,6 +79,48 @@ def input_problem(url: Any, payload: Any, method: Any, headers: Any) -> str | No
     return None
 
 
+def pinned_request(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    destination: Destination,
+    address: Address,
+    body: bytes,
+    headers: dict[str, str],
+) -> httpx.Request:
+    """The request to ``url`` sent to ``address`` (one ``destination`` was
+    judged by): the URL's host replaced by the address, the ``Host``
+    header the URL's host, and for https that host as the TLS server name."""
+    host = destination.host
+    target = httpx.URL(url).copy_with(host=str(address))
+    sending = {name: value for name, value in headers.items() if name.lower() != "host"}
+    sending["Host"] = host.authority
+    extensions: dict[str, Any] = {}
+    if host.scheme == "https" and host.name is not None:
+        extensions["sni_hostname"] = host.name
+    return client.build_request(
+        method, target, content=body, headers=sending, extensions=extensions
+    )
+
+
+def deliver(
+    method: str, url: str, destination: Destination, body: bytes, headers: dict[str, str]
+) -> httpx.Response:
+    """Send the request to the first of ``destination``'s addresses that
+    accepts a connection (:func:`pinned_request`); a redirect is answered,
+    not followed."""
+    failed: httpx.TransportError | None = None
+    with httpx.Client(timeout=TIMEOUT, follow_redirects=False, trust_env=False) as client:
+        for address in destination.addresses[:MAX_ADDRESSES]:
+            request = pinned_request(client, method, url, destination, address, body, headers)
+            try:
+                return client.send(request)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                failed = exc
+    assert failed is not None  # a destination judged with a resolver has addresses
+    raise failed
+
+
 @shared_task(name=TASK_NAME, bind=True, base=SchedulerTask)
 def post(
     self: Task,
@@ -81,11 +133,14 @@ def post(
     """Send ``payload`` as JSON to ``url``; ``{"status": "eventful", "code": 2xx}``
     on success."""
     headers = dict(headers or {})
-    problem = input_problem(url, payload, method, headers) or reach_of(self).problem(
-        url, resolver=resolve
-    )
+    problem = input_problem(url, payload, method, headers)
     if problem is not None:
         return {"status": "permfailed", "error": problem}
+    try:
+        # the only resolution: the request goes to one of these addresses
+        destination = reach_of(self).destination(url, resolver=resolve)
+    except Refused as refused:
+        return {"status": "permfailed", "error": f"{url}: {refused}"}
     headers.update(
         {
             "Content-Type": "application/json",
@@ -96,12 +151,21 @@ def post(
     )
     body = json.dumps(payload, separators=(",", ":")).encode()
     try:
-        answer = httpx.request(method, url, content=body, headers=headers, timeout=TIMEOUT)
+        answer = deliver(method, url, destination, body, headers)
+    except httpx.InvalidURL as exc:
+        return {"status": "permfailed", "error": f"{url}: {exc}"}
     except httpx.HTTPError as exc:
         raise CallbackFailed(f"{method} {url}: {type(exc).__name__}: {exc}") from None
     code = answer.status_code
     if 200 <= code < 300:
         return {"status": "eventful", "code": code}
+    if answer.is_redirect:
+        where = answer.headers.get("Location", "")[:200]
+        return {
+            "status": "permfailed",
+            "code": code,
+            "error": f"HTTP {code}: redirects are not followed (Location: {where})",
+        }
     if code >= 500 or code in RETRIED:
         raise CallbackFailed(f"{method} {url}: HTTP {code}")
     return {"status": "permfailed", "code": code, "error": f"HTTP {code}: {answer.text[:200]}"}

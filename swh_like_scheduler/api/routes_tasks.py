@@ -32,7 +32,8 @@ def create_tasks(state: State, body: TasksIn, request: Request) -> dict[str, Any
     """Create up to 1,000 tasks at once, all or none. A task with a key
     already used returns the existing one if its definition is the same
     (409 otherwise); a task identical to a live one without a key returns
-    that one."""
+    that one. A ``webhook`` task's ``url`` must go where callbacks may
+    (public addresses, else the setting ``callback_allow``): 422 naming it."""
     now = state.clock()
     types: dict[str, TaskType | None] = {}
     tasks = []
@@ -45,7 +46,7 @@ def create_tasks(state: State, body: TasksIn, request: Request) -> dict[str, Any
             raise InvalidInput("type", f"no task type named {item.type!r}")
         values = item.given()
         values.pop("type")
-        tasks.append(task_from_input(values, task_type, now=now))
+        tasks.append(task_from_input(values, task_type, now=now, reach=state.settings.reach))
     request.state.error_prefix = ["body", "tasks"]
     created = state.store.create_tasks(tasks, now=now)
     return {"tasks": [plain(task_json(t)) for t in created]}

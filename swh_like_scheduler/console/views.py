@@ -24,6 +24,7 @@ from ..jobs import job_key_of
 from ..jsonable import without_secrets
 from ..model import OPEN_RUN_STATUSES, RunStatus, Task, TaskRun, TaskStatus, TaskType
 from ..policy.times import fmt_duration, fmt_instant
+from ..text import visible
 from .sparkline import sparkline
 
 #: tasks per page of the problem list
@@ -32,6 +33,42 @@ PAGE_SIZE = 50
 LEVELS = ("ERROR", "WARNING", "OK")
 #: run statuses counted as failures
 FAILED = ("failed", "permfailed", "lost", "timed_out")
+
+
+class Exact(str):
+    """A text a page holds exactly as it is, past :func:`shown`: a form
+    field's value that the browser sends back (an escaped search would look
+    for another key, an escaped bulk filter select other tasks), or a block
+    whose lines :func:`block` already made visible."""
+
+
+def shown(value: Any) -> Any:
+    """What every ``{{ }}`` of the pages writes (the templates' finalize,
+    before the HTML escape): a text with its invisible and reordering
+    characters as escapes (:func:`..text.visible`: a key behind a
+    right-to-left override shows the override, not a reversed name).
+    Markup the console made (the trend's SVG, ``tojson``, whose JSON
+    escapes such characters itself) and :class:`Exact` texts are left as
+    they are; numbers and ``None`` have nothing to escape."""
+    if isinstance(value, Exact) or hasattr(value, "__html__"):
+        return value
+    if isinstance(value, str):
+        return visible(value)
+    if value is None or isinstance(value, int | float):
+        return value
+    return visible(str(value))
+
+
+def exact(value: Any) -> Exact:
+    """The ``exact`` filter: ``value`` written as it is (see :class:`Exact`)."""
+    return Exact("" if value is None else value)
+
+
+def block(value: Any) -> Exact:
+    """The ``block`` filter, for a text shown as lines (an error text in a
+    ``<pre>``): its line breaks and tabs kept, every other invisible
+    character escaped."""
+    return Exact(visible("" if value is None else str(value), lines=True))
 
 
 def ago(seconds: float | None) -> str:
@@ -134,7 +171,7 @@ class Overview:
         texts["health:worker"] = ago(self.health.get("last_worker_seen_age_seconds"))
         texts["counts:age"] = ago(self.counts_age)
         html["health:reasons"] = "".join(
-            f"<li>{_escape(reason)}</li>" for reason in self.health["reasons"]
+            f"<li>{_escape(visible(reason))}</li>" for reason in self.health["reasons"]
         )
         return {"text": texts, "html": html, "status": self.health["status"]}
 
@@ -420,12 +457,16 @@ def status_class(status: RunStatus | TaskStatus | str) -> str:
 
 
 __all__: Sequence[str] = (
+    "Exact",
     "Filters",
     "Overview",
     "Problems",
     "TaskPage",
+    "block",
+    "exact",
     "overview",
     "problems",
     "selection",
+    "shown",
     "task_page",
 )

@@ -50,6 +50,10 @@ templates.env.globals.update(
     fmt_duration_s=views.overdue_text,
     qs=lambda base, **extra: urlencode({**base, **extra}),
 )
+# every {{ }} shows invisible and reordering characters as escapes, except
+# a form's value sent back (| exact) and a block of lines (| block)
+templates.env.finalize = views.shown
+templates.env.filters.update(exact=views.exact, block=views.block)
 router = APIRouter(prefix="/console", include_in_schema=False)
 
 #: headers of every console response: no script but ours, no framing

@@ -13,6 +13,7 @@ import click
 from ..config import ENV_PREFIX, Settings, load_settings
 from ..exceptions import InvalidInput, SchedulerError
 from ..store.session import CLI_ROLE, PoolSize, daemon_pool
+from ..text import visible
 from .groups import Failed, Refused, SchedulerGroup, reported
 from .tree import SCHEDULER
 
@@ -255,7 +256,17 @@ def scheduler(
 
 
 def emit_json(value: Any) -> None:
+    """Print ``value`` as JSON: the data exactly (its escapes decode back to
+    the characters stored, whatever they are)."""
     click.echo(json.dumps(value, indent=2, default=_json_default, sort_keys=True))
+
+
+def say(*lines: str, err: bool = False) -> None:
+    """Print lines for people, each with its invisible and reordering
+    characters as escapes (:func:`..text.visible`): a key, a name or an
+    error text can neither pass for another (a right-to-left override),
+    break into a line of its own, nor send the terminal its controls."""
+    click.echo("\n".join(visible(line) for line in lines), err=err)
 
 
 def _json_default(value: Any) -> Any:

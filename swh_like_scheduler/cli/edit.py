@@ -30,7 +30,7 @@ from ..policy.edit import held
 from ..policy.times import fmt_instant
 from . import render
 from .arguments import checked_arguments, no_check_args_option
-from .base import CliContext, emit_json, now, pass_cli
+from .base import CliContext, emit_json, now, pass_cli, say
 from .task import _window, json_option, split_arguments
 from .task_type import describe
 
@@ -190,7 +190,7 @@ def update_task(
         click.echo(f"Task {edited.id} unchanged")
         return
     click.echo(f"Task {edited.id} updated")
-    click.echo("\n".join(lines))
+    say(*lines)
     current = now()
     if held(edited):
         click.echo("A run holds the task: the times after it use the new values.")
@@ -214,7 +214,7 @@ def _warn_if_imported(before: Task, edited: Task) -> None:
     if not moved or not (edited.key or "").startswith(KEY_PREFIX):
         return
     entry = (edited.key or "").removeprefix(KEY_PREFIX)
-    click.echo(
+    say(
         f"warning: task {edited.id} is beat_schedule entry {entry!r} (key {edited.key}): the "
         f"next import (swh scheduler import-beat, or celery beat -S swh at start) sets "
         f"{', '.join(moved)} back to the entry's; change the entry instead (it reports "
@@ -316,7 +316,7 @@ def update_type(cli: CliContext, name: str, dry_run: bool, as_json: bool, **opti
         if as_json:
             emit_json({**dataclasses.asdict(report), "refused": str(refusal) if refusal else None})
             return
-        click.echo("\n".join(report.lines()))
+        say(*report.lines())
         click.echo(f"Would be refused: {refusal}" if refusal else "Would be accepted (dry run).")
         return
     updated = cli.store.update_task_type(name, now=now(), **changes)
@@ -328,7 +328,7 @@ def update_type(cli: CliContext, name: str, dry_run: bool, as_json: bool, **opti
     click.echo(f"Task type {name} updated")
     for effect in report.moves:
         click.echo(f"{effect.count:,} tasks' {effect.field}: {effect.detail}")
-    click.echo("\n".join(describe(updated, True)))
+    say(*describe(updated, True))
 
 
 update_type.help = (update_type.help or "").format(

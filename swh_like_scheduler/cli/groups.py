@@ -16,15 +16,17 @@ from typing import Any
 import click
 
 from ..exceptions import InvalidInput, NotFound, SchedulerError, StoreError
+from ..text import visible
 
 
 class Refused(click.ClickException):
-    """Input the user can fix, shown as one line (exit code 2)."""
+    """Input the user can fix, shown as one line (exit code 2), whatever
+    the message quotes (its invisible characters as escapes)."""
 
     exit_code = 2
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
+        click.echo(f"error: {visible(self.format_message())}", err=True)
 
 
 class Failed(Refused):

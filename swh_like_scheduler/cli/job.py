@@ -9,7 +9,7 @@ import click
 
 from ..exceptions import InvalidInput, NotFound
 from ..jobs import JobView, job_from_input
-from .base import CliContext, emit_json, now, pass_cli
+from .base import CliContext, emit_json, now, pass_cli, say
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
@@ -20,11 +20,11 @@ def _show(view: JobView, as_json: bool, heading: str | None = None) -> None:
         return
     if heading:
         click.echo(heading)
-    click.echo(f"Job {view.key}")
+    say(f"Job {view.key}")
     for instant in view.to_dict()["instants"]:
         run = instant["run"]
         outcome = f", run {run['status']}" if run else ""
-        click.echo(f"  {instant['at']}  {instant['state']:<10} task {instant['task_id']}{outcome}")
+        say(f"  {instant['at']}  {instant['state']:<10} task {instant['task_id']}{outcome}")
 
 
 @click.command("put")

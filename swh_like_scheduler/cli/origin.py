@@ -23,7 +23,7 @@ from ..importer import read_rows
 from ..text import plural
 from ..visits.intake import lister_of, origin_from_input, status_from_input
 from ..visits.model import Lister, origin_url, visit_task_type, visit_type_name
-from .base import CliContext, emit_json, now, pass_cli
+from .base import CliContext, emit_json, now, pass_cli, say
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 #: lines written per transaction
@@ -45,7 +45,7 @@ def lister_add(cli: CliContext, name: str, instance_name: str, as_json: bool) ->
     if as_json:
         emit_json(_lister_json(found))
         return
-    click.echo(f"Lister {found.name} {found.instance_name or '-'}: {found.id}")
+    say(f"Lister {found.name} {found.instance_name or '-'}: {found.id}")
 
 
 @click.command("list")
@@ -59,7 +59,7 @@ def lister_list(cli: CliContext, as_json: bool) -> None:
         return
     for x in listers:
         finished = x.last_listing_finished_at.isoformat() if x.last_listing_finished_at else "never"
-        click.echo(f"{x.id}  {x.name:<16} {x.instance_name or '-':<16} last listing: {finished}")
+        say(f"{x.id}  {x.name:<16} {x.instance_name or '-':<16} last listing: {finished}")
     click.echo(f"{plural(len(listers), 'lister')}")
 
 
@@ -183,7 +183,7 @@ def origin_visit_stats(cli: CliContext, url: str, visit_type: str, as_json: bool
         return
     for name, value in values.items():
         shown = value.isoformat() if hasattr(value, "isoformat") else value
-        click.echo(f"{name + ':':<28}{'-' if shown is None else shown}")
+        say(f"{name + ':':<28}{'-' if shown is None else shown}")
 
 
 def _metrics_table(metrics: list[Any], as_json: bool) -> None:
@@ -202,7 +202,7 @@ def _metrics_table(metrics: list[Any], as_json: bool) -> None:
             m.origins_warning,
             m.origins_error,
         )
-        click.echo(f"{m.lister_id:<34}{m.visit_type:<10}" + "".join(f"{c:>9}" for c in counts))
+        say(f"{m.lister_id:<34}{m.visit_type:<10}" + "".join(f"{c:>9}" for c in counts))
 
 
 @click.command("update-metrics")
@@ -249,7 +249,7 @@ def _next_visits(
         emit_json([{"url": o.url, "visit_type": o.visit_type, **_origin_json(o)} for o in chosen])
         return
     for o in chosen:
-        click.echo(o.url)
+        say(o.url)
     click.echo(
         f"{plural(len(chosen), 'origin')} {'marked scheduled' if grab else 'would be visited'}",
         err=True,

@@ -8,7 +8,7 @@ import humanize
 
 from ..jsonable import run_json, task_json
 from ..model import ScheduleKind, Task, TaskRun
-from ..text import headline
+from ..text import headline, visible
 
 #: the narrowest the error column of :func:`runs_table` gets
 ERROR_WIDTH = 60
@@ -70,19 +70,21 @@ def runs_table(runs: list[TaskRun], *, columns: int = 80, full: bool = False) ->
     """The runs as a table; the last column is each run's error: its first
     line, cut to the room the terminal's ``columns`` leave (at least
     :data:`ERROR_WIDTH`); with ``full``, the whole of it, the lines after
-    the first under the run's row."""
+    the first under the run's row. Every cell shows its invisible
+    characters as escapes (:func:`..text.visible`), before the widths are
+    measured and the error cut."""
     header = ("ID", "BACKEND ID", "STATUS", "SCHEDULED", "STARTED", "ENDED", "WORKER", "ERROR")
     rows = [header]
     for run in runs:
         rows.append(
             (
                 str(run.id),
-                run.backend_id,
+                visible(run.backend_id),
                 run.status.value,
                 _short(run.scheduled),
                 _short(run.started),
                 _short(run.ended),
-                run.worker or "",
+                visible(run.worker or ""),
                 "",
             )
         )
@@ -95,7 +97,8 @@ def runs_table(runs: list[TaskRun], *, columns: int = 80, full: bool = False) ->
     room = max(ERROR_WIDTH, columns - 1 - start)
     out = [lines[0]]
     for run, line in zip(runs, lines[1:], strict=True):
-        text = (run.error or "").strip()
+        # each line escaped on its own: the breaks stay lines, nothing else hides
+        text = "\n".join(visible(part) for part in (run.error or "").strip().splitlines())
         if not text:
             out.append(line)
             continue

@@ -21,7 +21,7 @@ from ..text import plural
 from ..validation import parse_datetime
 from . import render
 from .arguments import checked_arguments, no_check_args_option, task_checker
-from .base import CliContext, emit_json, now, pass_cli
+from .base import CliContext, emit_json, now, pass_cli, say
 from .filters import condition_option, key_prefix_option, kind_option, status_option, type_option
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -31,11 +31,10 @@ def show_tasks(tasks: list[Task], as_json: bool, heading: str) -> None:
     if as_json:
         emit_json([render.task_json(t) for t in tasks])
         return
-    click.echo(heading)
+    say(heading)
     current = now()
     for item in tasks:
-        click.echo("")
-        click.echo("\n".join(render.task_lines(item, current)))
+        say("", *render.task_lines(item, current))
 
 
 def _literal(text: str) -> Any:
@@ -372,7 +371,7 @@ def _act(
         for task_id in skipped:
             if task_id in known:
                 reason = conditions.unchanged_reason(cli.store, action, task_id, at)
-                click.echo(f"Task {task_id}: {reason}", err=True)
+                say(f"Task {task_id}: {reason}", err=True)
         _require_known(skipped, known)  # deleted meanwhile
 
 

@@ -13,7 +13,7 @@ from ..exceptions import UnknownTaskType
 from ..model import RunStatus
 from ..store.values import BulkAction, BulkFilter, BulkReport
 from ..text import plural
-from .base import CliContext, Refused, emit_json, now, pass_cli
+from .base import CliContext, Refused, emit_json, now, pass_cli, say
 from .filters import condition_option, key_prefix_option, kind_option, status_option, type_option
 from .task import _act, _literal, _require, json_option
 
@@ -129,7 +129,7 @@ def _each_window(
 def _show_sample(cli: CliContext, report: BulkReport) -> None:
     for item in cli.store.get_tasks(list(report.sample)):
         key = f", key {item.key}" if item.key else ""
-        click.echo(f"  Task {item.id} ({item.type}, {item.status}{key})")
+        say(f"  Task {item.id} ({item.type}, {item.status}{key})")
     if report.matched > len(report.sample):
         click.echo(f"  ... and {report.matched - len(report.sample):,} more")
 

@@ -12,7 +12,7 @@ from ..exceptions import InvalidInput, UnknownTaskType
 from ..jsonable import task_type_json
 from ..model import CatchUp, TaskType
 from ..policy.times import fmt_instant
-from .base import CliContext, emit_json, now, pass_cli
+from .base import CliContext, emit_json, now, pass_cli, say
 from .filters import Aliased
 
 
@@ -78,7 +78,7 @@ def list_types(
         return
     click.echo("Known task types:")
     for tt in types:
-        click.echo("\n".join(describe(tt, verbose)))
+        say(*describe(tt, verbose))
 
 
 @click.command("add")
@@ -191,6 +191,6 @@ def register_types(cli: CliContext, plugins: tuple[str, ...], as_json: bool) -> 
         report.append({"plugin": plugin, "created": created, "task_type": task_type_json(tt)})
         if not as_json:
             state = "created" if created else "already registered"
-            click.echo(f"{tt.type} (from {plugin}): {state}")
+            say(f"{tt.type} (from {plugin}): {state}")
     if as_json:
         emit_json(report)

@@ -16,7 +16,7 @@ from ..policy.times import fmt_duration
 from ..text import plural
 from ..validation import parse_datetime
 from . import render
-from .base import CliContext, emit_json, now, pass_cli
+from .base import CliContext, emit_json, now, pass_cli, say
 from .filters import key_prefix_option, kind_option, type_option
 from .task import json_option
 
@@ -48,7 +48,7 @@ def runs(cli: CliContext, task_id: int, limit: int, full: bool, as_json: bool) -
         click.echo(f"Found {plural(total, 'run')} of task {task_id}")
     if found:
         columns = shutil.get_terminal_size().columns
-        click.echo("\n".join(render.runs_table(found, columns=columns, full=full)))
+        say(*render.runs_table(found, columns=columns, full=full))
 
 
 def _task_and_type(cli: CliContext, task_id: int) -> tuple[Task, TaskType]:
@@ -79,7 +79,7 @@ def explain(cli: CliContext, task_id: int, at: str | None, as_json: bool) -> Non
     if as_json:
         emit_json(answer.to_dict())
     else:
-        click.echo(str(answer))
+        say(*answer.lines())
 
 
 def lateness(seconds: float | None) -> str:
@@ -171,7 +171,7 @@ def status(
     for entry in summary.tasks:
         item, report = entry.task, entry.report
         late = lateness(entry.late)
-        click.echo(
+        say(
             f"Task {item.id} ({item.type}): {report.level} {report.reason}"
             f"{f' ({late})' if late else ''} - {report.detail}"
         )

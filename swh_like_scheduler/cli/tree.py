@@ -103,6 +103,7 @@ TASK_TYPE = group(
 
 #: the commands and groups of ``swh scheduler``
 SCHEDULER = {
+    "console-link": Lazy("console_link:console_link", "Print a one-time console login link."),
     "db": DB,
     "import-beat": Lazy("beat:import_beat", "One task per entry of a Celery beat_schedule."),
     "index": INDEX,

@@ -9,7 +9,6 @@ what it did."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +29,7 @@ from ..policy.times import fmt_duration, fmt_instant
 from ..store.values import BulkAction, BulkFilter
 from ..validation import parse_datetime
 from . import views
+from .keeper import Keeper
 from .origins import coverage
 from .session import COOKIE, Session, Sessions
 
@@ -93,13 +93,11 @@ def _state(request: Request) -> ApiState:
     return state
 
 
-def _sessions(request: Request) -> Sessions:
-    sessions: Sessions = request.app.state.console_sessions
-    return sessions
-
-
-def _viewer(request: Request) -> Viewer:
-    session = _sessions(request).check(request.cookies.get(COOKIE), now=time.time())
+def _viewer(request: Request, *, seen: bool = True) -> Viewer:
+    """Who sends ``request``: its session while open (``seen``: the request
+    counts as a use of it), else what open reads allow."""
+    keeper: Keeper = request.app.state.console_keeper
+    session = keeper.current(request.cookies.get(COOKIE), seen=seen)
     if session is not None:
         return Viewer(session.access, session)
     opened = _state(request).settings.open_reads
@@ -168,55 +166,6 @@ def _writer(request: Request, form: dict[str, str]) -> Viewer | HTMLResponse:
     return viewer
 
 
-# -- login ---------------------------------------------------------------------
-
-
-@router.get("/login")
-def login_page(request: Request, next: str = "/console/") -> HTMLResponse:
-    return _page(request, "login.html", {"next": _safe_next(next)}, viewer=_viewer(request))
-
-
-@router.post("/login")
-async def login(request: Request) -> Response:
-    form = await _form(request)
-    viewer = _viewer(request)
-    if not _same_origin(request):
-        return _refused(request, viewer, 403, "This form was sent from another site.")
-    opened = _sessions(request).open(form.get("token", ""), now=time.time())
-    target = _safe_next(form.get("next"))
-    if opened is None:
-        return _page(
-            request,
-            "login.html",
-            {"next": target, "error": "No such token."},
-            viewer=viewer,
-            status=401,
-        )
-    cookie, _ = opened
-    response = RedirectResponse(target, status_code=303)
-    response.set_cookie(
-        COOKIE,
-        cookie,
-        max_age=_sessions(request).lifetime,
-        path="/console",
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-    )
-    return response
-
-
-@router.post("/logout")
-async def logout(request: Request) -> Response:
-    form = await _form(request)
-    viewer = _viewer(request)
-    if not Sessions.csrf_ok(viewer.session, form.get("csrf")) or not _same_origin(request):
-        return _refused(request, viewer, 403, "This form has no valid CSRF token.")
-    response = RedirectResponse("/console/login", status_code=303)
-    response.delete_cookie(COOKIE, path="/console")
-    return response
-
-
 # -- reading -------------------------------------------------------------------
 
 
@@ -232,7 +181,8 @@ def overview_page(request: Request) -> Response:
 @router.get("/live")
 def live(request: Request) -> Response:
     """The overview's figures for the page's live update."""
-    if _viewer(request).access is Access.NONE:
+    # the page's own updates do not keep its session from going idle
+    if _viewer(request, seen=False).access is Access.NONE:
         return JSONResponse({"detail": "log in"}, status_code=401)
     response = JSONResponse(views.overview(_state(request)).live())
     response.headers.update(SECURITY_HEADERS)

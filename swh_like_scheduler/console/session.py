@@ -1,13 +1,22 @@
-"""The console's sessions: a signed cookie and a CSRF token.
+"""The console's sessions: a signed cookie, a row in the store, a CSRF token.
 
-The user pastes an API token once (:func:`Sessions.open`); the browser then
-keeps a cookie that names that token by a fingerprint (never the secret),
-when it was issued and a random nonce, signed with HMAC-SHA256. The
-signing key is derived from the server's tokens, so every replica with the
-same tokens accepts the same cookies, and changing the tokens ends every
-session; removing one token ends the sessions opened with it. What a
-session may do is its token's access *now* (a token turned read-only reads
-only). A session lasts ``lifetime`` seconds.
+The user pastes an API token once (:func:`Sessions.open`), or opens a
+one-time login link (:func:`Sessions.new_link`); the browser then keeps a
+cookie that names that token by a fingerprint (never the secret), when it
+was issued and a random nonce, signed with HMAC-SHA256. The signing key is
+derived from the server's tokens, so every replica with the same tokens
+accepts the same cookies, and changing the tokens ends every session;
+removing one token ends the sessions opened with it. What a session may do
+is its token's access *now* (a token turned read-only reads only). A
+session lasts ``lifetime`` seconds at most.
+
+The signature alone cannot end a session early, so each session also has a
+row in the store (:class:`~swh_like_scheduler.store.role_console.ConsoleStore`),
+named by an id derived from the nonce: a cookie is honoured only while its
+row is open. Logout ends the row (a copy of the cookie taken before is then
+worthless), "log out everywhere" ends every row of the token, and a row not
+used for ``idle`` seconds is over. This module signs and checks; the
+routes keep the rows (:mod:`.keeper`).
 
 Every state-changing form carries the session's CSRF token (an HMAC of its
 nonce): a page of another site cannot read it, so it cannot post for the
@@ -27,8 +36,12 @@ from ..api.auth import Access, Token
 
 #: the cookie's name
 COOKIE = "swh_console"
-#: how long a session lasts (seconds)
+#: how long a session lasts at most (seconds)
 LIFETIME = 12 * 3600
+#: a session unused this long is over (seconds)
+IDLE = 3600
+#: how long a one-time login link may wait to be used (seconds)
+LINK_LIFETIME = 600
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,10 @@ class Session:
     csrf: str
     #: the number (from 1) of the token it was opened with
     token_number: int
+    #: its row in the store (derived from the cookie's nonce)
+    id: str = ""
+    #: the fingerprint of its token, as the store keeps it
+    token: str = ""
 
 
 def _b64(data: bytes) -> str:
@@ -52,9 +69,12 @@ def _unb64(text: str) -> bytes:
 class Sessions:
     """Issues and checks the console's cookies for a set of tokens."""
 
-    def __init__(self, tokens: Iterable[Token], *, lifetime: int = LIFETIME) -> None:
+    def __init__(
+        self, tokens: Iterable[Token], *, lifetime: int = LIFETIME, idle: int = IDLE
+    ) -> None:
         self.tokens = tuple(tokens)
         self.lifetime = lifetime
+        self.idle = min(idle, lifetime)
         material = b"\0".join(sorted(t.secret for t in self.tokens))
         self._key = hmac.new(b"swh-console-session/1", material, hashlib.sha256).digest()
 
@@ -77,16 +97,53 @@ class Sessions:
                 found = (number, token)
         if found is None or not offered:
             return None
-        number, token = found
+        return self._issue(*found, now=now)
+
+    def open_for(self, fingerprint: str, *, now: float) -> tuple[str, Session] | None:
+        """A cookie value and its session for the token of ``fingerprint``
+        (a login link's); ``None`` when no token has it any more."""
+        for number, token in enumerate(self.tokens, start=1):
+            if hmac.compare_digest(self._fingerprint(token), fingerprint):
+                return self._issue(number, token, now=now)
+        return None
+
+    def _issue(self, number: int, token: Token, *, now: float) -> tuple[str, Session]:
         nonce = secrets.token_urlsafe(12)
-        payload = {"f": self._fingerprint(token), "i": int(now), "n": nonce}
+        fingerprint = self._fingerprint(token)
+        payload = {"f": fingerprint, "i": int(now), "n": nonce}
         body = _b64(json.dumps(payload, separators=(",", ":")).encode())
         cookie = f"{body}.{self._mac('cookie', body)}"
-        return cookie, Session(token.access, self._mac("csrf", nonce), number)
+        return cookie, self._session(number, token, nonce, fingerprint)
+
+    def _session(self, number: int, token: Token, nonce: str, fingerprint: str) -> Session:
+        return Session(
+            token.access,
+            self._mac("csrf", nonce),
+            number,
+            id=self._mac("session", nonce)[:32],
+            token=fingerprint,
+        )
+
+    def fingerprint(self, number: int) -> str:
+        """The fingerprint of token ``number`` (from 1), as sessions and
+        links name it."""
+        return self._fingerprint(self.tokens[number - 1])
+
+    def new_link(self) -> tuple[str, str]:
+        """A one-time login link's code (for its URL) and the id the store
+        keeps it under (derived from the code: a reader of the store cannot
+        use a link)."""
+        code = secrets.token_urlsafe(24)
+        return code, self.link_id(code)
+
+    def link_id(self, code: str) -> str:
+        """The store's id of the link of ``code``."""
+        return self._mac("link", code)[:32]
 
     def check(self, cookie: str | None, *, now: float) -> Session | None:
         """The session of a cookie, ``None`` when it is missing, forged,
-        expired, or its token is gone."""
+        expired, or its token is gone. Whether its row in the store is still
+        open is the caller's to check (:mod:`.keeper`)."""
         if not cookie or cookie.count(".") != 1 or len(cookie) > 512:
             return None
         body, mac = cookie.split(".")
@@ -101,7 +158,7 @@ class Sessions:
             return None
         for number, token in enumerate(self.tokens, start=1):
             if hmac.compare_digest(self._fingerprint(token), fingerprint):
-                return Session(token.access, self._mac("csrf", nonce), number)
+                return self._session(number, token, nonce, fingerprint)
         return None
 
     @staticmethod

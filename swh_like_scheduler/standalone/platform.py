@@ -265,6 +265,8 @@ class Platform:
         if self.options.api:
             self.start_api(swh, env)
         self.write_pids()
+        if self.api:
+            self.announce_console()
 
     def start_api(self, swh: list[str], env: dict[str, str]) -> None:
         """``rpc-serve`` on a free loopback port, with this run's token (in its
@@ -275,17 +277,46 @@ class Platform:
         tokens = f"{self.api_token}:rw,{self.api_read_token}:ro"
         api_env = {**env, "SWH_SCHEDULER_API_TOKENS": tokens}
         self.api = [spawn(ChildSpec("api", serve, self.run_dir / "api.log", api_env))]
-        # the token after '#' never reaches a server or its logs: the login
-        # page reads it and opens a session
-        self.say(f"Console: {self.console_url()}")
-        self.say(f"  read-only: {self.console_url(read_only=True)}")
         self.say(f"HTTP API on {self.api_url} (docs: {self.api_url}/docs)")
         self.say(f"  curl -H 'Authorization: Bearer {self.api_token}' {self.api_url}/conditions")
 
-    def console_url(self, *, read_only: bool = False) -> str:
-        """The console's login link, with this run's token after ``#``."""
-        token = self.api_read_token if read_only else self.api_token
-        return f"{self.api_url}/console/login#token={token}"
+    def announce_console(self) -> None:
+        """Print the console's one-time login links, made by the API once it
+        answers: a link opens one session and holds no token, so a
+        browser's history keeps nothing worth stealing."""
+        writer = self.console_link(self.api_token)
+        reader = self.console_link(self.api_read_token) if writer else None
+        if writer is None or reader is None:
+            self.say(f"Console: {self.api_url}/console/ (log in with the token above)")
+            return
+        self.say(f"Console: {writer}")
+        self.say(f"  read-only: {reader}")
+        self.say(f"  (one session each, within 10 minutes; another: {self.link_command()})")
+
+    def link_command(self) -> str:
+        return (
+            f"SWH_SCHEDULER_API_TOKEN={self.api_token} swh scheduler console-link "
+            f"--url {self.api_url}"
+        )
+
+    def console_link(self, token: str, *, within: float = 30.0) -> str | None:
+        """A one-time login link for ``token``, asked of the API as soon as
+        it answers (``None`` when it did not within ``within`` seconds)."""
+        import httpx
+
+        deadline = time.monotonic() + within
+        headers = {"Authorization": f"Bearer {token}"}
+        while time.monotonic() < deadline and all(c.exit_code() is None for c in self.api):
+            try:
+                answer = httpx.post(f"{self.api_url}/console/links", headers=headers, timeout=5)
+            except httpx.HTTPError:
+                time.sleep(0.2)  # not listening yet
+                continue
+            if answer.status_code == 201:
+                return str(answer.json()["url"])
+            logger.warning("the API made no login link: HTTP %s", answer.status_code)
+            return None
+        return None
 
     def children(self) -> list[Child]:
         redis = [self.redis.child] if self.redis is not None else []
@@ -329,7 +360,11 @@ class Platform:
             f"database {self.options.db_url}",
             f"broker   {broker}",
             *([f"api      {self.api_url} (token {self.api_token})"] if self.api_url else []),
-            *([f"console  {self.console_url()}"] if self.api_url else []),
+            *(
+                [f"console  {self.api_url}/console/ (a login link: swh scheduler console-link)"]
+                if self.api_url
+                else []
+            ),
             f"logs     {self.run_dir}",
             "",
         ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .sql_bulk import BulkMethods
 from .sql_catchup import CatchUpMethods
+from .sql_console import ConsoleMethods
 from .sql_edit import EditMethods
 from .sql_grab import GrabMethods
 from .sql_health import HealthMethods
@@ -40,5 +41,7 @@ class SQLAlchemyStore(
     IdentityMethods,
     WorkerMethods,
     GrabMethods,
+    ConsoleMethods,
 ):
-    """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite)."""
+    """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite); also
+    the console's sessions (:class:`~.role_console.ConsoleStore`)."""

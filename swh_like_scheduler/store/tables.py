@@ -559,3 +559,36 @@ origin_metrics = sa.Table(
     sa.Column("origins_warning", sa.BigInteger, nullable=False),
     sa.Column("origins_error", sa.BigInteger, nullable=False),
 )
+
+# -- console sessions (sql/versions/0015_console_sessions.py) -------------------
+
+#: The console's sessions, kept server-side so that one can end: ``id`` is
+#: derived from the cookie's nonce (never the cookie itself), ``token`` the
+#: fingerprint of the API token it was opened with. A cookie is honoured
+#: only while its row is not ``ended_at`` and was ``seen_at`` within the
+#: idle time (console/session.py).
+console_session = sa.Table(
+    "console_session",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("token", sa.Text, nullable=False),
+    sa.Column("opened_at", UTCDateTime, nullable=False),
+    sa.Column("seen_at", UTCDateTime, nullable=False),
+    sa.Column("ended_at", UTCDateTime),
+    sa.Index(None, "token"),
+    sa.Index(None, "opened_at"),
+)
+
+#: One-time console login links: ``id`` is derived from the link's code,
+#: ``token`` the fingerprint of the token whose access the session gets;
+#: a link opens one session, before ``expires_at``.
+console_link = sa.Table(
+    "console_link",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("token", sa.Text, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("expires_at", UTCDateTime, nullable=False),
+    sa.Column("used_at", UTCDateTime),
+    sa.Index(None, "expires_at"),
+)

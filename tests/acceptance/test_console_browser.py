@@ -108,7 +108,7 @@ def test_the_console_in_a_browser(platform: tuple[str, str, Path], tmp_path: Pat
             # -- a read-only session: everything shown, every action disabled
             context = browser.new_context(viewport={"width": 1280, "height": 800})
             page = context.new_page()
-            page.goto(reader_link)  # the token after '#' logs in
+            page.goto(reader_link)  # a one-time link: its page logs in by itself
             page.wait_for_url(f"{base}/console/")
             assert page.locator(".badge.ro").text_content() == "read-only"
             pause = page.locator("button", has_text="Pause")
@@ -216,3 +216,43 @@ def test_the_console_in_a_browser(platform: tuple[str, str, Path], tmp_path: Pat
                 store.close()
         finally:
             browser.close()
+        used_links_leave_no_secret(playwright, tmp_path, base, reader_link)
+
+
+def used_links_leave_no_secret(playwright: Any, tmp_path: Path, base: str, used_link: str) -> None:
+    """A link made by ``console-link`` logs a browser with a profile on disk
+    in; the profile (its History, Top Sites...) then holds no token, and a
+    used link opens nothing."""
+    printed = (tmp_path / "standalone.out").read_text()
+    token = re.search(r"Authorization: Bearer (\S+)'", printed)
+    assert token is not None, printed
+    made = subprocess.run(
+        [swh_executable(), "scheduler", "console-link", "--url", base],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**clean_env(tmp_path), "SWH_SCHEDULER_API_TOKEN": token.group(1)},
+    )
+    assert made.returncode == 0, made.stderr
+    link = made.stdout.strip()
+    assert link.startswith(f"{base}/console/link/") and token.group(1) not in link
+    profile = tmp_path / "profile"
+    context = playwright.chromium.launch_persistent_context(
+        str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS
+    )
+    try:
+        page = context.new_page()
+        page.goto(link)
+        page.wait_for_url(f"{base}/console/")
+        assert page.locator(".badge.rw").text_content() == "read-write"
+        page.goto(used_link)  # used by the first session: worthless now
+        assert "used, expired or unknown" in page.locator("main").inner_text()
+    finally:
+        context.close()  # the profile is written out
+    history = profile / "Default" / "History"
+    assert history.exists(), sorted(p.name for p in (profile / "Default").iterdir())
+    assert b"/console/link/" in history.read_bytes()  # the visit is on record...
+    secret = token.group(1).encode()
+    for path in profile.rglob("*"):  # ...and no file of the profile holds the token
+        if path.is_file():
+            assert secret not in path.read_bytes(), path

@@ -1,15 +1,10 @@
 // swh_like_scheduler console: the live parts (the pages work without it).
 "use strict";
 (function () {
-  // login: a link printed by `standalone` carries the token after "#token="
-  // (never sent to a server); fill the form with it and send it
-  const login = document.getElementById("login");
-  if (login && location.hash.startsWith("#token=")) {
-    const token = decodeURIComponent(location.hash.slice(7));
-    history.replaceState(null, "", location.pathname + location.search);
-    login.querySelector("input[name=token]").value = token;
-    login.submit();
-  }
+  // a one-time login link's page posts its code by itself (opening the
+  // page does not use the link: a link preview logs no one in)
+  const link = document.getElementById("login-link");
+  if (link) link.submit();
 
   const url = document.body.dataset.liveUrl;
   if (!url) return;

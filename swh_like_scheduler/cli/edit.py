@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from ..argcheck import check_callback_url
 from ..beatreport import KEY_PREFIX
 from ..editing import (
     TASK_EDITABLE,
@@ -180,6 +181,13 @@ def update_task(
         task_type = store.get_task_type(before.type)
         if task_type is not None:
             checked_arguments(task_type, values["args"], values["kwargs"], check=not no_check_args)
+            check_callback_url(
+                before.type,
+                task_type.backend_name,
+                values["args"],
+                values["kwargs"],
+                cli.settings.callback_allow,
+            )
     edited = store.edit_task(task_id=target, key=key, changes=changes, now=now())
     _warn_if_imported(before, edited)
     if as_json:

@@ -141,7 +141,9 @@ def add(
         raise UnknownTaskType(type_name)
     checked_arguments(task_type, args, kwargs, check=not no_check_args)
     current = now()
-    created = cli.store.create_tasks([task_from_input(values, task_type, now=current)], now=current)
+    reach = cli.settings.callback_allow
+    task = task_from_input(values, task_type, now=current, reach=reach)
+    created = cli.store.create_tasks([task], now=current)
     existed = created[0].created_at is not None and created[0].created_at < current
     heading = f"Task {created[0].id} already existed" if existed else "Created 1 task"
     show_tasks(created, as_json, heading)
@@ -207,6 +209,7 @@ def schedule(
         default_type=default_type,
         max_argument_bytes=cli.settings.max_argument_bytes,
         check=task_checker(not no_check_args),
+        reach=cli.settings.callback_allow,
     )
     total = _count_rows(name, header=fmt == "csv" and not column_list) if not quiet else None
     with click.progressbar(

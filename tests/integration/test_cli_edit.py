@@ -165,3 +165,28 @@ def test_a_type_edit_that_would_break_tasks_is_refused_and_dry_run_says_how(run:
     ok(run("task-type", "update", "nap", "--num-retries", "2"))
     message = refused(run("task", "add", "nap", "--interval", "2h", "n=3"), "min_interval:")
     assert "whatever their interval" in message and "task-type update nap" in message
+
+
+#: the webhook worker's other arguments
+HOOK = ("payload={}", "idempotency_key=k")
+
+
+def test_webhook_urls_follow_the_callback_rule_on_the_command_line(run: Any, db_url: str) -> None:
+    """task add, task schedule and task update refuse a webhook task's url
+    to a private place, in every spelling; callback_allow widens the rule."""
+    ok(run("task-type", "add", "webhook", "swh_like_workers.webhook.post"))
+    for url in ("http://127.0.0.1/x", "http://2130706433/x", "http://[64:ff9b::7f00:1]/x"):
+        added = run("task", "add", "webhook", f"url={url}", *HOOK, "--period", "1h")
+        refused(added, "kwargs.url")
+    created = json.loads(
+        ok(
+            run(
+                "task", "add", "webhook", "url=https://8.8.8.8/h", *HOOK, "--period", "1h", "--json"
+            )
+        )
+    )
+    task = str(created[0]["id"])
+    refused(run("task", "update", task, "url=http://0177.0.0.1/x"), "kwargs.url")
+    widened = ["scheduler", "--db-url", db_url, "--callback-allow", "127.0.0.0/8"]
+    allowed = CliRunner().invoke(swh, [*widened, "task", "update", task, "url=http://127.1/x"])
+    assert allowed.exit_code == 0, (allowed.output, allowed.stderr)

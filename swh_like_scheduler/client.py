@@ -13,6 +13,13 @@ What cannot cross the network:
   applied, by the server, with its own task types;
 - ``import_tasks`` sends the whole stream in one request (atomic, as
   locally), within the server's request size limit.
+
+The server bounds each read (:data:`~.api.routes_rpc.READ_CAPS`); what can
+be paged is paged here, so a caller asks as much as of a local store:
+``search_tasks`` by id, ``get_tasks`` and ``origin_visit_stats_get`` in
+chunks of ids, ``preview_bulk`` window after window. A read that cannot
+be paged (``list_pending``, ``get_task_runs``) past its cap is the
+server's 422 naming the argument.
 """
 
 from __future__ import annotations
@@ -24,10 +31,11 @@ from typing import Any, cast
 import httpx
 
 from . import wire
-from .api.routes_rpc import METHODS
+from .api.routes_rpc import METHODS, READ_CAPS
 from .exceptions import InvalidInput, SchedulerError, StoreError, StoreUnavailable
 from .model import Task
 from .store.interface import Capabilities, ImportSummary, SchedulerStore
+from .store.values import BULK_MAX_SCAN, BulkReport
 
 #: seconds a call may take (a claim of thousands of tasks, a bulk import)
 TIMEOUT = 120.0
@@ -106,6 +114,60 @@ class RemoteStore:
     def end_task_runs(self, ends: Any, **kwargs: Any) -> Any:
         return self._call("end_task_runs", ends, **_applied(kwargs))
 
+    # -- reads paged within the server's caps ----------------------------------
+
+    def search_tasks(self, *args: Any, after_id: Any = 0, limit: Any = 100, **kwargs: Any) -> Any:
+        cap = READ_CAPS["search_tasks"]["limit"]
+        if not _number(limit) or limit <= cap:
+            return self._call("search_tasks", *args, after_id=after_id, limit=limit, **kwargs)
+        found: list[Task] = []
+        while len(found) < limit:
+            want = min(cap, limit - len(found))
+            page = self._call("search_tasks", *args, after_id=after_id, limit=want, **kwargs)
+            found.extend(page)
+            if len(page) < want:
+                break
+            after_id = page[-1].id
+        return found
+
+    def get_tasks(self, ids: Any) -> Any:
+        return self._chunked("get_tasks", ids)
+
+    def origin_visit_stats_get(self, ids: Any) -> Any:
+        return self._chunked("origin_visit_stats_get", ids)
+
+    def preview_bulk(
+        self, action: Any, criteria: Any, *, now: Any, after_id: Any = 0, scan: Any = 10_000
+    ) -> Any:
+        cap = READ_CAPS["preview_bulk"]["scan"]
+        if not _number(scan) or scan <= cap or scan > BULK_MAX_SCAN:
+            # within the cap, or the store's own refusal
+            return self._call(
+                "preview_bulk", action, criteria, now=now, after_id=after_id, scan=scan
+            )
+        report: BulkReport | None = None
+        left = scan
+        while True:
+            window = min(cap, left)
+            part = self._call(
+                "preview_bulk", action, criteria, now=now, after_id=after_id, scan=window
+            )
+            report = part if report is None else report.then(part)
+            left -= window
+            if part.next_after_id is None or left <= 0:
+                return report
+            after_id = part.next_after_id
+
+    def _chunked(self, method: str, ids: Any) -> Any:
+        cap = READ_CAPS[method]["ids"]
+        if not isinstance(ids, list | tuple) or len(ids) <= cap:
+            return self._call(method, ids)
+        return [
+            found
+            for at in range(0, len(ids), cap)
+            for found in self._call(method, ids[at : at + cap])
+        ]
+
     # -- the calls ----------------------------------------------------------------
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -126,6 +188,10 @@ class RemoteStore:
         if isinstance(data, dict) and isinstance(data.get("error"), dict):
             raise wire.decode_error(data["error"])
         raise _refusal(self.url, answer.status_code, data)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _applied(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -39,7 +39,8 @@ DOCS_STATIC = "/static-offline-docs"
 MAX_BODY_BYTES = 2_000_000
 #: largest form the console takes (a login, an action)
 CONSOLE_BODY_BYTES = 16_000
-#: largest body of a remote store's call (an import of many tasks is one call)
+#: largest body of a remote store's call that writes (an import of many
+#: tasks is one call); a read's is :data:`MAX_BODY_BYTES`
 MAX_RPC_BODY_BYTES = 256_000_000
 
 
@@ -206,6 +207,8 @@ def create_app(
         BodyLimit,
         limit=settings.max_body_bytes,
         larger={"/rpc/": settings.max_rpc_body_bytes, "/console/": CONSOLE_BODY_BYTES},
+        # a store read takes ids and a filter: the plain limit, not an import's
+        exact={f"/rpc/{name}": settings.max_body_bytes for name in routes_rpc.READ_METHODS},
     )
     # outermost: the token is checked before the body limit reads anything
     app.add_middleware(

@@ -1,7 +1,10 @@
 """A request body size limit, as an ASGI middleware: a declared
 ``Content-Length`` over the limit is refused before anything is read; a
 body streamed without one is read up to the limit (413 past it) and then
-handed to the application whole."""
+handed to the application whole. The limit follows the path: an exact
+path's own, else the first matching prefix's, else the default (a store
+read over ``/rpc`` takes a few ids and a filter; a bulk import is one call
+of many tasks)."""
 
 from __future__ import annotations
 
@@ -11,21 +14,33 @@ from typing import Any
 
 class BodyLimit:
     """``limit`` bytes at most; ``larger``: other limits for paths under
-    these prefixes."""
+    these prefixes; ``exact``: other limits for these paths (before the
+    prefixes)."""
 
-    def __init__(self, app: Any, limit: int, larger: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        app: Any,
+        limit: int,
+        larger: dict[str, int] | None = None,
+        exact: dict[str, int] | None = None,
+    ) -> None:
         self.app = app
         self.default = limit
         self.larger = dict(larger or {})
+        self.exact = dict(exact or {})
+
+    def limit_of(self, path: str) -> int:
+        if path in self.exact:
+            return self.exact[path]
+        return next(
+            (n for prefix, n in self.larger.items() if path.startswith(prefix)), self.default
+        )
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path = str(scope.get("path", ""))
-        limit = next(
-            (n for prefix, n in self.larger.items() if path.startswith(prefix)), self.default
-        )
+        limit = self.limit_of(str(scope.get("path", "")))
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:

@@ -27,6 +27,8 @@ from ..model import MAX_JSON_DEPTH, Task
 from ..validation import storable, too_deep
 from .auth import Access
 from .deps import READ, Credentials, State, bearer_header, require
+from .routes_bulk import MAX_SCAN
+from .routes_tasks import MAX_PAGE
 from .rpc_types import check_call
 
 logger = logging.getLogger(__name__)
@@ -121,8 +123,29 @@ WRITE_METHODS = frozenset(
 METHODS = READ_METHODS | WRITE_METHODS
 
 
-#: most rows a read may return or ids it may name in one call (page beyond it)
-MAX_READ_ROWS = 10_000
+#: what bounds a read's work, per method: the argument and its largest
+#: value, REST's own. A page of whole rows (tasks, runs, origins) holds at
+#: most MAX_PAGE of them, as ``GET /tasks``; a scan, or a list of ids or of
+#: index entries, at most MAX_SCAN, as ``POST /tasks/bulk/...``. The remote
+#: store pages what it can (:mod:`..client`).
+READ_CAPS: dict[str, dict[str, int]] = {
+    "search_tasks": {"limit": MAX_PAGE},
+    "list_pending": {"limit": MAX_PAGE},
+    "get_task_runs": {"limit": MAX_PAGE},
+    "get_listed_origins": {"limit": MAX_PAGE, "urls": MAX_PAGE},
+    "get_tasks": {"ids": MAX_PAGE},
+    "origin_visit_stats_get": {"ids": MAX_PAGE},
+    "preview_bulk": {"scan": MAX_SCAN},
+    "waiting_entries": {"limit": MAX_SCAN},
+    "ready_task_ids": {"limit": MAX_SCAN},
+    "peek_next_visits": {"count": MAX_SCAN},
+}
+#: how a caller goes on past a cap, where it can
+_PAGING = {
+    "search_tasks": " (page with after_id)",
+    "waiting_entries": " (page with after)",
+    "preview_bulk": " (go on with after_id = next_after_id)",
+}
 #: deepest nesting of a call's ``args`` or ``kwargs``, checked without
 #: recursion before anything that recurses (the check of stored text, the
 #: decoder): deep enough that the store's own rule (task arguments at most
@@ -131,19 +154,22 @@ MAX_READ_ROWS = 10_000
 MAX_RPC_DEPTH = 16 * MAX_JSON_DEPTH
 
 
-def bounded(bound: inspect.BoundArguments) -> None:
-    """A read's ``limit`` and ``ids`` within :data:`MAX_READ_ROWS` (a read
-    token must not be able to make the server read the whole table into
-    memory); the method's own default counts when the caller gave none."""
+def bounded(method: str, bound: inspect.BoundArguments) -> None:
+    """A read's arguments within :data:`READ_CAPS` (a read token must not be
+    able to make the server read more than REST would in one request); the
+    method's own default counts when the caller gave none."""
     bound.apply_defaults()
-    limit = bound.arguments.get("limit", 0)
-    if "limit" in bound.arguments and (not isinstance(limit, int) or limit > MAX_READ_ROWS):
-        raise InvalidInput(
-            "kwargs.limit", f"is at most {MAX_READ_ROWS} per call (page with after_id / after)"
-        )
-    ids = bound.arguments.get("ids")
-    if ids is not None and (not hasattr(ids, "__len__") or len(ids) > MAX_READ_ROWS):
-        raise InvalidInput("kwargs.ids", f"names at most {MAX_READ_ROWS} ids per call")
+    for name, cap in READ_CAPS.get(method, {}).items():
+        if name not in bound.arguments or bound.arguments[name] is None:
+            continue
+        value = bound.arguments[name]
+        if isinstance(value, int | float):
+            if value > cap:
+                raise InvalidInput(
+                    f"kwargs.{name}", f"is at most {cap:,} per call{_PAGING.get(method, '')}"
+                )
+        elif not hasattr(value, "__len__") or len(value) > cap:
+            raise InvalidInput(f"kwargs.{name}", f"names at most {cap:,} per call")
 
 
 def error_status(error: SchedulerError) -> int:
@@ -205,7 +231,7 @@ def call(
         raise InvalidInput("kwargs", str(exc)) from None
     check_call(target, bound)
     if method in READ_METHODS:
-        bounded(bound)
+        bounded(method, bound)
     try:
         result = target(*args, **kwargs)
     except SchedulerError as error:

@@ -454,7 +454,8 @@ def test_rpc_reads_are_capped(
     assert only_error(huge)[0][-2:] == ["kwargs", "limit"]
     many = reader.post("/rpc/get_tasks", json={"args": [list(range(20_000))]})
     assert only_error(many)[0][-2:] == ["kwargs", "ids"]
-    assert reader.post("/rpc/search_tasks", json={"kwargs": {"limit": 10_000}}).status_code == 200
+    assert reader.post("/rpc/search_tasks", json={"kwargs": {"limit": 1_000}}).status_code == 200
+    assert reader.post("/rpc/search_tasks", json={"kwargs": {"limit": 1_001}}).status_code == 422
     assert reader.post("/rpc/search_tasks", json={}).status_code == 200  # its default (100)
     # a write with a read token: refused before its body is read
     assert reader.post("/rpc/create_tasks", json={"args": [[]]}).status_code == 403

@@ -6,6 +6,8 @@ arguments not of the method's annotations (a text where ids go was a 503,
 
 from __future__ import annotations
 
+import re
+import socket
 from datetime import datetime
 from typing import Any
 
@@ -13,10 +15,12 @@ import httpx
 import pytest
 from api_server import remote
 
+from swh_like_scheduler import wire
 from swh_like_scheduler.api.routes_rpc import MAX_RPC_DEPTH
 from swh_like_scheduler.exceptions import InvalidInput
 from swh_like_scheduler.model import ScheduleKind, Task, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.store.values import BulkAction, BulkFilter
 
 
 def nested(depth: int) -> Any:
@@ -90,3 +94,127 @@ def test_an_argument_of_the_wrong_type_is_a_422_naming_it(
     assert detail["loc"] == ["body", field]
     assert detail["msg"].startswith(expected)
     assert reader.post("/rpc/get_tasks", json={"kwargs": {"ids": [1, 2]}}).json() == {"result": []}
+
+
+def _read_head(reader: httpx.Client, method: str, framing: bytes) -> bytes:
+    return (
+        b"POST /rpc/%s HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n"
+        b"Content-Type: application/json\r\n%s\r\n"
+        % (method.encode(), reader.headers["Authorization"].encode(), framing)
+    )
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """One answer (head and body by its Content-Length), without waiting
+    for the connection to end."""
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += sock.recv(65536)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = re.search(rb"content-length: (\d+)", head.lower())
+    assert length is not None, head
+    while len(body) < int(length.group(1)):
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def test_a_read_takes_a_plain_body_and_is_refused_before_reading_more(
+    reader: httpx.Client, client: httpx.Client
+) -> None:
+    """A store read takes ids and a filter: its body is held to the plain
+    2 MB limit, not the 256 MB of a write (an import is one call). A
+    declared 10 MB is refused from the head alone; 10 MB streamed without
+    a length is refused once past the limit, the rest never sent."""
+    port = reader.base_url.port
+    assert port is not None
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(_read_head(reader, "get_tasks", b"Content-Length: 10000000\r\n"))
+        assert _answer(sock).startswith(b"HTTP/1.1 413")  # nothing of the body sent
+    megabyte = b"x" * 2**20
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(_read_head(reader, "search_tasks", b"Transfer-Encoding: chunked\r\n"))
+        for _ in range(3):  # of the ten
+            sock.sendall(b"%x\r\n%s\r\n" % (len(megabyte), megabyte))
+        answer = _answer(sock)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"larger than 2000000 bytes" in answer
+    # a write keeps its larger limit: read whole, then refused for what it says
+    padded = client.post(
+        "/rpc/create_tasks", json={"args": [[]], "padding": "x" * 10_000_000}, timeout=60
+    )
+    assert padded.status_code == 422, padded.text[:200]
+    assert padded.json()["detail"][0]["loc"] == ["body", "padding"]
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "kwargs", "field", "cap"),
+    [
+        (
+            "preview_bulk",
+            [BulkAction.CANCEL, BulkFilter(type="sleep")],
+            {"scan": 100_000},
+            "scan",
+            10_000,
+        ),
+        ("search_tasks", [], {"limit": 1_001}, "limit", 1_000),
+        ("list_pending", ["sleep"], {"limit": 1_001}, "limit", 1_000),
+        ("get_task_runs", [1], {"limit": 1_001}, "limit", 1_000),
+        ("get_tasks", [list(range(1_001))], {}, "ids", 1_000),
+        ("ready_task_ids", ["sleep"], {"limit": 10_001}, "limit", 10_000),
+    ],
+)
+def test_a_read_past_rests_caps_is_a_422_naming_the_argument(
+    reader: httpx.Client,
+    now: datetime,
+    method: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    field: str,
+    cap: int,
+) -> None:
+    """/rpc reads are held to REST's caps: a page of whole rows to 1,000
+    (GET /tasks), a scan or a list of ids to 10,000 (POST /tasks/bulk): a
+    read-only token buys no more work over /rpc than over REST (a scan of
+    100,000 tasks took 45 to 64 s)."""
+    if method in ("preview_bulk", "list_pending", "ready_task_ids"):
+        kwargs = {**kwargs, "now": now}
+    body = {"args": wire.encode(args), "kwargs": wire.encode(kwargs)}
+    answer = reader.post(f"/rpc/{method}", json=body)
+    assert answer.status_code == 422, answer.text
+    [detail] = answer.json()["detail"]
+    assert detail["loc"] == ["body", "kwargs", field]
+    assert detail["msg"].startswith(f"is at most {cap:,} per call") or detail["msg"].startswith(
+        f"names at most {cap:,}"
+    )
+
+
+def test_the_remote_store_pages_what_the_caps_bound(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    """Through the remote store a caller asks as much as of a local store:
+    the pages, chunks and windows within the server's caps are its own."""
+    tasks = [
+        Task(type="sleep", args=[n], next_run=now, deadline=now, schedule_kind=ScheduleKind.ONESHOT)
+        for n in range(2_500)
+    ]
+    ids = [t.id for t in store.create_tasks(tasks, now=now)]
+    criteria = BulkFilter(type="sleep")
+    with remote(store) as client:
+        assert [t.id for t in client.search_tasks(limit=2_500)] == ids
+        assert [t.id for t in client.search_tasks(after_id=ids[9], limit=1_500)] == ids[10:1_510]
+        assert [t.id for t in client.get_tasks(ids[::-1])] == ids[::-1]
+        for scan in (20_000, 1_500):
+            paged = client.preview_bulk(BulkAction.DISABLE, criteria, now=now, scan=scan)
+            local = store.preview_bulk(BulkAction.DISABLE, criteria, now=now, scan=scan)
+            assert (paged.matched, paged.sample, paged.next_after_id) == (
+                local.matched,
+                local.sample,
+                local.next_after_id,
+            )
+        assert (
+            client.preview_bulk(BulkAction.DISABLE, criteria, now=now, scan=1_500).matched == 1_500
+        )
+        # no cursor to page with: the server's refusal, naming the argument
+        with pytest.raises(InvalidInput) as refused:
+            client.list_pending("sleep", now=now, limit=1_001)
+        assert refused.value.field == "kwargs.limit"

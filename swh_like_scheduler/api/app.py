@@ -26,6 +26,7 @@ from ..store import SchedulerStore
 from ..store.values import ScheduleHealth
 from .auth import Token
 from .condition_counts import Counts, Refreshed, RunCounts, activity, run_counts, table_counts
+from .edge import HostCheck, SecurityHeaders
 from .gate import Gate
 from .limits import BodyLimit
 
@@ -75,6 +76,9 @@ class ApiSettings:
     #: /health is degraded when work waits this many seconds with no runner
     #: pass, or runs stay open that long with no worker sign of life
     health_stale_after: float = 120.0
+    #: the host names a request's Host header may give (``*.example.org``,
+    #: ``*``); empty: any (a server on loopback)
+    allowed_hosts: tuple[str, ...] = ()
 
 
 @dataclass
@@ -210,7 +214,7 @@ def create_app(
         # a store read takes ids and a filter: the plain limit, not an import's
         exact={f"/rpc/{name}": settings.max_body_bytes for name in routes_rpc.READ_METHODS},
     )
-    # outermost: the token is checked before the body limit reads anything
+    # the token is checked before the body limit reads anything
     app.add_middleware(
         Gate,
         tokens=settings.tokens,
@@ -218,5 +222,13 @@ def create_app(
         rpc_reads=routes_rpc.READ_METHODS,
         rate=settings.rate_limit,
         access_log=settings.access_log,
+    )
+    if settings.allowed_hosts:  # another host's request gets nothing
+        app.add_middleware(HostCheck, allowed=settings.allowed_hosts)
+    # outermost: every answer has the safe headers, refusals and errors included
+    app.add_middleware(
+        SecurityHeaders,
+        routes=lambda: app.router.routes,
+        cacheable=(DOCS_STATIC + "/", "/console/static/"),
     )
     return app

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import click
 
+from ..api.serving import Bounds
 from ..config import ENV_PREFIX
 from ..exceptions import InvalidInput
 from ..store.session import daemon_pool
@@ -96,6 +97,53 @@ def broker_hooks(
     help="Database connections the server keeps and uses at most: requests "
     "beyond them wait for one (their statements are bounded: 30 s).",
 )
+@click.option(
+    "--allowed-hosts",
+    metavar="NAMES",
+    help="Comma-separated host names the Host header of a request may give "
+    "(scheduler.example.org, *.example.org; * for any); another is a 400. Required "
+    "with a --host beyond loopback.",
+)
+@click.option(
+    "--forwarded-allow-ips",
+    metavar="ADDRESSES",
+    help="Comma-separated addresses or networks of the reverse proxies whose "
+    "X-Forwarded-For and X-Forwarded-Proto count (the client address of the rate "
+    "limit and the access log); default: nobody's.",
+)
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(min=0.1),
+    default=Bounds.header_timeout,
+    show_default=True,
+    metavar="SECONDS",
+    help="A connection whose request headers are not complete this long after they "
+    "began is closed.",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0.1),
+    default=Bounds.body_timeout,
+    show_default=True,
+    metavar="SECONDS",
+    help="A connection whose request body stalls this long is closed.",
+)
+@click.option(
+    "--keep-alive-timeout",
+    type=click.IntRange(min=1),
+    default=Bounds.keep_alive_timeout,
+    show_default=True,
+    metavar="SECONDS",
+    help="An idle kept-alive connection is closed after this long.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=Bounds.max_connections,
+    show_default=True,
+    help="Open connections at most (fewer when the open-file limit is lower); a new "
+    "one past them gets a 503 and is closed.",
+)
 @click.option("--log-level", default="info", show_default=True)
 @pass_cli
 def rpc_serve(
@@ -109,14 +157,25 @@ def rpc_serve(
     rate_limit: float,
     access_log: bool,
     db_pool_size: int,
+    allowed_hosts: str | None,
+    forwarded_allow_ips: str | None,
+    header_timeout: float,
+    body_timeout: float,
+    keep_alive_timeout: int,
+    max_connections: int,
     log_level: str,
 ) -> None:
     """Serve the scheduler over HTTP: task types, tasks, runs, conditions,
     /health and /metrics, with an OpenAPI document at /openapi.json and
     interactive docs at /docs."""
-    import uvicorn
-
     from ..api import ApiSettings, create_app, parse_tokens
+    from ..api.serving import (
+        beyond_loopback,
+        connections_within,
+        forwarded_ips,
+        raise_open_files,
+        run,
+    )
 
     settings = cli.settings
     variable = f"{ENV_PREFIX}_API_TOKENS"
@@ -126,6 +185,17 @@ def rpc_serve(
             "is set but empty: give SECRET:rw or SECRET:ro tokens, or unset it to have "
             "one generated",
         )
+    hosts = _names(allowed_hosts, "allowed-hosts") if allowed_hosts is not None else ()
+    if beyond_loopback(host) and not hosts:
+        raise InvalidInput(
+            "allowed-hosts",
+            f"serving on {host}, beyond loopback, needs --allowed-hosts: the host names "
+            "clients reach this server by (e.g. --allowed-hosts scheduler.example.org); "
+            "requests naming another host are refused",
+        )
+    forwarded = None
+    if forwarded_allow_ips is not None:
+        forwarded = forwarded_ips(forwarded_allow_ips.split(","), field="forwarded-allow-ips")
     entries = tokens if tokens is not None else settings.api_tokens
     field = "tokens" if tokens is not None else "api_tokens"
     parsed = parse_tokens(entries, field=field) if entries is not None else ()
@@ -134,7 +204,15 @@ def rpc_serve(
         parsed = parse_tokens([f"{generated}:rw"])
         click.echo(f"no --tokens, {variable} or api_tokens given: one token is generated", err=True)
         click.echo(f"API token (read-write, generated for this run): {generated}", err=True)
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    open_files = raise_open_files()
+    connections = connections_within(max_connections, open_files)
+    if connections < max_connections:
+        click.echo(
+            f"warning: --max-connections {max_connections} is more than the open-file "
+            f"limit ({open_files}) allows: at most {connections} connections",
+            err=True,
+        )
+    if beyond_loopback(host):
         click.echo(
             f"warning: serving plain HTTP on {host}: tokens cross the network in clear "
             "text; put the API behind a TLS reverse proxy (README: 'Behind TLS')",
@@ -150,12 +228,33 @@ def rpc_serve(
         reach=settings.callback_allow,
         rate_limit=rate_limit,
         access_log=access_log,
+        allowed_hosts=hosts,
     )
     if access_log:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     cli.pool = daemon_pool("api", api=db_pool_size)
     app = create_app(cli.scheduling_store("rpc-serve"), api, broker_check=check, revoke=revoke)
+    bounds = Bounds(
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+        keep_alive_timeout=keep_alive_timeout,
+        max_connections=connections,
+    )
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+        run(app, host=host, port=port, log_level=log_level, bounds=bounds, forwarded=forwarded)
     except SystemExit as exc:  # uvicorn exits when it cannot bind
         raise InvalidInput("port", f"cannot serve on {host}:{port}") from exc
+
+
+def _names(text: str, field: str) -> tuple[str, ...]:
+    """Comma-separated host names, each checked (no scheme, port or path)."""
+    names = tuple(n.strip() for n in text.split(","))
+    for number, name in enumerate(names, 1):
+        rest = name[2:] if name.startswith("*.") else name
+        if name != "*" and (not rest or any(c in rest for c in " */@?#:")):
+            raise InvalidInput(
+                field,
+                f"entry {number} ({name!r}) is not a host name (scheduler.example.org, "
+                "*.example.org, or * for any)",
+            )
+    return names

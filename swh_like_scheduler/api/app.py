@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import cast
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -79,6 +80,9 @@ class ApiSettings:
     #: the host names a request's Host header may give (``*.example.org``,
     #: ``*``); empty: any (a server on loopback)
     allowed_hosts: tuple[str, ...] = ()
+    #: a console session unused this many seconds is over (at most its
+    #: 12-hour lifetime)
+    console_idle: int = 3600
 
 
 @dataclass
@@ -148,6 +152,7 @@ def create_app(
     revoke: Callable[[Sequence[str]], str | None] | None = None,
 ) -> FastAPI:
     """The ASGI application serving ``store``."""
+    from ..reachguard import guarded
     from . import (
         routes_bulk,
         routes_edit,
@@ -161,6 +166,9 @@ def create_app(
     from .schemas import ERROR_RESPONSES
 
     settings = settings or ApiSettings()
+    # every door that writes tasks or jobs (REST, /rpc, the console) checks
+    # callback URLs against the same rule
+    store = cast(SchedulerStore, guarded(store, settings.reach))
     # the documentation pages with their scripts and styles from the
     # package (fastapi-offline): /docs works on a host with no way out
     app = FastAPIOffline(
@@ -200,7 +208,7 @@ def create_app(
 
     from ..console import mount_console
 
-    mount_console(app, settings.tokens)
+    mount_console(app, settings.tokens, idle=settings.console_idle)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

@@ -9,11 +9,14 @@ from collections.abc import Callable, Sequence
 
 import click
 
-from ..api.serving import Bounds
 from ..config import ENV_PREFIX
 from ..exceptions import InvalidInput
 from ..store.session import daemon_pool
 from .base import CliContext, pass_cli
+
+#: the defaults of ``api.serving.Bounds``, spelled here so that ``--help``
+#: loads no web framework (a test checks that they agree)
+HEADER_TIMEOUT, BODY_TIMEOUT, KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS = 10.0, 30.0, 5, 4096
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +117,7 @@ def broker_hooks(
 @click.option(
     "--header-timeout",
     type=click.FloatRange(min=0.1),
-    default=Bounds.header_timeout,
+    default=HEADER_TIMEOUT,
     show_default=True,
     metavar="SECONDS",
     help="A connection whose request headers are not complete this long after they "
@@ -123,7 +126,7 @@ def broker_hooks(
 @click.option(
     "--body-timeout",
     type=click.FloatRange(min=0.1),
-    default=Bounds.body_timeout,
+    default=BODY_TIMEOUT,
     show_default=True,
     metavar="SECONDS",
     help="A connection whose request body stalls this long is closed.",
@@ -131,7 +134,7 @@ def broker_hooks(
 @click.option(
     "--keep-alive-timeout",
     type=click.IntRange(min=1),
-    default=Bounds.keep_alive_timeout,
+    default=KEEP_ALIVE_TIMEOUT,
     show_default=True,
     metavar="SECONDS",
     help="An idle kept-alive connection is closed after this long.",
@@ -139,7 +142,7 @@ def broker_hooks(
 @click.option(
     "--max-connections",
     type=click.IntRange(min=1),
-    default=Bounds.max_connections,
+    default=MAX_CONNECTIONS,
     show_default=True,
     help="Open connections at most (fewer when the open-file limit is lower); a new "
     "one past them gets a 503 and is closed.",
@@ -170,6 +173,7 @@ def rpc_serve(
     interactive docs at /docs."""
     from ..api import ApiSettings, create_app, parse_tokens
     from ..api.serving import (
+        Bounds,
         beyond_loopback,
         connections_within,
         forwarded_ips,

@@ -159,3 +159,16 @@ def test_help_answers_within_a_few_bare_interpreter_starts(words: list[str]) -> 
     bare = _best([sys.executable, "-c", "pass"])
     took = _best([swh, *words])
     assert took / bare < 16, f"swh {' '.join(words)}: {took:.3f}s against {bare:.3f}s bare"
+
+
+def test_rpc_serve_spells_the_connection_bounds_of_the_server() -> None:
+    """``rpc-serve``'s defaults are the server's (spelled in the command so
+    that its help loads no web framework)."""
+    from swh_like_scheduler.api.serving import Bounds
+    from swh_like_scheduler.cli import api
+
+    assert (Bounds.header_timeout, Bounds.body_timeout) == (api.HEADER_TIMEOUT, api.BODY_TIMEOUT)
+    assert (
+        Bounds.keep_alive_timeout,
+        Bounds.max_connections,
+    ) == (api.KEEP_ALIVE_TIMEOUT, api.MAX_CONNECTIONS)

@@ -107,6 +107,10 @@ class Verdict:
 
     due: int = 0
     delivered: int = 0
+    #: due instants whose good run published its notification and the
+    #: broker then lost it (emptied before the receiver read it): the
+    #: platform did its work once; the fault destroyed its output
+    output_lost: int = 0
     executions: int = 0
     failures: list[str] = field(default_factory=list)
     #: failures by kind (doubled, overlap, lost, wrong record)
@@ -131,6 +135,7 @@ class Verdict:
         return {
             "due instants": self.due,
             "delivered once": self.delivered,
+            "output lost by the broker": self.output_lost,
             "bodies": self.executions,
             "doubled": self.counts[DOUBLED],
             "overlapping": self.counts[OVERLAP],

@@ -88,6 +88,7 @@ def check_jobs(checker: Checker, deliveries: dict[str, list[dict[str, Any]]]) ->
                 if lost_by is None:
                     verdict.fail(LOST, f"{what}: never delivered ({instant.task.status})")
                 else:
+                    verdict.output_lost += 1
                     verdict.explain(
                         Proof("published, then lost by the broker", f"{what}: {lost_by}")
                     )

@@ -301,3 +301,28 @@ def test_a_callback_posted_twice_by_one_run_is_a_double() -> None:
     assert [f for f in failures(checker.verdict, DOUBLED) if "one run executed twice" in f]
     # a run recorded good whose callback never arrived
     assert [f for f in failures(checker.verdict, WRONG) if "r12" in f and "nothing delivered" in f]
+
+
+def test_a_notification_the_broker_lost_after_its_run_is_output_lost_not_lost() -> None:
+    """A notify instant whose good run published its message, which an
+    emptied broker then lost, counts as the fault's doing (with its proof);
+    the same history without the wipe is a loss."""
+    from soakjobs import check_jobs
+    from soaklife import WIPED
+
+    note = Task(type="notify", next_run=at(0), deadline=at(60), id=8, status=TaskStatus.COMPLETED)
+    good = run("r13", 8, 1, RunStatus.EVENTFUL, started=0)
+    good = TaskRun(**{**good.__dict__, "ended": at(2)})
+    jobs = {"job-1": JobView("job-1", (JobInstant(at(0), note),))}
+    for wiped, expected_lost in ((True, 0), (False, 1)):
+        journal = life()
+        if wiped:
+            journal = Life([*journal.happenings, Happening(T0 + 1.5, "broker", 0, WIPED)])
+        records = Records({8: note}, [good], {}, jobs)
+        checker = Checker(records, journal, TIMEOUTS, work_type=WORK, wipes_lose_messages=True)
+        check_jobs(checker, {"http": [], "notify": []})
+        verdict = checker.verdict
+        assert (verdict.due, verdict.delivered) == (1, 0)
+        assert verdict.output_lost == 1 - expected_lost
+        assert len(failures(verdict, LOST)) == expected_lost, verdict.failures
+        assert bool(verdict.explained) is wiped

@@ -20,13 +20,15 @@ from ..text import visible
 
 
 class Refused(click.ClickException):
-    """Input the user can fix, shown as one line (exit code 2), whatever
-    the message quotes (its invisible characters as escapes)."""
+    """Input the user can fix, shown as one line (exit code 2), or one per
+    problem when the message lists several; whatever it quotes shows its
+    invisible characters as escapes (values are quoted with ``repr``, so a
+    line break in one cannot start a line of its own)."""
 
     exit_code = 2
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"error: {visible(self.format_message())}", err=True)
+        click.echo(f"error: {visible(self.format_message(), lines=True)}", err=True)
 
 
 class Failed(Refused):
@@ -39,6 +41,11 @@ def reported(error: SchedulerError) -> Refused:
     """The click exception that reports ``error`` without a traceback."""
     if isinstance(error, StoreError) and not isinstance(error, InvalidInput | NotFound):
         return Failed(str(error))
+    if isinstance(error, InvalidInput):
+        # the field may quote input (a key of a body): escaped whole, so
+        # that only the message's own lines start lines
+        where = f"line {error.line}: " if error.line is not None else ""
+        return Refused(f"{where}{visible(error.field)}: {error.message}")
     return Refused(str(error))
 
 

@@ -9,6 +9,15 @@ refused, naming the setting the user gave; an adaptive task whose interval
 falls outside new bounds is *moved* (its next interval is kept within
 them, :func:`.capacity.clamp_interval`).
 
+An edit of the settings a task's start times read (the retry policy, for a
+task with failures in a row; the default interval, for an adaptive task
+without one of its own) *retimes* the tasks whose times it changes: their
+``next_run`` and ``deadline`` are computed again at once
+(:func:`retimed`), as ``task update`` does for a task's own settings. The
+runner dispatches a task from its stored ``next_run``, and ``task explain``
+computes the times from the task and its type: times left as the old
+settings gave them would have made the two disagree.
+
 Tasks are judged by *shape*: the few columns these rules read, with how
 many live or disabled tasks share them (the store counts them with one
 GROUP BY), so the cost follows the number of distinct schedules, not of
@@ -25,7 +34,9 @@ from typing import Any
 from ..exceptions import InvalidInput
 from ..model import ScheduleKind, Task, TaskType
 from .capacity import clamp_interval
-from .times import fmt_duration
+from .retry import retry_state
+from .schedule import compute_start_times
+from .times import fmt_duration, fmt_instant
 from .validate import validate_task
 
 #: a placeholder for what a shape does not carry (no rule of the type reads it)
@@ -221,6 +232,64 @@ def _default_shapes(current: TaskType, updated: TaskType) -> list[TaskShape]:
     if interval is None:
         return []
     return [TaskShape(ScheduleKind.ADAPTIVE, count=0, example=0, current_interval=interval)]
+
+
+#: the retry settings of a type, which the start times of its tasks with
+#: failures in a row read
+RETRY_SETTINGS = ("num_retries", "retry_delay", "retry_growth", "retry_cap", "retry_jitter")
+
+
+@dataclass(frozen=True)
+class RetimeScope:
+    """Which of a type's tasks an edit may retime: those with failures in a
+    row (``failing``: a retry setting changed) and the adaptive ones without
+    an interval of their own (``defaulted``: the default interval changed)."""
+
+    failing: bool
+    defaulted: bool
+
+
+def retime_scope(current: TaskType, updated: TaskType) -> RetimeScope | None:
+    """The tasks whose times replacing ``current`` by ``updated`` may change,
+    or ``None`` when it changes no setting their times read."""
+    failing = any(getattr(current, n) != getattr(updated, n) for n in RETRY_SETTINGS)
+    defaulted = current.default_interval != updated.default_interval
+    return RetimeScope(failing, defaulted) if failing or defaulted else None
+
+
+def retimed(task: Task, current: TaskType, updated: TaskType, now: datetime) -> Task | None:
+    """``task`` with the times ``updated`` gives it at ``now``, when they
+    differ from those ``current`` gives it (``None``: the edit does not move
+    it). Its ``retries_left`` follows the new retry policy. The times are
+    the policy's (:func:`.schedule.compute_start_times`), read back from
+    the task as stored: a retry's jitter stays where it was drawn, within
+    the new window."""
+    before = compute_start_times(task, current, now)
+    after = compute_start_times(task, updated, now)
+    changes: dict[str, Any] = {}
+    if after.can_start_by != before.can_start_by:
+        changes["next_run"] = after.can_start_by
+    if after.should_start_by != before.should_start_by:
+        changes["deadline"] = after.should_start_by
+    if not changes:
+        return None
+    return task.updated(**changes, retries_left=retry_state(task, updated).retries_left)
+
+
+def retime_effect(count: int, example: Task, moved: Task) -> TypeEditEffect:
+    """The report of ``count`` tasks retimed, ``example`` (as it was) the
+    first of them and ``moved`` what it becomes."""
+    times = f"next_run {fmt_instant(example.next_run)} -> {fmt_instant(moved.next_run)}"
+    if moved.deadline != example.deadline:
+        times += f", deadline {fmt_instant(example.deadline)} -> {fmt_instant(moved.deadline)}"
+    return TypeEditEffect(
+        "next_run",
+        count,
+        example.id or 0,
+        "its times depend on the settings changed (its retries after failures, or the "
+        "default interval): computed again now, and the runner dispatches it by the new "
+        f"ones (task {example.id}: {times})",
+    )
 
 
 def given_fields(changes: Mapping[str, Any]) -> tuple[str, ...]:

@@ -1,10 +1,12 @@
 """Editing tasks and task types in place (:meth:`TaskStore.edit_task`,
 :meth:`TaskStore.update_task_type`): one transaction each, the row locked,
-a task's new times computed by the policy engine."""
+a task's new times computed by the policy engine (also those of the tasks
+a type edit retimes: :mod:`..policy.type_edit`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,9 +15,18 @@ import sqlalchemy as sa
 from ..editing import TASK_TYPE_EDITABLE, TASK_TYPE_IDLE
 from ..enums import check_aware
 from ..exceptions import DuplicateTask, InvalidInput, NotFound, TaskBusy, UnknownTaskType
-from ..model import OPEN_RUN_STATUSES, ScheduleKind, Task, TaskStatus, TaskType
+from ..model import OPEN_RUN_STATUSES, OWNER_CLEARED, ScheduleKind, Task, TaskStatus, TaskType
 from ..policy.edit import edited_task
-from ..policy.type_edit import TaskShape, TypeEditReport, assess_type_edit, given_fields
+from ..policy.type_edit import (
+    TaskShape,
+    TypeEditEffect,
+    TypeEditReport,
+    assess_type_edit,
+    given_fields,
+    retime_effect,
+    retime_scope,
+    retimed,
+)
 from ..validation import unstorable
 from . import rows
 from .sql_base import SQLBase
@@ -38,6 +49,12 @@ _SHAPE_COLUMNS = (
     task_t.c.max_expected_duration,
     task_t.c.max_allowed_duration,
 )
+
+#: the tasks a type edit retimes: waiting or disabled, no run holding them
+#: (a run's outcome computes the times of its task with the type it reads then)
+RETIMED = (TaskStatus.WAITING, TaskStatus.DISABLED)
+#: tasks read per query when retiming
+RETIME_PAGE = 1000
 
 
 class EditMethods(SQLBase):
@@ -101,6 +118,7 @@ class EditMethods(SQLBase):
                 .where(type_t.c.type == name)
                 .values(rows.task_type_to_row(updated))
             )
+            self._retime(conn, current, updated, when)
         return updated
 
     def preview_task_type_update(
@@ -110,7 +128,11 @@ class EditMethods(SQLBase):
         when = self._instant(now)
         with self._read("preview task type update") as conn:
             current, updated = self._edited_type(conn, name, changes, lock=False)
-            return self._type_edit_report(conn, current, updated, changes, when)
+            report = self._type_edit_report(conn, current, updated, changes, when)
+            effect = self._retime(conn, current, updated, when, write=False)
+            if effect is None:
+                return report
+            return replace(report, moves=(*report.moves, effect))
 
     @staticmethod
     def _instant(now: datetime | None) -> datetime:
@@ -163,6 +185,101 @@ class EditMethods(SQLBase):
         ]
         given = given_fields({k: v for k, v in changes.items() if getattr(current, k) != v})
         return assess_type_edit(current, updated, given, shapes, now)
+
+    def _retime(
+        self,
+        conn: sa.Connection,
+        current: TaskType,
+        updated: TaskType,
+        now: datetime,
+        *,
+        write: bool = True,
+    ) -> TypeEditEffect | None:
+        """Compute again the times of the tasks of the type whose times the
+        edit changes (:func:`~..policy.type_edit.retimed`) and, with
+        ``write``, store them (the rows locked as they are read); what was
+        (or would be) retimed, or ``None`` for nothing. Reads only the
+        tasks the settings changed may move, a page at a time."""
+        count, first = 0, None
+        waiting = False
+        for page in self._retimed_pages(conn, current, updated, now, lock=write):
+            count += len(page)
+            first = first or page[0]
+            waiting = waiting or any(t.status is TaskStatus.WAITING for _, t in page)
+            if write:
+                conn.execute(
+                    sa.update(task_t)
+                    .where(task_t.c.id == sa.bindparam("task_id"))
+                    .values(
+                        next_run=sa.bindparam("new_next_run"),
+                        deadline=sa.bindparam("new_deadline"),
+                        retries_left=sa.bindparam("new_retries_left"),
+                        updated_at=now,
+                    ),
+                    [
+                        {
+                            "task_id": t.id,
+                            "new_next_run": t.next_run,
+                            "new_deadline": t.deadline,
+                            "new_retries_left": t.retries_left,
+                        }
+                        for _, t in page
+                    ],
+                )
+        if write and waiting:
+            self._announce(conn, [current.type])  # some may be ready sooner
+        return None if first is None else retime_effect(count, *first)
+
+    def _retimed_pages(
+        self,
+        conn: sa.Connection,
+        current: TaskType,
+        updated: TaskType,
+        now: datetime,
+        *,
+        lock: bool,
+    ) -> Iterator[list[tuple[Task, Task]]]:
+        """The tasks the edit retimes, as (before, after), a page of tasks
+        read at a time in id order."""
+        scope = retime_scope(current, updated)
+        if scope is None:
+            return
+        which: list[sa.ColumnElement[bool]] = []
+        if scope.failing:
+            which.append(task_t.c.failure_count > 0)
+        if scope.defaulted:
+            which.append(
+                sa.and_(
+                    task_t.c.schedule_kind == ScheduleKind.ADAPTIVE.value,
+                    task_t.c.current_interval.is_(None),
+                )
+            )
+        after = 0
+        while True:
+            query = (
+                sa.select(task_t)
+                .where(
+                    task_t.c.type == current.type,
+                    task_t.c.status.in_([s.value for s in RETIMED]),
+                    *(task_t.c[name].is_(None) for name in OWNER_CLEARED),
+                    sa.or_(*which),
+                    task_t.c.id > after,
+                )
+                .order_by(task_t.c.id)
+                .limit(RETIME_PAGE)
+            )
+            found = conn.execute(self._lock(query) if lock else query).all()
+            if not found:
+                return
+            after = found[-1].id
+            page = []
+            for row in found:
+                task = rows.task_from_row(row._mapping)
+                moved = retimed(task, current, updated, now)
+                if moved is not None:
+                    page.append((task, moved))
+            if page:
+                yield page
 
     @staticmethod
     def _check_type_changes(changes: Mapping[str, Any]) -> None:

@@ -305,8 +305,11 @@ def update_type(cli: CliContext, name: str, dry_run: bool, as_json: bool, **opti
     """Change settings of task type TYPE in place.
 
     Durations read like '90', '5 min', '1h30m'. 'none' unsets a nullable
-    setting: {nullable}. Its tasks keep their times; the new settings apply
-    from the next computation (a run's outcome). A change that would make
+    setting: {nullable}. Its tasks keep their times, and the new settings
+    apply from the next computation (a run's outcome), except tasks whose
+    times read what changed (a retry awaited when the retry policy changes,
+    an adaptive task on the default interval): their next run is computed
+    again at once, so that explain says what the runner does. A change that would make
     one of its tasks (live or disabled) break a rule it kept, e.g. retries
     whose worst case no longer fits a task's period, is refused, naming the
     setting; adaptive intervals outside new bounds are moved into them at

@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from ..model import Task, TaskRun
+from ..policy.type_edit import retime_scope
 from .redis_index import IndexUnavailable, RedisIndex
 from .sync import file_tasks
 
@@ -104,6 +105,16 @@ class IndexedStore:
             self.invalidated.add(name)
             self._safely("an import", partial(self.index.invalidate, name))
         return summary
+
+    def update_task_type(self, name: str, **kwargs: Any) -> Any:
+        before = self.store.get_task_type(name)
+        updated = self.store.update_task_type(name, **kwargs)
+        if before is not None and retime_scope(before, updated) is not None:
+            # the edit may have moved the stored times of many of its tasks
+            # (a retry policy, a default interval): the type's index is rebuilt
+            self.invalidated.add(name)
+            self._safely("a type edit", partial(self.index.invalidate, name))
+        return updated
 
     def update_task(self, task: Task, **kwargs: Any) -> Task:
         updated: Task = self.store.update_task(task, **kwargs)

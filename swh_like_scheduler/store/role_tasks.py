@@ -52,8 +52,12 @@ class TaskStore(Protocol):
         whose worst case no longer fits a task's period, a type nobody
         could make an adaptive task of...) raises :class:`InvalidInput`
         naming the first setting given (cron schedules are judged from
-        ``now``, default: the clock). Its tasks keep their times: the new
-        settings apply from their next computation (a run's outcome).
+        ``now``, default: the clock). Its tasks keep their times (the new
+        settings apply from their next computation, a run's outcome), but
+        for those whose times read a setting changed (a retry awaited under
+        a changed retry policy, an adaptive task without an interval of its
+        own under a changed default interval): their ``next_run`` and
+        deadline are computed again in the same transaction.
         Raises :class:`NotFound` for an unknown type, :class:`InvalidInput`
         for another field (``paused_at``: :meth:`pause_task_type` and
         :meth:`resume_task_type` change it), and :class:`TaskBusy` for a

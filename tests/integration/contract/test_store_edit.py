@@ -294,3 +294,38 @@ def test_new_bounds_move_adaptive_intervals_and_are_taken(
     assert (moved.field, moved.count, moved.example) == ("current_interval", 2, tasks[0].id)
     assert "lowered" in moved.detail
     assert store.update_task_type("sleep", now=now, max_interval=12 * H).max_interval == 12 * H
+
+
+def test_a_retry_policy_edit_moves_the_stored_times_of_waiting_retries(
+    store: Any, now: datetime
+) -> None:
+    """On every store (the indexed one rebuilds the type's index, which the
+    contract's drift check then spares): a task awaiting a retry is due when
+    the new policy says, and a claim at that time takes it."""
+    minutes = timedelta(minutes=1)
+    task_type = store.create_task_type(
+        TaskType(
+            type="nap",
+            backend_name="workers.nap",
+            num_retries=2,
+            retry_delay=50 * minutes,
+            retry_growth=1.0,
+        )
+    )
+    [task] = store.create_tasks(
+        [task_from_input({"period": "2h", "args": [1]}, task_type, now=now)], now=now
+    )
+    [claimed] = store.claim_ready_tasks("nap", now=now, limit=1)
+    store.start_task_run(claimed.backend_id, started=now, worker="w")
+    store.end_task_run(
+        claimed.backend_id,
+        status=RunStatus.FAILED,
+        ended=now + 90 * minutes,
+        apply=outcome_applier(TaskTypeCache(store), random.Random(0)),
+    )
+    assert store.get_tasks([task.id])[0].next_run == now + 140 * minutes
+    store.update_task_type("nap", now=now + 91 * minutes, retry_delay=20 * minutes)
+    moved = store.get_tasks([task.id])[0]
+    assert moved.next_run == now + 110 * minutes
+    assert store.ready_task_ids("nap", now=moved.next_run - timedelta(seconds=1), limit=5) == []
+    assert store.ready_task_ids("nap", now=moved.next_run, limit=5) == [task.id]

@@ -4,46 +4,95 @@ ids per request; ``dry_run`` counts only."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
-from pydantic import Field, StrictBool, StrictInt, StrictStr
+from pydantic import AfterValidator, ConfigDict, Field, StrictBool, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from ..model import ScheduleKind, TaskStatus
 from ..store.values import BULK_MAX_IDS, BulkAction, BulkFilter
 from .deps import WRITE, State
 from .responses import Out
-from .schemas import Body
+from .schemas import MAX_ID, Body, Identifier, Key, TaskIdIn, Whole, ecma
 
 router = APIRouter(prefix="/tasks/bulk", tags=["tasks"])
 
 #: most tasks one request reads (a client goes on with ``next_after_id``)
 MAX_SCAN = 10_000
+#: most arguments a filter compares
+MAX_ARGUMENTS = 20
+
+
+#: a keyword argument's name (ASCII), or a position of at most 6 digits
+ARGUMENT = r"^([A-Za-z_][A-Za-z0-9_]*|[0-9]{1,6})$"
+#: the criteria: a filter needs one of them (given, not null), or ``all``
+CRITERIA: dict[str, dict[str, Any]] = {
+    "type": {"type": "string"},
+    "kind": {"type": "string"},
+    "status": {"type": "array"},
+    "condition": {"type": "array"},
+    "key_prefix": {"type": "string"},
+    "arguments": {"type": "object", "minProperties": 1},
+    "ids": {"type": "array"},
+}
+
+
+def _argument_names(value: dict[str, Any]) -> dict[str, Any]:
+    for name in value:
+        if ecma(ARGUMENT).search(name) is None:
+            raise PydanticCustomError(
+                "value_error",
+                "{name} is neither a keyword argument's name nor a position (0, 1...)",
+                {"name": repr(name[:60])},
+            )
+    return value
+
+
+Arguments = Annotated[
+    dict[str, Any],
+    Field(max_length=MAX_ARGUMENTS),
+    AfterValidator(_argument_names),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "maxProperties": MAX_ARGUMENTS,
+            "propertyNames": {"pattern": ARGUMENT},
+        }
+    ),
+]
+
+
+def _needs_a_criterion(schema: dict[str, Any]) -> None:
+    """A filter names a criterion (given, not null), or asks for ``all``."""
+    cases = [{"required": [name], "properties": {name: rule}} for name, rule in CRITERIA.items()]
+    schema["anyOf"] = [*cases, {"required": ["all"], "properties": {"all": {"const": True}}}]
 
 
 class BulkIn(Body):
     """The filter (every criterion given must hold) and the window."""
 
-    type: StrictStr | None = Field(default=None, max_length=200)
+    model_config = ConfigDict(json_schema_extra=_needs_a_criterion)
+
+    type: Identifier | None = None
     kind: ScheduleKind | None = None
     status: list[TaskStatus] | None = Field(default=None, min_length=1, max_length=5)
     condition: list[Literal["OK", "WARNING", "ERROR"]] | None = Field(
         default=None, min_length=1, max_length=3
     )
-    key_prefix: StrictStr | None = Field(default=None, max_length=500)
-    arguments: dict[str, Any] | None = Field(
+    key_prefix: Key | None = None
+    arguments: Arguments | None = Field(
         default=None,
-        max_length=20,
         description="keyword arguments (or positions '0', '1'...) and the values they "
         "must equal (as JSON values)",
         examples=[{"url": "https://example.org/repo.git"}],
     )
-    ids: list[StrictInt] | None = Field(default=None, max_length=BULK_MAX_IDS)
+    ids: list[TaskIdIn] | None = Field(default=None, max_length=BULK_MAX_IDS)
     all: StrictBool = Field(default=False, description="no criterion: every task is meant")
     dry_run: StrictBool = Field(default=False, description="count only, change nothing")
-    after_id: StrictInt = Field(default=0, ge=0, le=2**63 - 1)
-    scan: StrictInt = Field(default=MAX_SCAN, ge=1, le=MAX_SCAN)
-    batch_size: StrictInt = Field(default=1000, ge=1, le=10_000)
+    after_id: Whole = Field(default=0, ge=0, le=MAX_ID)
+    scan: Whole = Field(default=MAX_SCAN, ge=1, le=MAX_SCAN)
+    batch_size: Whole = Field(default=1000, ge=1, le=10_000)
 
 
 class BulkOut(Out):

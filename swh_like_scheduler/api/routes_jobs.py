@@ -1,20 +1,106 @@
-"""``/jobs/{key}``: seed 004's jobs by key (:mod:`..jobs`)."""
+"""``/jobs/{key}``: seed 004's jobs by key (:mod:`..jobs`), and their body."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Response
+from pydantic import ConfigDict, Field, StrictStr
 
 from ..exceptions import NotFound
-from ..jobs import MAX_KEY, JobView, job_from_input
+from ..jobs import MAX_INSTANTS, MAX_KEY, JobView, job_from_input
 from .app import ApiState
 from .deps import READ, WRITE, State
 from .responses import JobOut
-from .schemas import JobIn
+from .schemas import Body, Duration, NoNul, Priority, ZonedInstant
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
-JobKey = Annotated[str, Path(min_length=1, max_length=MAX_KEY)]
+JobKey = Annotated[NoNul, Path(min_length=1, max_length=MAX_KEY)]
+
+#: an HTTP header name (RFC 9110's token), and a value without a line break
+HEADER_NAME = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
+HEADER_VALUE = r"^[^\r\n\x00]*$"
+#: what ``str.strip`` takes away (``str.isspace``), spelled out: a regex's
+#: ``\s`` differs between readers
+_SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: a RabbitMQ queue: not blank, not starting with ``amq.`` (reserved), no
+#: NUL; the server also holds it to 255 bytes of UTF-8 (a schema counts characters)
+QUEUE = (
+    rf"^([^{_SPACE}a\x00][^\x00]*|[{_SPACE}][^\x00]*[^{_SPACE}\x00][^\x00]*"
+    r"|a|a[^m\x00][^\x00]*|am|am[^q\x00][^\x00]*|amq|amq[^.\x00][^\x00]*)$"
+)
+URL = r"^https?://[^\x00]*$"
+_OBJECT: dict[str, Any] = {"type": "object"}
+#: the data of each callback type; the server's checks are :class:`..jobs.Callback`'s
+CALLBACK_DATA: dict[str, dict[str, Any]] = {
+    "rabbitmq": {
+        "type": "object",
+        "description": "publish payload to queue (the notify worker)",
+        "properties": {
+            "queue": {
+                "type": "string",
+                "pattern": QUEUE,
+                "maxLength": 255,
+                "examples": ["training.invitations.notifications"],
+            },
+            "payload": _OBJECT,
+        },
+        "required": ["queue"],
+        "additionalProperties": False,
+    },
+    "http": {
+        "type": "object",
+        "description": "send payload to url (the webhook worker): public addresses, else "
+        "the setting callback_allow",
+        "properties": {
+            "url": {"type": "string", "pattern": URL, "examples": ["https://example.org/hook"]},
+            "payload": _OBJECT,
+            "method": {"enum": ["POST", "PUT"]},
+            "headers": {
+                "type": "object",
+                "propertyNames": {"pattern": HEADER_NAME},
+                "additionalProperties": {"type": "string", "pattern": HEADER_VALUE},
+            },
+        },
+        "required": ["url"],
+        "additionalProperties": False,
+    },
+}
+
+
+class CallbackIn(Body):
+    """What happens at each instant; ``data`` depends on ``type`` (the
+    schema's ``oneOf``), as the server checks it (:class:`..jobs.Callback`:
+    a refusal names ``callback.data.FIELD``)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"properties": {"type": {"const": kind}, "data": data}}
+                for kind, data in CALLBACK_DATA.items()
+            ]
+        }
+    )
+
+    type: Literal["rabbitmq", "http"]
+    data: dict[str, Any] = Field(
+        examples=[{"queue": "training.invitations.notifications", "payload": {"id": "42"}}]
+    )
+
+
+class JobIn(Body):
+    """Seed 004's job: a key, the instants, a callback."""
+
+    key: StrictStr | None = Field(default=None, description="if given, the key in the path")
+    schedules: list[ZonedInstant] = Field(
+        min_length=1,
+        max_length=MAX_INSTANTS,
+        description="at least one instant (DELETE /jobs/{key} cancels a job's instants)",
+        examples=[["2020-12-24T14:00:00Z", "2020-12-25T14:00:00Z"]],
+    )
+    callback: CallbackIn
+    max_delay: Duration | None = Field(default=None, description="how late an instant may run")
+    priority: Priority | None = None
 
 
 def _answer(state: ApiState, view: JobView) -> dict[str, Any]:
@@ -24,7 +110,12 @@ def _answer(state: ApiState, view: JobView) -> dict[str, Any]:
     return body
 
 
-@router.put("/{key}", dependencies=[WRITE], response_model=JobOut)
+@router.put(
+    "/{key}",
+    dependencies=[WRITE],
+    response_model=JobOut,
+    responses={201: {"model": JobOut, "description": "the job is new"}},
+)
 def put_job(state: State, key: JobKey, body: JobIn, response: Response) -> dict[str, Any]:
     """Create the job or replace its instants, atomically: instants given
     again are kept (one that already ran does not run again), new ones are

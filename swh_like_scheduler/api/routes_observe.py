@@ -20,12 +20,13 @@ from ..store import SchedulerStore
 from .app import ApiState
 from .deps import READ, State
 from .responses import ConditionsOut, HealthOut, RunOut
+from .schemas import MAX_ID, NoNul
 
 router = APIRouter(tags=["observation"])
 
 
 @router.get("/runs/{backend_id}", dependencies=[READ], response_model=RunOut)
-def get_run(state: State, backend_id: Annotated[str, Path(max_length=200)]) -> dict[str, Any]:
+def get_run(state: State, backend_id: Annotated[NoNul, Path(max_length=200)]) -> dict[str, Any]:
     """A run by its Celery task id."""
     found = state.store.get_task_run(backend_id)
     if found is None:
@@ -36,10 +37,10 @@ def get_run(state: State, backend_id: Annotated[str, Path(max_length=200)]) -> d
 @router.get("/conditions", dependencies=[READ], response_model=ConditionsOut)
 def get_conditions(
     state: State,
-    type: Annotated[str | None, Query(max_length=200)] = None,
+    type: Annotated[NoNul | None, Query(max_length=200)] = None,
     show: Literal["ERROR", "WARNING"] | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 20,
-    after_id: Annotated[int, Query(ge=0)] = 0,
+    after_id: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> dict[str, Any]:
     """How many live and disabled tasks are OK, WARNING or in ERROR, per
     type, as last counted in the background (``counts_age_seconds``; the

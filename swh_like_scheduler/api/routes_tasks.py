@@ -18,13 +18,15 @@ from ..store import TaskFilter
 from ..validation import parse_datetime
 from .deps import READ, WRITE, State
 from .responses import ActedOut, RunOut, TaskOut, TasksOut
-from .schemas import RespawnIn, TasksIn
+from .schemas import MAX_ID, Instant, NoNul, RespawnIn, TasksIn
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
 
 #: largest page of a search
 MAX_PAGE = 1000
-TaskId = Annotated[int, Path(ge=1, le=2**63 - 1)]
+TaskId = Annotated[int, Path(ge=1, le=MAX_ID)]
+#: a task's client key in a path
+TaskKey = Annotated[NoNul, Path(max_length=500)]
 
 
 @router.post("", status_code=201, dependencies=[WRITE], response_model=TasksOut)
@@ -60,15 +62,15 @@ def _instant(field: str, value: str | None) -> datetime | None:
 def search_tasks(
     state: State,
     request: Request,
-    type: Annotated[str | None, Query(max_length=200)] = None,
+    type: Annotated[NoNul | None, Query(max_length=200)] = None,
     status: Annotated[list[TaskStatus] | None, Query()] = None,
     priority: Priority | None = None,
     kind: ScheduleKind | None = None,
-    key_prefix: Annotated[str | None, Query(max_length=500)] = None,
+    key_prefix: Annotated[NoNul | None, Query(max_length=500)] = None,
     next_run_before: Annotated[
-        str | None, Query(description="ISO 8601: only tasks whose next run is before it")
+        Instant | None, Query(description="ISO 8601: only tasks whose next run is before it")
     ] = None,
-    after_id: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,
+    after_id: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
 ) -> dict[str, Any]:
     """Tasks by increasing id. Page with ``after_id``: each page gives the
@@ -96,7 +98,7 @@ def _task(state: Any, task_id: int) -> Task:
 
 
 @router.get("/by-key/{key}", dependencies=[READ], response_model=TaskOut)
-def get_task_by_key(state: State, key: Annotated[str, Path(max_length=500)]) -> dict[str, Any]:
+def get_task_by_key(state: State, key: TaskKey) -> dict[str, Any]:
     found = state.store.get_task_by_key(key)
     if found is None:
         raise NotFound(f"no task with key {key!r}")
@@ -167,7 +169,7 @@ def explain_task(
     state: State,
     task_id: TaskId,
     request: Request,
-    at: Annotated[str | None, Query(description="ISO 8601 (default: now)")] = None,
+    at: Annotated[Instant | None, Query(description="ISO 8601 (default: now)")] = None,
 ) -> dict[str, Any]:
     """Why the task is (not) running: its start times, condition, and what moved them."""
     request.state.error_prefix = ["query"]

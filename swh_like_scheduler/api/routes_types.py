@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 
@@ -11,9 +11,11 @@ from ..exceptions import NotFound
 from ..jsonable import plain, task_type_json
 from .deps import READ, WRITE, State
 from .responses import TaskTypeOut
-from .schemas import TaskTypeIn
+from .schemas import NoNul, TaskTypeIn
 
 router = APIRouter(prefix="/task-types", tags=["task types"])
+#: a task type's name in a path (one that is not a valid name is simply unknown: 404)
+TypeName = Annotated[NoNul, Path(max_length=200)]
 
 
 @router.get("", dependencies=[READ], response_model=list[TaskTypeOut])
@@ -23,7 +25,7 @@ def list_task_types(state: State) -> list[dict[str, Any]]:
 
 
 @router.get("/{name}", dependencies=[READ], response_model=TaskTypeOut)
-def get_task_type(state: State, name: str = Path(max_length=200)) -> dict[str, Any]:
+def get_task_type(state: State, name: TypeName) -> dict[str, Any]:
     found = state.store.get_task_type(name)
     if found is None:
         raise NotFound(f"no task type named {name!r}")
@@ -38,7 +40,7 @@ def create_task_type(state: State, body: TaskTypeIn) -> dict[str, Any]:
 
 
 @router.post("/{name}/pause", dependencies=[WRITE], response_model=TaskTypeOut)
-def pause_task_type(state: State, name: str = Path(max_length=200)) -> dict[str, Any]:
+def pause_task_type(state: State, name: TypeName) -> dict[str, Any]:
     """Stop dispatching the type's tasks (404 for an unknown type). They
     keep waiting; runs already dispatched finish. ``paused_at`` says since
     when; pausing a paused type keeps its first instant."""
@@ -47,6 +49,6 @@ def pause_task_type(state: State, name: str = Path(max_length=200)) -> dict[str,
 
 
 @router.post("/{name}/resume", dependencies=[WRITE], response_model=TaskTypeOut)
-def resume_task_type(state: State, name: str = Path(max_length=200)) -> dict[str, Any]:
+def resume_task_type(state: State, name: TypeName) -> dict[str, Any]:
     """Dispatch the type's tasks again (404 for an unknown type)."""
     return plain(task_type_json(state.store.resume_task_type(name)))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import services
-from waiting import delete_queues, wait_until
+from waiting import delete_queues, patience, wait_until
 
 from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.model import RunStatus, TaskStatus, TaskType
@@ -180,14 +180,16 @@ def test_an_imported_beat_schedule_fires_on_time_once_under_celery_beat(
             assert [r.status for r in runs] == [RunStatus.UNEVENTFUL] * len(executions)
     finally:
         processes.stop_all()
-    # the crontab: once, at its minute
+    # the crontab: once, at its minute (later on a loaded machine: the
+    # dispatch and the worker's pickup wait for a core)
+    late = LATE * patience()
     assert len(every_minute) == 1, every_minute
-    assert cron.next_run.timestamp() <= every_minute[0] <= cron.next_run.timestamp() + LATE
+    assert cron.next_run.timestamp() <= every_minute[0] <= cron.next_run.timestamp() + late
     # the timedelta: first one period after the import, then once per period
-    assert periodic.next_run.timestamp() <= every_5s[0] <= periodic.next_run.timestamp() + LATE
+    assert periodic.next_run.timestamp() <= every_5s[0] <= periodic.next_run.timestamp() + late
     gaps = [b - a for a, b in itertools.pairwise(every_5s)]
     assert len(gaps) >= 4, every_5s
-    assert all(0.9 * PERIOD - 0.1 <= gap <= PERIOD + LATE for gap in gaps), gaps
+    assert all(0.9 * PERIOD - 0.1 <= gap <= PERIOD + late for gap in gaps), gaps
     # beat's own import at start found the entries as imported
     assert "beat_schedule: entry 'every-5s': unchanged" in beat_log, beat_log[-3000:]
     assert "beat_schedule: 2 beat_schedule entries: 2 unchanged" in beat_log

@@ -84,6 +84,8 @@ INEXPRESSIBLE: dict[tuple[str, str], str] = {
             ("tz", "whether a zone name is known is the IANA database's to say"),
             ("cron", "a well-formed cron expression may never fire"),
             ("blackout_periods", "windows are refused together: empty, or the whole day"),
+            ("args", "no NUL in any text of any JSON value: not a finite schema"),
+            ("kwargs", "no NUL in any text of any JSON value: not a finite schema"),
             ("max_expected_duration", "at most the task's max_allowed_duration"),
             ("max_allowed_duration", "at least the task's max_expected_duration"),
             *((name, "which schedule parameters apply is the task's kind") for name in SCHEDULE),

@@ -251,7 +251,7 @@ class Census:
 TEXT_KEPT = 160
 
 
-def _text(task: Task) -> str:
+def problem_text(task: Task) -> str:
     # secrets hidden: a filter on them would let a reader guess them
     plain = {"args": list(task.args), "kwargs": hidden_kwargs(task.kwargs)}
     arguments = json.dumps(plain, default=str, ensure_ascii=False)
@@ -269,7 +269,7 @@ def problem_of(task: Task, task_type: Any, now: datetime) -> tuple[Problem, poli
         kind=str(task.schedule_kind),
         priority=str(task.priority),
         # only a problem is searched: an OK task's text is never made
-        text="" if report.level.value == "OK" else _text(task),
+        text="" if report.level.value == "OK" else problem_text(task),
     )
     return entry, report
 

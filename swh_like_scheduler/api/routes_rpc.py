@@ -63,6 +63,13 @@ READ_METHODS = frozenset(
         "origin_visit_stats_get",
         "get_metrics",
         "peek_next_visits",
+        "conditions_to_assess",
+        "condition_frontier",
+        "sweep_conditions",
+        "count_conditions",
+        "latest_census",
+        "census_history",
+        "problem_page",
     }
 )
 WRITE_METHODS = frozenset(
@@ -118,6 +125,9 @@ WRITE_METHODS = frozenset(
         "record_visit_statuses",
         "update_metrics",
         "grab_next_visits",
+        "put_conditions",
+        "drop_conditions",
+        "save_census",
     }
 )
 METHODS = READ_METHODS | WRITE_METHODS
@@ -138,6 +148,8 @@ READ_CAPS: dict[str, dict[str, int]] = {
     "preview_bulk": {"scan": MAX_SCAN},
     "waiting_entries": {"limit": MAX_SCAN},
     "ready_task_ids": {"limit": MAX_SCAN},
+    "conditions_to_assess": {"limit": MAX_SCAN},
+    "problem_page": {"limit": MAX_SCAN},
     "peek_next_visits": {"count": MAX_SCAN},
 }
 #: how a caller goes on past a cap, where it can

@@ -99,6 +99,24 @@ _MONITOR_OPTIONS = [
         "(its runner died between claim and publish) are published by the monitor.",
     ),
     click.option(
+        "--census-every",
+        type=_SECONDS,
+        default=60.0,
+        show_default=True,
+        help="Seconds the stored schedule-health census (the counts of OK, WARNING "
+        "and ERROR tasks every API replica reports) may get old before the monitor "
+        "counts again; it counts sooner when counting is cheap (five times its cost, "
+        "at least a pass apart).",
+    ),
+    click.option(
+        "--census-budget",
+        type=click.FloatRange(min=0.1),
+        default=5.0,
+        show_default=True,
+        help="Seconds a pass may spend assessing tasks for the census; a first census "
+        "of millions of tasks goes on over several passes.",
+    ),
+    click.option(
         "--lock-ttl",
         type=click.FloatRange(min=1),
         default=60.0,
@@ -146,6 +164,8 @@ def monitor_settings(
         republish_after=republish_after,
         orphaned_after=timedelta(seconds=options["orphaned_after"]),
         lock_ttl=timedelta(seconds=options["lock_ttl"]),
+        census_every=timedelta(seconds=options["census_every"]),
+        census_budget=options["census_budget"],
     )
 
 

@@ -34,14 +34,20 @@ lock ``lock_ttl`` later and another takes over. Then, in order:
    ``load_window``, how many overdue by more than ``load_slack``) and the
    measurement kept on the type, for the capacity-aware interval rule
    (:meth:`SchedulerStore.measure_type_loads`, :mod:`..policy.capacity`);
-7. **stuck index claims** (with the Redis index): ids a runner took from
+7. **census**: the schedule-health census step (:mod:`..health.census`):
+   the tasks whose condition may have changed are assessed again and the
+   counts stored, when the latest census is older than five times what it
+   cost (within ``period`` and ``census_every``), for ``census_budget``
+   seconds at most per pass (a first census of millions of tasks spans
+   passes);
+8. **stuck index claims** (with the Redis index): ids a runner took from
    the index and did not claim in the database within the claim's time
    limit and a margin (:func:`~..index.keeper.hold_of`: it died in
    between; refused ids parked :data:`~..index.CLAIM_TIMEOUT`) are filed again
    from the database, for every task type (runners do it too, for the
    types they dispatch).
 
-Duties 2-6 run on the caller's clock (``now``), the lock and the steal
+Duties 2-7 run on the caller's clock (``now``), the lock and the steal
 step on the database's.
 """
 
@@ -57,6 +63,7 @@ from typing import TYPE_CHECKING
 from celery import Celery
 
 from ..exceptions import InvalidInput, SchedulerError
+from ..health.census import Refresh, refresh
 from ..lease.protocol import StealReport
 from ..listener.handler import TaskTypeCache, outcome_applier
 from ..outage import Outage
@@ -82,6 +89,9 @@ ONESHOT_EXPIRY_GRACE = timedelta(minutes=5)
 LOAD_EVERY = timedelta(minutes=5)
 LOAD_WINDOW = timedelta(hours=1)
 LOAD_SLACK = timedelta(minutes=5)
+#: the oldest a stored census may get, and the seconds a pass may spend on it
+CENSUS_EVERY = timedelta(seconds=60)
+CENSUS_BUDGET = 5.0
 
 
 @dataclass(frozen=True)
@@ -125,6 +135,9 @@ class MonitorSettings:
     load_every: timedelta = LOAD_EVERY
     load_window: timedelta = LOAD_WINDOW
     load_slack: timedelta = LOAD_SLACK
+    census_every: timedelta = CENSUS_EVERY
+    #: ``None``: :data:`CENSUS_BUDGET`, or a quarter of ``lock_ttl`` when shorter
+    census_budget: float | None = None
 
     def __post_init__(self) -> None:
         positive = (
@@ -136,6 +149,7 @@ class MonitorSettings:
             "orphaned_after",
             "load_every",
             "load_window",
+            "census_every",
         )
         for name in (*positive, "lock_ttl"):
             if getattr(self, name) <= _ZERO:
@@ -154,9 +168,24 @@ class MonitorSettings:
             raise InvalidInput(
                 "lock_ttl", f"{self.lock_ttl} must be longer than the period {self.period}"
             )
+        if self.census_budget is not None and not (
+            0 < self.census_budget < self.lock_ttl.total_seconds() / 2
+        ):
+            raise InvalidInput(
+                "census_budget",
+                f"{self.census_budget} s must be more than zero and under half the lock's "
+                f"time to live ({self.lock_ttl}): a pass renews the lock once",
+            )
         for name in ("retention_limit", "batch_size"):
             if getattr(self, name) < 1:
                 raise InvalidInput(name, f"{getattr(self, name)} must be at least 1")
+
+    @property
+    def census_seconds(self) -> float:
+        """The seconds a pass may spend on the census."""
+        if self.census_budget is not None:
+            return self.census_budget
+        return min(CENSUS_BUDGET, self.lock_ttl.total_seconds() / 4)
 
     @property
     def identity(self) -> str:
@@ -268,6 +297,7 @@ def monitor_tick(
             limit=batch,
         )
     loads = measure_loads(store, now, settings)
+    census = census_step(store, now, settings)
     unstuck = 0
     if index is not None:
         for task_type in store.get_task_types():
@@ -283,6 +313,8 @@ def monitor_tick(
         republished=republished,
         index_unstuck=unstuck,
         loads_measured=loads,
+        census_assessed=census.assessed,
+        census_at=None if census.census is None else census.census.at,
     )
     logger.info("monitor pass: %s", report.summary())
     return report
@@ -311,6 +343,21 @@ def measure_loads(store: SchedulerStore, now: datetime, settings: MonitorSetting
                 load.backlog,
             )
     return len(loads)
+
+
+def census_step(store: SchedulerStore, now: datetime, settings: MonitorSettings) -> Refresh:
+    """The census step when the stored census is older than five times
+    what it cost, within [``period``, ``census_every``]."""
+    latest = store.latest_census()
+    cost = timedelta(seconds=5 * latest.took) if latest is not None else _ZERO
+    fresh_for = min(settings.census_every, max(settings.period, cost))
+    return refresh(
+        store,
+        now,
+        holder=f"monitor:{settings.identity}",
+        fresh_for=fresh_for,
+        budget=settings.census_seconds,
+    )
 
 
 def _no_steal(db_now: datetime) -> StealReport:

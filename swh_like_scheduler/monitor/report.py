@@ -32,6 +32,11 @@ class MonitorReport:
     index_unstuck: int = 0
     #: the task types whose load was measured (``load_every`` after the last)
     loads_measured: int = 0
+    #: tasks the census step assessed, and the instant of the census it
+    #: stored (``None``: the last one was fresh, or the step goes on at
+    #: the next pass)
+    census_assessed: int = 0
+    census_at: datetime | None = None
 
     @property
     def is_monitor(self) -> bool:
@@ -46,6 +51,10 @@ class MonitorReport:
         index = f"; {unstuck} stuck index claim(s) filed again" if unstuck else ""
         if self.loads_measured:
             index += f"; load of {self.loads_measured} task type(s) measured"
+        if self.census_at is not None:
+            index += f"; census stored ({self.census_assessed} task(s) assessed)"
+        elif self.census_assessed:
+            index += f"; census under way ({self.census_assessed} task(s) assessed)"
         return (
             f"{len(steal.warned)} lease(s) put on notice, {len(steal.stolen)} run(s) lost; "
             f"{len(self.offline.marked_offline)} silent worker(s) marked offline, "
@@ -83,4 +92,6 @@ class MonitorReport:
             "oneshots_deleted": self.oneshots_deleted,
             "republished": self.republished,
             "index_unstuck": self.index_unstuck,
+            "census_assessed": self.census_assessed,
+            "census_at": None if self.census_at is None else self.census_at.isoformat(),
         }

@@ -2,7 +2,8 @@
 made of role protocols (each in its own module): :class:`TaskStore`,
 :class:`BulkStore`, :class:`RunStore`, :class:`JobStore`,
 :class:`LeaseStore`, :class:`MonitorStore`, :class:`IdentityStore`,
-:class:`OriginStore` (the origin-visit scheduler's listers and origins).
+:class:`OriginStore` (the origin-visit scheduler's listers and origins),
+:class:`CensusStore` (the condition ledger and the stored census).
 
 Implementations: :class:`~swh_like_scheduler.store.sql.SQLAlchemyStore`
 (PostgreSQL and SQLite) and :class:`~swh_like_scheduler.client.RemoteStore`
@@ -17,6 +18,7 @@ from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 from .role_bulk import BulkStore
+from .role_census import CensusStore
 from .role_identity import IdentityStore
 from .role_jobs import JobStore
 from .role_lease import LeaseStore
@@ -48,6 +50,7 @@ __all__ = [
     "BulkReport",
     "BulkStore",
     "Capabilities",
+    "CensusStore",
     "IdentityStore",
     "ImportSummary",
     "JobStore",
@@ -74,6 +77,7 @@ class SchedulerStore(
     MonitorStore,
     IdentityStore,
     OriginStore,
+    CensusStore,
     Protocol,
 ):
     """Persistence of task types, tasks and their runs: every role."""

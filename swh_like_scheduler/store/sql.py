@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .sql_bulk import BulkMethods
 from .sql_catchup import CatchUpMethods
+from .sql_census import CensusMethods
 from .sql_console import ConsoleMethods
 from .sql_edit import EditMethods
 from .sql_grab import GrabMethods
@@ -42,6 +43,7 @@ class SQLAlchemyStore(
     WorkerMethods,
     GrabMethods,
     ConsoleMethods,
+    CensusMethods,
 ):
     """Scheduler store on a SQLAlchemy engine (PostgreSQL or SQLite); also
     the console's sessions (:class:`~.role_console.ConsoleStore`)."""

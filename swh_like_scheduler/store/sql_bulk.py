@@ -26,6 +26,7 @@ from ..model import RunStatus, Task, TaskStatus, TaskType
 from . import rows
 from .sql_base import SQLBase
 from .tables import task as task_t
+from .tables import task_condition as cond_t
 from .tables import task_run as run_t
 from .tables import task_type as type_t
 from .values import (
@@ -211,6 +212,8 @@ class BulkMethods(SQLBase):
                 where = [*where, task_t.c.id.in_(ids)]
             if action is BulkAction.DELETE:
                 done = list(conn.execute(sa.delete(task_t).where(*where).returning(*_IDS)))
+                gone = [r.id for r in done]
+                conn.execute(sa.delete(cond_t).where(cond_t.c.task_id.in_(gone)))
             elif action is BulkAction.ENABLE:
                 done = _enable(conn, where, now)
                 self._announce(conn, (r.type for r in done))

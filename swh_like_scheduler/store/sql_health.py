@@ -58,6 +58,15 @@ class HealthMethods(SQLBase):
             .group_by(task_t.c.type)
         )
         dispatched_open = per_type.where(_OPEN_RUN, run_t.c.scheduled > since)
+        # runs waiting in the broker, and how late the earliest is (their
+        # tasks' should_start_by): through the open-run index
+        queued = (
+            sa.select(task_t.c.type, sa.func.count(), sa.func.min(task_t.c.deadline))
+            .select_from(run_t)
+            .join(task_t, task_t.c.id == run_t.c.task_id)
+            .where(_OPEN_RUN, run_t.c.status == RunStatus.SCHEDULED.value)
+            .group_by(task_t.c.type)
+        )
         dispatched_ended = per_type.where(
             run_t.c.ended > since, run_t.c.ended <= now, run_t.c.scheduled > since
         )
@@ -105,4 +114,5 @@ class HealthMethods(SQLBase):
                 ),
                 last_room_at=conn.scalar(sa.select(sa.func.max(room_t.c.at))),
                 dispatched=dispatched,
+                queued={t: (int(n), d) for t, n, d in conn.execute(queued)},
             )

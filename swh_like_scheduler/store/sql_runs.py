@@ -43,6 +43,7 @@ from .sql_dispatch import DispatchMethods
 from .sql_ends import _OPEN, RunEndMethods
 from .sql_identity import IdentityMethods
 from .tables import task as task_t
+from .tables import task_condition as cond_t
 from .tables import task_run as run_t
 
 _FINISHED_TASK = [
@@ -436,7 +437,13 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
             .scalar_subquery()
         )
         with self._write("delete finished one-shot tasks") as conn:
-            return conn.execute(sa.delete(task_t).where(task_t.c.id.in_(victims))).rowcount
+            gone = list(
+                conn.scalars(
+                    sa.delete(task_t).where(task_t.c.id.in_(victims)).returning(task_t.c.id)
+                )
+            )
+            conn.execute(sa.delete(cond_t).where(cond_t.c.task_id.in_(gone)))
+            return len(gone)
 
 
 #: outcomes that a worker reports (not the scheduler's own verdicts)

@@ -40,6 +40,7 @@ from .interface import (
 from .sql_base import SQLBase, _chunks
 from .tables import LIVE_STATUS, TASK_LIVE_STATUSES, UTCDateTime
 from .tables import task as task_t
+from .tables import task_condition as cond_t
 from .tables import task_run as run_t
 from .tables import task_type as type_t
 
@@ -451,6 +452,7 @@ class TaskMethods(SQLBase):
         deleted = 0
         with self._write("delete tasks") as conn:
             for chunk in _chunks(list(dict.fromkeys(ids))):
+                conn.execute(sa.delete(cond_t).where(cond_t.c.task_id.in_(chunk)))
                 deleted += conn.execute(sa.delete(task_t).where(task_t.c.id.in_(chunk))).rowcount
         return deleted
 

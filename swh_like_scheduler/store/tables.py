@@ -226,6 +226,9 @@ task = sa.Table(
         where="schedule_kind = 'oneshot' AND status = 'waiting'",
     ),
     _partial_index("ix_task_oneshot_finished", "updated_at", where=_ONESHOT_FINISHED),
+    # the tasks changed since an instant: what the census assesses again
+    # (sql/versions/0016_condition_ledger.py)
+    sa.Index("ix_task_updated_at", "updated_at"),
 )
 
 task_run = sa.Table(
@@ -591,4 +594,64 @@ console_link = sa.Table(
     sa.Column("expires_at", UTCDateTime, nullable=False),
     sa.Column("used_at", UTCDateTime),
     sa.Index(None, "expires_at"),
+)
+
+# -- the condition ledger (sql/versions/0016_condition_ledger.py) ---------------
+
+#: Every watched task's condition as the census last assessed it, so that
+#: counts and the problem list are read from an index rather than by
+#: evaluating every task. ``rank`` 0 is ERROR, 1 WARNING, 2 OK;
+#: ``finish_by`` orders the problems (most late first); ``holds_until`` is
+#: the instant the level may change with the clock alone (NULL: only when
+#: the task changes); the ``seen_*`` columns are the task's own values when
+#: it was assessed: a row that differs from its task is assessed again.
+task_condition = sa.Table(
+    "task_condition",
+    metadata,
+    # no foreign key: its check would share-lock the task row, and a claim
+    # (``FOR UPDATE SKIP LOCKED``) would skip a task the census is writing;
+    # a deletion deletes the row, and the census's sweep any it missed
+    sa.Column("task_id", sa.BigInteger, primary_key=True),
+    sa.Column("type", sa.Text, nullable=False),
+    sa.Column("rank", sa.SmallInteger, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("finish_by", UTCDateTime),
+    sa.Column("holds_until", UTCDateTime),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("priority", sa.Text, nullable=False),
+    # lower-case key and arguments of a task that is not OK (free-text filter)
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("seen_updated_at", UTCDateTime, nullable=False),
+    sa.Column("seen_started_at", UTCDateTime),
+    sa.Column("seen_status", sa.Text, nullable=False),
+    # the fingerprint of the type's settings it was assessed with
+    sa.Column("type_seen", sa.Text, nullable=False),
+    sa.Column("assessed_at", UTCDateTime, nullable=False),
+    sa.Index(None, "holds_until"),
+    sa.Index(None, "rank", "finish_by", "task_id"),
+    # counted without reading the rows (an index-only scan)
+    sa.Index(None, "type", "rank", "seen_status"),
+    # the rows of tasks with a run under way: their start is compared at each step
+    _partial_index("ix_task_condition_scheduled", "task_id", where="seen_status = 'scheduled'"),
+)
+
+#: The counts of each census (one row per census, thinned with age): the
+#: figures every API replica reports, and the history behind the trends.
+census = sa.Table(
+    "census",
+    metadata,
+    sa.Column("id", _bigint_pk(), primary_key=True, autoincrement=True),
+    sa.Column("at", UTCDateTime, nullable=False),
+    # per type, tasks per level: {"type": {"OK": n, "WARNING": n, "ERROR": n}}
+    sa.Column("conditions", _json(), nullable=False),
+    # tasks per type and status: [[type, status, n], ...]
+    sa.Column("tasks", _json(), nullable=False),
+    sa.Column("not_ok", sa.BigInteger, nullable=False),
+    # tasks assessed by the refresh that ended with this census, and its time
+    sa.Column("assessed", sa.BigInteger, nullable=False),
+    sa.Column("took", sa.Float, nullable=False),
+    # the type fingerprints the ledger was brought to, and where the sweep stands
+    sa.Column("versions", _json(), nullable=False),
+    sa.Column("sweep_after", sa.BigInteger, nullable=False),
+    sa.Index(None, "at"),
 )

@@ -110,6 +110,10 @@ class ScheduleHealth:
     oldest_open_run: datetime | None = None
     #: the latest runner pass that had room for every ready task of a type
     last_room_at: datetime | None = None
+    #: per type with runs dispatched and not started (waiting in the
+    #: broker): how many, and the earliest deadline (should_start_by) of
+    #: their tasks; read with every call (it follows the open runs)
+    queued: dict[str, tuple[int, datetime]] = field(default_factory=dict)
     #: runs dispatched within :data:`ENDED_WINDOW` before ``now``, per type
     #: (read with the open runs only)
     dispatched: dict[str, int] = field(default_factory=dict)
@@ -335,3 +339,89 @@ class BulkReport:
             sample=(self.sample + following.sample)[:BULK_SAMPLE],
             next_after_id=following.next_after_id,
         )
+
+
+#: the levels of a condition by rank, worst first (``task_condition.rank``)
+LEVEL_RANKS = ("ERROR", "WARNING", "OK")
+
+
+@dataclass(frozen=True)
+class ConditionRow:
+    """One watched task's condition as a census assessed it
+    (:meth:`CensusStore.put_conditions`), with the task's own values it was
+    assessed on: a row that no longer matches its task is assessed again."""
+
+    task_id: int
+    type: str
+    level: str
+    reason: str
+    #: when its work should be done by (``None``: no such time, disabled)
+    finish_by: datetime | None
+    #: until when its level holds with the clock alone (``None``: until
+    #: the task changes)
+    holds_until: datetime | None
+    kind: str
+    priority: str
+    #: lower-case key and arguments (only for a task that is not OK)
+    text: str
+    seen_updated_at: datetime
+    seen_started_at: datetime | None
+    seen_status: str
+    #: the fingerprint of the type's settings it was assessed with
+    type_seen: str
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVEL_RANKS:
+            raise InvalidInput("level", f"must be one of {', '.join(LEVEL_RANKS)}")
+
+
+@dataclass(frozen=True)
+class CensusRecord:
+    """A census as stored: per type, tasks per level; tasks per type and
+    status; how many were not OK; the instant it holds for."""
+
+    id: int
+    at: datetime
+    conditions: dict[str, dict[str, int]]
+    tasks: dict[tuple[str, str], int]
+    not_ok: int
+    #: tasks assessed by the refresh that made it, and the seconds it took
+    assessed: int
+    took: float
+    #: the type fingerprints the ledger was brought to
+    versions: dict[str, str] = field(default_factory=dict)
+    #: the task id the ledger's rolling sweep goes on after
+    sweep_after: int = 0
+
+
+@dataclass(frozen=True)
+class ProblemQuery:
+    """Which problems a page lists (empty: any); ``q`` is searched in the
+    lower-case key and arguments."""
+
+    type: str = ""
+    level: str = ""
+    kind: str = ""
+    priority: str = ""
+    q: str = ""
+    #: with a ``level``: that level or worse
+    at_least: bool = False
+
+
+@dataclass(frozen=True)
+class ProblemEntry:
+    """A task that is not OK, as the ledger holds it."""
+
+    id: int
+    type: str
+    level: str
+    reason: str
+    finish_by: datetime | None
+    kind: str
+    priority: str
+    text: str
+    assessed_at: datetime
+
+    def late(self, now: datetime) -> float | None:
+        """Seconds past its finish-by at ``now`` (``None``: no such time)."""
+        return None if self.finish_by is None else (now - self.finish_by).total_seconds()

@@ -1,22 +1,22 @@
-"""The figures of ``/metrics`` (and ``/conditions``) too costly to read at
-each scrape, counted in the background.
+"""The figures of ``/metrics``, ``/conditions`` and the console too costly
+to read at each scrape, read in the background.
 
 * tasks per type and status, and how many are OK, WARNING or in ERROR per
-  type (:func:`table_counts`): a condition is the policy's verdict on one
-  task (:mod:`..conditions`), no index answers it, so counting reads every
-  live task — seconds with a million;
+  type (:func:`table_counts`): the census stored by the monitor's census
+  step (:mod:`..health.census`), read by every replica with its instant
+  and its history (the console's trends); a process with no monitor
+  behind it runs the step itself when the census is older than its cost
+  allows;
 * open runs per type and status (:func:`run_counts`): joining every open
   run to its task's type reads the whole task table once there are many
   (0.15 s with 1M tasks and 100k open runs, on every scrape).
 
 A scrape never waits for them: it reports the latest figures and their age,
-and a background thread counts again when they are older than ``every``
-seconds (one count at a time) — or sooner when counting is cheap: a count
-that took ``d`` seconds is redone once older than ``max(floor, 20 * d)``
-(a few seconds on a small installation, so the console's counts are
-live; ``every`` at a million tasks). Each count is kept with its instant
-for the console's trends (the last ``keep`` seconds, thinned to a
-sample per ``keep / 240`` seconds)."""
+and a background thread reads again when they are older than ``every``
+seconds (one read at a time), or sooner when reading is cheap: a read that
+took ``d`` seconds is redone once older than ``max(floor, 20 * d)``.
+Activity figures are kept with their instant in this process for the last
+``keep`` seconds, thinned to a sample per ``keep / 240`` seconds."""
 
 from __future__ import annotations
 
@@ -27,11 +27,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from .. import conditions
-from ..conditions import Problem
-from ..exceptions import SchedulerError
+from ..exceptions import SchedulerError, StoreUnavailable
+from ..records import default_holder
 from ..store import SchedulerStore
 from ..store.values import ScheduleHealth
 
@@ -41,19 +40,23 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Counts:
+    """A stored census as the API reports it (:mod:`..health.census`)."""
+
     #: tasks per ``(type, status)``
     tasks: dict[tuple[str, str], int]
     #: per type, tasks per condition
     conditions: dict[str, dict[str, int]]
-    #: the tasks that are not OK, worst first (the worst ones when many)
-    problems: tuple[Problem, ...] = ()
     #: how many tasks were not OK in all
     not_ok: int = 0
-    #: when the conditions were evaluated
+    #: the instant the census holds for
     at: datetime | None = None
-    #: a number of this count, new at each count (a selection made on one
-    #: count is acted on only if it is still the latest)
+    #: the census's number (a selection confirmed on one census is
+    #: re-checked when acted on under another)
     generation: int = field(default=0, compare=False)
+    #: earlier censuses (instant, per type and level), oldest first
+    history: tuple[tuple[datetime, dict[str, dict[str, int]]], ...] = field(
+        default=(), compare=False
+    )
 
 
 class Refreshed(Generic[T]):
@@ -119,6 +122,9 @@ class Refreshed(Generic[T]):
         started = self.monotonic()
         try:
             value = self._count_now()
+        except NotYet as error:
+            logger.debug("%s: %s", self.what, error)
+            return
         except SchedulerError as error:
             logger.warning("could not count the %s: %s", self.what, error)
             return
@@ -143,22 +149,84 @@ class Refreshed(Generic[T]):
 RunCounts = dict[tuple[str, str], int]
 
 
-def table_counts(
-    store: SchedulerStore, clock: Callable[[], datetime], every: float
-) -> Refreshed[Counts]:
-    """Tasks per type and status, and per type and condition."""
+class NotYet(StoreUnavailable):
+    """No census is stored yet (the first one is under way)."""
 
-    generations = iter(range(1, 2**62))
 
-    def count() -> Counts:
-        now = clock()
-        tasks = store.schedule_health(now=now, counts=True, runs=False).tasks
-        found = conditions.census(store, now)
+class CensusCounts(Refreshed[Counts]):
+    """The stored census, read in the background; when it is older than
+    what its own cost allows (no monitor keeps it: ``standalone`` without
+    one, a test), this process runs the census step itself
+    (:func:`~..health.census.refresh`, one process at a time). After an
+    action (:meth:`soon`) the next read counts again at once."""
+
+    def __init__(self, store: SchedulerStore, clock: Callable[[], datetime], every: float) -> None:
+        super().__init__(self._read, every, what="tasks", floor=2.0)
+        self.store, self.clock = store, clock
+        self._force = False
+        self._holder = f"api:{default_holder()}"
+
+    def soon(self) -> None:
+        with self._lock:
+            self._force = True
+        super().soon()
+
+    def latest(self) -> tuple[Counts | None, float | None]:
+        """The latest census read and its age: how long ago the instant it
+        holds for was, on this process's clock."""
+        counted, _ = super().latest()
+        if counted is None or counted.at is None:
+            return counted, None
+        return counted, max(0.0, (self.clock() - counted.at).total_seconds())
+
+    def history(self) -> list[tuple[datetime, Any]]:
+        counted, _ = self.latest()
+        if counted is None:
+            return []
+        return [(at, _Levels(levels)) for at, levels in counted.history]
+
+    def fresh_for(self, took: float) -> timedelta:
+        """How old a census may be before this process counts again: 20
+        times what counting cost, within [5 s, ``every``]."""
+        return timedelta(seconds=min(self.every, max(5.0, 20 * took)))
+
+    def _read(self) -> Counts:
+        from ..health.census import KEEP, refresh
+
+        now = self.clock()
+        with self._lock:
+            force, self._force = self._force, False
+        latest = self.store.latest_census()
+        took = 0.0 if latest is None else latest.took
+        if force or latest is None or now - latest.at >= self.fresh_for(took):
+            fresh = timedelta(0) if force else self.fresh_for(took)
+            step = refresh(self.store, now, holder=self._holder, fresh_for=fresh)
+            latest = step.census or self.store.latest_census()
+        if latest is None:
+            raise NotYet("no census yet: the first one is under way")
+        history = self.store.census_history(latest.at - KEEP)
         return Counts(
-            tasks, found.counts, found.problems, found.not_ok, now, generation=next(generations)
+            latest.tasks,
+            latest.conditions,
+            latest.not_ok,
+            latest.at,
+            generation=latest.id,
+            history=tuple((c.at, c.conditions) for c in history),
         )
 
-    return Refreshed(count, every, what="tasks", clock=clock)
+
+@dataclass(frozen=True)
+class _Levels:
+    """A past census as the trend charts read it."""
+
+    conditions: dict[str, dict[str, int]]
+
+
+def table_counts(
+    store: SchedulerStore, clock: Callable[[], datetime], every: float
+) -> CensusCounts:
+    """Tasks per type and status, and per type and condition: the stored census."""
+    return CensusCounts(store, clock, every)
 
 
 def run_counts(

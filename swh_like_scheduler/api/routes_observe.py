@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 from .. import conditions
 from ..exceptions import NotFound, SchedulerError
 from ..jsonable import plain, run_json
+from ..policy.times import fmt_duration
 from ..store import SchedulerStore
 from .app import ApiState
 from .deps import READ, State
@@ -99,13 +100,17 @@ def health(state: State) -> Response:
       ``reasons``: tasks overdue by more than ``stale_after`` seconds while
       no runner claimed nor had room for that long (no runner, or every
       queue full); runs open for longer than that while no worker sign of
-      life was recorded for that long (no listener, or no worker); the
-      broker does not answer;
+      life was recorded for that long (no listener, or no worker); runs
+      waiting in the broker (dispatched, not started) whose tasks' deadline
+      passed more than that long ago (workers not keeping up); the broker
+      does not answer;
     * ``unavailable`` (503): the database does not answer.
 
     Figures: the last claim, the last runner pass with room, the last
     worker sign of life, the oldest open run, the oldest overdue task per
-    type. Errors name their kind only, never a host."""
+    type (waiting, or dispatched and still in the broker: ``queued`` says
+    how many runs wait per type and how late the oldest is). Errors name
+    their kind only, never a host."""
     body = health_report(state)
     return JSONResponse(status_code=200 if body["status"] == "ok" else 503, content=body)
 
@@ -155,6 +160,18 @@ def health_report(state: ApiState) -> dict[str, Any]:
             f"no worker sign of life recorded for {since} while runs are open since "
             f"{open_age:.0f} s (no listener, or no worker)"
         )
+    # runs waiting in the broker are late too: their wait against their deadline
+    queued: dict[str, dict[str, Any]] = {}
+    for name, (runs, deadline) in sorted(figures.queued.items()):
+        lag = (now - deadline).total_seconds()
+        queued[name] = {"runs": runs, "oldest_late_seconds": lag if lag > 0 else None}
+        if lag > 0:
+            overdue[name] = max(overdue.get(name, lag), lag)  # after the runner check
+        if lag > stale:
+            reasons.append(
+                f"the queue of {name} holds {runs:,} run(s) not started, the oldest late by "
+                f"{fmt_duration(timedelta(seconds=round(lag)))} (workers not keeping up)"
+            )
     if reasons:
         body["status"] = "degraded"
     body.update(
@@ -165,6 +182,7 @@ def health_report(state: ApiState) -> dict[str, Any]:
         last_worker_seen_age_seconds=seen,
         oldest_open_run_age_seconds=open_age,
         oldest_overdue_seconds=overdue,
+        queued=queued,
     )
     return body
 

@@ -26,7 +26,8 @@ from ..api.auth import Access
 from ..exceptions import InvalidInput, NotFound, SchedulerError
 from ..model import RunStatus, Task
 from ..policy.times import fmt_duration, fmt_instant
-from ..store.values import BulkAction, BulkFilter
+from ..store.values import LEVEL_RANKS as LEVELS
+from ..store.values import BulkAction, BulkFilter, BulkReport
 from ..validation import parse_datetime
 from . import views
 from .keeper import Keeper
@@ -254,10 +255,13 @@ def _message(request: Request) -> str | None:
     query = request.query_params
     did = query.get("did", "")
     if did.startswith("bulk-"):
-        action, count, changed = did[5:], query.get("n", "0"), query.get("changed", "0")
-        if action in BULK_ACTIONS and count.isdigit() and changed.isdigit():
-            return f"{BULK_ACTIONS[action][0]}: {int(changed):,} of {int(count):,} tasks changed."
-        return None
+        return _bulk_message(did[5:], query)
+    if did == "recount":
+        return (
+            "Counted again."
+            if query.get("done") == "1"
+            else "Counting again: it goes on in the background, reload in a while."
+        )
     if did in MESSAGES:
         # what a link may name: a task or a type, never free text
         what = query.get("what", "")
@@ -267,6 +271,30 @@ def _message(request: Request) -> str | None:
             return f"{what}: {_unchanged_reason(request, did, what)}."
         return f"{what} {MESSAGES[did]}."
     return None
+
+
+def _bulk_message(action: str, query: Any) -> str | None:
+    """What a bulk action did, and why it left tasks alone (from numbers
+    in the link only, never its words)."""
+    numbers = {k: query.get(k, "0") for k in ("n", "changed", "gone", "moved", "held")}
+    if action not in BULK_ACTIONS or not all(v.isdigit() and len(v) < 10 for v in numbers.values()):
+        return None
+    n = {k: int(v) for k, v in numbers.items()}
+    level = query.get("level", "")
+    said = f"{BULK_ACTIONS[action][0]}: {n['changed']:,} of {n['n']:,} tasks changed."
+    why = []
+    if n["gone"]:
+        why.append(f"{n['gone']:,} no longer matched the filters")
+    if n["moved"]:
+        if level in LEVELS:
+            why.append(f"{n['moved']:,} are no longer in {level} (checked as they were written)")
+        else:
+            why.append(f"{n['moved']:,} changed since they were counted")
+    if n["held"]:
+        why.append(f"{n['held']:,} were held (an open run, or the same task live already)")
+    if why:
+        said += " Left alone: " + "; ".join(why) + "."
+    return said
 
 
 def _unchanged_reason(request: Request, action: str, what: str) -> str:
@@ -293,18 +321,30 @@ def _cancel(state: ApiState, ids: Sequence[int], now: datetime) -> list[Task]:
     return changed
 
 
-def _bulk_store_action(state: ApiState, action: str, ids: list[int], level: str) -> int:
+@dataclass
+class _Tally:
+    """What a bulk action did over its chunks."""
+
+    matched: int = 0
+    changed: int = 0
+
+    def add(self, report: BulkReport) -> None:
+        self.matched += report.matched
+        self.changed += report.changed
+
+
+def _bulk_store_action(state: ApiState, action: str, ids: list[int], level: str) -> BulkReport:
     """The store's bulk action on a chunk of the confirmed selection: each
     task's level is checked again as it is written (one that got better
-    since the census is left alone), and a cancel's dispatched runs are
-    revoked."""
+    since the census is left alone: not matched), and a cancel's
+    dispatched runs are revoked."""
     criteria = BulkFilter(ids=tuple(ids), condition=(level,) if level else None)
     report = state.store.apply_bulk(
         BulkAction(action), criteria, now=state.clock(), batch_size=len(ids)
     )
     if report.revoke and state.revoke is not None:
         state.revoke(list(report.revoke))
-    return report.changed
+    return report
 
 
 def _acts(state: ApiState, form: dict[str, str]) -> dict[str, Callable[[list[int]], list[Any]]]:
@@ -331,6 +371,36 @@ def _acts(state: ApiState, form: dict[str, str]) -> dict[str, Callable[[list[int
 def _recount(state: ApiState) -> None:
     if state.table_counts is not None:
         state.table_counts.soon()
+
+
+#: seconds a recount asked for in the console may assess tasks before the
+#: page answers (the rest goes on in the background)
+RECOUNT_BUDGET = 5.0
+
+
+@router.post("/recount")
+async def recount(request: Request) -> Response:
+    """Run the census step now (within :data:`RECOUNT_BUDGET`), then show
+    the problem list again with the same filters."""
+    from ..health.census import refresh
+    from ..records import default_holder
+
+    form = await _form(request)
+    viewer = _writer(request, form)
+    if isinstance(viewer, HTMLResponse):
+        return viewer
+    state = _state(request)
+    step = refresh(
+        state.store, state.clock(), holder=f"console:{default_holder()}", budget=RECOUNT_BUDGET
+    )
+    _recount(state)
+    filters = {
+        name: form[name][:200]
+        for name in ("type", "level", "kind", "priority", "q")
+        if form.get(name)
+    }
+    said = {"did": "recount", "done": str(int(step.census is not None))}
+    return RedirectResponse(f"/console/problems?{urlencode({**said, **filters})}", status_code=303)
 
 
 @router.post("/tasks/{task_id}/{action}")
@@ -390,15 +460,15 @@ BULK_ACTIONS = {
 def _bulk_context(
     request: Request, action: str, filters: views.Filters, note: str | None = None
 ) -> dict[str, Any]:
-    matching, counted = views.selection(_state(request), filters)
+    sample, total, counted = views.selection(_state(request), filters, limit=20)
     return {
         "action": action,
         "words": BULK_ACTIONS[action][1],
         "filters": filters,
-        "count": len(matching),
-        "sample": [p.id for p in matching[:20]],
+        "count": total,
+        "sample": [p.id for p in sample],
         "generation": 0 if counted is None else counted.generation,
-        "too_many": len(matching) > BULK_MAX,
+        "too_many": total > BULK_MAX,
         "limit": BULK_MAX,
         "note": note,
     }
@@ -428,27 +498,41 @@ async def bulk_apply(request: Request) -> Response:
         **{name: form.get(name, "")[:200] for name in ("type", "level", "kind", "priority", "q")}
     )
     state = _state(request)
-    matching, counted = views.selection(state, filters)
-    generation = 0 if counted is None else counted.generation
-    if str(generation) != form.get("generation") or str(len(matching)) != form.get("expected"):
-        note = "The tasks were counted again since you asked: confirm the new selection."
+    matching, total, _ = views.selection(state, filters, limit=BULK_MAX + 1)
+    confirmed = form.get("expected", "")
+    if total > BULK_MAX:
+        return _refused(request, viewer, 413, f"A bulk action takes at most {BULK_MAX:,} tasks.")
+    if not confirmed.isdigit() or len(confirmed) > 9 or total > int(confirmed):
+        # more tasks than the ones confirmed would be acted on
+        note = (
+            f"{total:,} tasks match now, more than the {confirmed or 'none'} you confirmed: "
+            "confirm the new selection."
+        )
         context = _bulk_context(request, action, filters, note)
         return _page(request, "bulk.html", context, viewer=viewer, status=409)
-    if len(matching) > BULK_MAX:
-        return _refused(request, viewer, 413, f"A bulk action takes at most {BULK_MAX:,} tasks.")
     act = _acts(state, form)[action]
     ids = [p.id for p in matching]
-    changed = 0
+    tally = _Tally()
     try:
         for start in range(0, len(ids), BULK_CHUNK):
             chunk = ids[start : start + BULK_CHUNK]
             if action in ("disable", "enable", "cancel"):
-                changed += _bulk_store_action(state, action, chunk, filters.level)
+                tally.add(_bulk_store_action(state, action, chunk, filters.level))
             else:
-                changed += len(act(chunk))
+                acted = len(act(chunk))
+                tally.add(BulkReport(BulkAction.DISABLE, matched=acted, changed=acted))
     except SchedulerError as error:
-        return _refused(request, viewer, 503, f"Stopped after {changed:,} tasks changed: {error}")
+        return _refused(
+            request, viewer, 503, f"Stopped after {tally.changed:,} tasks changed: {error}"
+        )
     _recount(state)
-    done = {"did": f"bulk-{action}", "n": len(ids), "changed": changed}
-    query = urlencode({**done, **filters.query()})
+    said = {
+        "did": f"bulk-{action}",
+        "n": int(confirmed),
+        "changed": tally.changed,
+        "gone": int(confirmed) - len(ids),
+        "moved": len(ids) - tally.matched,
+        "held": tally.matched - tally.changed,
+    }
+    query = urlencode({**said, **filters.query()})
     return RedirectResponse(f"/console/problems?{query}", status_code=303)

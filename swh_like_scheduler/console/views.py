@@ -10,8 +10,6 @@ Nothing here scans the task table on a page view."""
 from __future__ import annotations
 
 import itertools
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -24,6 +22,7 @@ from ..jobs import job_key_of
 from ..jsonable import without_secrets
 from ..model import OPEN_RUN_STATUSES, RunStatus, Task, TaskRun, TaskStatus, TaskType
 from ..policy.times import fmt_duration, fmt_instant
+from ..store.values import ProblemEntry, ProblemQuery
 from ..text import visible
 from .sparkline import sparkline
 
@@ -258,13 +257,10 @@ class Filters:
     priority: str = ""
     q: str = ""
 
-    def matches(self, entry: conditions.Problem) -> bool:
-        return (
-            (not self.type or entry.type == self.type)
-            and (not self.level or entry.level == self.level)
-            and (not self.kind or entry.kind == self.kind)
-            and (not self.priority or entry.priority == self.priority)
-            and (not self.q or self.q.lower() in entry.text)
+    def store_query(self) -> ProblemQuery:
+        """The filters as the store's problem query."""
+        return ProblemQuery(
+            type=self.type, level=self.level, kind=self.kind, priority=self.priority, q=self.q
         )
 
     def query(self) -> dict[str, str]:
@@ -276,49 +272,47 @@ class Filters:
         return ", ".join(parts) if parts else "no filter"
 
 
-#: selections kept: paging through one, or coming back to it, filters once
-_SELECTIONS: OrderedDict[tuple[int, Filters], tuple[Any, Sequence[conditions.Problem]]] = (
-    OrderedDict()
-)
-_SELECTIONS_KEPT = 16
-_selections_lock = threading.Lock()
+#: problems read per store call
+SELECTION_PAGE = 10_000
 
 
-def selection(state: ApiState, filters: Filters) -> tuple[Sequence[conditions.Problem], Any]:
-    """The latest census's problems that match ``filters``, worst first,
-    and that census (``None``: not counted yet)."""
+def selection(
+    state: ApiState, filters: Filters, *, limit: int
+) -> tuple[list[ProblemEntry], int, Any]:
+    """Up to ``limit`` problems of the ledger that match ``filters``, worst
+    first (read a page of :data:`SELECTION_PAGE` at a time), how many match
+    in all, and the latest census (``None``: not counted yet, and nothing
+    is listed)."""
     if state.table_counts is None:
-        return [], None
+        return [], 0, None
     counted, _ = state.table_counts.latest()
     if counted is None:
-        return [], None
-    if not filters.query():
-        return counted.problems, counted
-    key = (id(counted), filters)
-    with _selections_lock:
-        kept = _SELECTIONS.get(key)
-        # the census is kept with its selection: its id names no other
-        if kept is not None and kept[0] is counted:
-            _SELECTIONS.move_to_end(key)
-            return kept[1], counted
-    matching = [p for p in counted.problems if filters.matches(p)]
-    with _selections_lock:
-        _SELECTIONS[key] = (counted, matching)
-        while len(_SELECTIONS) > _SELECTIONS_KEPT:
-            _SELECTIONS.popitem(last=False)
-    return matching, counted
+        return [], 0, None
+    query = filters.store_query()
+    found, total = state.store.problem_page(query, limit=min(limit, SELECTION_PAGE))
+    seen = {p.id for p in found}
+    while len(found) < min(limit, total):
+        page, _ = state.store.problem_page(
+            query, offset=len(found), limit=min(limit - len(found), SELECTION_PAGE)
+        )
+        fresh = [p for p in page if p.id not in seen]
+        if not fresh:
+            break
+        seen.update(p.id for p in fresh)
+        found += fresh
+    return found, total, counted
 
 
 @dataclass
 class ProblemRow:
-    entry: conditions.Problem
+    entry: ProblemEntry
     task: Task | None
     report: policy.ConditionReport | None
     late: float | None
 
     @property
     def changed(self) -> bool:
-        """Whether the task's level changed since the census."""
+        """Whether the task's level changed since the census assessed it."""
         return self.report is not None and self.report.level.value != self.entry.level
 
 
@@ -332,19 +326,22 @@ class Problems:
     pages: int
     counted: bool
     counted_at: datetime | None
-    #: the census kept only the worst problems: the total may be short
-    partial: bool
     generation: int
     types: list[str] = field(default_factory=list)
 
 
 def problems(state: ApiState, filters: Filters, page: int) -> Problems:
-    matching, counted = selection(state, filters)
-    total = len(matching)
-    pages = max(1, -(-total // PAGE_SIZE))
-    page = min(max(1, page), pages)
-    first = (page - 1) * PAGE_SIZE
-    shown = matching[first : first + PAGE_SIZE]
+    counted = None if state.table_counts is None else state.table_counts.latest()[0]
+    shown: list[ProblemEntry] = []
+    total = first = 0
+    pages = 1
+    if counted is not None:
+        query = filters.store_query()
+        _, total = state.store.problem_page(query, limit=0)
+        pages = max(1, -(-total // PAGE_SIZE))
+        page = min(max(1, page), pages)
+        first = (page - 1) * PAGE_SIZE
+        shown, total = state.store.problem_page(query, offset=first, limit=PAGE_SIZE)
     types = {t.type: t for t in state.store.get_task_types()}
     now = state.clock()
     found = {t.id: t for t in state.store.get_tasks([p.id for p in shown])}
@@ -365,7 +362,6 @@ def problems(state: ApiState, filters: Filters, page: int) -> Problems:
         pages=pages,
         counted=counted is not None,
         counted_at=None if counted is None else counted.at,
-        partial=counted is not None and counted.not_ok > len(counted.problems),
         generation=0 if counted is None else counted.generation,
         types=sorted(types),
     )

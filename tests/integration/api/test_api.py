@@ -301,11 +301,22 @@ def test_health_is_degraded_while_work_waits_and_no_runner_passes(
     [reason] = body["reasons"]
     assert reason.startswith("no runner claimed a task nor had room for ever while sleep")
     # a runner claims: the runs are open, and no worker was ever seen
-    store.claim_ready_tasks("sleep", now=clock.now, limit=10)
+    claimed = store.claim_ready_tasks("sleep", now=clock.now, limit=10)
     clock.now += timedelta(minutes=5)
-    [reason] = anonymous.get("/health").json()["reasons"]
-    assert reason.startswith("no worker sign of life recorded for ever while runs are open")
+    silent, queue = anonymous.get("/health").json()["reasons"]
+    assert silent.startswith("no worker sign of life recorded for ever while runs are open")
+    # and the runs wait in the broker past their deadline: late too
+    assert queue == (
+        "the queue of sleep holds 3 run(s) not started, the oldest late by 2h35m "
+        "(workers not keeping up)"
+    )
     store.record_worker_sightings([WorkerSighting("w@n", clock.now, True, 2.0)])
+    body = anonymous.get("/health").json()
+    assert [r[:22] for r in body["reasons"]] == ["the queue of sleep hol"]
+    assert body["queued"] == {"sleep": {"runs": 3, "oldest_late_seconds": 9300.0}}
+    assert body["oldest_overdue_seconds"] == {"sleep": 9300.0}
+    for run in claimed:  # the workers take them: nothing waits any more
+        store.start_task_run(run.backend_id, started=clock.now, worker="w@n")
     assert anonymous.get("/health").status_code == 200
 
 

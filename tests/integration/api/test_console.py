@@ -226,21 +226,52 @@ def test_bulk_acts_on_the_selection_it_confirmed(
     with logged_in(console_url, WRITER) as http:
         ids = late_oneshots(http, clock, 30)
         counted(http, f"1{DASH}30 of 30")
-        confirm = http.get("/console/bulk", params={"action": "disable", "q": "reminder-1"})
+        wanted = {"action": "disable", "q": "reminder-1", "level": "ERROR"}
+        confirm = http.get("/console/bulk", params=wanted)
         assert "Disable 11 tasks?" in confirm.text  # reminder-1 and reminder-10..19
         fields = dict(re.findall(r'name="(\w+)" value="([^"]*)"', confirm.text))
         assert fields["expected"] == "11"
-        # a selection counted again in between must be confirmed again
-        stale = {**fields, "generation": str(int(fields["generation"]) - 1)}
-        again = http.post("/console/bulk", data=stale)
+        # a selection that grew since it was confirmed is confirmed again
+        fewer = {**fields, "expected": "10"}
+        again = http.post("/console/bulk", data=fewer)
         assert again.status_code == 409 and "confirm the new selection" in again.text
+        assert "11 tasks match now, more than the 10 you confirmed" in again.text
+        # two of them are disabled in between, by hand (WARNING: an operator
+        # stopped them), with no recount: left alone, and said why
+        by_key = {t.key: t.id for t in store.get_tasks(ids)}
+        store.disable_tasks([by_key["reminder-12"] or 0, by_key["reminder-15"] or 0], now=clock.now)
         done = http.post("/console/bulk", data=fields)
         assert done.status_code == 303
-        assert "Disabled: 11 of 11 tasks changed." in http.get(done.headers["location"]).text
+        said = http.get(done.headers["location"]).text
+        assert "Disabled: 9 of 11 tasks changed." in said
+        assert "Left alone: 2 are no longer in ERROR (checked as they were written)." in said
         tasks = store.get_tasks(ids)
         disabled = sorted(t.key or "" for t in tasks if t.status is TaskStatus.DISABLED)
         assert disabled == ["reminder-1", *(f"reminder-{n}" for n in range(10, 20))]
         assert http.get("/console/bulk", params={"action": "drop"}).status_code == 404
+
+
+def test_a_recount_asked_in_the_console_shows_the_change_at_once(
+    console_url: str, store: SQLAlchemyStore, sleep_type: TaskType, clock: Clock
+) -> None:
+    with logged_in(console_url, WRITER) as http:
+        ids = late_oneshots(http, clock, 5)
+        counted(http, f"1{DASH}5 of 5")
+        store.disable_tasks(ids[:2], now=clock.now)  # behind the console's back
+        page = http.get("/console/problems", params={"level": "ERROR"}).text
+        fields = dict(re.findall(r'name="(csrf)" value="([^"]*)"', page))
+        again = http.post("/console/recount", data={**fields, "level": "ERROR"})
+        assert again.status_code == 303
+        assert again.headers["location"].startswith("/console/problems?did=recount&done=1")
+        shown = http.get(again.headers["location"]).text
+        assert "Counted again." in shown
+        # disabled by an operator: WARNING, no longer among the ERROR
+        assert f"1{DASH}3 of 3" in shown
+    with logged_in(console_url, READER) as reader:
+        page = reader.get("/console/problems").text
+        assert "Count again now" not in page
+        refused = reader.post("/console/recount", data={"csrf": "x"})
+        assert refused.status_code == 403
 
 
 def test_the_task_page_shows_runs_with_their_errors(

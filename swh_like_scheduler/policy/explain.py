@@ -14,7 +14,7 @@ from typing import Any
 
 from ..model import CatchUp, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
 from ..text import headline, plural
-from .blackout import blackout_at
+from .blackout import blackout_at, blackout_end
 from .catchup import catch_up_of, missed_firings
 from .condition import ConditionReport, condition
 from .retry import num_retries, retry_base_delay, retry_state
@@ -334,7 +334,19 @@ def explain(
     now = to_utc(now)
     times = start_times(task, task_type, now)
     report = condition(task, task_type, now, times=times)
-    blocked = _blockers(task, now, times.can_start_by, run)
+    # the runner claims a waiting task by its stored next run (a respawn or
+    # a "run now" moved it): readiness is read where the runner reads it
+    ready_at = times.can_start_by
+    if task.status is TaskStatus.WAITING:  # and out of its blackout windows, as a claim
+        ready_at = blackout_end(task, to_utc(task.next_run))
+    blocked = _blockers(task, now, ready_at, run)
+    basis = times.basis
+    if ready_at != times.can_start_by:
+        basis += (
+            f"; its stored next run, {fmt_instant(ready_at)}, is what the runner reads (set "
+            f"by a respawn, a run now or an edit), not the computed "
+            f"{fmt_instant(times.can_start_by)}"
+        )
     if task_type.paused_at is not None and task.status is TaskStatus.WAITING:
         blocked.append(
             f"its type is paused since {fmt_instant(task_type.paused_at)} "
@@ -351,10 +363,10 @@ def explain(
         status=str(task.status),
         priority=str(task.priority),
         now=now,
-        can_start_by=times.can_start_by,
+        can_start_by=ready_at,
         should_start_by=times.should_start_by,
         finish_by=times.finish_by,
-        basis=times.basis,
+        basis=basis,
         reference_start=times.reference_start,
         dont_run_on_nodes=task.dont_run_on_nodes,
         adjustments=times.adjustments,

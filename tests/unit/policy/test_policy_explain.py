@@ -29,6 +29,7 @@ def test_retry_and_blackout_are_explained() -> None:
         last_end_at=at(0),
         failure_count=1,
         blackout_periods=(window("12:00", "13:00"),),
+        next_run=at(1),  # as the store keeps it: the retry, out of the window
     )
     answer = explain(task, make_type(num_retries=3), now=at(0) + MIN)
     assert not answer.ready
@@ -78,6 +79,7 @@ def test_cooldown_is_explained_and_node_constraints_shown() -> None:
         last_good_start_at=at(-1),
         last_good_end_at=at(0),
         dont_run_on_nodes=("bad-node",),
+        next_run=at(2),  # as the store keeps it: after the cooldown
     )
     answer = explain(task, make_type(), now=at(1))
     assert [str(a.kind) for a in answer.adjustments] == ["cooldown"]
@@ -85,6 +87,27 @@ def test_cooldown_is_explained_and_node_constraints_shown() -> None:
     assert answer.to_dict()["dont_run_on_nodes"] == ["bad-node"]
     assert "Never runs on nodes: bad-node" in answer.lines()
     assert answer.to_dict()["ready"] is False
+
+
+def test_readiness_is_read_from_the_stored_next_run_as_the_runner_reads_it() -> None:
+    """A respawn or a "run now" stores an earlier next run than the
+    schedule computes (a cooldown not over): the runner dispatches the task,
+    so explain says it is ready, and why its times differ."""
+    task = make_task(
+        period=DAY,
+        cooldown=2 * HOUR,
+        last_good_start_at=at(-1),
+        last_good_end_at=at(0),
+        next_run=at(0.5),  # "run now" at 00:30
+    )
+    answer = explain(task, make_type(), now=at(1))
+    assert answer.ready and answer.blocked_by == ()
+    assert answer.can_start_by == at(0.5)
+    assert "stored next run" in answer.basis and "respawn" in answer.basis
+    # before it, not ready, and the stored time is the one given
+    early = explain(task, make_type(), now=at(0.25))
+    assert not early.ready
+    assert any("may not start before" in r and "(in 15m)" in r for r in early.blocked_by)
 
 
 def test_a_waiting_task_of_a_paused_type_is_not_ready() -> None:

@@ -11,6 +11,7 @@ import click
 
 from .. import conditions, policy
 from ..exceptions import InvalidInput, NotFound, UnknownTaskType
+from ..health.waits import why_it_waits
 from ..model import ScheduleKind, Task, TaskType
 from ..policy.times import fmt_duration
 from ..text import plural
@@ -70,16 +71,20 @@ def explain(cli: CliContext, task_id: int, at: str | None, as_json: bool) -> Non
     """Why is task TASK_ID (not) running? Its start times, condition, what
     moved them, its latest run's state (waiting in its queue, running on
     which worker since when, or ended without its end reaching the task),
-    its last failure (run, time, error) and what the retry policy does next."""
+    its last failure (run, time, error) and what the retry policy does next;
+    for a task that is due, where it stands in line: ready tasks before it,
+    runs in its queue against the limit, and when it should start at the
+    last hour's rate."""
     item, task_type = _task_and_type(cli, task_id)
     instant = parse_datetime("at", at) if at else now()
     failure = conditions.last_failure(cli.store, task_id)
     run = conditions.latest_run_state(cli.store, item, instant, queue=task_type.effective_queue)
     answer = policy.explain(item, task_type, instant, last_failure=failure, run=run)
+    line = why_it_waits(cli.store, item, task_type, instant)
     if as_json:
-        emit_json(answer.to_dict())
+        emit_json({**answer.to_dict(), "waits": None if line is None else line.to_dict()})
     else:
-        say(*answer.lines())
+        say(*answer.lines(), *([] if line is None else [f"In line: {line.detail()}"]))
 
 
 def lateness(seconds: float | None) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from .. import conditions, policy
 from ..api.app import ApiState
 from ..api.routes_observe import health_report
+from ..health.waits import Wait, why_it_waits
 from ..jobs import job_key_of
 from ..jsonable import without_secrets
 from ..model import OPEN_RUN_STATUSES, RunStatus, Task, TaskRun, TaskStatus, TaskType
@@ -392,6 +393,8 @@ class TaskPage:
     runs: list[RunRow]
     job: Any
     open_run: bool
+    #: where it stands in line, when it is due (``None``: it is not)
+    wait: Wait | None = None
 
 
 #: runs shown on a task page
@@ -433,6 +436,7 @@ def task_page(state: ApiState, task_id: int) -> TaskPage | None:
         job=job,
         open_run=any(r.status in OPEN_RUN_STATUSES for r in runs)
         or task.status is TaskStatus.SCHEDULED,
+        wait=why_it_waits(state.store, task, task_type, now),
     )
 
 

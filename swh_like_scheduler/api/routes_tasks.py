@@ -12,6 +12,7 @@ from fastapi import APIRouter, Path, Query, Request
 from .. import conditions, policy
 from ..builders import task_from_input
 from ..exceptions import InvalidInput, NotFound
+from ..health.waits import why_it_waits
 from ..jsonable import plain, run_json, task_json
 from ..model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from ..store import TaskFilter
@@ -171,7 +172,8 @@ def explain_task(
     request: Request,
     at: Annotated[Instant | None, Query(description="ISO 8601 (default: now)")] = None,
 ) -> dict[str, Any]:
-    """Why the task is (not) running: its start times, condition, and what moved them."""
+    """Why the task is (not) running: its start times, condition, and what moved them;
+    for a task that is due, where it stands in line (``waits``)."""
     request.state.error_prefix = ["query"]
     task = _task(state, task_id)
     task_type = state.store.get_task_type(task.type)
@@ -181,7 +183,8 @@ def explain_task(
     failure = conditions.last_failure(state.store, task_id)
     run = conditions.latest_run_state(state.store, task, instant, queue=task_type.effective_queue)
     answer = policy.explain(task, task_type, instant, last_failure=failure, run=run)
-    return plain(answer.to_dict())
+    line = why_it_waits(state.store, task, task_type, instant)
+    return plain({**answer.to_dict(), "waits": None if line is None else line.to_dict()})
 
 
 @router.get("/{task_id}/runs", dependencies=[READ], response_model=list[RunOut])

@@ -74,8 +74,9 @@ def broker_hooks(
     default=300.0,
     show_default=True,
     metavar="SECONDS",
-    help="/metrics counts the tasks per status and condition again (a read of the "
-    "whole task table, in the background) when its counts are older than this; 0: never.",
+    help="The longest the stored census (the counts of /metrics, /conditions and the "
+    "console) may get old before this server runs the census step itself, when no "
+    "monitor keeps it fresher; sooner when counting is cheap. 0: no counts.",
 )
 @click.option(
     "--rate-limit",

@@ -67,6 +67,10 @@ def test_explain_and_the_task_page_say_why_and_what_next(
     assert explained["retry"]["state"] == "retrying"
     assert explained["retry"]["next_attempt"] == retry_at.isoformat()
     assert explained["condition"]["reason"] == "last_run_failed"
+    assert explained["waits"] is None  # not due before its retry: not in line
+    due = client.get(f"/tasks/{task_id}/explain", params={"at": retry_at.isoformat()}).json()
+    assert due["ready"] and due["waits"]["ahead"] == 0 and due["waits"]["queued"] == 0
+    assert due["waits"]["detail"].startswith("0 ready task(s) of its type come before it")
     settings = ApiSettings(tokens=parse_tokens(f"{WRITER}:rw"))
     with (
         serving(create_app(store, settings, clock=clock)) as url,

@@ -72,6 +72,14 @@ class TypePass:
     published: int = 0
     seconds: float = 0.0
     error: str | None = None
+    #: the type's ``max_queue_length`` (``None``: no limit)
+    limit: int | None = None
+
+    @property
+    def filled(self) -> bool:
+        """The pass filled the type's queue to its limit (ready tasks may
+        be left: the runner tops the queue up as it drains)."""
+        return self.error is None and self.limit is not None and self.claimed >= self.capacity
 
     def describe(self) -> str:
         """One log line: what the pass did for this type."""
@@ -385,6 +393,7 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
         published,
         seconds,
         error,
+        task_type.max_queue_length,
     )
     metrics.record_type_pass(task_type.type, depth, claimed, published, seconds)
     if error:

@@ -4,16 +4,20 @@ turn at the monitor's duties (:func:`~swh_like_scheduler.monitor.monitor_tick`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from celery import Celery
 
+from ..broker import BrokerError
+from ..broker.connection import open_connection
+from ..broker.depth import queue_depths
 from ..exceptions import SchedulerError
 from ..listener.handler import TaskTypeCache, outcome_applier
 from ..model import RUNNER_ORDER, DispatchOrder, Priority
@@ -43,6 +47,18 @@ HELD_WAIT_FIRST = 1.0
 #: a stalled claim (its session ended by the server after
 #: ``idle_in_transaction_session_timeout``, 30 s) are claimed within a minute
 HELD_WAIT_CAP = 10.0
+
+
+#: how often the depths of the queues a pass filled are read while they
+#: drain, and how low a queue gets before the runner tops it up (a share
+#: of its ``max_queue_length``)
+DRAIN_POLL = 0.5
+LOW_WATER = 0.5
+
+
+def low_water(limit: int) -> int:
+    """The depth at or under which a queue of ``limit`` is topped up."""
+    return int(limit * LOW_WATER)
 
 
 def held_wait(passes: int, period: float) -> float:
@@ -98,6 +114,9 @@ class RunnerLoop:
         self._held_passes = 0
         self._pass_outage = Outage(logger, "runner pass")
         self._monitor_outage = Outage(logger, "monitor duties")
+        #: the queues the last pass filled to their limit, with their low-water mark
+        self._draining: dict[str, int] = {}
+        self._drain_connection: Any = None
 
     def step(self) -> float:
         """One pass, then the monitor's duties when their turn came; the
@@ -124,6 +143,7 @@ class RunnerLoop:
                 self._monitor_outage.ok()
         if self.on_pass is not None:
             self.on_pass(report)
+        self._draining = {t.queue: low_water(t.limit or 0) for t in report.types if t.filled}
         wait = report.sleep_seconds(self.period)
         self._held_passes = self._held_passes + 1 if report.held else 0
         if report.held:
@@ -161,8 +181,48 @@ class RunnerLoop:
         self._pass_outage.ok()
         return report
 
+    def pause(self, waker: Waker, seconds: float) -> None:
+        """Wait up to ``seconds`` before the next step, or less: a wake-up
+        (work ready), or, when the last pass filled queues to their limit,
+        one of them drained to its low-water mark (their depths read every
+        :data:`DRAIN_POLL` seconds, on RabbitMQ as on Redis): a worker with
+        due work waiting never runs dry for want of a claim."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if not self._draining:
+                waker.wait(left)
+                return
+            if waker.wait(min(left, DRAIN_POLL)):
+                return
+            if self._drained():
+                return
+
+    def _drained(self) -> bool:
+        """Whether a queue the last pass filled is down to its low-water mark
+        (False when the broker cannot tell: the period bounds the wait)."""
+        try:
+            if self._drain_connection is None:
+                self._drain_connection = open_connection(self.app)
+            depths = queue_depths(self.app, list(self._draining), connection=self._drain_connection)
+        except BrokerError as error:
+            logger.debug("cannot read the depths of the queues draining: %s", error)
+            self._drop_drain_connection()
+            return False
+        low = [q for q, mark in self._draining.items() if depths.get(q, 0) <= mark]
+        if low:
+            metrics.TOP_UPS.inc()
+            logger.debug("queue(s) %s down to their low-water mark: topping up", ", ".join(low))
+        return bool(low)
+
+    def _drop_drain_connection(self) -> None:
+        if self._drain_connection is not None:
+            with contextlib.suppress(Exception):
+                self._drain_connection.release()
+            self._drain_connection = None
+
     def close(self) -> None:
         """Give the monitor's lock back (when this loop took it)."""
+        self._drop_drain_connection()
         if self.monitor is not None:
             release(self.store, self.monitor)
 
@@ -184,7 +244,7 @@ def run(steps: RunnerLoop, waker: Waker, *, stop: threading.Event) -> None:
             wait = steps.step()
             if stop.is_set():
                 break
-            waker.wait(wait)
+            steps.pause(waker, wait)
     finally:
         steps.close()
     logger.info("runner stopped")

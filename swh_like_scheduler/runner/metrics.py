@@ -21,6 +21,10 @@ SKIPPED = Counter(
 )
 PASS_ERRORS = Counter("swh_scheduler_runner_errors", "Passes cut short by an error", ["stage"])
 PASSES = Counter("swh_scheduler_runner_passes", "Runner passes")
+TOP_UPS = Counter(
+    "swh_scheduler_runner_top_ups",
+    "Passes begun early because a queue the last pass filled drained to its low-water mark",
+)
 REPUBLISHED = Counter(
     "swh_scheduler_runner_republished_messages", "Messages of never-started runs sent again"
 )

@@ -37,6 +37,8 @@ SCENARIOS = {
     "idle": "scenario_idle",
     "api": "scenario_api",
     "console": "scenario_console",
+    "health": "scenario_health",
+    "topup": "scenario_topup",
     "simulate": "scenario_simulate",
     "bulk": "scenario_bulk",
     "visits": "scenario_visits",

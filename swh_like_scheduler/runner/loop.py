@@ -83,7 +83,8 @@ class RunnerLoop:
     Without ``monitor``, each pass publishes the orphans of dead runners and,
     with ``republish_after``, re-publishes runs dispatched that long ago
     whose message seems lost (:mod:`.republish`). ``claimers`` and
-    ``order``: see :func:`~.dispatch.tick`."""
+    ``order``: see :func:`~.dispatch.tick`. With ``top_up`` (the default), a
+    queue the last pass filled is topped up as it drains (:meth:`pause`)."""
 
     def __init__(
         self,
@@ -101,8 +102,10 @@ class RunnerLoop:
         claimers: int = CLAIMERS,
         order: DispatchOrder = RUNNER_ORDER,
         index: IndexKeeper | None = None,
+        top_up: bool = True,
     ) -> None:
         self.store, self.app, self.period = store, app, period
+        self.top_up = top_up
         self.index = index
         self.types, self.priorities, self.clock = types, priorities, clock
         self.on_pass, self.workers, self.claimers = on_pass, workers, claimers
@@ -143,7 +146,8 @@ class RunnerLoop:
                 self._monitor_outage.ok()
         if self.on_pass is not None:
             self.on_pass(report)
-        self._draining = {t.queue: low_water(t.limit or 0) for t in report.types if t.filled}
+        if self.top_up:
+            self._draining = {t.queue: low_water(t.limit or 0) for t in report.types if t.filled}
         wait = report.sleep_seconds(self.period)
         self._held_passes = self._held_passes + 1 if report.held else 0
         if report.held:

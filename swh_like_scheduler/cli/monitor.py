@@ -111,9 +111,9 @@ _MONITOR_OPTIONS = [
     click.option(
         "--census-budget",
         type=click.FloatRange(min=0.1),
-        default=5.0,
-        show_default=True,
-        help="Seconds a pass may spend assessing tasks for the census; a first census "
+        default=None,
+        help="Seconds a pass may spend assessing tasks for the census (default: 5, or a "
+        "quarter of --lock-ttl when that is shorter; under half of it); a first census "
         "of millions of tasks goes on over several passes.",
     ),
     click.option(

@@ -297,7 +297,11 @@ def monitor_tick(
             limit=batch,
         )
     loads = measure_loads(store, now, settings)
-    census = census_step(store, now, settings)
+    # the census may take a while: the lock is renewed first, so that the
+    # duties' share of the pass and the census's do not add up against it
+    census = Refresh(skipped="the monitor's lock was lost during the pass")
+    if store.acquire_lock(MONITOR_LOCK, holder=holder, ttl=settings.lock_ttl).held:
+        census = census_step(store, now, settings)
     unstuck = 0
     if index is not None:
         for task_type in store.get_task_types():

@@ -185,14 +185,15 @@ class RunnerLoop:
         self._pass_outage.ok()
         return report
 
-    def pause(self, waker: Waker, seconds: float) -> None:
+    def pause(self, waker: Waker, seconds: float, stop: threading.Event | None = None) -> None:
         """Wait up to ``seconds`` before the next step, or less: a wake-up
         (work ready), or, when the last pass filled queues to their limit,
         one of them drained to its low-water mark (their depths read every
         :data:`DRAIN_POLL` seconds, on RabbitMQ as on Redis): a worker with
-        due work waiting never runs dry for want of a claim."""
+        due work waiting never runs dry for want of a claim. Returns at once
+        once ``stop`` is set."""
         deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
+        while (left := deadline - time.monotonic()) > 0 and not (stop and stop.is_set()):
             if not self._draining:
                 waker.wait(left)
                 return
@@ -248,7 +249,7 @@ def run(steps: RunnerLoop, waker: Waker, *, stop: threading.Event) -> None:
             wait = steps.step()
             if stop.is_set():
                 break
-            steps.pause(waker, wait)
+            steps.pause(waker, wait, stop)
     finally:
         steps.close()
     logger.info("runner stopped")

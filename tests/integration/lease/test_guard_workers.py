@@ -102,6 +102,11 @@ def executions(counter: redis.Redis, run: TaskRun) -> int:
     return int(counter.get(leaseapp.executions_key(run.backend_id)) or 0)
 
 
+def release(counter: redis.Redis, run: TaskRun) -> None:
+    """End ``run``'s work at its next step (see :func:`leaseapp.release_key`)."""
+    counter.set(leaseapp.release_key(run.backend_id), 1, ex=600)
+
+
 def refusals(counter: redis.Redis, run: TaskRun) -> list[str]:
     found = counter.lrange(leaseapp.refusals_key(run.backend_id), 0, -1)
     return [r.decode() if isinstance(r, bytes) else str(r) for r in found]
@@ -281,6 +286,7 @@ def test_cancel_from_the_cli_revokes_the_queued_run(
         assert done.returncode == 0, done.stderr
         assert f"Task {victim.id}: cancelled" in done.stdout
         wait_until(lambda: victim_run.backend_id in worker_state.revoked, 40, "the revoke")
+        release(counter, busy_run)  # busy no longer: the revoke came first
         wait_worker_idle(app, queue, "the worker to be done with both messages")
     assert executions(counter, busy_run) == 1
     assert executions(counter, victim_run) == 0
@@ -317,6 +323,7 @@ def test_bulk_cancel_from_the_cli_revokes_the_queued_runs(
             40,
             "the revokes",
         )
+        release(counter, busy_run)  # busy no longer: the revokes came first
         wait_worker_idle(app, queue, "the worker to be done with the three messages")
     assert executions(counter, busy_run) == 1
     for run in victim_runs:

@@ -17,6 +17,7 @@ import services
 from celery import Celery
 from celery.contrib.testing.worker import start_worker
 from click.testing import CliRunner
+from cuts import scale
 from prometheus_client import REGISTRY
 from waiting import delete_queues as purge
 from waiting import wait_until
@@ -88,15 +89,22 @@ def ready_tasks(task_type: TaskType, count: int, now: datetime) -> Iterator[Task
         )
 
 
+#: the bounded type's queue limit (it has twice as many ready tasks) and the
+#: unbounded type's ready tasks, in the quick cut and the full one
+#: (``SWH_SLOW=full``)
+LIMIT = scale(600, 3000)
+UNBOUNDED = scale(800, 4000)
+
+
 def test_one_pass_honours_capacity_and_deadline_order(
     pg_store: SQLAlchemyStore, postgres_url: str, broker_url: str, recorder: redis.Redis
 ) -> None:
     app = make_test_app(broker_url)
     now = datetime.now(tz=UTC)
-    bounded, unbounded = new_type(pg_store, 3000), new_type(pg_store, None)
+    bounded, unbounded = new_type(pg_store, LIMIT), new_type(pg_store, None)
     key = executed_key(bounded.effective_queue)
-    pg_store.import_tasks(ready_tasks(bounded, 6000, now), now=now)
-    pg_store.import_tasks(ready_tasks(unbounded, 4000, now), now=now)
+    pg_store.import_tasks(ready_tasks(bounded, 2 * LIMIT, now), now=now)
+    pg_store.import_tasks(ready_tasks(unbounded, UNBOUNDED, now), now=now)
     try:
         result = CliRunner().invoke(
             swh,
@@ -119,10 +127,14 @@ def test_one_pass_honours_capacity_and_deadline_order(
             )
 
         # RabbitMQ counts a queue's messages a moment after accepting them
-        wait_until(lambda: depths() == (3000, 4000), 15, f"depths (3000, 4000): {result.output}")
-        # the bounded type got its 3000 most urgent tasks
+        wait_until(
+            lambda: depths() == (LIMIT, UNBOUNDED),
+            15,
+            f"depths ({LIMIT}, {UNBOUNDED}): {result.output}",
+        )
+        # the bounded type got its LIMIT most urgent tasks
         pending = pg_store.list_pending(bounded.type, now=now, limit=10_000)
-        assert len(pending) == 3000
+        assert len(pending) == LIMIT
         claimed = [
             t
             for t in pg_store.search_tasks(limit=20_000)
@@ -132,7 +144,7 @@ def test_one_pass_honours_capacity_and_deadline_order(
         claimed_metric = REGISTRY.get_sample_value(
             "swh_scheduler_runner_claimed_tasks_total", {"task_type": bounded.type}
         )
-        assert claimed_metric == 3000
+        assert claimed_metric == LIMIT
         # a second pass finds the queue full and claims nothing more
         again = tick(pg_store, app, now)
         second = {t.task_type: t for t in again.types}[bounded.type]
@@ -147,13 +159,18 @@ def test_one_pass_honours_capacity_and_deadline_order(
             queues=[bounded.effective_queue],
             shutdown_timeout=30,
         ):
-            wait_until(lambda: recorder.llen(key) >= 3000, 120, "3000 executions")
+            wait_until(lambda: recorder.llen(key) >= LIMIT, 120, f"{LIMIT} executions")
         executed = [v.decode() for v in recorder.lrange(key, 0, -1)]
-        assert len(executed) == 3000, (len(executed), len(set(executed)))
+        assert len(executed) == LIMIT, (len(executed), len(set(executed)))
         assert set(executed) == expected
     finally:
         recorder.delete(key)
         purge(app, bounded.effective_queue, unbounded.effective_queue)
+
+
+#: the ready tasks three runners race for: several claim chunks each
+#: (``CLAIM_CHUNK``), in the quick cut and the full one
+RACED = scale(20_000, 50_000)
 
 
 @pytest.mark.redis
@@ -163,7 +180,7 @@ def test_three_runners_dispatch_each_task_once(
     app = make_test_app(services.redis_url())
     now = datetime.now(tz=UTC)
     task_type = new_type(pg_store, None)
-    pg_store.import_tasks(ready_tasks(task_type, 50_000, now), now=now, batch_size=5000)
+    pg_store.import_tasks(ready_tasks(task_type, RACED, now), now=now, batch_size=5000)
     published: list[int] = [0, 0, 0]
     errors: list[BaseException] = []
     barrier = threading.Barrier(3)
@@ -186,13 +203,13 @@ def test_three_runners_dispatch_each_task_once(
         for thread in threads:
             thread.join(timeout=300)
         assert not errors
-        assert sum(published) == 50_000
-        assert queue_depth(app, task_type.effective_queue) == 50_000
+        assert sum(published) == RACED
+        assert queue_depth(app, task_type.effective_queue) == RACED
         with pg_store.engine.connect() as conn:
             runs, distinct = conn.exec_driver_sql(
                 "SELECT count(*), count(DISTINCT task_id) FROM task_run"
             ).one()
-        assert runs == distinct == 50_000
+        assert runs == distinct == RACED
     finally:
         purge(app, task_type.effective_queue)
 

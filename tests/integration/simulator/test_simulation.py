@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from cuts import scale
 
 from swh_like_scheduler.conditions import summarise
 from swh_like_scheduler.model import RUNNER_ORDER, DispatchOrder
@@ -215,17 +216,25 @@ def test_the_condition_watch_counts_as_task_status_does() -> None:
     assert result["error_hours"] > 0 and result["warning_hours"] > 0
 
 
+#: simulated days of the overloaded fleet, in the quick cut and the full one
+#: (``SWH_SLOW=full``): the orders part on the second day (both end the
+#: first one alike), and the simulation's cost is about linear in days
+FLEET_DAYS = scale(1.75, 2.5)
+
+
 def test_the_default_order_keeps_more_of_an_overloaded_fleet_ok_than_fifo() -> None:
     # the shipped crawler fleet, scaled down, at 150 % of its capacity: the
     # runner's default order (deadline, with the policy engine's interval
     # rules) ends with at most half FIFO's ERROR-hours (swh-scheduler's
     # runner, Celery beat); the groups' hours add up to the totals
-    workload = load_workload("crawler-fleet").with_tasks(600).with_days(2.5)
+    workload = load_workload("crawler-fleet").with_tasks(600).with_days(FLEET_DAYS)
     results = compare(workload, [RUNNER_ORDER, DispatchOrder.FIFO], [1.5])
     default, fifo = results["runs"]
     assert default["order"] == RUNNER_ORDER.value and fifo["order"] == "fifo"
     assert fifo["error_hours"] > 0
-    assert default["error_hours"] <= 0.5 * fifo["error_hours"]  # 0.07 when written
+    # measured: 72 / 311 over 1.75 days (seeds 3 and 4: 80 / 348, 22 / 257),
+    # 98 / 500 over 2.5 days
+    assert default["error_hours"] <= 0.5 * fifo["error_hours"]
     for run in (default, fifo):
         groups = run["groups"]
         assert sorted(groups) == sorted(g.name for g in workload.groups)

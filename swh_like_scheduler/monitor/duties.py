@@ -37,7 +37,7 @@ lock ``lock_ttl`` later and another takes over. Then, in order:
 7. **census**: the schedule-health census step (:mod:`..health.census`):
    the tasks whose condition may have changed are assessed again and the
    counts stored, when the latest census is older than five times what it
-   cost (within ``period`` and ``census_every``), for ``census_budget``
+   cost (within 10 s or ``period`` and ``census_every``), for ``census_budget``
    seconds at most per pass (a first census of millions of tasks spans
    passes);
 8. **stuck index claims** (with the Redis index): ids a runner took from
@@ -92,6 +92,9 @@ LOAD_SLACK = timedelta(minutes=5)
 #: the oldest a stored census may get, and the seconds a pass may spend on it
 CENSUS_EVERY = timedelta(seconds=60)
 CENSUS_BUDGET = 5.0
+#: and the youngest it is counted again at (a monitor with a short period
+#: keeps its passes short: the steal step's pace is what matters there)
+CENSUS_FLOOR = timedelta(seconds=10)
 
 
 @dataclass(frozen=True)
@@ -299,9 +302,12 @@ def monitor_tick(
     loads = measure_loads(store, now, settings)
     # the census may take a while: the lock is renewed first, so that the
     # duties' share of the pass and the census's do not add up against it
-    census = Refresh(skipped="the monitor's lock was lost during the pass")
-    if store.acquire_lock(MONITOR_LOCK, holder=holder, ttl=settings.lock_ttl).held:
-        census = census_step(store, now, settings)
+    census = Refresh(skipped="fresh")
+    fresh_for = census_fresh_for(store, settings, now)
+    if fresh_for is not None:
+        census = Refresh(skipped="the monitor's lock was lost during the pass")
+        if store.acquire_lock(MONITOR_LOCK, holder=holder, ttl=settings.lock_ttl).held:
+            census = census_step(store, now, settings, fresh_for)
     unstuck = 0
     if index is not None:
         for task_type in store.get_task_types():
@@ -349,12 +355,26 @@ def measure_loads(store: SchedulerStore, now: datetime, settings: MonitorSetting
     return len(loads)
 
 
-def census_step(store: SchedulerStore, now: datetime, settings: MonitorSettings) -> Refresh:
-    """The census step when the stored census is older than five times
-    what it cost, within [``period``, ``census_every``]."""
+def census_fresh_for(
+    store: SchedulerStore, settings: MonitorSettings, now: datetime | None = None
+) -> timedelta | None:
+    """How old the stored census may be: five times what it cost, within
+    [max(``period``, 10 s), ``census_every``]; ``None`` when the latest
+    one is younger than that (nothing to do this pass: one read)."""
     latest = store.latest_census()
-    cost = timedelta(seconds=5 * latest.took) if latest is not None else _ZERO
-    fresh_for = min(settings.census_every, max(settings.period, cost))
+    if latest is None:
+        return _ZERO
+    cost = timedelta(seconds=5 * latest.took)
+    fresh_for = min(settings.census_every, max(settings.period, cost, CENSUS_FLOOR))
+    age = (now or datetime.now(tz=UTC)) - latest.at
+    return None if _ZERO <= age < fresh_for else fresh_for
+
+
+def census_step(
+    store: SchedulerStore, now: datetime, settings: MonitorSettings, fresh_for: timedelta
+) -> Refresh:
+    """The census step (:func:`~..health.census.refresh`) for a census
+    older than ``fresh_for``, within the pass's budget."""
     return refresh(
         store,
         now,

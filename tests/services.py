@@ -963,6 +963,20 @@ def create_database_from_template(server_url: str, template_name: str, new_name:
     return _create_database(server_url, new_name, template_name)
 
 
+def commit_without_flush(server_url: str, name: str) -> None:
+    """``ALTER DATABASE name SET synchronous_commit = off``: a commit on it
+    returns before its WAL reaches the disk (0.2 ms instead of 2 ms on the
+    2-core machine). Only a crash of the server could lose the last
+    commits, and a test database never outlives one; the embedded server
+    runs so altogether (:func:`start_embedded_postgres`)."""
+    _check_db_name(name)
+    name = prefixed(name)
+    with _maintenance_connect(server_url) as conn:
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(sql.Identifier(name))
+        )
+
+
 def terminate_backends(server_url: str, name: str) -> int:
     """Terminate the other sessions connected to database ``name``."""
     _check_db_name(name)

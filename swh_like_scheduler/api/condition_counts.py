@@ -235,7 +235,7 @@ def run_counts(
     """Open runs per type and run status."""
 
     def count() -> RunCounts:
-        return store.schedule_health(now=clock(), counts=False, runs=True).open_runs
+        return store.schedule_health(now=clock(), counts=False, runs=True, queued_upto=0).open_runs
 
     return Refreshed(count, every, what="open runs")
 
@@ -247,6 +247,6 @@ def activity(
     and ended within the last hour, per type."""
 
     def count() -> ScheduleHealth:
-        return store.schedule_health(now=clock(), counts=False, runs=True)
+        return store.schedule_health(now=clock(), counts=False, runs=True, queued_upto=0)
 
     return Refreshed(count, every, what="activity", floor=3.0, clock=clock)

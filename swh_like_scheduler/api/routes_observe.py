@@ -109,10 +109,17 @@ def health(state: State) -> Response:
     Figures: the last claim, the last runner pass with room, the last
     worker sign of life, the oldest open run, the oldest overdue task per
     type (waiting, or dispatched and still in the broker: ``queued`` says
-    how many runs wait per type and how late the oldest is). Errors name
-    their kind only, never a host."""
+    how many runs wait per type, counted up to 1,000 (``runs_at_least``
+    beyond), and how late the oldest is). Errors name their kind only,
+    never a host."""
     body = health_report(state)
     return JSONResponse(status_code=200 if body["status"] == "ok" else 503, content=body)
+
+
+#: runs waiting in the broker ``/health`` counts per type at most (it says
+#: "at least" beyond): how late the oldest is does not depend on it, and a
+#: deep queue costs no more than this many index entries
+QUEUED_COUNTED = 1000
 
 
 def health_report(state: ApiState) -> dict[str, Any]:
@@ -121,7 +128,9 @@ def health_report(state: ApiState) -> dict[str, Any]:
     stale = state.settings.health_stale_after
     body: dict[str, Any] = {"status": "ok", "stale_after": stale, "reasons": []}
     try:
-        figures = state.store.schedule_health(now=now, counts=False, runs=False)
+        figures = state.store.schedule_health(
+            now=now, counts=False, runs=False, queued_upto=QUEUED_COUNTED
+        )
     except SchedulerError as error:
         body.update(
             status="unavailable",
@@ -164,12 +173,18 @@ def health_report(state: ApiState) -> dict[str, Any]:
     queued: dict[str, dict[str, Any]] = {}
     for name, (runs, deadline) in sorted(figures.queued.items()):
         lag = (now - deadline).total_seconds()
-        queued[name] = {"runs": runs, "oldest_late_seconds": lag if lag > 0 else None}
+        more = runs >= QUEUED_COUNTED
+        queued[name] = {
+            "runs": runs,
+            "runs_at_least": more,
+            "oldest_late_seconds": lag if lag > 0 else None,
+        }
         if lag > 0:
             overdue[name] = max(overdue.get(name, lag), lag)  # after the runner check
         if lag > stale:
+            held = f"at least {runs:,} runs" if more else f"{runs:,} run(s)"
             reasons.append(
-                f"the queue of {name} holds {runs:,} run(s) not started, the oldest late by "
+                f"the queue of {name} holds {held} not started, the oldest late by "
                 f"{fmt_duration(timedelta(seconds=round(lag)))} (workers not keeping up)"
             )
     if reasons:
@@ -282,7 +297,7 @@ class ScheduleCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         started = time.perf_counter()
         now = self.state.clock()
-        figures = self.store.schedule_health(now=now, counts=False, runs=False)
+        figures = self.store.schedule_health(now=now, counts=False, runs=False, queued_upto=0)
         yield from self._table_counts()
         overdue = GaugeMetricFamily(
             "swh_scheduler_oldest_overdue_seconds",

@@ -167,7 +167,12 @@ class RunStore(Protocol):
         ...
 
     def schedule_health(
-        self, *, now: datetime, counts: bool = True, runs: bool = True
+        self,
+        *,
+        now: datetime,
+        counts: bool = True,
+        runs: bool = True,
+        queued_upto: int | None = None,
     ) -> ScheduleHealth:
         """Figures that say whether the schedule keeps up, read through
         indexes (no per-task computation): the oldest overdue waiting task
@@ -177,7 +182,11 @@ class RunStore(Protocol):
         status and runs dispatched within the hour per type (left empty
         without: that joins every open run to the task table); with
         ``counts``, tasks per type and status (that reads the whole task
-        table)."""
+        table). The runs waiting in the broker per type
+        (:attr:`ScheduleHealth.queued`) are counted up to ``queued_upto``
+        (``None``: all; ``0``: not read): the earliest deadline among them
+        is exact whatever the bound, and a count equal to the bound means
+        at least that many. A negative bound is :class:`InvalidInput`."""
         ...
 
     def unstarted_run_counts(self, *, task_types: Sequence[str] | None = None) -> dict[str, int]:

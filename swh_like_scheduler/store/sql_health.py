@@ -7,6 +7,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
+from ..exceptions import InvalidInput
 from ..model import OPEN_RUN_STATUSES, Priority, RunStatus, TaskStatus
 from ..records import EXPIRED_ERROR
 from .sql_base import SQLBase
@@ -19,14 +20,23 @@ from .tables import worker as worker_t
 from .values import ENDED_WINDOW, ScheduleHealth
 
 _OPEN_RUN = sa.text("task_run.status IN ('scheduled', 'started')")
+_QUEUED_RUN = sa.text("task_run.status = 'scheduled'")
+_IN_FLIGHT = sa.text("task.status = 'scheduled'")
 
 
 class HealthMethods(SQLBase):
     """:meth:`SchedulerStore.schedule_health`."""
 
     def schedule_health(
-        self, *, now: datetime, counts: bool = True, runs: bool = True
+        self,
+        *,
+        now: datetime,
+        counts: bool = True,
+        runs: bool = True,
+        queued_upto: int | None = None,
     ) -> ScheduleHealth:
+        if queued_upto is not None and queued_upto < 0:
+            raise InvalidInput("queued_upto", "must not be negative")
         tasks = sa.select(task_t.c.type, task_t.c.status, sa.func.count()).group_by(
             task_t.c.type, task_t.c.status
         )
@@ -58,15 +68,6 @@ class HealthMethods(SQLBase):
             .group_by(task_t.c.type)
         )
         dispatched_open = per_type.where(_OPEN_RUN, run_t.c.scheduled > since)
-        # runs waiting in the broker, and how late the earliest is (their
-        # tasks' should_start_by): through the open-run index
-        queued = (
-            sa.select(task_t.c.type, sa.func.count(), sa.func.min(task_t.c.deadline))
-            .select_from(run_t)
-            .join(task_t, task_t.c.id == run_t.c.task_id)
-            .where(_OPEN_RUN, run_t.c.status == RunStatus.SCHEDULED.value)
-            .group_by(task_t.c.type)
-        )
         dispatched_ended = per_type.where(
             run_t.c.ended > since, run_t.c.ended <= now, run_t.c.scheduled > since
         )
@@ -89,6 +90,7 @@ class HealthMethods(SQLBase):
                 past = [d for d in earliest if d is not None and d < now]
                 if past:
                     overdue[name] = min(past)
+            queued = {} if queued_upto == 0 else _queued(conn, names, queued_upto)
             dispatched: dict[str, int] = {}
             if runs:
                 for query in (dispatched_open, dispatched_ended):
@@ -114,5 +116,52 @@ class HealthMethods(SQLBase):
                 ),
                 last_room_at=conn.scalar(sa.select(sa.func.max(room_t.c.at))),
                 dispatched=dispatched,
-                queued={t: (int(n), d) for t, n, d in conn.execute(queued)},
+                queued=queued,
             )
+
+
+def _queued(
+    conn: sa.Connection, names: list[str], upto: int | None
+) -> dict[str, tuple[int, datetime]]:
+    """Per type, the runs waiting in the broker (up to ``upto``) and the
+    earliest should_start_by of their tasks: the type's dispatched tasks
+    walked in deadline order (``ix_task_in_flight``), a page at a time,
+    each asked whether its run has not started (``ix_task_run_queued``); a
+    run already started is stepped over. Index reads in pages, never a join
+    the planner could turn into a read of every open run."""
+    found: dict[str, tuple[int, datetime]] = {}
+    for name in names:
+        count, earliest = 0, None
+        after: tuple[datetime, int] | None = None
+        while upto is None or count < upto:
+            waits = (
+                sa.exists()
+                .where(run_t.c.task_id == task_t.c.id, _QUEUED_RUN)
+                .correlate(task_t)
+                .label("waits")
+            )
+            page = (
+                sa.select(task_t.c.id, task_t.c.deadline, waits)
+                .where(task_t.c.type == name, _IN_FLIGHT)
+                .order_by(task_t.c.deadline, task_t.c.id)
+                .limit(_WALK_PAGE)
+            )
+            if after is not None:
+                page = page.where(sa.tuple_(task_t.c.deadline, task_t.c.id) > sa.tuple_(*after))
+            rows = conn.execute(page).all()
+            if not rows:
+                break
+            for row in rows:
+                if row.waits and (upto is None or count < upto):
+                    count += 1
+                    earliest = row.deadline if earliest is None else earliest
+            after = (rows[-1].deadline, rows[-1].id)
+            if len(rows) < _WALK_PAGE:
+                break
+        if count and earliest is not None:
+            found[name] = (count, earliest)
+    return found
+
+
+#: dispatched tasks read per page by :func:`_queued`
+_WALK_PAGE = 1000

@@ -229,6 +229,9 @@ task = sa.Table(
     # the tasks changed since an instant: what the census assesses again
     # (sql/versions/0016_condition_ledger.py)
     sa.Index("ix_task_updated_at", "updated_at"),
+    # dispatched tasks of a type by should_start_by: the oldest run waiting
+    # in the broker, found without reading the queue (0017_queued_runs.py)
+    _partial_index("ix_task_in_flight", "type", "deadline", where="status = 'scheduled'"),
 )
 
 task_run = sa.Table(
@@ -267,6 +270,8 @@ task_run = sa.Table(
     # ended runs by end time, for retention (open runs have no entry)
     _partial_index("ix_task_run_ended", "ended", where="ended IS NOT NULL"),
     _partial_index("ix_task_run_open", "scheduled", where="status IN ('scheduled', 'started')"),
+    # the runs not started, by task (0017_queued_runs.py)
+    _partial_index("ix_task_run_queued", "task_id", where="status = 'scheduled'"),
 )
 
 #: One claim's (or one re-publication's) runs, and whether their messages

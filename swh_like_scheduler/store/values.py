@@ -111,8 +111,8 @@ class ScheduleHealth:
     #: the latest runner pass that had room for every ready task of a type
     last_room_at: datetime | None = None
     #: per type with runs dispatched and not started (waiting in the
-    #: broker): how many, and the earliest deadline (should_start_by) of
-    #: their tasks; read with every call (it follows the open runs)
+    #: broker): how many (up to the bound the call gave), and the earliest
+    #: deadline (should_start_by) of their tasks
     queued: dict[str, tuple[int, datetime]] = field(default_factory=dict)
     #: runs dispatched within :data:`ENDED_WINDOW` before ``now``, per type
     #: (read with the open runs only)

@@ -11,7 +11,7 @@ import pytest
 from api_server import READER, WRITER, Clock, serving
 from waiting import wait_until
 
-from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
+from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens, routes_observe
 from swh_like_scheduler.exceptions import InvalidInput
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.monitor import WorkerSighting
@@ -276,7 +276,11 @@ def test_health(store: SQLAlchemyStore, clock: Clock, anonymous: httpx.Client) -
 
 
 def test_health_is_degraded_while_work_waits_and_no_runner_passes(
-    store: SQLAlchemyStore, clock: Clock, anonymous: httpx.Client, sleep_type: TaskType
+    store: SQLAlchemyStore,
+    clock: Clock,
+    anonymous: httpx.Client,
+    sleep_type: TaskType,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Every daemon stopped and tasks overdue: degraded, with the reasons;
     a runner's claim and a worker's sign of life make it ok again."""
@@ -313,8 +317,19 @@ def test_health_is_degraded_while_work_waits_and_no_runner_passes(
     store.record_worker_sightings([WorkerSighting("w@n", clock.now, True, 2.0)])
     body = anonymous.get("/health").json()
     assert [r[:22] for r in body["reasons"]] == ["the queue of sleep hol"]
-    assert body["queued"] == {"sleep": {"runs": 3, "oldest_late_seconds": 9300.0}}
+    assert body["queued"] == {
+        "sleep": {"runs": 3, "runs_at_least": False, "oldest_late_seconds": 9300.0}
+    }
     assert body["oldest_overdue_seconds"] == {"sleep": 9300.0}
+    # a deep queue is counted up to a bound; how late its oldest is, exactly
+    monkeypatch.setattr(routes_observe, "QUEUED_COUNTED", 2)
+    body = anonymous.get("/health").json()
+    assert body["reasons"][0].startswith("the queue of sleep holds at least 2 runs not started")
+    assert body["queued"]["sleep"] == {
+        "runs": 2,
+        "runs_at_least": True,
+        "oldest_late_seconds": 9300.0,
+    }
     for run in claimed:  # the workers take them: nothing waits any more
         store.start_task_run(run.backend_id, started=clock.now, worker="w@n")
     assert anonymous.get("/health").status_code == 200

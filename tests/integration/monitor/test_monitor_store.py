@@ -10,9 +10,9 @@ from monitortest import H, S, adaptive_task, applier, oneshot, plain_type, run_o
 from waiting import wait_until
 
 from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import Priority, RunStatus, TaskStatus
+from swh_like_scheduler.model import Priority, RunStatus, ScheduleKind, Task, TaskStatus
 from swh_like_scheduler.monitor import WorkerSighting, WorkerState
-from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.store import SQLAlchemyStore, sql_health
 
 W1, W2, W3 = "w1@node-a", "w2@node-b", "w3@node-c"
 
@@ -329,3 +329,37 @@ def test_runs_dispatched_within_the_hour_are_counted_per_type(
     assert figures.dispatched == {"plain": 2, "other": 1}
     assert figures.ended_runs[("plain", "failed")] == 1
     assert store.schedule_health(now=now, runs=False).dispatched == {}
+
+
+@pytest.mark.parametrize("page", [1000, 1, 2])
+def test_runs_waiting_in_the_broker_are_counted_up_to_a_bound_oldest_deadline_exact(
+    store: SQLAlchemyStore, now: datetime, page: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sql_health, "_WALK_PAGE", page)  # walked in pages of that many
+    plain_type(store)
+    runs = []
+    for n in range(4):  # deadlines one minute apart, the first the earliest
+        [task] = store.create_tasks(
+            [
+                Task(
+                    type="plain",
+                    args=(n,),
+                    schedule_kind=ScheduleKind.ADAPTIVE,
+                    current_interval=H,
+                    next_run=now - H,
+                    deadline=now - 10 * 60 * S + n * 60 * S,
+                )
+            ],
+            now=now - H,
+        )
+        runs.append(store.schedule_task_run(task.id or 0, now=now - 60 * S))
+    # the earliest has started: it no longer waits in the broker
+    store.start_task_run(runs[0].backend_id, started=now - 30 * S, worker="w")
+    second = now - 9 * 60 * S
+    assert store.schedule_health(now=now).queued == {"plain": (3, second)}
+    assert store.schedule_health(now=now, queued_upto=2).queued == {"plain": (2, second)}
+    assert store.schedule_health(now=now, queued_upto=0).queued == {}
+    store.start_task_run(runs[1].backend_id, started=now - 20 * S, worker="w")
+    assert store.schedule_health(now=now, queued_upto=1).queued == {"plain": (1, second + 60 * S)}
+    with pytest.raises(InvalidInput, match="queued_upto"):
+        store.schedule_health(now=now, queued_upto=-1)

@@ -331,18 +331,41 @@ class Problems:
     types: list[str] = field(default_factory=list)
 
 
+#: the levels the problem list shows
+PROBLEMS = ("ERROR", "WARNING")
+
+
+def census_total(conditions: dict[str, dict[str, int]], filters: Filters) -> int | None:
+    """How many problems match ``filters`` by the census's counts per type
+    and level (what the ledger held when it was stored), without counting
+    the ledger again; ``None`` when a filter is one the census does not
+    count by (kind, priority, text)."""
+    if filters.kind or filters.priority or filters.q or filters.level not in ("", *PROBLEMS):
+        return None
+    levels = [filters.level] if filters.level else list(PROBLEMS)
+    types = [filters.type] if filters.type else list(conditions)
+    return sum(conditions.get(name, {}).get(level, 0) for name in types for level in levels)
+
+
 def problems(state: ApiState, filters: Filters, page: int) -> Problems:
     counted = None if state.table_counts is None else state.table_counts.latest()[0]
+    # the newest census stored (one index read): what the ledger held when
+    # its step ended, which this process's copy may not have read yet
+    census = None if counted is None else state.store.latest_census()
     shown: list[ProblemEntry] = []
     total = first = 0
     pages = 1
-    if counted is not None:
+    if census is not None:
         query = filters.store_query()
-        _, total = state.store.problem_page(query, limit=0)
+        known = census_total(census.conditions, filters)
+        # a filter the census does not count by: the ledger counts
+        total = known if known is not None else state.store.problem_page(query, limit=0)[1]
         pages = max(1, -(-total // PAGE_SIZE))
         page = min(max(1, page), pages)
         first = (page - 1) * PAGE_SIZE
-        shown, total = state.store.problem_page(query, offset=first, limit=PAGE_SIZE)
+        shown, total = state.store.problem_page(
+            query, offset=first, limit=PAGE_SIZE, known_total=total
+        )
     types = {t.type: t for t in state.store.get_task_types()}
     now = state.clock()
     found = {t.id: t for t in state.store.get_tasks([p.id for p in shown])}
@@ -361,9 +384,9 @@ def problems(state: ApiState, filters: Filters, page: int) -> Problems:
         first=first,
         page=page,
         pages=pages,
-        counted=counted is not None,
-        counted_at=None if counted is None else counted.at,
-        generation=0 if counted is None else counted.generation,
+        counted=census is not None,
+        counted_at=None if census is None else census.at,
+        generation=0 if census is None else census.id,
         types=sorted(types),
     )
 

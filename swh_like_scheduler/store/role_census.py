@@ -106,10 +106,19 @@ class CensusStore(Protocol):
         ...
 
     def problem_page(
-        self, query: ProblemQuery, *, offset: int = 0, limit: int = 50
+        self,
+        query: ProblemQuery,
+        *,
+        offset: int = 0,
+        limit: int = 50,
+        known_total: int | None = None,
     ) -> tuple[list[ProblemEntry], int]:
         """Tasks that are not OK in the ledger matching ``query``, worst
         first (ERROR before WARNING, then the earliest finish-by, a task
         without one last, then by id): ``limit`` of them from ``offset``,
-        and how many match in all."""
+        and how many match in all. With ``known_total`` (how many match, as
+        the caller counted them: the census) they are not counted again and
+        that figure is returned. A page past the middle is read from the
+        end, backwards: what a page costs grows with its distance from the
+        nearer end, and the last page costs what the first does."""
         ...

@@ -325,24 +325,36 @@ class CensusMethods(SQLBase):
         return [_record(row) for row in rows]
 
     def problem_page(
-        self, query: ProblemQuery, *, offset: int = 0, limit: int = 50
+        self,
+        query: ProblemQuery,
+        *,
+        offset: int = 0,
+        limit: int = 50,
+        known_total: int | None = None,
     ) -> tuple[list[ProblemEntry], int]:
         if offset < 0:
             raise InvalidInput("offset", "must not be negative")
         if not 0 <= limit <= 10_000:
             raise InvalidInput("limit", "must be between 0 and 10000")
+        if known_total is not None and known_total < 0:
+            raise InvalidInput("known_total", "must not be negative")
         where = _matching(query)
-        page = (
-            sa.select(cond_t)
-            .where(*where)
-            .order_by(cond_t.c.rank, cond_t.c.finish_by.asc().nulls_last(), cond_t.c.task_id)
-            .offset(offset)
-            .limit(limit)
-        )
         total = sa.select(sa.func.count()).select_from(cond_t).where(*where)
+        order = [cond_t.c.rank, cond_t.c.finish_by.asc().nulls_last(), cond_t.c.task_id]
+        backward = [cond_t.c.rank.desc(), cond_t.c.finish_by.desc().nulls_first()]
+        backward.append(cond_t.c.task_id.desc())
         with self._read("list the problems") as conn:
-            rows = conn.execute(page).all() if limit else []
-            count = int(conn.scalar(total) or 0)
+            count = known_total if known_total is not None else int(conn.scalar(total) or 0)
+            rows: Sequence[Any] = []
+            if limit and offset + limit > count // 2 and offset < count:
+                # nearer the end: the same rows, read backwards from it
+                last = min(limit, count - offset)
+                page = sa.select(cond_t).where(*where).order_by(*backward)
+                page = page.offset(count - offset - last).limit(last)
+                rows = list(reversed(conn.execute(page).all()))
+            elif limit:
+                page = sa.select(cond_t).where(*where).order_by(*order)
+                rows = conn.execute(page.offset(offset).limit(limit)).all()
         return [
             ProblemEntry(
                 id=int(r.task_id),

@@ -173,14 +173,29 @@ def test_one_process_counts_at_a_time(store: Any, now: datetime) -> None:
 
 
 def test_problems_are_filtered_and_paged_in_the_store(store: Any, now: datetime) -> None:
-    _world(store, now)
+    tasks = _world(store, now)
+    store.disable_tasks([t.id for t in tasks[:2]], now=now)  # WARNING, with no finish-by
     assert refresh(store, now, holder="t").census is not None
     everything, total = store.problem_page(ProblemQuery(), limit=100)
     assert total == len(everything) > 2
+    assert any(p.finish_by is None for p in everything)  # last of their level
     # pages in the same order
     first, _ = store.problem_page(ProblemQuery(), offset=0, limit=2)
     rest, _ = store.problem_page(ProblemQuery(), offset=2, limit=100)
     assert [p.id for p in first + rest] == [p.id for p in everything]
+    # every page, near the start or read backwards from the end, is the
+    # same slice of the one order; a total the caller knows is not counted
+    ids = [p.id for p in everything]
+    for limit in (1, 2, 3):
+        for offset in range(total + 1):
+            page, counted = store.problem_page(ProblemQuery(), offset=offset, limit=limit)
+            assert counted == total
+            assert [p.id for p in page] == ids[offset : offset + limit], (offset, limit)
+            known, said = store.problem_page(
+                ProblemQuery(), offset=offset, limit=limit, known_total=total
+            )
+            assert said == total and known == page
+    assert store.problem_page(ProblemQuery(), limit=0, known_total=7) == ([], 7)
     errors, n_errors = store.problem_page(ProblemQuery(level="ERROR"), limit=100)
     assert n_errors == len(errors) and {p.level for p in errors} == {"ERROR"}
     at_least, _ = store.problem_page(ProblemQuery(level="WARNING", at_least=True), limit=100)

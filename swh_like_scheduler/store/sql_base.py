@@ -166,6 +166,16 @@ class SQLBase:
         ms = 0 if bound is None else max(session_ms, bound.total_seconds() * 1000)
         conn.execute(sa.select(sa.func.set_config("statement_timeout", f"{int(ms)}ms", True)))
 
+    def _one_core(self, conn: sa.Connection) -> None:
+        """Run the statements of ``conn``'s transaction without parallel
+        workers (PostgreSQL): a background count over a large table then
+        takes one core, not every core of the server, from the requests
+        that must answer quickly meanwhile."""
+        if self.engine.dialect.name == "postgresql":
+            conn.execute(
+                sa.select(sa.func.set_config("max_parallel_workers_per_gather", "0", True))
+            )
+
     def _serialise(self, where: str, name: str) -> None:
         """Hold the lock ``name`` until the current transaction ends, so that
         two transactions about the same thing (a job's key) run one after

@@ -261,6 +261,7 @@ class CensusMethods(SQLBase):
         )
         with self._read("count the conditions") as conn:
             self._maintenance(conn)  # counts over every task
+            self._one_core(conn)  # in the background: the API answers meanwhile
             rows = conn.execute(per_row).all()
             finished = conn.execute(others).all() if unwatched else []
         conditions: dict[str, dict[str, int]] = {}

@@ -47,17 +47,23 @@ class HealthMethods(SQLBase):
             .where(run_t.c.status.in_([s.value for s in OPEN_RUN_STATUSES]))
             .group_by(task_t.c.type, run_t.c.status)
         )
+        # runs ended within the window per type and status, and among them
+        # the one-shot expiries: one read of the ended-run index
+        is_expired = sa.and_(
+            run_t.c.status == RunStatus.CANCELLED.value, run_t.c.error.startswith(EXPIRED_ERROR)
+        )
         ended = (
-            sa.select(task_t.c.type, run_t.c.status, sa.func.count())
+            sa.select(
+                task_t.c.type,
+                run_t.c.status,
+                sa.func.count(),
+                sa.func.count(sa.case((is_expired, 1))),
+            )
             .select_from(run_t)
             .join(task_t, task_t.c.id == run_t.c.task_id)
             .where(run_t.c.ended > now - ENDED_WINDOW, run_t.c.ended <= now)
             .group_by(task_t.c.type, run_t.c.status)
         )
-        expired = ended.with_only_columns(task_t.c.type, sa.func.count()).where(
-            run_t.c.status == RunStatus.CANCELLED.value, run_t.c.error.startswith(EXPIRED_ERROR)
-        )
-        expired = expired.group_by(None).group_by(task_t.c.type)
         # a run dispatched within the window is open (by the open-run
         # index), or ended within it (by the ended-run index)
         since = now - ENDED_WINDOW
@@ -71,53 +77,77 @@ class HealthMethods(SQLBase):
         dispatched_ended = per_type.where(
             run_t.c.ended > since, run_t.c.ended <= now, run_t.c.scheduled > since
         )
+        # the instants, each the first entry of an index, in one statement
+        instants = sa.select(
+            # batch ids grow with time: the newest batch, by its key
+            sa.select(batch_t.c.claimed_at)
+            .order_by(batch_t.c.id.desc())
+            .limit(1)
+            .scalar_subquery(),
+            sa.select(sa.func.max(worker_t.c.last_heartbeat_at)).scalar_subquery(),
+            # the predicate of ix_task_run_open, written out: the index serves it
+            sa.select(sa.func.min(run_t.c.scheduled)).where(_OPEN_RUN).scalar_subquery(),
+            sa.select(sa.func.max(room_t.c.at)).scalar_subquery(),
+        )
         with self._read("read schedule health") as conn:
-            self._maintenance(conn)  # counts over every task
+            if counts:
+                self._maintenance(conn)  # counts over every task
             names = list(conn.scalars(sa.select(type_t.c.type).order_by(type_t.c.type)))
-            overdue: dict[str, datetime] = {}
-            for name in names:
-                # per class: the first entry of the dispatch-order index
-                earliest = [
-                    conn.scalar(
-                        sa.select(sa.func.min(task_t.c.deadline)).where(
-                            task_t.c.type == name,
-                            task_t.c.priority == priority.value,
-                            task_t.c.status == TaskStatus.WAITING.value,
-                        )
-                    )
-                    for priority in Priority
-                ]
-                past = [d for d in earliest if d is not None and d < now]
-                if past:
-                    overdue[name] = min(past)
-            queued = {} if queued_upto == 0 else _queued(conn, names, queued_upto)
+            overdue = _overdue(conn, names, now)
             dispatched: dict[str, int] = {}
             if runs:
                 for query in (dispatched_open, dispatched_ended):
                     for name, count in conn.execute(query):
                         dispatched[name] = dispatched.get(name, 0) + count
+            ended_runs: dict[tuple[str, str], int] = {}
+            expired: dict[str, int] = {}
+            for name, status, count, expiries in conn.execute(ended):
+                ended_runs[(name, status)] = int(count)
+                if expiries:
+                    expired[name] = expired.get(name, 0) + int(expiries)
+            claim, seen, oldest_open, room = conn.execute(instants).one()
             return ScheduleHealth(
                 now=now,
                 tasks={(t, s): n for t, s, n in conn.execute(tasks)} if counts else {},
                 oldest_overdue=overdue,
                 open_runs={(t, s): n for t, s, n in conn.execute(open_runs)} if runs else {},
-                # batch ids grow with time: the newest batch, by its key
-                last_claim_at=conn.scalar(
-                    sa.select(batch_t.c.claimed_at).order_by(batch_t.c.id.desc()).limit(1)
-                ),
-                last_worker_seen_at=conn.scalar(
-                    sa.select(sa.func.max(worker_t.c.last_heartbeat_at))
-                ),
-                ended_runs={(t, s): n for t, s, n in conn.execute(ended)},
-                expired={t: n for t, n in conn.execute(expired)},
-                # the predicate of ix_task_run_open, written out: the index serves it
-                oldest_open_run=conn.scalar(
-                    sa.select(sa.func.min(run_t.c.scheduled)).where(_OPEN_RUN)
-                ),
-                last_room_at=conn.scalar(sa.select(sa.func.max(room_t.c.at))),
+                last_claim_at=claim,
+                last_worker_seen_at=seen,
+                ended_runs=ended_runs,
+                expired=expired,
+                oldest_open_run=oldest_open,
+                last_room_at=room,
                 dispatched=dispatched,
-                queued=queued,
+                queued={} if queued_upto == 0 else _queued(conn, names, queued_upto),
             )
+
+
+def _overdue(conn: sa.Connection, names: list[str], now: datetime) -> dict[str, datetime]:
+    """Per type with waiting tasks past their deadline, the earliest such
+    deadline: per type and class, the first entry of the dispatch-order
+    index, all in one statement."""
+    firsts = [
+        sa.select(
+            sa.literal(name).label("type"),
+            sa.select(sa.func.min(task_t.c.deadline))
+            .where(
+                task_t.c.type == name,
+                task_t.c.priority == priority.value,
+                task_t.c.status == TaskStatus.WAITING.value,
+            )
+            .scalar_subquery()
+            .label("earliest"),
+        )
+        for name in names
+        for priority in Priority
+    ]
+    if not firsts:
+        return {}
+    overdue: dict[str, datetime] = {}
+    for name, earliest in conn.execute(sa.union_all(*firsts)):
+        if earliest is not None and earliest < now:
+            overdue[name] = min(earliest, overdue.get(name, earliest))
+    return overdue
 
 
 def _queued(
@@ -134,10 +164,14 @@ def _queued(
         count, earliest = 0, None
         after: tuple[datetime, int] | None = None
         while upto is None or count < upto:
+            # a scalar subquery, not EXISTS: PostgreSQL may hash an EXISTS
+            # over every queued run, never a subquery with a LIMIT
             waits = (
-                sa.exists()
+                sa.select(sa.literal(1))
                 .where(run_t.c.task_id == task_t.c.id, _QUEUED_RUN)
+                .limit(1)
                 .correlate(task_t)
+                .scalar_subquery()
                 .label("waits")
             )
             page = (

@@ -17,6 +17,7 @@ takes many minutes):
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import random
@@ -32,6 +33,8 @@ from swh_like_scheduler.store import SQLAlchemyStore
 
 from .common import Context, bench_type, fill_tasks, log, ratio, raw, scratch_store, utcnow
 from .scenario_api import _load, _percentile, server
+
+logger = logging.getLogger(__name__)
 
 DATABASE = "swh_bench_health"
 CLIENTS = 4
@@ -128,7 +131,10 @@ def _counting(url: str, at: datetime, stop: Any, steps: Any) -> None:
     clock = at
     while not stop.is_set():
         clock += timedelta(seconds=1)
-        refresh(store, clock, holder="bench-monitor", budget=30)
+        step = refresh(store, clock, holder="bench-monitor", budget=30)
+        if step.census is None:  # a census not stored is no step of the duty
+            logger.warning("census step at %s: %s", clock.isoformat(), step.skipped)
+            continue
         with steps.get_lock():
             steps.value += 1
     store.close()

@@ -126,11 +126,14 @@ def run(ctx: Context) -> None:
 
 def _counting(url: str, at: datetime, stop: Any, steps: Any) -> None:
     """The monitor's duty, back to back, in a process of its own (as the
-    monitor is): steps at a clock a second later each."""
+    monitor is): steps at a clock a second later each, and never behind the
+    real one (the server's: behind it, the stored census looks old to the
+    server, which then counts too; at 10M the fill and the first build
+    take half an hour)."""
     store = SQLAlchemyStore.from_url(url)
     clock = at
     while not stop.is_set():
-        clock += timedelta(seconds=1)
+        clock = max(clock + timedelta(seconds=1), utcnow())
         step = refresh(store, clock, holder="bench-monitor", budget=30)
         if step.census is None:  # a census not stored is no step of the duty
             logger.warning("census step at %s: %s", clock.isoformat(), step.skipped)
@@ -145,6 +148,10 @@ def _serve(ctx: Context, store: SQLAlchemyStore, count: int, seconds: float, at:
     stop = spawn.Event()
     steps = spawn.Value("i", 0)
     url = store.engine.url.render_as_string(hide_password=False)
+    # the census brought to the real clock first (not measured), as a
+    # monitor running all along would have kept it
+    at = max(at, utcnow())
+    refresh(store, at, holder="bench", budget=1e9)
     with server(store) as api:
         browser = httpx.Client(base_url=api.base_url, timeout=120)
         token = str(api.headers["authorization"]).split(" ", 1)[1]

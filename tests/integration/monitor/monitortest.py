@@ -33,7 +33,14 @@ def applier(store: SQLAlchemyStore) -> ApplyOutcome:
     return outcome_applier(TaskTypeCache(store), random.Random(0))
 
 
-def adaptive_task(store: SQLAlchemyStore, now: datetime, n: int, type: str = "plain") -> Task:
+def adaptive_task(
+    store: SQLAlchemyStore,
+    now: datetime,
+    n: int,
+    type: str = "plain",
+    deadline: datetime | None = None,
+) -> Task:
+    """An adaptive task ready since an hour, due by ``deadline`` (default in an hour)."""
     [task] = store.create_tasks(
         [
             Task(
@@ -42,7 +49,7 @@ def adaptive_task(store: SQLAlchemyStore, now: datetime, n: int, type: str = "pl
                 schedule_kind=ScheduleKind.ADAPTIVE,
                 current_interval=H,
                 next_run=now - H,
-                deadline=now + H,
+                deadline=now + H if deadline is None else deadline,
             )
         ],
         now=now - H,

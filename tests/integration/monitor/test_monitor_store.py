@@ -10,7 +10,7 @@ from monitortest import H, S, adaptive_task, applier, oneshot, plain_type, run_o
 from waiting import wait_until
 
 from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import Priority, RunStatus, ScheduleKind, Task, TaskStatus
+from swh_like_scheduler.model import Priority, RunStatus, TaskStatus
 from swh_like_scheduler.monitor import WorkerSighting, WorkerState
 from swh_like_scheduler.store import SQLAlchemyStore, sql_health
 
@@ -339,19 +339,7 @@ def test_runs_waiting_in_the_broker_are_counted_up_to_a_bound_oldest_deadline_ex
     plain_type(store)
     runs = []
     for n in range(4):  # deadlines one minute apart, the first the earliest
-        [task] = store.create_tasks(
-            [
-                Task(
-                    type="plain",
-                    args=(n,),
-                    schedule_kind=ScheduleKind.ADAPTIVE,
-                    current_interval=H,
-                    next_run=now - H,
-                    deadline=now - 10 * 60 * S + n * 60 * S,
-                )
-            ],
-            now=now - H,
-        )
+        task = adaptive_task(store, now, n, deadline=now - 10 * 60 * S + n * 60 * S)
         runs.append(store.schedule_task_run(task.id or 0, now=now - 60 * S))
     # the earliest has started: it no longer waits in the broker
     store.start_task_run(runs[0].backend_id, started=now - 30 * S, worker="w")

@@ -28,7 +28,7 @@ from .common import Context, log, ratio, scratch_store
 
 DATABASE = "swh_bench_topup"
 PERIOD = 10.0
-LIMIT = 10
+LIMIT = 20
 NAP = 0.2
 
 
@@ -91,7 +91,7 @@ def _once(ctx: Context, broker: str, runs: int, top_up: bool) -> tuple[float, in
 
 
 def run(ctx: Context) -> None:
-    runs = 50 if ctx.quick else 150
+    runs = 50 if ctx.quick else 200
     brokers = {"redis": ctx.redis, "rabbitmq": ctx.amqp}
     for label, broker in brokers.items():
         if broker is None:

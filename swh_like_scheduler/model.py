@@ -356,6 +356,9 @@ class Task:
     current_interval: timedelta | None = None  # adaptive
     period: timedelta | None = None  # periodic
     cooldown: timedelta | None = None  # periodic
+    #: the cooldown is the scheduler's default (:func:`.policy.default_cooldown`),
+    #: not one a client gave: it follows the period and the run time
+    cooldown_is_default: bool = False
     cron: str | None = None  # cron
     cron_max_duration: timedelta | None = None  # cron
     max_delay: timedelta | None = None  # oneshot

@@ -157,6 +157,9 @@ task = sa.Table(
     sa.Column("current_interval", sa.Interval),
     sa.Column("period", sa.Interval),
     sa.Column("cooldown", sa.Interval),
+    # the cooldown is the default one, which follows the run time
+    # (sql/versions/0018_default_cooldown.py), not one a client gave
+    sa.Column("cooldown_is_default", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("cron", sa.Text),
     sa.Column("cron_max_duration", sa.Interval),
     sa.Column("max_delay", sa.Interval),

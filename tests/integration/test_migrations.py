@@ -203,3 +203,59 @@ def test_0014_gives_every_listed_origin_its_row_and_holds_only_running_cooldowns
         assert rows["https://f.example/c"].last_visit_status == "failed"
     finally:
         engine.dispose()
+
+
+def test_0018_marks_the_cooldowns_that_are_the_default(empty_db_url: str) -> None:
+    """A periodic task whose cooldown is exactly the default of its period
+    and expected duration has the default one (what edits went by until
+    0018); any other cooldown was given. Odd microseconds and periods of
+    days included: PostgreSQL computes it in SQL, SQLite row by row."""
+    from datetime import UTC, datetime, timedelta
+
+    import sqlalchemy as sa
+    from alembic import command
+
+    from swh_like_scheduler.builders import task_from_input
+    from swh_like_scheduler.model import TaskType
+    from swh_like_scheduler.policy import default_cooldown
+    from swh_like_scheduler.store.tables import task as task_t
+
+    engine = make_engine(empty_db_url)
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    odd = timedelta(days=2, seconds=3, microseconds=7)
+    odd_expected = timedelta(seconds=1, microseconds=234567)
+    try:
+        migrations.upgrade(engine)
+        store = SQLAlchemyStore(engine)
+        kind = store.create_task_type(TaskType(type="t", backend_name="t"))
+        values: dict[str, dict[str, Any]] = {
+            "plain": {"period": "1h"},
+            "expected": {"period": "1h", "expected_duration": "5m"},
+            "odd": {"period": odd, "expected_duration": odd_expected},
+            "given": {"period": "1h", "cooldown": "30m"},
+            "given-as-default": {"period": "1h", "cooldown": "54m"},
+            "zero": {"period": "1h", "cooldown": "0"},
+            "oneshot": {"policy": "oneshot"},
+        }
+        made = store.create_tasks(
+            [task_from_input({**v, "key": k}, kind, now=now) for k, v in values.items()], now=now
+        )
+        assert made[2].cooldown == default_cooldown(odd, odd_expected)
+        config = migrations.alembic_config()
+        with engine.connect() as conn:
+            conn.execution_options(swh_write=True)
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0017")
+            conn.commit()
+        migrations.upgrade(engine)
+        with engine.connect() as conn:
+            marked = dict(conn.execute(sa.select(task_t.c.key, task_t.c.cooldown_is_default)).all())
+        assert {k for k, v in marked.items() if v} == {
+            "plain",
+            "expected",
+            "odd",
+            "given-as-default",  # the same value: it cannot be told apart
+        }
+        assert len(marked) == len(values)
+    finally:
+        engine.dispose()

@@ -11,6 +11,7 @@ The runner, listener, API, CLI and simulator all call these functions.
 * :mod:`.catchup` — missed firings: run the latest once, or skip them;
 * :mod:`.expiry` — when a one-shot with a ``max_delay`` may expire;
 * :mod:`.condition` — OK / WARNING / ERROR with a reason code;
+* :mod:`.cooldown` — a periodic task whose cooldown makes every run late;
 * :mod:`.outcome` — the task after a run's outcome;
 * :mod:`.capacity` — adaptive intervals within the type's capacity;
 * :mod:`.validate` — creation-time rules and a new task's initial state;
@@ -30,6 +31,7 @@ from .condition import (
     condition,
     level_holds_until,
 )
+from .cooldown import CooldownShortfall, cooldown_shortfall
 from .cron import cron_times, default_cron_max_duration, next_cron_time, shortest_cron_gap
 from .expiry import claimable_from, may_expire
 from .explain import Explanation, explain
@@ -75,7 +77,9 @@ from .times import (
 from .validate import (
     PERIODIC_WINDOW,
     default_cooldown,
+    followed_cooldown,
     prepare_new_task,
+    run_time_basis,
     validate_task,
     with_default_cooldown,
 )
@@ -91,6 +95,7 @@ __all__ = [
     "AdjustmentKind",
     "Condition",
     "ConditionReport",
+    "CooldownShortfall",
     "Explanation",
     "MissedFirings",
     "Outcome",
@@ -115,6 +120,7 @@ __all__ = [
     "classify_result",
     "compute_start_times",
     "condition",
+    "cooldown_shortfall",
     "covers_whole_day",
     "cron_times",
     "default_cooldown",
@@ -122,6 +128,7 @@ __all__ = [
     "effective_average",
     "ewma",
     "explain",
+    "followed_cooldown",
     "interval_of",
     "is_real_wall_time",
     "leave_blackouts",
@@ -140,6 +147,7 @@ __all__ = [
     "retry_delay",
     "retry_state",
     "run_state",
+    "run_time_basis",
     "shortest_cron_gap",
     "start_times",
     "validate_task",

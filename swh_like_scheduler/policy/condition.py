@@ -24,6 +24,10 @@ Then, for live tasks (``finish_by`` is defined in :mod:`.schedule`):
 
 The detail of ``late`` and ``stale`` also says how many runs failed since
 the last good one, when some did.
+* ``cooldown_too_long`` (WARNING) — periodic: not yet stale, but its
+  cooldown and its run time make every run start late, by construction
+  (:mod:`.cooldown`: its run time plus its cooldown is longer than its
+  period less its average duration); the detail names the numbers.
 * ``likely_late`` (WARNING) — not yet late, but the expected end is past
   ``finish_by``: for a running task ``owner_started_at + avg``; for an idle
   one ``max(now, can_start_by) + avg`` (it cannot start before can_start_by).
@@ -56,6 +60,7 @@ from typing import Any
 
 from ..model import ScheduleKind, Task, TaskStatus, TaskType
 from ..text import plural
+from .cooldown import cooldown_shortfall
 from .schedule import StartTimes, start_times
 from .times import (
     effective_average,
@@ -85,6 +90,7 @@ class Reason(StrEnum):
     STALE = "stale"
     NEVER_RUN = "never_run"
     LIKELY_LATE = "likely_late"
+    COOLDOWN_TOO_LONG = "cooldown_too_long"
     OVERRAN_EXPECTED_DURATION = "overran_expected_duration"
     LAST_RUN_FAILED = "last_run_failed"
     PAUSED = "paused"
@@ -103,6 +109,7 @@ REASON_LEVEL: dict[Reason, Condition] = {
     Reason.STALE: Condition.ERROR,
     Reason.NEVER_RUN: Condition.ERROR,
     Reason.LIKELY_LATE: Condition.WARNING,
+    Reason.COOLDOWN_TOO_LONG: Condition.WARNING,
     Reason.OVERRAN_EXPECTED_DURATION: Condition.WARNING,
     Reason.LAST_RUN_FAILED: Condition.WARNING,
     Reason.PAUSED: Condition.WARNING,
@@ -257,6 +264,10 @@ def _condition(
             f"The last good run started at {when(task.last_good_start_at)}; fresh "
             f"data was promised until {when(finish_by)}, {overdue} ago.{_failed_since(task)}",
         )
+
+    shortfall = cooldown_shortfall(task) if kind is ScheduleKind.PERIODIC else None
+    if shortfall is not None:
+        return _report(Reason.COOLDOWN_TOO_LONG, shortfall.detail())
 
     if started is not None:
         expected_end = started + avg

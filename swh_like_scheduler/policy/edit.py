@@ -7,10 +7,10 @@ So, for a waiting task:
 
 * a new period or cooldown keeps the last good run as the anchor
   (can_start_by = its end + cooldown, should_start_by = its start + period
-  - average duration); a cooldown that is the default of the old period
-  (:func:`.validate.default_cooldown`) follows a new period or expected
-  duration unless the edit gives one, and a task made periodic without a
-  cooldown gets the default;
+  - average duration); a default cooldown (``cooldown_is_default``:
+  :func:`.validate.default_cooldown`) follows a new period or expected
+  duration unless the edit gives one (a cooldown given is the client's from
+  then on), and a task made periodic without a cooldown gets the default;
 * a new cron expression, zone or ``cron_max_duration`` gives the first
   firing of the new expression after the last good run's start (after the
   creation for a task that never succeeded) — a firing of the new
@@ -48,7 +48,7 @@ from .cron import default_cron_max_duration
 from .retry import retry_state
 from .schedule import compute_start_times
 from .times import ZERO, never_attempted, oneshot_instant, to_utc
-from .validate import default_cooldown, validate_task
+from .validate import default_cooldown, run_time_basis, validate_task
 
 
 def held(task: Task) -> bool:
@@ -101,23 +101,24 @@ def _cooldown_follows(
     task: Task, kind: ScheduleKind, changes: Mapping[str, Any], wanted: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The periodic default cooldown, again, when the edit changes what it
-    derives from and gives no cooldown: a task made periodic gets it; a task
-    whose cooldown is the default of its old period and expected duration
-    gets the default of the new ones (an explicit cooldown of another value
-    is kept)."""
+    derives from and gives no cooldown: a task made periodic gets it (and
+    the mark ``cooldown_is_default``); a task whose cooldown is the default
+    one gets the default of its new period or expected duration (and of
+    its average run time, :func:`.validate.run_time_basis`). A cooldown the
+    edit gives, even the value it has, is the client's from then on; a
+    cooldown a client gave is kept."""
     if kind is not ScheduleKind.PERIODIC or "cooldown" in changes:
-        return {}
+        # a cooldown given, or none at all (another kind): not the default
+        return {"cooldown_is_default": False} if task.cooldown_is_default else {}
     period = wanted.get("period", task.period)
     expected = wanted.get("expected_duration", task.expected_duration)
     if period is None:
         return {}
+    new = default_cooldown(period, run_time_basis(expected, task.average_good_duration))
     if task.schedule_kind is not ScheduleKind.PERIODIC:
-        return {"cooldown": default_cooldown(period, expected)}
-    if task.period is None or task.cooldown != default_cooldown(
-        task.period, task.expected_duration
-    ):
+        return {"cooldown": new, "cooldown_is_default": True}
+    if not task.cooldown_is_default or not ({"period", "expected_duration"} & set(wanted)):
         return {}
-    new = default_cooldown(period, expected)
     return {"cooldown": new} if new != task.cooldown else {}
 
 

@@ -2,14 +2,16 @@
 
 :func:`explain` gathers can_start_by, should_start_by, the condition and
 every adjustment (cooldown, retry back-off, retries exhausted, blackout), its
-catch-up policy and the missed firings it skipped or is about to skip, and
-lists what currently keeps the task from being dispatched.
+catch-up policy and the missed firings it skipped or is about to skip, a
+periodic task's cooldown (the default one, or a client's; a warning when it
+makes every run late: :mod:`.cooldown`), and lists what currently keeps the
+task from being dispatched.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..model import CatchUp, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
@@ -17,10 +19,12 @@ from ..text import headline, plural
 from .blackout import blackout_at, blackout_end
 from .catchup import catch_up_of, missed_firings
 from .condition import ConditionReport, condition
+from .cooldown import cooldown_shortfall
 from .retry import num_retries, retry_base_delay, retry_state
 from .runstate import RunPhase, RunState
 from .schedule import Adjustment, StartTimes, start_times
 from .times import fmt_duration, fmt_instant, to_utc
+from .validate import PERIODIC_WINDOW, run_time_basis
 
 #: characters of an error's line shown by ``lines()``
 ERROR_SHOWN = 200
@@ -125,6 +129,47 @@ def retry_outlook(task: Task, task_type: TaskType, times: StartTimes) -> RetryOu
 
 
 @dataclass(frozen=True)
+class CooldownNote:
+    """A periodic task's cooldown: its value, whether it is the default one
+    (it follows the run time) or a client's (it stays), and the warning of
+    :func:`.cooldown.cooldown_shortfall` when it makes every run late."""
+
+    cooldown: timedelta | None
+    is_default: bool
+    detail: str
+    warning: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seconds": self.cooldown.total_seconds() if self.cooldown is not None else None,
+            "is_default": self.is_default,
+            "detail": self.detail,
+            "warning": self.warning or None,
+        }
+
+
+def cooldown_note(task: Task) -> CooldownNote | None:
+    """What :class:`CooldownNote` says of ``task`` (``None``: not periodic)."""
+    if task.schedule_kind is not ScheduleKind.PERIODIC:
+        return None
+    cooldown = task.cooldown
+    if cooldown is None:
+        detail = "none: a run may start again as soon as the last one ended"
+    elif task.cooldown_is_default:
+        basis = run_time_basis(task.expected_duration, task.average_good_duration)
+        runs = f"twice the run time ({fmt_duration(basis)})" if basis else "twice the run time"
+        detail = (
+            f"{fmt_duration(cooldown)}, the default: {round((1 - PERIODIC_WINDOW) * 100)} % "
+            f"of the period less {runs}, following the run time at each good run"
+        )
+    else:
+        detail = f"{fmt_duration(cooldown)}, given (it stays as it is)"
+    shortfall = cooldown_shortfall(task)
+    warning = shortfall.detail() if shortfall is not None else ""
+    return CooldownNote(cooldown, task.cooldown_is_default, detail, warning)
+
+
+@dataclass(frozen=True)
 class Explanation:
     """The answer of :func:`explain`; ``to_dict()`` is JSON-ready, ``lines()`` is text."""
 
@@ -154,6 +199,9 @@ class Explanation:
     catch_up_note: str = ""
     #: the state of the task's latest run, when the caller read it
     run: RunState | None = None
+    #: periodic: its cooldown, whether it is the default one, and why it
+    #: makes every run late when it does (:mod:`.cooldown`)
+    cooldown: CooldownNote | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -179,6 +227,7 @@ class Explanation:
             "catch_up_grace": self.catch_up_grace,
             "catch_up_note": self.catch_up_note,
             "run": self.run.to_dict() if self.run is not None else None,
+            "cooldown": self.cooldown.to_dict() if self.cooldown is not None else None,
         }
 
     def lines(self) -> list[str]:
@@ -227,6 +276,10 @@ class Explanation:
             out.append("Catch-up: latest (missed firings run once, late)")
         if self.catch_up_note:
             out.append(f"  {self.catch_up_note}")
+        if self.cooldown is not None:
+            out.append(f"Cooldown: {self.cooldown.detail}")
+            if self.cooldown.warning:
+                out.append(f"  Warning: {self.cooldown.warning}")
         if self.dont_run_on_nodes:
             out.append(f"Never runs on nodes: {', '.join(self.dont_run_on_nodes)}")
         if self.adjustments:
@@ -376,4 +429,5 @@ def explain(
         retry=retry_outlook(task, task_type, times),
         last_failure=last_failure,
         run=run,
+        cooldown=cooldown_note(task),
     )

@@ -4,7 +4,9 @@ Outcomes fall in three families:
 
 * good (``eventful``, ``uneventful``): ``failure_count`` back to 0, retry
   budget refilled, ``last_good_*`` set, the duration folded into the EWMA when
-  the start is known, an adaptive interval adapted (see
+  the start is known (and a periodic task's default cooldown set again for
+  the new average: :func:`.validate.followed_cooldown`; a cooldown a client
+  gave stays), an adaptive interval adapted (see
   :func:`.capacity.adapt_interval`;
   not on a task's first good run, which has no earlier visit to compare
   with), a one-shot completed;
@@ -34,6 +36,7 @@ from .capacity import adapt_interval
 from .retry import RandomSource, draw, num_retries, retry_state
 from .schedule import compute_start_times, interval_of
 from .times import to_utc
+from .validate import followed_cooldown
 
 #: Weight of the last run in the average duration (about 75 % on the last three runs).
 EWMA_ALPHA = 0.37
@@ -177,9 +180,12 @@ def apply_outcome(
             last_good_end_at=ended,
         )
         if known_start is not None:
-            changes["average_good_duration"] = ewma(
-                task.average_good_duration, ended - started, alpha
-            )
+            average = ewma(task.average_good_duration, ended - started, alpha)
+            changes["average_good_duration"] = average
+            cooldown = followed_cooldown(task, average)
+            if cooldown is not None and cooldown != task.cooldown:
+                # a default cooldown follows the run time: the times below use it
+                changes["cooldown"] = cooldown
         previous = task.last_good_start_at
         if task.schedule_kind is ScheduleKind.ADAPTIVE and previous is not None:
             # a first good run finds everything new: it says nothing of how

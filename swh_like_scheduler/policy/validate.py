@@ -18,7 +18,11 @@ schedule arithmetic:
 :func:`with_default_cooldown` gives a periodic task created without a
 cooldown the default one (:func:`default_cooldown`): the store applies it
 when it writes a new task, so every way in (CLI, API, remote store,
-importer) gets the same rule.
+importer) gets the same rule. Such a task is marked
+(``cooldown_is_default``): its cooldown follows its run time
+(:func:`followed_cooldown`), at each good run that updates the average
+duration (:mod:`.outcome`) and at each edit of its period or expected
+duration (:mod:`.edit`); a cooldown a client gave, 0 included, never moves.
 """
 
 from __future__ import annotations
@@ -58,14 +62,45 @@ def default_cooldown(period: timedelta, expected: timedelta | None = None) -> ti
     return max(ZERO, timedelta(microseconds=round(cooldown / timedelta(microseconds=1))))
 
 
+def run_time_basis(
+    expected: timedelta | None, average: timedelta | None = None
+) -> timedelta | None:
+    """The run time a default cooldown leaves room for: the larger of the
+    task's ``expected_duration`` and its measured ``average_good_duration``
+    (either may be unknown).
+
+    The next run may start a cooldown after the last one *ended*, so the
+    cooldown must leave room for the time runs really take (the average);
+    its should_start_by is its period less the expected duration when one is
+    given, else less the average. The larger of the two keeps both: with
+    it the next run may start at least a tenth of the period before it
+    should (:func:`default_cooldown`), whichever of them is right."""
+    known = [d for d in (expected, average) if d is not None]
+    return max(known) if known else None
+
+
+def followed_cooldown(task: Task, average: timedelta | None = None) -> timedelta | None:
+    """The default cooldown of ``task`` when its runs take ``average`` (its
+    ``average_good_duration`` when not given); ``None`` when its cooldown is
+    not the default one (a client gave it: it never moves) or it is not
+    periodic."""
+    if task.schedule_kind is not ScheduleKind.PERIODIC or not task.cooldown_is_default:
+        return None
+    if task.period is None:
+        return None
+    average = average if average is not None else task.average_good_duration
+    return default_cooldown(task.period, run_time_basis(task.expected_duration, average))
+
+
 def with_default_cooldown(task: Task) -> Task:
     """``task`` with the :func:`default_cooldown` when it is periodic and
-    its cooldown was not given (``None``); an explicit cooldown, 0 included,
-    is kept."""
+    its cooldown was not given (``None``), marked as the default one; an
+    explicit cooldown, 0 included, is kept."""
     if task.schedule_kind is not ScheduleKind.PERIODIC or task.cooldown is not None:
         return task
     assert task.period is not None
-    return task.updated(cooldown=default_cooldown(task.period, task.expected_duration))
+    basis = run_time_basis(task.expected_duration, task.average_good_duration)
+    return task.updated(cooldown=default_cooldown(task.period, basis), cooldown_is_default=True)
 
 
 def _check_cron(task: Task) -> None:

@@ -494,12 +494,15 @@ def _key_values(key: tuple[datetime, int]) -> tuple[Any, Any]:
 def _same_definition(known: Task, item: Task) -> bool:
     """Whether ``item`` asks for the task ``known`` already is. A periodic
     task asked for without a cooldown matches one stored with the default
-    cooldown (created the same way), and one stored without any (created
-    before there was a default: it keeps what it has)."""
+    cooldown (created the same way, whatever value its run time has given
+    it since), and one stored without any (created before there was a
+    default: it keeps what it has)."""
     if known.definition() == item.definition():
         return True
     if item.schedule_kind is not ScheduleKind.PERIODIC or item.cooldown is not None:
         return False
+    if known.cooldown_is_default:
+        return known.definition() == {**item.definition(), "cooldown": known.cooldown}
     return known.definition() == with_default_cooldown(item).definition()
 
 

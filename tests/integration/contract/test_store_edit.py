@@ -60,10 +60,12 @@ def test_a_new_period_keeps_the_last_good_run_as_anchor(
     at = now + 20 * M
     edited = store.edit_task(task_id=task.id, changes=task_changes({"period": "3h"}), now=at)
     assert edited.period == 3 * H
-    # the default cooldown (0.9 x period) follows the new period
-    assert task.cooldown == 54 * M and edited.cooldown == 162 * M
+    # the default cooldown (0.9 x period less twice the run time) followed
+    # the run of 10 min, then follows the new period
+    assert task.cooldown == 54 * M and ran.cooldown == 34 * M and edited.cooldown == 142 * M
+    assert edited.cooldown_is_default
     # can_start_by: the good run's end + cooldown; should: its start + 3h - 10 min
-    assert edited.next_run == now + 10 * M + 162 * M
+    assert edited.next_run == now + 10 * M + 142 * M
     assert edited.deadline == now + 3 * H - 10 * M
     agrees_with_policy(edited, sleep_type, at)
     assert edited.last_good_start_at == ran.last_good_start_at == now
@@ -71,6 +73,7 @@ def test_a_new_period_keeps_the_last_good_run_as_anchor(
     assert store.get_tasks([task.id]) == [edited]
     again = store.edit_task(task_id=task.id, changes={"cooldown": 30 * M}, now=at)
     assert again.next_run == now + 40 * M  # the end of the good run + the cooldown
+    assert not again.cooldown_is_default
     agrees_with_policy(again, sleep_type, at)
     # an explicit cooldown stays when the period changes again
     longer = store.edit_task(task_id=task.id, changes={"period": 4 * H}, now=at)

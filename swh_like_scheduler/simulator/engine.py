@@ -27,7 +27,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Generator, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -45,9 +45,11 @@ from ..monitor.duties import MonitorSettings, measure_loads
 from ..policy.retry import retry_state
 from ..records import Skip
 from ..runner.dispatch import tick
+from ..runner.pools import PassPools
 from ..store import SQLAlchemyStore
 from ..store.tables import metadata
 from .behaviour import SUCCESS, TaskBehaviour, stream
+from .cadence import written_interval
 from .queues import SimQueues
 from .results import Recorder, TypeRecord
 from .watch import ConditionWatch
@@ -156,6 +158,9 @@ class Simulation:
             },
         )
         self.behaviours: dict[tuple[int, int], TaskBehaviour] = {}
+        #: per task, its group's name and the interval its schedule
+        #: promises as written (:func:`.cadence.written_interval`)
+        self.promises: dict[tuple[int, int], tuple[str, float | None]] = {}
         self.attempts: dict[tuple[int, int], int] = {}
         self.last_visit: dict[tuple[int, int], float] = {}
         self.failed_last: set[tuple[int, int]] = set()
@@ -187,7 +192,9 @@ class Simulation:
             self.env.process(self._sampler())
             # samples at 0, every, 2 every... each standing for the time
             # until the next: the horizon is covered once
-            self.env.run(until=self.workload.horizon.total_seconds())
+            # one publisher thread for the runner's life, as a real runner has
+            with closing(PassPools.open(1)) as self.pools:
+                self.env.run(until=self.workload.horizon.total_seconds())
             self._still_queued()
         return self.recorder.to_json()
 
@@ -197,8 +204,9 @@ class Simulation:
         for task_type in self.workload.types:
             store.create_task_type(task_type)
         if self.given_tasks is not None:
-            for index, (_task, behaviour) in enumerate(self.given_tasks):
+            for index, (task, behaviour) in enumerate(self.given_tasks):
                 self.behaviours[(0, index)] = behaviour
+                self._promise((0, index), task.type, task)
             tasks = [task for task, _ in self.given_tasks]
             for i in range(0, len(tasks), CREATE_CHUNK):
                 store.create_tasks(tasks[i : i + CREATE_CHUNK], now=self.start)
@@ -212,15 +220,22 @@ class Simulation:
                 first = self.start + timedelta(seconds=rng.uniform(low, high))
                 values = {**group.fields, "args": [g, n], "next_run": first.isoformat()}
                 try:
-                    batch.append(task_from_input(values, task_type, now=self.start))
+                    task = task_from_input(values, task_type, now=self.start)
                 except InvalidInput as error:
                     raise InvalidInput(f"tasks[{g}].{error.field}", error.message) from None
+                batch.append(task)
+                self._promise((g, n), group.name, task)
                 self.behaviours[(g, n)] = TaskBehaviour.draw(group, rng)
                 if len(batch) >= CREATE_CHUNK:
                     store.create_tasks(batch, now=self.start)
                     batch = []
         if batch:
             store.create_tasks(batch, now=self.start)
+
+    def _promise(self, key: tuple[int, int], group: str, task: Task) -> None:
+        interval = written_interval(task, self.start, self.workload.horizon)
+        self.promises[key] = (group, interval)
+        self.recorder.promised(group, interval)
 
     # -- the processes ----------------------------------------------------------------
 
@@ -247,6 +262,7 @@ class Simulation:
                 clock=lambda: env.now,
                 order=self.order,
                 claimers=1,
+                pools=self.pools,
             )
             self.recorder.events["pass"] += 1
             self.wake = env.event()
@@ -278,11 +294,17 @@ class Simulation:
             yield env.timeout(seconds)
             self._end(message.task_id, hostname, status, seconds)
             if status in SUCCESS:
+                if last is not None:
+                    self.recorder.visited(*self._gap(key, started - last))
                 self.last_visit[key] = started
                 self.failed_last.discard(key)
             else:
                 self.failed_last.add(key)
             self.recorder.ended(task_type.type, status.value, retry)
+
+    def _gap(self, key: tuple[int, int], gap: float) -> tuple[str, float, float | None]:
+        group, interval = self.promises[key]
+        return group, gap, interval
 
     def _retrying(self, backend_id: str, task_type: TaskType) -> bool:
         """Whether the run starting is a retry: its task's last run failed
@@ -359,7 +381,12 @@ class Simulation:
         self.store.changed = set()
         depths = {t.type: self.queues.depth(t.effective_queue) for t in self.workload.types}
         self.recorder.sample(
-            self.now(), counts, depths, self.watch.group_counts, self.watch.group_causes
+            self.now(),
+            counts,
+            depths,
+            self.watch.group_counts,
+            self.watch.group_causes,
+            self.watch.group_intervals,
         )
 
     def _group_of(self, task: Task) -> str:

@@ -11,6 +11,19 @@
   minus the should_start_by of its claim: the time it waited in the
   broker's queue counts. A run still queued at the end of the horizon
   counts with its wait until then (``queued_at_end`` of them).
+* **Intervals, per task group**: the interval its tasks' schedules promise
+  as written (adaptive: the interval they were created with, the group's
+  or the type's default; periodic: the period; cron: the mean spacing of
+  the firings; one-shot: none), the interval delivered (the mean time
+  between two consecutive starts of a task's good runs, pooled over the
+  group's tasks: the sum of those gaps over their number; a run's length
+  counts, a failed run and its retries do not start a new gap), and
+  ``stretch``, the delivered gaps over the intervals their tasks promised
+  (delivered over written when the group's tasks share one). Adaptive
+  groups also have the interval scheduled (the mean ``current_interval``
+  of their tasks at the samples: where the interval rules, per task and
+  capacity-aware, moved it). A task with fewer than two good starts in the
+  horizon gives no gap (``intervals_delivered`` counts them).
 * Dispatches, run outcomes, retries (runs that retry a failed one, as the
   policy scheduled them: not the next run of a schedule after the retries
   were exhausted), queue depths at the samples, the share of tasks OK over
@@ -114,6 +127,31 @@ class Recorder:
     groups: dict[str, dict[str, float]] = field(default_factory=dict)
     #: per task group, seconds spent in ERROR by cause (:data:`.watch.CAUSES`)
     causes: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: per task group, ``[sum, tasks]`` of its recurring tasks' written intervals
+    written: dict[str, list[float]] = field(default_factory=dict)
+    #: per task group, ``[gaps' sum, their tasks' written intervals' sum,
+    #: gaps]`` between consecutive good starts
+    gaps: dict[str, list[float]] = field(default_factory=dict)
+    #: per task group, ``[sum, readings]`` of its adaptive tasks' current
+    #: interval at the samples
+    scheduled: dict[str, list[float]] = field(default_factory=dict)
+
+    def promised(self, group: str, interval: float | None) -> None:
+        """A task of ``group`` whose schedule promises ``interval`` seconds
+        between runs (None: a one-shot)."""
+        if interval is not None:
+            sums = self.written.setdefault(group, [0.0, 0])
+            sums[0] += interval
+            sums[1] += 1
+
+    def visited(self, group: str, gap: float, interval: float | None) -> None:
+        """A good run of a task of ``group`` started ``gap`` seconds after its
+        previous good start; its schedule promised ``interval``."""
+        if interval is not None:
+            sums = self.gaps.setdefault(group, [0.0, 0.0, 0])
+            sums[0] += gap
+            sums[1] += interval
+            sums[2] += 1
 
     def claimed(self, task_type: str, now: datetime, deadlines: Sequence[datetime]) -> None:
         record = self.types[task_type]
@@ -140,11 +178,17 @@ class Recorder:
         depths: Mapping[str, int],
         groups: Mapping[str, Mapping[str, int]] | None = None,
         causes: Mapping[str, Mapping[str, int]] | None = None,
+        intervals: Mapping[str, tuple[float, int]] | None = None,
     ) -> None:
         """One reading of every task's condition (``{type: {level: n}}``,
         ``{group: {level: n}}`` and ``{group: {cause of ERROR: n}}``) and of
         every type's queue depth; its levels count for the time until the
-        next sample."""
+        next sample. ``intervals``: ``{group: (sum of its adaptive tasks'
+        current intervals, tasks)}``."""
+        for name, (total, tasks) in (intervals or {}).items():
+            sums = self.scheduled.setdefault(name, [0.0, 0])
+            sums[0] += total
+            sums[1] += tasks
         for name, levels in (groups or {}).items():
             _accrue(
                 self.groups.setdefault(name, dict.fromkeys(LEVELS, 0.0)), levels, self.sample_every
@@ -166,6 +210,22 @@ class Recorder:
             {"hours": _round(hours, 3), **{level: totals[level] for level in LEVELS}}
         )
         self.events["sample"] += 1
+
+    def _intervals(self, group: str) -> dict[str, Any]:
+        """The group's intervals written, scheduled and delivered, and its
+        stretch (None where there is none to measure)."""
+
+        def mean(sums: list[float] | None) -> float | None:
+            return _round(sums[0] / sums[-1], 1) if sums and sums[-1] else None
+
+        gaps = self.gaps.get(group)
+        return {
+            "interval_written_s": mean(self.written.get(group)),
+            "interval_scheduled_s": mean(self.scheduled.get(group)),
+            "interval_delivered_s": mean(gaps),
+            "intervals_delivered": int(gaps[2]) if gaps else 0,
+            "stretch": _round(gaps[0] / gaps[1], 3) if gaps and gaps[1] else None,
+        }
 
     def _cause_hours(self, group: str) -> dict[str, float]:
         return _cause_hours_of(self.causes.get(group, {}))
@@ -201,8 +261,12 @@ class Recorder:
             "events": dict(sorted(self.events.items())),
             "types": per_type,
             "groups": {
-                name: {**_level_hours(s), "error_hours_by_cause": self._cause_hours(name)}
-                for name, s in sorted(self.groups.items())
+                name: {
+                    **_level_hours(self.groups.get(name, dict.fromkeys(LEVELS, 0.0))),
+                    "error_hours_by_cause": self._cause_hours(name),
+                    **self._intervals(name),
+                }
+                for name in sorted({*self.groups, *self.written})
             },
             "timeline": self.timeline,
         }

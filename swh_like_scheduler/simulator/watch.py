@@ -16,7 +16,7 @@ from datetime import datetime
 
 from .. import policy
 from ..conditions import LEVELS, PAGE, WATCHED
-from ..model import Task, TaskStatus, TaskType
+from ..model import ScheduleKind, Task, TaskStatus, TaskType
 from ..store import SchedulerStore, TaskFilter
 
 #: a known task: the task as last read, its level, until when it holds,
@@ -63,6 +63,9 @@ class ConditionWatch:
         self.group_of = group_of
         self.group_counts: dict[str, dict[str, int]] = {}
         self.group_causes: dict[str, dict[str, int]] = {}
+        #: ``{group: (sum of its adaptive tasks' current intervals in
+        #: seconds, tasks)}`` at the last :meth:`counts`
+        self.group_intervals: dict[str, tuple[float, int]] = {}
         self._known: dict[int, Known] | None = None
 
     def counts(
@@ -90,6 +93,7 @@ class ConditionWatch:
         counts: dict[str, dict[str, int]] = {}
         groups: dict[str, dict[str, int]] = {}
         causes: dict[str, dict[str, int]] = {}
+        intervals: dict[str, tuple[float, int]] = {}
         for task_id, (task, level, until, cause) in self._known.items():
             if until is not None and now > until:
                 self._known[task_id] = known = self._judge(task, now)
@@ -102,7 +106,12 @@ class ConditionWatch:
                 if cause is not None:
                     per_group = causes.setdefault(group, {})
                     per_group[cause] = per_group.get(cause, 0) + 1
+                interval = task.current_interval
+                if task.schedule_kind is ScheduleKind.ADAPTIVE and interval is not None:
+                    total, tasks = intervals.get(group, (0.0, 0))
+                    intervals[group] = (total + interval.total_seconds(), tasks + 1)
         self.group_counts, self.group_causes = groups, causes
+        self.group_intervals = intervals
         return counts
 
     def _learn(self, tasks: Collection[Task], now: datetime) -> None:

@@ -52,8 +52,17 @@ def _workers(values: tuple[str, ...]) -> dict[str, int]:
     "can do (1.5 = 150 %): its demand over F, rounded up, then its runs lengthened to "
     "make the load exact; a type whose runs would have to be more than 8x as long keeps "
     "them, and is reported (warning, report heading, JSON load_not_reached) at the load "
-    "it reaches. Repeat to compare loads. Not with --workers (which it sets) nor "
+    "it reaches. Each type's max_allowed_duration is lengthened with its runs (see "
+    "--keep-limits). Repeat to compare loads. Not with --workers (which it sets) nor "
     "--from-store. Default: the workload as written.",
+)
+@click.option(
+    "--keep-limits",
+    is_flag=True,
+    help="With --load: keep each type's max_allowed_duration (and max_expected_duration) "
+    "as written. By default they are lengthened with the runs, so that the load does not "
+    "also change how many runs are killed for lasting too long; kept, the share of runs "
+    "over the limit before and after is warned when it grows (JSON run_limits).",
 )
 @click.option(
     "--policy",
@@ -116,7 +125,10 @@ def simulate(cli: CliContext, **options: Any) -> None:
     store, policy and listener on a virtual clock, with simulated queues and
     workers, and compare dispatch orders: ERROR- and WARNING-hours, lateness
     at dispatch and at start (time in the queue counted), outcomes,
-    retries, queue depths."""
+    retries, queue depths, and per task group the interval written against
+    the interval delivered (stretch). Types whose peak demand exceeds their
+    workers though their mean load does not are warned (from the workload's
+    definition, before simulating)."""
     # stopped by SIGTERM as by Ctrl-C: the simulation's database is removed
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
@@ -131,6 +143,7 @@ def _simulate(
     tasks: int | None,
     days: float | None,
     loads: tuple[float, ...],
+    keep_limits: bool,
     orders: tuple[str, ...],
     seed: int | None,
     worker_counts: tuple[str, ...],
@@ -149,6 +162,8 @@ def _simulate(
 
     if report is not None:
         require_plotting()
+    if keep_limits and not loads:
+        raise InvalidInput("keep_limits", "--keep-limits goes with --load")
     if loads and worker_counts:
         raise InvalidInput(
             "workers",
@@ -196,11 +211,10 @@ def _simulate(
         click.echo(line, err=True)
 
     if find_workers:
-        scaled = model
-        if loads:
-            scaled = model.with_load(loads[0])
-            for name, reached in scaled.unreached(loads[0]).items():
-                progress(comparing.load_warning(scaled, name, loads[0], reached))
+        load = loads[0] if loads else None
+        scaled = model if load is None else model.with_load(load, scale_limits=not keep_limits)
+        for line in comparing.notes(model, scaled, load, given).lines:
+            progress(line)
         sizing = comparing.find_workers(
             scaled, chosen[0], target=target_error_hours, db_url=sim_db_url, progress=progress
         )
@@ -220,6 +234,7 @@ def _simulate(
         db_url=sim_db_url,
         progress=progress,
         tasks=given,
+        scale_limits=not keep_limits,
     )
     if report is not None:
         for path in write_report(results, report):

@@ -15,6 +15,8 @@ from typing import Any
 from ..exceptions import InvalidInput
 from ..model import DispatchOrder
 from .engine import Simulation
+from .limits import limit_lines, run_limits
+from .peaks import peak_overloads, peak_warning
 from .watch import CAUSES
 from .workload import MAX_STRETCH, Workload
 
@@ -59,28 +61,81 @@ def compare(
     db_url: str | None = None,
     progress: Progress = _quiet,
     tasks: Sequence[Any] | None = None,
+    scale_limits: bool = True,
 ) -> dict[str, Any]:
     """The results of every order at every load (``None``: the workload's
     own durations), in the order given. The JSON holds no wall-clock
-    figure: the same workload and seed give the same bytes."""
+    figure: the same workload and seed give the same bytes.
+
+    Beside each run's measures: ``load_not_reached`` (the types ``--load``
+    could not bring to the load), ``peak_overload`` (the types whose peak
+    demand exceeds their workers though their mean does not:
+    :mod:`.peaks`) and ``run_limits`` (the types whose runs the load
+    lengthened, and what became of their ``max_allowed_duration``:
+    lengthened with them unless ``scale_limits`` is False, :mod:`.limits`);
+    all said on ``progress`` too, once per load."""
     runs = []
     for load in loads:
-        scaled = workload if load is None else workload.with_load(load)
-        short: dict[str, float] = {}
-        if load is not None:
-            short = scaled.unreached(load)
-            for name, reached in short.items():
-                progress(load_warning(scaled, name, load, reached))
+        scaled = workload if load is None else workload.with_load(load, scale_limits=scale_limits)
+        said = notes(workload, scaled, load, tasks)
+        for line in said.lines:
+            progress(line)
         for order in orders:
             progress(f"simulating {scaled.name}: order {order.value}, load {_load_text(load)}")
             result = Simulation(scaled, order, db_url=db_url, tasks=tasks).run()
-            runs.append({"order": order.value, "load": load, "load_not_reached": short, **result})
+            runs.append(
+                {
+                    "order": order.value,
+                    "load": load,
+                    "load_not_reached": said.short,
+                    "peak_overload": said.peaks,
+                    "run_limits": said.limits,
+                    **result,
+                }
+            )
     return {
         "workload": describe(workload),
         "orders": [o.value for o in orders],
         "loads": list(loads),
         "runs": runs,
     }
+
+
+@dataclass(frozen=True)
+class Notes:
+    """What a workload about to be simulated at a load should be said with."""
+
+    #: the lines for stderr
+    lines: list[str]
+    #: the types under the load, with the load they reach
+    short: dict[str, float]
+    #: per type whose peak exceeds its workers, the peak (:meth:`.peaks.Peak.to_json`)
+    peaks: dict[str, Any]
+    #: per type whose runs the load lengthened, its limit (:meth:`.limits.RunLimit.to_json`)
+    limits: dict[str, Any]
+
+
+def notes(
+    written: Workload,
+    scaled: Workload,
+    load: float | None,
+    tasks: Sequence[Any] | None = None,
+) -> Notes:
+    """The :class:`Notes` of ``scaled``, which is ``written`` at ``load``
+    (None: as written; ``tasks``: the live tasks of ``--from-store``)."""
+    lines: list[str] = []
+    short: dict[str, float] = {}
+    limits: dict[str, Any] = {}
+    if load is not None:
+        short = scaled.unreached(load)
+        lines += [load_warning(scaled, name, load, reached) for name, reached in short.items()]
+        found = run_limits(written, scaled)
+        lines += limit_lines(found, load)
+        limits = {name: limit.to_json() for name, limit in found.items()}
+    overloads = peak_overloads(scaled, tasks)
+    lines += [peak_warning(peak, load) for peak in overloads.values()]
+    peaks = {name: peak.to_json() for name, peak in overloads.items()}
+    return Notes(lines, short, peaks, limits)
 
 
 def load_warning(workload: Workload, name: str, load: float, reached: float) -> str:

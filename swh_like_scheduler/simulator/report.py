@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import InvalidInput
+from .peaks import percent, span
 
 #: the file names written in the report folder
 PAGE, DATA = "report.md", "results.json"
@@ -80,9 +81,12 @@ def page(results: Mapping[str, Any], plots: Sequence[str]) -> str:
     for load, runs in by_load(results).items():
         ratios = ratio_to(runs, "fifo")
         types = runs[0]["types"]
+        peaks = runs[0].get("peak_overload") or {}
         lines += [
-            _heading(load, types, runs[0].get("load_not_reached") or {}),
+            _heading(load, types, runs[0].get("load_not_reached") or {}, peaks),
             "",
+            *_peak_lines(peaks),
+            *_limit_lines(runs[0].get("run_limits") or {}),
             "Workers (load at the nominal rates): "
             + ", ".join(
                 f"{name} {t['workers']} ({t['natural_load']:.0%})" for name, t in types.items()
@@ -109,22 +113,72 @@ def page(results: Mapping[str, Any], plots: Sequence[str]) -> str:
                 f"{_seconds(run['start_lateness_p99_s'])} | {run['dispatches']:,} | {failed:,} | "
                 f"{run['retries']:,} | {run['queue_depth_max']:,} |"
             )
-        lines += ["", *_group_table(runs)]
+        lines += ["", *_group_table(runs), *_interval_table(runs)]
     for name in plots:
         lines += [f"![{name}]({name})", ""]
     return "\n".join(lines)
 
 
-def _heading(load: float | None, types: Mapping[str, Any], short: Mapping[str, float]) -> str:
-    """A load's heading: the load asked, and the types that did not reach it
-    with the load they reached (never a load that was not simulated)."""
+def _heading(
+    load: float | None,
+    types: Mapping[str, Any],
+    short: Mapping[str, float],
+    peaks: Mapping[str, Any] | None = None,
+) -> str:
+    """A load's heading: the load asked, the types that did not reach it
+    with the load they reached (never a load that was not simulated), and
+    the types whose peak exceeds their workers."""
+    over = f"; peak over the workers: {', '.join(peaks)}" if peaks else ""
     if load is None or not short:
-        return f"## Load {_load_label(load)}"
+        return f"## Load {_load_label(load)}{over}"
     reached = [name for name in types if name not in short]
     missed = ", ".join(f"{name} only {value:.0%}" for name, value in short.items())
     if not reached:
-        return f"## Load {_load_label(load)} asked, not reached: {missed}"
-    return f"## Load {_load_label(load)} for {', '.join(reached)}; {missed}"
+        return f"## Load {_load_label(load)} asked, not reached: {missed}{over}"
+    return f"## Load {_load_label(load)} for {', '.join(reached)}; {missed}{over}"
+
+
+def _peak_lines(peaks: Mapping[str, Any]) -> list[str]:
+    """The types whose peak demand exceeds their workers (:mod:`.peaks`)."""
+    if not peaks:
+        return []
+    lines = [
+        "Peak over the workers (work falling due at once, from the workload's definition "
+        "and mean runs, in one-minute steps; a mean load hides it):",
+        "",
+    ]
+    for name, peak in peaks.items():
+        drain = peak["drain_s"]
+        lines.append(
+            f"- {name}: {span(peak['due_worker_seconds'])} of work falls due from "
+            f"{peak['window_start']} to {peak['window_end']}, "
+            f"{peak['demand_workers']:,.1f} workers' worth against {peak['workers']} (mean "
+            f"load {percent(peak['mean_load'])}); a run due then waits "
+            f"{span(peak['delay_s'])} at best; "
+            + ("not drained at the horizon's end" if drain is None else f"drained in {span(drain)}")
+        )
+    return [*lines, ""]
+
+
+def _limit_lines(limits: Mapping[str, Any]) -> list[str]:
+    """What ``--load`` did to the types' max_allowed_duration (:mod:`.limits`)."""
+    if not limits:
+        return []
+    lines = ["Runs lengthened by the load, and their max_allowed_duration:", ""]
+    for name, limit in limits.items():
+        written = span(limit["max_allowed_duration_s"])
+        simulated = span(limit["simulated_max_allowed_duration_s"])
+        what = (
+            f"lengthened with them to {simulated}"
+            if limit["scaled"]
+            else f"kept at {written} (--keep-limits)"
+        )
+        lines.append(
+            f"- {name}: runs x{limit['run_factor']:.2f}, max_allowed_duration {written} {what}; "
+            f"runs over it {percent(limit['share_over_after'])} (as written "
+            f"{percent(limit['share_over_before'])})"
+        )
+    return [*lines, ""]
 
 
 def _group_table(runs: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -142,6 +196,47 @@ def _group_table(runs: Sequence[Mapping[str, Any]]) -> list[str]:
         cells = [f"{run['groups'].get(group, {}).get('error_hours', 0):,.1f}" for run in runs]
         lines.append(f"| {group} | " + " | ".join(cells) + " |")
     return [*lines, ""]
+
+
+def _interval_table(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per task group (rows) with an interval, the interval written, and
+    per order the interval delivered, its stretch and (adaptive groups) the
+    interval the rules scheduled."""
+    groups = sorted(
+        {
+            g
+            for run in runs
+            for g, record in run.get("groups", {}).items()
+            if record.get("interval_written_s") is not None
+        }
+    )
+    if not groups:
+        return []
+    lines = [
+        "Intervals by task group: as written (adaptive: at creation; periodic: the "
+        "period; cron: the firings' spacing), and per order as delivered (the mean time "
+        "between two good starts of a task), its stretch (delivered over written) and, "
+        "for adaptive groups, the mean interval the interval rules scheduled:",
+        "",
+        "| group | written | " + " | ".join(run["order"] for run in runs) + " |",
+        "|---|---|" + "---|" * len(runs),
+    ]
+    for group in groups:
+        written = next(
+            run["groups"][group]["interval_written_s"] for run in runs if group in run["groups"]
+        )
+        cells = [_interval_cell(run.get("groups", {}).get(group, {})) for run in runs]
+        lines.append(f"| {group} | {span(written)} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _interval_cell(record: Mapping[str, Any]) -> str:
+    delivered, stretch = record.get("interval_delivered_s"), record.get("stretch")
+    scheduled = record.get("interval_scheduled_s")
+    cell = "-" if delivered is None else f"{span(delivered)} (x{stretch:.2f})"
+    if scheduled is not None:
+        cell += f", scheduled {span(scheduled)}"
+    return cell
 
 
 def _seconds(value: float) -> str:

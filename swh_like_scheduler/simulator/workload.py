@@ -146,6 +146,11 @@ class Workload:
     groups: tuple[TaskGroup, ...]
     runner: RunnerSettings = field(default_factory=RunnerSettings)
     description: str = ""
+    #: per type, the factor :meth:`with_load` lengthened its runs by (absent: 1)
+    run_factors: Mapping[str, float] = field(default_factory=dict)
+    #: per type, the demand counted from each task's own schedule, when the
+    #: tasks are given rather than grouped (``--from-store``: :mod:`.live`)
+    given_demand: Mapping[str, float] | None = None
 
     @property
     def horizon(self) -> timedelta:
@@ -171,6 +176,11 @@ class Workload:
         its last good end. ``stretch``: per type, a factor on its run
         durations (see :meth:`with_load`)."""
         stretch = stretch or {}
+        if self.given_demand is not None:
+            return {
+                name: self.given_demand.get(name, 0.0) * stretch.get(name, 1.0)
+                for name in self.workers
+            }
         demand = dict.fromkeys(self.workers, 0.0)
         for group in self.groups:
             factor = stretch.get(group.type, 1.0)
@@ -204,7 +214,7 @@ class Workload:
         workers = {t: max(1, round(w * factor)) for t, w in self.workers.items()}
         return replace(self, groups=groups)._staffed(workers)
 
-    def with_load(self, load: float) -> Workload:
+    def with_load(self, load: float, *, scale_limits: bool = True) -> Workload:
         """The workload whose tasks ask, per type, ``load`` times what its
         workers can do (1.0: exactly; 1.5: half as much again). The rule,
         per type: its worker count is its demand over ``load``, rounded up
@@ -216,7 +226,14 @@ class Workload:
         ``load`` of one worker, or whose periodic tasks cannot ask that much
         however long their runs) keeps its durations and stays under the
         load: :meth:`unreached` names it, with the load it reaches. Queue
-        limits follow the worker counts (:meth:`_staffed`)."""
+        limits follow the worker counts (:meth:`_staffed`).
+
+        ``scale_limits`` (the default): a type's ``max_allowed_duration``
+        and ``max_expected_duration`` (and its groups' own) are lengthened
+        with its runs, so that the share of runs killed for lasting too long
+        stays as written (a run lengthened past the limit would fail: the
+        load would change the failure rate). False keeps them as written
+        (:mod:`.limits` says how many more runs then exceed them)."""
         if not (0 < load <= 100) or math.isnan(load):
             raise InvalidInput("load", f"{load} is not a load between 0 and 100 (1.0 = 100 %)")
         workers, factors = {}, {}
@@ -225,7 +242,38 @@ class Workload:
             workers[name] = max(1, math.ceil(demand / load * (1 - 1e-12)))
             factors[name] = self._stretch(name, load * workers[name])
         groups = tuple(replace(g, duration=g.duration.scaled(factors[g.type])) for g in self.groups)
-        return replace(self, groups=groups)._staffed(workers)
+        scaled = replace(
+            self,
+            groups=groups,
+            run_factors={n: self.run_factors.get(n, 1.0) * f for n, f in factors.items()},
+        )
+        if scale_limits:
+            scaled = scaled._limits_scaled(factors)
+        return scaled._staffed(workers)
+
+    def _limits_scaled(self, factors: Mapping[str, float]) -> Workload:
+        """The workload whose types' (and groups') ``max_allowed_duration``
+        and ``max_expected_duration`` are ``factors`` times as long."""
+        names = ("max_allowed_duration", "max_expected_duration")
+        types = []
+        for task_type in self.types:
+            factor = factors.get(task_type.type, 1.0)
+            changes = {
+                name: getattr(task_type, name) * factor
+                for name in names
+                if factor != 1.0 and getattr(task_type, name) is not None
+            }
+            types.append(replace(task_type, **changes) if changes else task_type)
+        groups = []
+        for group in self.groups:
+            factor = factors.get(group.type, 1.0)
+            own = {
+                name: validation.parse_duration(name, group.fields[name]) * factor
+                for name in names
+                if factor != 1.0 and group.fields.get(name) is not None
+            }
+            groups.append(replace(group, fields={**group.fields, **own}) if own else group)
+        return replace(self, types=tuple(types), groups=tuple(groups))
 
     def _stretch(self, name: str, target: float) -> float:
         """The factor on type ``name``'s run durations that makes its demand

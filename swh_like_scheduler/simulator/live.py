@@ -8,7 +8,16 @@ workload's description: each task's runs take its average good duration
 0.5; they do not fail; an adaptive task's visit finds a change with the
 probability of a change rate of one per current interval. Runs dispatched
 in the live system start afresh in the simulation (their task is waiting
-again, at its slot)."""
+again, at its slot).
+
+Each type's load (its demand, :attr:`.workload.Workload.given_demand`) is
+counted from each task's own schedule and run duration
+(:func:`.cadence.runs_within`): an adaptive task every current interval
+(after ``--interval``), a periodic one every cooldown plus a run, a cron
+task at its firings within the horizon, a one-shot once when it falls due
+within it; not from the type's default interval, which the tasks' own
+intervals may have left far behind (and which a periodic or cron task never
+had)."""
 
 from __future__ import annotations
 
@@ -22,6 +31,7 @@ from ..model import OWNER_CLEARED, ScheduleKind, Task, TaskStatus, TaskType
 from ..policy import start_times
 from ..store import SchedulerStore, TaskFilter
 from .behaviour import TaskBehaviour
+from .cadence import runs_within
 from .workload import Duration, RunnerSettings, TaskGroup, Workload
 
 #: tasks read per page from the live store
@@ -65,6 +75,8 @@ def from_store(
     }
     given: list[tuple[Task, TaskBehaviour]] = []
     counts = dict.fromkeys(types, 0)
+    horizon = timedelta(days=days)
+    demand = dict.fromkeys(types, 0.0)
     criteria = TaskFilter(status=(TaskStatus.WAITING, TaskStatus.SCHEDULED))
     after = 0
     while page := store.search_tasks(criteria, after_id=after, limit=PAGE):
@@ -80,6 +92,9 @@ def from_store(
             )
             given.append((copied, behaviour))
             counts[task.type] += 1
+            mean = (behaviour.duration or behaviour.group.duration).mean
+            runs = runs_within(copied, mean, now, horizon)
+            demand[task.type] += runs * mean.total_seconds() / horizon.total_seconds()
     workload = Workload(
         name="live store",
         description=(
@@ -94,6 +109,7 @@ def from_store(
         workers={name: workers.get(name, 1) for name in types},
         groups=tuple(replace(g, count=counts[name]) for name, g in groups.items()),
         runner=runner or RunnerSettings(),
+        given_demand=demand,
     )
     return workload, given
 

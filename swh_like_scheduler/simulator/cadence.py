@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 
 from ..model import ScheduleKind, Task
-from ..policy import cron_times, default_cooldown
+from ..policy import cron_times, default_cooldown, run_time_basis
 from ..policy.times import to_utc
 
 #: a cron's spacing is its mean gap over at least this long
@@ -55,16 +55,18 @@ def written_interval(task: Task, start: datetime, horizon: timedelta) -> float |
 def cycle(task: Task, mean_duration: timedelta) -> timedelta | None:
     """The time between two runs ``task`` asks for when the workers keep up
     (None for a one-shot or cron task): an adaptive task's interval; a
-    periodic task's cooldown (the store's default when none was given) plus
-    its mean run, since it may run again a cooldown after its last good
-    end. At least a second."""
+    periodic task's cooldown (the store's default when none was given,
+    which follows the runs' average: here ``mean_duration``) plus its mean
+    run, since it may run again a cooldown after its last good end. At
+    least a second."""
     kind = task.schedule_kind
     if kind is ScheduleKind.ADAPTIVE and task.current_interval is not None:
         return max(timedelta(seconds=1), task.current_interval)
     if kind is ScheduleKind.PERIODIC and task.period is not None:
         cooldown = task.cooldown
-        if cooldown is None:
-            cooldown = default_cooldown(task.period, task.expected_duration)
+        if cooldown is None or task.cooldown_is_default:  # it follows the runs' average
+            basis = run_time_basis(task.expected_duration, mean_duration)
+            cooldown = default_cooldown(task.period, basis)
         return max(timedelta(seconds=1), cooldown + mean_duration)
     return None
 

@@ -57,7 +57,7 @@ from .. import validation
 from ..builders import TASK_FIELDS, task_type_from_input
 from ..exceptions import InvalidInput
 from ..model import ScheduleKind, TaskType
-from ..policy import cron_times, default_cooldown
+from ..policy import cron_times, default_cooldown, run_time_basis
 
 #: the workloads shipped with the package (``simulator/workloads/*.toml``)
 SHIPPED = ("crawler-fleet", "reminders", "mixed-platform", "always-changing")
@@ -345,12 +345,12 @@ def nominal_rate(
         raw = group.fields.get("cooldown")
         if raw is not None:
             cooldown = validation.parse_duration("cooldown", raw)
-        else:  # the default the store gives it
+        else:  # the default the store gives it, which follows the runs' average
             period = validation.parse_duration("period", group.fields["period"])
             expected = validation.optional_duration(
                 "expected_duration", group.fields.get("expected_duration")
             )
-            cooldown = default_cooldown(period, expected)
+            cooldown = default_cooldown(period, run_time_basis(expected, group.duration.mean))
         return 1 / max(1.0, (cooldown + group.duration.mean).total_seconds())
     if kind is ScheduleKind.CRON:
         week = timedelta(days=7)

@@ -9,7 +9,8 @@ import pytest
 
 from swh_like_scheduler.builders import task_from_input
 from swh_like_scheduler.model import TaskType
-from swh_like_scheduler.simulator.cadence import due_times, runs_within, written_interval
+from swh_like_scheduler.simulator.cadence import cycle, due_times, runs_within, written_interval
+from swh_like_scheduler.simulator.workload import parse_workload
 
 NOW = datetime(2026, 3, 2, 0, 30, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -52,3 +53,28 @@ def test_the_runs_a_live_task_asks_for_within_the_horizon() -> None:
     assert due_times(late, ten, NOW, DAY) == [NOW]
     later = task(kind="oneshot", next_run=(NOW + 2 * DAY).isoformat())
     assert runs_within(later, ten, NOW, DAY) == 0
+
+
+def test_a_default_cooldown_follows_the_runs() -> None:
+    # period 10 h, runs of 1 h: the default cooldown is 90 % of the period
+    # less twice the run, 7 h, so the task may run every 8 h (the store's
+    # rule since the cooldown follows the runs' average)
+    periodic = task(kind="periodic", period="10 h")
+    assert cycle(periodic, timedelta(hours=1)) == timedelta(hours=8)
+    given = task(kind="periodic", period="10 h", cooldown="5 h")
+    assert cycle(given, timedelta(hours=1)) == timedelta(hours=6)
+    workload = parse_workload(
+        {
+            "days": 1,
+            "types": {"job": {"workers": 1}},
+            "tasks": [
+                {
+                    "type": "job",
+                    "kind": "periodic",
+                    "period": "10 h",
+                    "duration": {"median": "1 h", "sigma": 0},
+                }
+            ],
+        }
+    )
+    assert workload.demand()["job"] == pytest.approx(1 / 8)

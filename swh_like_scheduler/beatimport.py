@@ -16,7 +16,9 @@ start. Each entry of :mod:`.beatschedule` stands for one task whose key is
   are computed again by the policy engine when the schedule changed. The
   cooldown is set when the period is (:data:`.beatschedule.COOLDOWN_SHARE`
   of it) and ``cron_max_duration`` when the cron expression or zone is: a
-  value changed by hand since stays. A task with a run open is left as it
+  value changed by hand since stays. A warning names each periodic entry
+  whose task's known run time (measured, else expected) makes every run
+  start late with that cooldown (:mod:`.policy.cooldown`). A task with a run open is left as it
   is and reported **busy** (the run's outcome rewrites the task when it is
   recorded): import again once it ended — beat retries by itself;
 * reports the tasks with a ``beat:`` key whose entry is gone (**stale**);
@@ -44,7 +46,13 @@ from .beatreport import STALE_ACTIONS, Action, ImportReport, Outcome
 from .beatschedule import COOLDOWN_SHARE, KEY_PREFIX, BeatEntry, span
 from .exceptions import Conflict, InvalidInput
 from .model import ScheduleKind, Task, TaskStatus, TaskType
-from .policy import default_cron_max_duration, prepare_new_task, start_times, validate_task
+from .policy import (
+    cooldown_shortfall,
+    default_cron_max_duration,
+    prepare_new_task,
+    start_times,
+    validate_task,
+)
 from .policy.times import never_attempted
 from .store.values import TaskFilter
 
@@ -64,6 +72,9 @@ class _Plan:
     updates: list[tuple[BeatEntry, Task, Task, list[str]]] = field(default_factory=list)
     quiet: list[Outcome] = field(default_factory=list)
     stale: list[Task] = field(default_factory=list)
+    #: the entries whose task exists, with the task as the import leaves it
+    #: (its run time may be known: :func:`_late_warnings`)
+    existing: list[tuple[BeatEntry, Task]] = field(default_factory=list)
 
 
 def _where(entry: BeatEntry) -> str:
@@ -218,9 +229,9 @@ def _updated_task(task: Task, entry: BeatEntry, task_type: TaskType, now: dateti
     if entry.kind is ScheduleKind.PERIODIC:
         changes.update(cron=None, cron_max_duration=None, period=entry.period)
         if kind_changed or task.period != entry.period:
-            changes["cooldown"] = entry.cooldown
+            changes.update(cooldown=entry.cooldown, cooldown_is_default=False)
     else:
-        changes.update(period=None, cooldown=None, cron=entry.cron)
+        changes.update(period=None, cooldown=None, cooldown_is_default=False, cron=entry.cron)
         if kind_changed or task.cron != entry.cron or task.tz != entry.tz:
             bound: dict[str, Any] = {
                 "cron": entry.cron,
@@ -260,11 +271,14 @@ def _plan_entry(store: Any, entry: BeatEntry, types: _Types, now: datetime, plan
     }
     if not differences:
         plan.quiet.append(Outcome(action=Action.UNCHANGED, **common))
+        plan.existing.append((entry, existing))
     elif _has_open_run(store, existing):
         plan.quiet.append(Outcome(action=Action.BUSY, changes=tuple(differences), **common))
+        plan.existing.append((entry, existing))
     else:
         after = _updated_task(existing, entry, task_type, now)
         plan.updates.append((entry, existing, after, differences))
+        plan.existing.append((entry, after))
 
 
 def _stale(store: Any, keep: set[str]) -> list[Task]:
@@ -373,7 +387,7 @@ def import_entries(
             outcomes.append(_would_prune(store, task, prune))
     order = {e.name: n for n, e in enumerate(entries)}
     outcomes.sort(key=lambda o: (o.action in STALE_ACTIONS, order.get(o.name, 0), o.key))
-    warnings = tuple(w for e in entries for w in e.warnings)
+    warnings = (*(w for e in entries for w in e.warnings), *_late_warnings(plan))
     types = tuple((t.type, t.backend_name, t.effective_queue) for t in plan.types)
     notes = _notes(entries, outcomes)
     return ImportReport(tuple(outcomes), types, warnings, dry_run, notes=notes)
@@ -397,6 +411,19 @@ def _notes(entries: Sequence[BeatEntry], outcomes: Sequence[Outcome]) -> tuple[s
         "more often than beat; a busy one keeps to once per period. A crontab entry fires "
         "at beat's instants",
     )
+
+
+def _late_warnings(plan: _Plan) -> list[str]:
+    """One warning per periodic entry whose task's known run time (its
+    measured average, else its expected duration; a new task has none, and
+    beat gives none) makes each run start late with the cooldown the import
+    leaves it (:func:`.policy.cooldown_shortfall`)."""
+    warnings: list[str] = []
+    for entry, task in plan.existing:
+        shortfall = cooldown_shortfall(task)
+        if entry.kind is ScheduleKind.PERIODIC and shortfall is not None:
+            warnings.append(f"entry {entry.name!r} (task {task.id}): {shortfall.detail()}")
+    return warnings
 
 
 def _created_schedule(entry: BeatEntry, task: Task) -> str:

@@ -62,6 +62,9 @@ class TaskOut(Out):
     current_interval: Seconds | None
     period: Seconds | None
     cooldown: Seconds | None
+    #: the cooldown is the default one, which follows the period and the
+    #: run time (``false``: a client gave it, and it stays)
+    cooldown_is_default: bool = False
     cron: str | None
     cron_max_duration: Seconds | None
     max_delay: Seconds | None

@@ -30,6 +30,8 @@ def schedule_line(task: Task) -> str:
         return f"  Interval: {task.current_interval}"
     if kind is ScheduleKind.PERIODIC:
         cooldown = f", cooldown {task.cooldown}" if task.cooldown is not None else ""
+        if task.cooldown is not None and task.cooldown_is_default:
+            cooldown += " (the default: it follows the run time)"
         return f"  Period: {task.period}{cooldown}"
     if kind is ScheduleKind.CRON:
         return f"  Cron: {task.cron} ({task.tz}), max duration {task.cron_max_duration}"

@@ -85,7 +85,8 @@ def split_arguments(arguments: tuple[str, ...]) -> tuple[list[Any], dict[str, An
 @click.option(
     "--cooldown",
     help="Periodic: pause after a good run before the next may start (default: 90% of "
-    "the period less twice --expected-duration; 0: as often as capacity allows).",
+    "the period less twice the run time, --expected-duration or the measured average "
+    "whichever is longer, following it at each good run; 0: as often as capacity allows).",
 )
 @click.option("--cron", help="Cron expression, read in --tz.")
 @click.option("--cron-max-duration", help="Cron: time allowed after each cron instant.")

@@ -12,6 +12,7 @@ from swh_like_scheduler.model import BlackoutPeriod, ScheduleKind, Task, TaskSta
 from swh_like_scheduler.store import SQLAlchemyStore
 
 H = timedelta(hours=1)
+MINUTE = timedelta(minutes=1)
 NOW = datetime(2026, 6, 15, 12, 0, tzinfo=UTC)
 
 
@@ -161,3 +162,72 @@ def test_status_counts_and_lists_a_one_shot_that_gave_up(db_url: str) -> None:
     data = json.loads(result.output)
     assert data["counts"]["remind"] == {"OK": 0, "WARNING": 0, "ERROR": 1}
     assert [(t["id"], t["reason"]) for t in data["tasks"]] == [(gave_up.id, "gave_up")]
+
+
+def test_explain_and_status_warn_of_a_cooldown_that_makes_every_run_late(db_url: str) -> None:
+    """Issue 46: an hourly task whose runs take 6 minutes on average. With
+    a cooldown of 54 min given, each run may start only 1 h after the last
+    start, 6 min past its should_start_by: ``explain`` and the condition
+    say so with the numbers. With the default cooldown (following the run
+    time) nothing is said."""
+    store = SQLAlchemyStore.from_url(db_url)
+    store.create_task_type(TaskType(type="report", backend_name="report"))
+    # ``task status`` reads the clock: the runs are of the last minutes
+    now = datetime.now(UTC).replace(microsecond=0)
+    started = now - 10 * MINUTE
+
+    def hourly(name: str, cooldown: timedelta | None) -> Task:
+        return Task(
+            type="report",
+            args=(name,),
+            schedule_kind=ScheduleKind.PERIODIC,
+            period=H,
+            cooldown=cooldown,
+            next_run=started + H,
+            deadline=started + H - 6 * MINUTE,
+            last_good_start_at=started,
+            last_good_end_at=started + 6 * MINUTE,
+            last_start_at=started,
+            last_end_at=started + 6 * MINUTE,
+            average_good_duration=6 * MINUTE,
+        )
+
+    given, default = store.create_tasks(
+        [hourly("given", 54 * MINUTE), hourly("default", None)], now=started
+    )
+    store.close()
+    assert not given.cooldown_is_default and default.cooldown_is_default
+    runner = CliRunner()
+
+    def invoke(*args: str) -> str:
+        result = runner.invoke(swh, ["scheduler", "--db-url", db_url, *args])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    text = invoke("task", "explain", str(given.id), "--at", now.isoformat())
+    assert "Condition: WARNING (cooldown_too_long) - Runs take 6m on average" in text
+    assert "Cooldown: 54m, given (it stays as it is)" in text
+    assert (
+        "  Warning: Runs take 6m on average: with the cooldown of 54m, a run may start again "
+        "1h after the last one started (6m + 54m), while it should start within 1h - 6m = "
+        "54m: each run will start 6m late. To keep the period, lower the cooldown to 48m or "
+        "less (period - 2 x 6m)"
+    ) in text
+    answer = json.loads(
+        invoke("task", "explain", str(default.id), "--at", now.isoformat(), "--json")
+    )
+    assert answer["condition"]["reason"] == "ok"
+    assert answer["cooldown"] == {
+        "seconds": 42 * 60,
+        "is_default": True,
+        "detail": "42m, the default: 90 % of the period less twice the run time (6m), "
+        "following the run time at each good run",
+        "warning": None,
+    }
+    shown = invoke("task", "status", "--show", "WARNING", "--json")
+    assert [(t["id"], t["reason"]) for t in json.loads(shown)["tasks"]] == [
+        (given.id, "cooldown_too_long")
+    ]
+    assert "cooldown 0:42:00 (the default: it follows the run time)" in invoke(
+        "task", "list", "--type", "report"
+    )

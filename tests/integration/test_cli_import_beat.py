@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import random
 import sys
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.model import Task
+from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
+from swh_like_scheduler.model import RunStatus, Task
 from swh_like_scheduler.store import SQLAlchemyStore
 
 CONFIG = """
@@ -179,3 +182,46 @@ def test_a_hand_edit_of_an_imported_task_is_told_and_the_import_reports_it(
     again = run(db_url, module)
     assert "entry 'every-5s': task 1 updated (schedule: every 1m -> every 5s)" in again.stdout
     assert tasks(db_url)["beat:every-5s"].priority.value == "high"
+
+
+HOURLY = """
+beat_schedule = {"hourly-report": {"task": "proj.report", "schedule": 3600.0}}
+"""
+
+
+def test_a_run_time_that_makes_every_run_late_with_the_cooldown_warns(
+    db_url: str, workdir: Path
+) -> None:
+    """Issue 46: the import gives an hourly entry a cooldown of 54 min. A new
+    task's run time is not known (beat gives none): nothing to say. Once
+    its runs are known to take 6 min, each run may start only 1 h after
+    the last start, 6 min past its should_start_by: importing again warns,
+    with the numbers."""
+    module = config(workdir, text=HOURLY)
+    first = run(db_url, module, "--create-types")
+    assert first.exit_code == 0, first.output
+    assert "Runs take" not in first.stderr
+    store = SQLAlchemyStore.from_url(db_url)
+    try:
+        task = store.get_task_by_key("beat:hourly-report")
+        assert task is not None and task.cooldown == timedelta(minutes=54)
+        [claimed] = store.claim_ready_tasks(task.type, now=task.next_run, limit=1)
+        store.start_task_run(claimed.backend_id, started=task.next_run, worker="w")
+        store.end_task_run(
+            claimed.backend_id,
+            status=RunStatus.EVENTFUL,
+            ended=task.next_run + timedelta(minutes=6),
+            apply=outcome_applier(TaskTypeCache(store), random.Random(0)),
+        )
+    finally:
+        store.close()
+    again = run(db_url, module)
+    assert again.exit_code == 0, again.output
+    assert again.stdout.splitlines()[0] == f"entry 'hourly-report': unchanged (task {task.id})"
+    assert (
+        f"warning: entry 'hourly-report' (task {task.id}): Runs take 6m on average: with the "
+        "cooldown of 54m, a run may start again 1h after the last one started (6m + 54m), "
+        "while it should start within 1h - 6m = 54m: each run will start 6m late. To keep "
+        "the period, lower the cooldown to 48m or less (period - 2 x 6m)"
+    ) in again.stderr
+    assert tasks(db_url)["beat:hourly-report"].cooldown == timedelta(minutes=54)  # stays

@@ -5,13 +5,15 @@ kept; a task stored before there was a default keeps what it has."""
 
 from __future__ import annotations
 
+import random
 from datetime import datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
 
 from swh_like_scheduler.exceptions import KeyConflict
-from swh_like_scheduler.model import ScheduleKind, Task, TaskType
+from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
+from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskType
 from swh_like_scheduler.policy import default_cooldown
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.tables import task as task_t
@@ -98,6 +100,31 @@ def test_a_key_asked_again_without_a_cooldown_is_the_same_task(
         with pytest.raises(KeyConflict):
             store.create_tasks([periodic(now, 1, key="k", cooldown=other)], now=now)
     assert store.count_tasks() == 1
+
+
+def test_asked_again_once_its_runs_moved_the_default_it_is_the_same_task(
+    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
+) -> None:
+    """The default cooldown follows the run time (issue 46): asking again
+    without a cooldown is still the task it is, whatever value that gave."""
+    [first] = store.create_tasks([periodic(now, 1, key="k")], now=now)
+    assert first.cooldown_is_default
+    [claimed] = store.claim_ready_tasks("sleep", now=now, limit=1)
+    store.start_task_run(claimed.backend_id, started=now, worker="w")
+    store.end_task_run(
+        claimed.backend_id,
+        status=RunStatus.EVENTFUL,
+        ended=now + timedelta(minutes=6),
+        apply=outcome_applier(TaskTypeCache(store), random.Random(0)),
+    )
+    [ran] = store.get_tasks([first.id or 0])
+    assert ran.cooldown == timedelta(minutes=42) and ran.cooldown_is_default
+    [again] = store.create_tasks([periodic(now, 1, key="k")], now=now + H)
+    assert again.id == first.id and again.cooldown == timedelta(minutes=42)
+    # a cooldown given is another definition, even the first default
+    for other in (default_cooldown(H), timedelta(minutes=5)):
+        with pytest.raises(KeyConflict):
+            store.create_tasks([periodic(now, 1, key="k", cooldown=other)], now=now)
 
 
 def test_a_task_stored_before_the_default_keeps_what_it_has(

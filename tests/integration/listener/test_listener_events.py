@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 import pytest
 from listenertest import H, new_sleep_type
 
+from swh_like_scheduler import policy
 from swh_like_scheduler.listener import (
     Action,
     EventHandler,
@@ -165,6 +167,73 @@ def test_oneshot_completes_and_a_disabled_task_stays_disabled(
     assert task.status is TaskStatus.DISABLED
     run = pg_store.get_task_run(disabled)
     assert run is not None and run.status is RunStatus.UNEVENTFUL
+
+
+def _hourly_runs(
+    store: SQLAlchemyStore, handler: EventHandler, task: Task, cycles: int
+) -> list[tuple[datetime, Task]]:
+    """``cycles`` runs of 6 minutes of ``task``, each claimed as soon as it
+    may run (an idle platform), started and ended through worker events;
+    each start with the task as it was then (its should_start_by)."""
+    took = timedelta(minutes=6)
+    seen: list[tuple[datetime, Task]] = []
+    for _ in range(cycles):
+        at = task.next_run
+        [claimed] = store.claim_ready_tasks(task.type, now=at, limit=1)
+        assert claimed.task_id == task.id
+        seen.append((at, task))
+        assert handler.handle(ev("task-started", claimed.backend_id, at)).action is Action.STARTED
+        done = ev("task-succeeded", claimed.backend_id, at + took, result="True", runtime=360)
+        assert handler.handle(done).action is Action.ENDED
+        [task] = store.get_tasks([task.id or 0])
+    seen.append((task.next_run, task))
+    return seen
+
+
+def test_the_hourly_report_keeps_its_period_with_the_default_cooldown(
+    pg_store: SQLAlchemyStore, handler: EventHandler
+) -> None:
+    """Issue 46: an hourly report created without a cooldown, whose runs take
+    6 minutes. Its default cooldown follows the run time (42 min, not 54):
+    started as soon as it may, each run starts before its should_start_by
+    and the report is never stale. A cooldown given (54 min) stays, and its
+    condition says each run starts 6 minutes late."""
+    minutes = timedelta(minutes=1)
+    report_type, given_type = new_sleep_type(pg_store), new_sleep_type(pg_store)
+    report, given = (
+        pg_store.create_tasks(
+            [
+                Task(
+                    type=kind.type,
+                    schedule_kind=ScheduleKind.PERIODIC,
+                    period=H,
+                    cooldown=cooldown,
+                    next_run=T0,
+                    deadline=T0 + H,
+                )
+            ],
+            now=T0 - H,
+        )[0]
+        for kind, cooldown in ((report_type, None), (given_type, 54 * minutes))
+    )
+    assert report.cooldown == 54 * minutes and report.cooldown_is_default
+    assert not given.cooldown_is_default
+
+    cycles = _hourly_runs(pg_store, handler, report, 6)
+    for (start, before), (_, after) in pairwise(cycles):
+        assert after.average_good_duration == 6 * minutes
+        assert after.cooldown == 42 * minutes and after.cooldown_is_default
+        assert after.next_run == start + 48 * minutes  # its end + 42 min
+        assert after.deadline == start + 54 * minutes  # its start + 1 h - 6 min
+        assert start <= before.deadline  # the deadline is kept
+        report_now = policy.condition(after, report_type, after.next_run)
+        assert report_now.level is policy.Condition.OK, report_now
+    [(first, _), (second, ran), *_] = _hourly_runs(pg_store, handler, given, 2)
+    assert ran.cooldown == 54 * minutes and not ran.cooldown_is_default
+    assert second == first + H and ran.deadline == first + 54 * minutes  # 6 min late
+    warned = policy.condition(ran, given_type, first + 7 * minutes)
+    assert warned.reason is policy.Reason.COOLDOWN_TOO_LONG
+    assert "each run will start 6m late" in warned.detail
 
 
 def test_result_reprs() -> None:

@@ -216,7 +216,8 @@ def _interval_table(runs: Sequence[Mapping[str, Any]]) -> list[str]:
         "Intervals by task group: as written (adaptive: at creation; periodic: the "
         "period; cron: the firings' spacing), and per order as delivered (the mean time "
         "between two good starts of a task), its stretch (delivered over written) and, "
-        "for adaptive groups, the mean interval the interval rules scheduled:",
+        "for adaptive groups, the mean interval the interval rules scheduled (-: no "
+        "task of the group started well twice within the horizon):",
         "",
         "| group | written | " + " | ".join(run["order"] for run in runs) + " |",
         "|---|---|" + "---|" * len(runs),

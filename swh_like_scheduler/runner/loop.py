@@ -26,6 +26,7 @@ from ..outage import Outage
 from ..store import SchedulerStore
 from . import metrics
 from .dispatch import CLAIMERS, PassReport, tick
+from .pools import PassPools
 from .republish import republish_unstarted
 from .routing import LiveWorkers
 from .wakeup import Waker
@@ -120,6 +121,8 @@ class RunnerLoop:
         #: the queues the last pass filled to their limit, with their low-water mark
         self._draining: dict[str, int] = {}
         self._drain_connection: Any = None
+        #: the passes' threads, for the loop's life
+        self._pools = PassPools.open(claimers)
 
     def step(self) -> float:
         """One pass, then the monitor's duties when their turn came; the
@@ -168,6 +171,8 @@ class RunnerLoop:
                 claimers=self.claimers,
                 order=self.order,
                 index=self.index,
+                pools=self._pools,
+                slots=self.workers.slots if self.workers is not None else None,
             )
             if self.monitor is None:
                 republish_unstarted(
@@ -226,8 +231,10 @@ class RunnerLoop:
             self._drain_connection = None
 
     def close(self) -> None:
-        """Give the monitor's lock back (when this loop took it)."""
+        """Give the monitor's lock back (when this loop took it), and stop
+        the passes' threads."""
         self._drop_drain_connection()
+        self._pools.close()
         if self.monitor is not None:
             release(self.store, self.monitor)
 

@@ -49,6 +49,7 @@ READ_METHODS = frozenset(
         "next_ready_time",
         "list_pending",
         "ready_task_ids",
+        "long_runs",
         "ready_left_behind",
         "get_job",
         "schedule_health",

@@ -159,6 +159,7 @@ def start_runner(
             claimers=claimers,
             order=DispatchOrder(dispatch_order),
             index=keeper,
+            slots=workers.slots,
         )
         duties = None
         if settings is not None:

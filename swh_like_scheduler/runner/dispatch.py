@@ -34,8 +34,11 @@ from ..exceptions import SchedulerError, StatementTimeout
 from ..model import RUNNER_ORDER, Claimed, DispatchOrder, Priority, TaskType
 from ..quietlog import QuietLog
 from ..store import SchedulerStore
-from . import metrics
+from . import metrics, reserve
+from .passes import PassReport, TypePass
 from .pauses import not_paused as _not_paused
+from .pools import PassPools, pass_pools
+from .reserve import Slots
 from .room import record_room
 from .routing import LiveWorkers
 
@@ -58,68 +61,6 @@ CLAIM_CHUNK = 5000
 CLAIMERS = 2
 #: Capacity of a type without ``max_queue_length``, per pass.
 UNBOUNDED_PASS_LIMIT = 10_000
-
-
-@dataclass(frozen=True)
-class TypePass:
-    """What one pass did for one task type."""
-
-    task_type: str
-    queue: str
-    depth: int | None
-    capacity: int
-    claimed: int = 0
-    published: int = 0
-    seconds: float = 0.0
-    error: str | None = None
-    #: the type's ``max_queue_length`` (``None``: no limit)
-    limit: int | None = None
-
-    @property
-    def filled(self) -> bool:
-        """The pass filled the type's queue to its limit (ready tasks may
-        be left: the runner tops the queue up as it drains)."""
-        return self.error is None and self.limit is not None and self.claimed >= self.capacity
-
-    def describe(self) -> str:
-        """One log line: what the pass did for this type."""
-        line = (
-            f"type={self.task_type} queue={self.queue} depth={self.depth} "
-            f"capacity={self.capacity} claimed={self.claimed} published={self.published} "
-            f"time={self.seconds:.3f}s"
-        )
-        return f"{line} error={self.error}" if self.error else line
-
-
-@dataclass(frozen=True)
-class PassReport:
-    """What one pass did, and when the next one has work."""
-
-    now: datetime
-    types: tuple[TypePass, ...] = ()
-    #: earliest next_run still waiting among the served types (None: none)
-    next_ready: datetime | None = None
-    #: a type was cut short by its capacity or an error
-    saturated: bool = False
-    errors: tuple[str, ...] = field(default=())
-    #: ready tasks left with room to spare: locked elsewhere (:func:`.loop.held_wait`)
-    held: bool = False
-
-    @property
-    def claimed(self) -> int:
-        return sum(t.claimed for t in self.types)
-
-    @property
-    def published(self) -> int:
-        return sum(t.published for t in self.types)
-
-    def sleep_seconds(self, period: float) -> float:
-        """How long to wait before the next pass: until the next task is
-        ready, at most ``period``; a full ``period`` when saturated or failing
-        (the queue must drain, or the broker come back)."""
-        if self.saturated or self.errors or self.next_ready is None:
-            return period
-        return max(0.0, min(period, (self.next_ready - self.now).total_seconds()))
 
 
 #: how long after the soft time limit (the body is interrupted) the hard
@@ -183,6 +124,8 @@ def tick(
     broker: QueuePort | None = None,
     clock: Callable[[], float] = time.monotonic,
     index: IndexKeeper | None = None,
+    pools: PassPools | None = None,
+    slots: Slots | None = None,
 ) -> PassReport:
     """One pass over the task types named in ``types`` (default: all).
 
@@ -201,7 +144,10 @@ def tick(
     the pass: each claim is stamped with ``now`` plus the time the pass has
     taken so far. With ``index`` (the Redis index, deadline order only), the
     ids to claim come from the index and are claimed in the database by id;
-    a round the index cannot fill is completed from the database."""
+    a round the index cannot fill is completed from the database. ``pools``:
+    the runner's threads (:mod:`.pools`; without them the pass opens its own).
+    ``slots``: the worker slots of a queue, when known: long runs are kept
+    from some of them while shorter tasks fall due (:mod:`.reserve`)."""
     task_types = [t for t in store.get_task_types() if types is None or t.type in types]
     if types is not None:
         for name in sorted(set(types) - {t.type for t in task_types}):
@@ -213,20 +159,45 @@ def tick(
     if not due:
         return PassReport(now=now, next_ready=min(later, default=None))
     due = skip_missed(store, due, now)
-    if broker is not None:
-        context = _Pass(store, broker, now, priorities, workers, claimers, order, clock, index)
-        return _serve(context, due, later)
-    if app is None:
+    if broker is None and app is None:
         raise ValueError("a pass needs a Celery app or a broker")
-    # one broker connection for the whole pass (depths, then every chunk)
-    owned = open_connection(app) if connection is None else None
-    try:
-        queues = CeleryBroker(app, connection or owned)
-        context = _Pass(store, queues, now, priorities, workers, claimers, order, clock, index)
-        return _serve(context, due, later)
-    finally:
-        if owned is not None:
-            owned.release()
+    with pass_pools(pools, claimers) as threads:
+        if broker is not None:
+            context = _Pass(
+                store,
+                broker,
+                now,
+                priorities,
+                workers,
+                threads,
+                claimers,
+                order,
+                clock,
+                index,
+                slots,
+            )
+            return _serve(context, due, later)
+        # one broker connection for the whole pass (depths, then every chunk)
+        owned = open_connection(app) if connection is None else None
+        try:
+            queues = CeleryBroker(app, connection or owned)
+            context = _Pass(
+                store,
+                queues,
+                now,
+                priorities,
+                workers,
+                threads,
+                claimers,
+                order,
+                clock,
+                index,
+                slots,
+            )
+            return _serve(context, due, later)
+        finally:
+            if owned is not None:
+                owned.release()
 
 
 #: missed firings dropped per type and call (calls repeat while one is full)
@@ -284,7 +255,10 @@ def _serve(context: _Pass, due: list[TaskType], later: list[datetime]) -> PassRe
     for task_type, report in zip(due, reports, strict=True):
         ready = store.next_ready_time(task_type.type, priorities=priorities)
         room = report.error is None and report.claimed < report.capacity
-        if ready is not None and ready <= now and room:
+        if ready is not None and ready <= now and report.reserved:
+            # long tasks kept waiting: again once a slot may have freed
+            remaining.append(now + reserve.RECHECK)
+        elif ready is not None and ready <= now and room:
             held = True  # ready, room, yet not claimed: locked by another transaction
         elif ready is not None:
             remaining.append(ready)
@@ -305,12 +279,15 @@ class _Pass:
     now: datetime
     priorities: Sequence[Priority] | None
     workers: LiveWorkers | None
+    pools: PassPools
     claimers: int = CLAIMERS
     order: DispatchOrder = RUNNER_ORDER
     #: monotonic seconds
     clock: Callable[[], float] = time.monotonic
     #: the Redis index, when the runner uses one
     index: IndexKeeper | None = None
+    #: the worker slots of a queue, when known (:mod:`.reserve`)
+    slots: Slots | None = None
     #: the clock when the pass began
     began: float = field(default=0.0)
 
@@ -368,12 +345,11 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
         context.index.return_stuck(task_type.type, now=context.now)
         context.index.sweep(task_type.type)
     claimers = context.claimers if context.store.capabilities.skip_locked else 1
-    with (
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="publish") as publisher,
-        ThreadPoolExecutor(max_workers=max(1, claimers - 1), thread_name_prefix="claim") as pool,
-    ):
-        serving = _Serving(context, task_type, publisher, pool)
-        claimed, published, error = serving.run(capacity, claimers)
+    serving = _Serving(context, task_type, context.pools.publisher, context.pools.claims)
+    if capacity > 0:
+        room = reserve.room_for_long(context.store, task_type, context.slots, context.now)
+        serving.keep_slots(room)
+    claimed, published, error = serving.run(capacity, claimers)
     if error is None and claimed < capacity and task_type.paused_at is None:
         # the pass's now is when it began: before any of its claims
         record_room(
@@ -394,6 +370,7 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
         seconds,
         error,
         task_type.max_queue_length,
+        serving.short_only,
     )
     metrics.record_type_pass(task_type.type, depth, claimed, published, seconds)
     if error:
@@ -435,16 +412,32 @@ class _Serving:
         self.error: str | None = None
         self.publish_failed = False
         self.chunk = CHUNKS.get(task_type.type)
+        #: how many long runs the first round may take (None: no limit)
+        self.long_room: int | None = None
+        #: the claims leave long tasks waiting (:mod:`.reserve`)
+        self.short_only = False
+
+    def keep_slots(self, long_room: int | None) -> None:
+        """Let the pass take at most ``long_room`` long runs (``None``: no
+        limit): its first round takes that many tasks in dispatch order,
+        long or not; the rounds after it, and every round when there is no
+        room left, take no long run."""
+        self.long_room = long_room
+        self.short_only = long_room == 0
 
     def run(self, capacity: int, claimers: int) -> tuple[int, int, str | None]:
         """``(claimed, published, first error)``."""
         claimed = 0
         while claimed < capacity:
             want = min(self.chunk * claimers, capacity - claimed)
+            if self.long_room is not None and not self.short_only:
+                want = min(want, self.long_room)
             # the round before is still being published meanwhile
             earlier, self.in_flight = self.in_flight, []
             batches, complete = self._claim_round(want, claimers)
             claimed += sum(len(batch) for batch in batches)
+            if self.long_room is not None:
+                self.short_only = True
             self._collect(earlier)
             if not complete or self.error is not None:
                 break
@@ -489,6 +482,7 @@ class _Serving:
                 priorities=context.priorities,
                 nodes=self.nodes,
                 order=context.order,
+                short_only=self.short_only,
             )
         except SchedulerError as exc:
             self._claim_failed(exc, want)
@@ -554,6 +548,7 @@ class _Serving:
                 nodes=self.nodes,
                 among=among,
                 order=context.order,
+                short_only=self.short_only,
             )
             if len(claimed) == self.chunk:
                 CHUNKS.grow(self.task_type.type)

@@ -7,6 +7,11 @@ workers are alive and which queues they consume with one broadcast
 constrained task to the direct queue of a live worker of its type's queue
 whose node is not banned. A node is the part of a worker's hostname after
 ``@`` (``celery@crawler-3`` runs on node ``crawler-3``).
+
+The same object tells how many worker slots serve a queue (the sum of its
+live workers' pool sizes, from ``inspect stats``, asked of the workers it
+has not heard of yet and again every ``stats_ttl`` seconds): the runner
+keeps some of them from long runs (:mod:`.reserve`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,14 @@ def node_of(hostname: str) -> str:
     return hostname.rpartition("@")[2]
 
 
+def pool_size(stats: Any) -> int | None:
+    """A worker's slots from its ``inspect stats`` reply (``pool``'s
+    ``max-concurrency``); ``None`` when the reply does not say."""
+    pool = stats.get("pool") if isinstance(stats, dict) else None
+    size = pool.get("max-concurrency") if isinstance(pool, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
 @dataclass
 class LiveWorkers:
     """The live workers of each queue, from a broadcast, cached for ``ttl`` s."""
@@ -41,6 +54,11 @@ class LiveWorkers:
     _by_queue: dict[str, list[str]] = field(default_factory=dict)
     _fetched_at: float | None = None
     _turns: dict[str, Iterator[str]] = field(default_factory=dict)
+    #: how often the pool sizes are asked again (they change only when a
+    #: worker is restarted or autoscales)
+    stats_ttl: float = 300.0
+    _pool_sizes: dict[str, int] = field(default_factory=dict)
+    _stats_at: float | None = None
 
     def refresh(self, *, force: bool = False) -> None:
         now = time.monotonic()
@@ -58,6 +76,39 @@ class LiveWorkers:
         self._by_queue = {q: sorted(hosts) for q, hosts in by_queue.items()}
         self._turns = {}
         self._fetched_at = now
+        self._refresh_pool_sizes(set(replies), now)
+
+    def _refresh_pool_sizes(self, hostnames: set[str], now: float) -> None:
+        """Ask the live workers their pool sizes when some are new to us or
+        the last answer is ``stats_ttl`` old; forget those gone."""
+        stale = self._stats_at is None or now - self._stats_at >= self.stats_ttl
+        unknown = hostnames - set(self._pool_sizes)
+        if not hostnames or not (stale or unknown):
+            self._pool_sizes = {h: n for h, n in self._pool_sizes.items() if h in hostnames}
+            return
+        asked = sorted(hostnames) if stale else sorted(unknown)
+        try:
+            replies = self.app.control.inspect(destination=asked, timeout=self.timeout).stats()
+        except Exception as error:
+            _quiet.log("cannot read the workers' pool sizes (%s); no slot kept", error)
+            return
+        sizes = dict(self._pool_sizes) if not stale else {}
+        for hostname, stats in (replies or {}).items():
+            size = pool_size(stats)
+            if size is not None:
+                sizes[hostname] = size
+        self._pool_sizes = {h: n for h, n in sizes.items() if h in hostnames}
+        if stale:
+            self._stats_at = now
+
+    def slots(self, queue: str) -> int | None:
+        """The worker slots consuming ``queue`` (the sum of its live
+        workers' pool sizes); ``None`` when a live worker's is unknown, or
+        no worker is known to consume it."""
+        hosts = self.hostnames(queue)
+        if not hosts or any(h not in self._pool_sizes for h in hosts):
+            return None
+        return sum(self._pool_sizes[h] for h in hosts)
 
     def hostnames(self, queue: str) -> list[str]:
         return self._by_queue.get(queue, [])

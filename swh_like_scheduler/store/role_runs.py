@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model import (
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..records import Skip
 
 
-from .values import ApplyOutcome, RunEnd, ScheduleHealth
+from .values import ApplyOutcome, LongRuns, RunEnd, ScheduleHealth
 
 
 class RunStore(Protocol):
@@ -34,6 +34,7 @@ class RunStore(Protocol):
         nodes: Sequence[str] | None = None,
         among: Sequence[int] | None = None,
         order: DispatchOrder = DispatchOrder.DEADLINE,
+        short_only: bool = False,
     ) -> list[Claimed]:
         """Claim up to ``limit`` ready tasks of ``task_type`` for dispatch.
 
@@ -64,6 +65,11 @@ class RunStore(Protocol):
         Nothing is claimed for a paused type (:meth:`pause_task_type`),
         read in the claim's own transaction: a pause that lands after the
         runner read the task types still holds.
+
+        With ``short_only``, tasks whose runs are long runs (expected to
+        last :data:`~swh_like_scheduler.enums.LONG_RUN` or more: their
+        ``average_good_duration``, else their ``expected_duration``) are
+        left waiting; a task of unknown length is taken.
         """
         ...
 
@@ -76,10 +82,21 @@ class RunStore(Protocol):
         priorities: Sequence[Priority] | None = None,
         nodes: Sequence[str] | None = None,
         order: DispatchOrder = DispatchOrder.DEADLINE,
+        short_only: bool = False,
     ) -> list[int]:
         """The ids of the tasks :meth:`claim_ready_tasks` with the same
         arguments would claim now (up to ``limit``), in dispatch order.
         Reads only and locks nothing: another claim may take them first."""
+        ...
+
+    def long_runs(self, task_type: str, *, now: datetime, within: timedelta) -> LongRuns:
+        """How many tasks of ``task_type`` have a long run open (dispatched
+        or running; long as :meth:`claim_ready_tasks` with ``short_only``
+        tells), and whether a task of the type that is not a long run is
+        waiting with a ``next_run`` no later than ``now + within`` (any
+        class). One read, bounded by the runs in flight and the tasks due
+        within the horizon. Raises InvalidInput for a naive ``now`` or a
+        negative ``within``."""
         ...
 
     # -- runs ---------------------------------------------------------------

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -40,6 +40,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from ..enums import LONG_RUN
 from ..model import (
     DUE_MARGIN,
     DispatchOrder,
@@ -105,6 +106,55 @@ def uuid3_text(digest: Any) -> Any:
 #: walking the dispatch order when few tasks are due would read every task
 #: not due yet (seconds on a table of millions).
 SPARSE_FACTOR = 10
+
+
+class LongRunSpan(sa.sql.expression.ColumnElement[timedelta]):
+    """:data:`~..enums.LONG_RUN` written into the statement, in each
+    dialect's form of a stored interval (a constant: compiled once into the
+    prepared claims, with no parameter to convert)."""
+
+    type = sa.Interval()
+    inherit_cache = True
+
+
+@compiles(LongRunSpan, "postgresql")
+def _long_run_postgresql(element: LongRunSpan, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"interval '{LONG_RUN.total_seconds():.6f} seconds'"
+
+
+@compiles(LongRunSpan)
+def _long_run_sqlite(element: LongRunSpan, compiler: SQLCompiler, **kw: Any) -> str:
+    # (SQLAlchemy keeps an interval in SQLite as the instant that far past
+    # the epoch, as text: compared as text, as the columns are)
+    since_epoch = datetime(1970, 1, 1) + LONG_RUN
+    return f"'{since_epoch.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
+
+
+def expected_run() -> sa.ColumnElement[Any]:
+    """How long a task's run is expected to last: its average good run,
+    else its ``expected_duration``; NULL when neither is known."""
+    return sa.func.coalesce(task_t.c.average_good_duration, task_t.c.expected_duration)
+
+
+def is_long() -> sa.ColumnElement[bool]:
+    """Tasks whose runs are long runs (:data:`~..enums.LONG_RUN`); a task
+    whose length is not known yet is not one."""
+    return expected_run() >= LongRunSpan()
+
+
+def is_short() -> sa.ColumnElement[bool]:
+    """The other tasks: shorter, or of a length not known yet."""
+    return sa.or_(expected_run().is_(None), expected_run() < LongRunSpan())
+
+
+def claimable(
+    dialect_name: str, nodes: Sequence[str] | None, short_only: bool = False
+) -> sa.ColumnElement[bool]:
+    """Tasks a claim may take besides being ready: runnable on ``nodes``
+    (:func:`runnable_on`) and, with ``short_only``, no long run (the slots
+    left are kept for shorter tasks: :mod:`~..runner.reserve`)."""
+    runnable = runnable_on(dialect_name, nodes)
+    return sa.and_(runnable, is_short()) if short_only else runnable
 
 
 def runnable_on(dialect_name: str, nodes: Sequence[str] | None) -> sa.ColumnElement[bool]:
@@ -231,15 +281,19 @@ def order_keys(
 
 @lru_cache(maxsize=256)
 def ordered_ids_statement(
-    dialect_name: str, priority: Priority, order: DispatchOrder, nodes: tuple[str, ...] | None
+    dialect_name: str,
+    priority: Priority,
+    order: DispatchOrder,
+    nodes: tuple[str, ...] | None,
+    short_only: bool = False,
 ) -> sa.Select[Any]:
     """The ids of up to :data:`LIMIT` tasks of type :data:`TYPE` and class
-    ``priority`` ready at :data:`NOW` and runnable on ``nodes``, in
+    ``priority`` ready at :data:`NOW` and :func:`claimable` on ``nodes``, in
     ``order`` (the claim where there are no writable CTEs: SQLite)."""
     keys = order_keys(order, task_t.c)
     return (
         sa.select(task_t.c.id)
-        .where(*_ready(TYPE, priority), runnable_on(dialect_name, nodes))
+        .where(*_ready(TYPE, priority), claimable(dialect_name, nodes, short_only))
         .order_by(*keys)
         .limit(LIMIT)
     )
@@ -538,10 +592,11 @@ def prepared_claim(
     sparse: frozenset[Priority],
     among: bool = False,
     order: DispatchOrder = DispatchOrder.DEADLINE,
+    short_only: bool = False,
 ) -> Prepared:
-    """:func:`claim_statement` for tasks runnable on ``nodes`` (see
-    :func:`runnable_on`), compiled for ``dialect``."""
-    runnable = runnable_on(dialect.name, nodes)
+    """:func:`claim_statement` for tasks :func:`claimable` on ``nodes``,
+    compiled for ``dialect``."""
+    runnable = claimable(dialect.name, nodes, short_only)
     statement = claim_statement(task_type, classes, runnable, sparse, among, order)
     return Prepared.of(statement, dialect)
 
@@ -554,7 +609,8 @@ def prepared_candidates(
     nodes: tuple[str, ...] | None,
     sparse: frozenset[Priority],
     order: DispatchOrder = DispatchOrder.DEADLINE,
+    short_only: bool = False,
 ) -> Prepared:
     """:func:`candidates_statement`, compiled for ``dialect``."""
-    runnable = runnable_on(dialect.name, nodes)
+    runnable = claimable(dialect.name, nodes, short_only)
     return Prepared.of(candidates_statement(task_type, classes, runnable, sparse, order), dialect)

@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..enums import check_aware
 from ..exceptions import (
     InvalidInput,
     InvalidTransition,
@@ -32,6 +33,8 @@ from ..validation import unstorable
 from . import rows
 from .sql_claim import (
     SPARSE_FACTOR,
+    is_long,
+    is_short,
     order_values,
     ordered_ids_statement,
     prepared_candidates,
@@ -45,6 +48,7 @@ from .sql_identity import IdentityMethods
 from .tables import task as task_t
 from .tables import task_condition as cond_t
 from .tables import task_run as run_t
+from .values import LongRuns
 
 _FINISHED_TASK = [
     s.value for s in (TaskStatus.COMPLETED, TaskStatus.DISABLED, TaskStatus.CANCELLED)
@@ -94,6 +98,7 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
         nodes: Sequence[str] | None = None,
         among: Sequence[int] | None = None,
         order: DispatchOrder = DispatchOrder.DEADLINE,
+        short_only: bool = False,
     ) -> list[Claimed]:
         order = dispatch_order(order)
         if limit <= 0 or (among is not None and not among):
@@ -123,6 +128,7 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
                     sparse,
                     among is not None,
                     order,
+                    short_only,
                 )
                 namespace = self._run_namespace(conn).bytes
                 found = statement.rows(conn, claim_batch=batch, claim_namespace=namespace, **values)
@@ -146,6 +152,7 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
                                 among,
                                 batch,
                                 order,
+                                short_only,
                             )
                         )
                 self._insert_runs(conn, claimed, now)
@@ -162,6 +169,7 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
         priorities: Sequence[Priority] | None = None,
         nodes: Sequence[str] | None = None,
         order: DispatchOrder = DispatchOrder.DEADLINE,
+        short_only: bool = False,
     ) -> list[int]:
         order = dispatch_order(order)
         if limit <= 0:
@@ -174,7 +182,13 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
                 values, sparse = self._probe(conn, task_type, classes, now, limit)
                 values.update(order_values(now))
                 statement = prepared_candidates(
-                    self.engine.dialect, task_type, classes, _node_key(nodes), sparse, order
+                    self.engine.dialect,
+                    task_type,
+                    classes,
+                    _node_key(nodes),
+                    sparse,
+                    order,
+                    short_only,
                 )
                 return [row[0] for row in statement.rows(conn, **values)]
             ids: list[int] = []
@@ -182,10 +196,47 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
                 if len(ids) < limit:
                     ids.extend(
                         self._ordered_ids(
-                            conn, task_type, priority, now, limit - len(ids), nodes, order
+                            conn,
+                            task_type,
+                            priority,
+                            now,
+                            limit - len(ids),
+                            nodes,
+                            order,
+                            short_only=short_only,
                         )
                     )
             return ids
+
+    def long_runs(self, task_type: str, *, now: datetime, within: timedelta) -> LongRuns:
+        check_aware("now", now)
+        if within < timedelta(0):
+            raise InvalidInput("within", f"{within} is negative")
+        in_flight = (
+            sa.select(sa.func.count())
+            .select_from(task_t)
+            .where(
+                task_t.c.type == task_type,
+                task_t.c.status == TaskStatus.SCHEDULED.value,
+                is_long(),
+            )
+            .scalar_subquery()
+        )
+        # a range of ix_task_ready per class, each stopping at its first match
+        soon = now + within
+        short_due = [
+            sa.exists().where(
+                task_t.c.type == task_type,
+                task_t.c.status == TaskStatus.WAITING.value,
+                task_t.c.priority == priority.value,
+                task_t.c.next_run <= soon,
+                is_short(),
+            )
+            for priority in PRIORITY_ORDER
+        ]
+        with self._read("count the long runs in flight") as conn:
+            count, *due = conn.execute(sa.select(in_flight, *short_due)).one()
+        return LongRuns(in_flight=int(count), short_due=any(due))
 
     def _refresh_statistics(self) -> None:
         """Analyse the task table first when the planner's statistics are
@@ -265,11 +316,14 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
         among: Sequence[int] | None,
         batch: int,
         order: DispatchOrder = DispatchOrder.DEADLINE,
+        short_only: bool = False,
     ) -> list[Claimed]:
         """Mark up to ``limit`` ready tasks of one class scheduled: their ids
         in ``order``, then one ``UPDATE … RETURNING`` (the caller's write
         transaction holds SQLite's lock from its start)."""
-        ids = self._ordered_ids(conn, task_type, priority, now, limit, nodes, order, among)
+        ids = self._ordered_ids(
+            conn, task_type, priority, now, limit, nodes, order, among, short_only
+        )
         if not ids:
             return []
         position = {task_id: i for i, task_id in enumerate(ids)}
@@ -309,10 +363,13 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
         nodes: Sequence[str] | None,
         order: DispatchOrder,
         among: Sequence[int] | None = None,
+        short_only: bool = False,
     ) -> list[int]:
         """The ids of up to ``limit`` ready tasks of one class, in ``order``
         (the keys of :func:`order_keys`, their parameters bound here)."""
-        query = ordered_ids_statement(self.engine.dialect.name, priority, order, _node_key(nodes))
+        query = ordered_ids_statement(
+            self.engine.dialect.name, priority, order, _node_key(nodes), short_only
+        )
         if among is not None:
             query = query.where(task_t.c.id.in_(among))
         if self._capabilities.skip_locked:

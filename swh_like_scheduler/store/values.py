@@ -124,6 +124,18 @@ ENDED_WINDOW = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
+class LongRuns:
+    """What a runner pass needs to keep worker slots from long runs
+    (:meth:`~.interface.SchedulerStore.long_runs`)."""
+
+    #: tasks of the type whose open run (dispatched or running) is a long run
+    in_flight: int
+    #: whether a task of the type that is not a long run is ready, or falls
+    #: ready within the horizon asked
+    short_due: bool
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a database engine can do, where PostgreSQL and SQLite differ."""
 

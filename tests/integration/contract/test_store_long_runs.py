@@ -1,0 +1,93 @@
+"""Contract: long runs (expected to last LONG_RUN or more) counted in flight,
+shorter tasks due soon, and claims that leave long tasks waiting."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from swh_like_scheduler.enums import LONG_RUN
+from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskType
+
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+S = timedelta(seconds=1)
+M = timedelta(minutes=1)
+H = timedelta(hours=1)
+
+
+@pytest.fixture
+def long_type(store: Any) -> TaskType:
+    made: TaskType = store.create_task_type(TaskType(type="mixed", backend_name="x.mixed"))
+    return made
+
+
+def make(store: Any, n: int, *, next_run: datetime = T0 - M, **fields: Any) -> Task:
+    values: dict[str, Any] = {"next_run": next_run, "deadline": next_run}
+    values.update(fields)
+    [task] = store.create_tasks(
+        [Task(type="mixed", args=(n,), schedule_kind=ScheduleKind.ONESHOT, **values)],
+        now=T0 - H,
+    )
+    return task
+
+
+def test_a_claim_short_only_leaves_the_long_tasks_waiting(store: Any, long_type: TaskType) -> None:
+    dump = make(store, 1, expected_duration=2 * H, next_run=T0 - 2 * M)
+    edge = make(store, 2, expected_duration=LONG_RUN, next_run=T0 - 2 * M)
+    ping = make(store, 3, expected_duration=S)
+    unknown = make(store, 4)
+    assert store.ready_task_ids("mixed", now=T0, limit=10, short_only=True) == [
+        ping.id,
+        unknown.id,
+    ]
+    taken = store.claim_ready_tasks("mixed", now=T0, limit=10, short_only=True)
+    assert sorted(c.task_id for c in taken) == sorted([ping.id, unknown.id])
+    # without it, the long ones go as any other (deadline order)
+    rest = store.claim_ready_tasks("mixed", now=T0, limit=10)
+    assert [c.task_id for c in rest] == sorted([dump.id, edge.id])
+
+
+def test_the_measured_average_decides_before_the_expected_duration(
+    store: Any, long_type: TaskType
+) -> None:
+    said_long = make(store, 1, expected_duration=2 * H)
+    store.update_task(said_long.updated(average_good_duration=10 * S))
+    said_short = make(store, 2, expected_duration=10 * S)
+    store.update_task(said_short.updated(average_good_duration=LONG_RUN + S))
+    taken = store.claim_ready_tasks("mixed", now=T0, limit=10, short_only=True)
+    assert [c.task_id for c in taken] == [said_long.id]
+
+
+def test_long_runs_in_flight_and_shorter_tasks_due_are_counted(
+    store: Any, long_type: TaskType
+) -> None:
+    nothing = store.long_runs("mixed", now=T0, within=LONG_RUN)
+    assert (nothing.in_flight, nothing.short_due) == (0, False)
+    for n in range(3):
+        make(store, n, expected_duration=2 * H)
+    # long tasks only, even ready ones: no shorter task to keep slots for
+    assert store.long_runs("mixed", now=T0, within=LONG_RUN).short_due is False
+    assert len(store.claim_ready_tasks("mixed", now=T0, limit=2)) == 2
+    runs = store.long_runs("mixed", now=T0, within=LONG_RUN)
+    assert (runs.in_flight, runs.short_due) == (2, False)
+    # a short task due after the horizon does not count; one within it does,
+    # in any class
+    make(store, 10, expected_duration=M, next_run=T0 + LONG_RUN + M)
+    assert store.long_runs("mixed", now=T0, within=LONG_RUN).short_due is False
+    make(store, 11, next_run=T0 + LONG_RUN - M, priority=Priority.LOW)
+    runs = store.long_runs("mixed", now=T0, within=LONG_RUN)
+    assert (runs.in_flight, runs.short_due) == (2, True)
+    # a claimed short task is in flight, but not a long run
+    store.claim_ready_tasks("mixed", now=T0 + LONG_RUN, limit=10, short_only=True)
+    assert store.long_runs("mixed", now=T0 + LONG_RUN, within=LONG_RUN).in_flight == 2
+    assert store.long_runs("other", now=T0, within=LONG_RUN).in_flight == 0
+
+
+def test_a_naive_instant_or_a_negative_horizon_is_refused(store: Any, long_type: TaskType) -> None:
+    with pytest.raises(InvalidInput, match=r"now|UTC offset"):
+        store.long_runs("mixed", now=datetime(2026, 3, 2), within=LONG_RUN)
+    with pytest.raises(InvalidInput, match="within"):
+        store.long_runs("mixed", now=T0, within=-S)

@@ -140,10 +140,17 @@ class Simulation:
         *,
         db_url: str | None = None,
         tasks: Sequence[Any] | None = None,
+        keep_slots: bool = True,
     ) -> None:
         self.workload = workload
         self.order = order
         self.db_url = db_url
+        #: the runner knows each queue's worker slots and keeps some from
+        #: long runs (:mod:`~..runner.reserve`), as a real runner that hears
+        #: its workers does; False: as a runner that does not
+        self.keep_slots = keep_slots
+        #: the worker slots of each queue
+        self.slots: dict[str, int] = {}
         #: tasks given as they are (``--from-store``) instead of the groups'
         self.given_tasks = tasks
         self.env = simpy.Environment()
@@ -192,6 +199,9 @@ class Simulation:
             self.env.process(self._sampler())
             # samples at 0, every, 2 every... each standing for the time
             # until the next: the horizon is covered once
+            for task_type in self.workload.types:
+                queue = task_type.effective_queue
+                self.slots[queue] = self.slots.get(queue, 0) + self.workload.workers[task_type.type]
             # one publisher thread for the runner's life, as a real runner has
             with closing(PassPools.open(1)) as self.pools:
                 self.env.run(until=self.workload.horizon.total_seconds())
@@ -263,6 +273,7 @@ class Simulation:
                 order=self.order,
                 claimers=1,
                 pools=self.pools,
+                slots=self.slots.get if self.keep_slots else None,
             )
             self.recorder.events["pass"] += 1
             self.wake = env.event()

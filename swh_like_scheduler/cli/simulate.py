@@ -65,6 +65,14 @@ def _workers(values: tuple[str, ...]) -> dict[str, int]:
     "over the limit before and after is warned when it grows (JSON run_limits).",
 )
 @click.option(
+    "--keep-slots/--no-keep-slots",
+    default=True,
+    show_default=True,
+    help="Whether the runner keeps a quarter of each queue's worker slots from long runs "
+    "(30 min or more) while shorter tasks fall due, as a runner that hears its workers "
+    "does; --no-keep-slots: as one that does not (to compare).",
+)
+@click.option(
     "--policy",
     "orders",
     type=click.Choice([o.value for o in DispatchOrder]),
@@ -144,6 +152,7 @@ def _simulate(
     days: float | None,
     loads: tuple[float, ...],
     keep_limits: bool,
+    keep_slots: bool,
     orders: tuple[str, ...],
     seed: int | None,
     worker_counts: tuple[str, ...],
@@ -235,6 +244,7 @@ def _simulate(
         progress=progress,
         tasks=given,
         scale_limits=not keep_limits,
+        keep_slots=keep_slots,
     )
     if report is not None:
         for path in write_report(results, report):

@@ -62,6 +62,7 @@ def compare(
     progress: Progress = _quiet,
     tasks: Sequence[Any] | None = None,
     scale_limits: bool = True,
+    keep_slots: bool = True,
 ) -> dict[str, Any]:
     """The results of every order at every load (``None``: the workload's
     own durations), in the order given. The JSON holds no wall-clock
@@ -73,7 +74,8 @@ def compare(
     :mod:`.peaks`) and ``run_limits`` (the types whose runs the load
     lengthened, and what became of their ``max_allowed_duration``:
     lengthened with them unless ``scale_limits`` is False, :mod:`.limits`);
-    all said on ``progress`` too, once per load."""
+    all said on ``progress`` too, once per load. ``keep_slots``: whether the
+    simulated runner keeps worker slots from long runs (:class:`.engine.Simulation`)."""
     runs = []
     for load in loads:
         scaled = workload if load is None else workload.with_load(load, scale_limits=scale_limits)
@@ -82,7 +84,9 @@ def compare(
             progress(line)
         for order in orders:
             progress(f"simulating {scaled.name}: order {order.value}, load {_load_text(load)}")
-            result = Simulation(scaled, order, db_url=db_url, tasks=tasks).run()
+            result = Simulation(
+                scaled, order, db_url=db_url, tasks=tasks, keep_slots=keep_slots
+            ).run()
             runs.append(
                 {
                     "order": order.value,
@@ -97,6 +101,7 @@ def compare(
         "workload": describe(workload),
         "orders": [o.value for o in orders],
         "loads": list(loads),
+        "keep_slots": keep_slots,
         "runs": runs,
     }
 

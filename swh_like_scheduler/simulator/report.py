@@ -70,6 +70,13 @@ def page(results: Mapping[str, Any], plots: Sequence[str]) -> str:
         + ", ".join(f"{t} {v:.0%}" for t, v in workload["natural_load"].items())
         + ".",
         "",
+        (
+            "The runner keeps a quarter of each queue's worker slots (at least one, none "
+            "of a single slot) from long runs (30 min or more) while shorter tasks fall due."
+            if results.get("keep_slots", True)
+            else "The runner keeps no worker slot from long runs (--no-keep-slots)."
+        ),
+        "",
         "ERROR-hours and WARNING-hours: time summed over tasks, from every task's "
         "condition read every sample (as `swh scheduler task status` shows it). "
         "Lateness at dispatch: how long after its should_start_by a task was sent "

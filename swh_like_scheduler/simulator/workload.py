@@ -60,7 +60,7 @@ from ..model import ScheduleKind, TaskType
 from ..policy import cron_times, default_cooldown, run_time_basis
 
 #: the workloads shipped with the package (``simulator/workloads/*.toml``)
-SHIPPED = ("crawler-fleet", "reminders", "mixed-platform", "always-changing")
+SHIPPED = ("crawler-fleet", "reminders", "mixed-platform", "always-changing", "long-and-short")
 DEFAULT_WORKLOAD = "crawler-fleet"
 #: fields of a task group that are not task fields
 GROUP_FIELDS = ("name", "count", "spread", "duration", "failure", "permfailure", "changes_every")

@@ -1,0 +1,42 @@
+"""Issue 46's world: a nightly wave of two-hour dumps must not starve the
+pings of a tenth of a second that share their workers. No dispatch order
+can stop it (a free slot takes the ready dump when no ping is ready at that
+instant); keeping slots from long runs does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cuts import scale
+
+from swh_like_scheduler.model import DispatchOrder
+from swh_like_scheduler.simulator.engine import Simulation
+from swh_like_scheduler.simulator.workload import load_workload
+
+#: a fifth of the world (two workers at 50 %: one slot kept), over the
+#: first dump wave (02:00) in the quick cut, two days in the full one
+TASKS = scale(126, 630)
+DAYS = scale(0.5, 2.0)
+
+
+def _run(keep_slots: bool, order: DispatchOrder = DispatchOrder.DEADLINE) -> dict[str, Any]:
+    workload = load_workload("long-and-short").with_tasks(TASKS).with_days(DAYS).with_load(0.5)
+    assert workload.workers["fetch"] >= 2
+    return Simulation(workload, order, keep_slots=keep_slots).run()
+
+
+def _hours(result: dict[str, Any], group: str) -> float:
+    return float(result["groups"][group]["error_hours"])
+
+
+def test_keeping_slots_from_long_runs_keeps_the_short_tasks_ok_through_the_wave() -> None:
+    starved = _run(keep_slots=False)
+    kept = _run(keep_slots=True)
+    # without: the wave takes every slot and the pings go stale for hours
+    assert _hours(starved, "hourly pings") > 100
+    # with: the pings and pages never wait for a slot
+    assert _hours(kept, "hourly pings") == 0
+    assert _hours(kept, "pages") == 0
+    # the dumps wait longer, and the whole is far better
+    assert _hours(kept, "nightly dumps") >= _hours(starved, "nightly dumps")
+    assert kept["error_hours"] < starved["error_hours"] / 5

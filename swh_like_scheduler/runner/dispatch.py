@@ -257,6 +257,7 @@ def _serve(context: _Pass, due: list[TaskType], later: list[datetime]) -> PassRe
         room = report.error is None and report.claimed < report.capacity
         if ready is not None and ready <= now and report.reserved:
             # long tasks kept waiting: again once a slot may have freed
+            metrics.LONG_RUNS_KEPT_WAITING.labels(task_type=task_type.type).inc()
             remaining.append(now + reserve.RECHECK)
         elif ready is not None and ready <= now and room:
             held = True  # ready, room, yet not claimed: locked by another transaction
@@ -370,7 +371,7 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
         seconds,
         error,
         task_type.max_queue_length,
-        serving.short_only,
+        serving.short_only and claimed < capacity,
     )
     metrics.record_type_pass(task_type.type, depth, claimed, published, seconds)
     if error:

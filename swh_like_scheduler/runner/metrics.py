@@ -25,6 +25,16 @@ TOP_UPS = Counter(
     "swh_scheduler_runner_top_ups",
     "Passes begun early because a queue the last pass filled drained to its low-water mark",
 )
+LONG_RUNS_KEPT_WAITING = Counter(
+    "swh_scheduler_runner_long_runs_kept_waiting",
+    "Passes of a type that left long tasks waiting to keep worker slots for shorter ones",
+    ["task_type"],
+)
+WORKER_SLOTS = Gauge(
+    "swh_scheduler_runner_worker_slots",
+    "Worker slots of the type's queue, as its live workers said (when known)",
+    ["task_type"],
+)
 REPUBLISHED = Counter(
     "swh_scheduler_runner_republished_messages", "Messages of never-started runs sent again"
 )

@@ -21,8 +21,8 @@ class TypePass:
     error: str | None = None
     #: the type's ``max_queue_length`` (``None``: no limit)
     limit: int | None = None
-    #: long tasks were left waiting to keep worker slots for shorter ones
-    #: (:mod:`.reserve`)
+    #: the claims left long tasks waiting to keep worker slots for shorter
+    #: ones, and took fewer tasks than there was room for (:mod:`.reserve`)
     reserved: bool = False
 
     @property

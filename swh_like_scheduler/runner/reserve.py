@@ -39,6 +39,7 @@ from ..exceptions import SchedulerError
 from ..model import TaskType
 from ..quietlog import QuietLog
 from ..store import SchedulerStore
+from . import metrics
 
 logger = logging.getLogger(__name__)
 _quiet = QuietLog(logger, logging.WARNING)
@@ -78,7 +79,10 @@ def room_for_long(
     runs in flight, when its queue's slots are known. A failed read keeps
     nothing back (the pass dispatches as it would without slots)."""
     known = slots(task_type.effective_queue) if slots is not None else None
-    if known is None or reserved_slots(known) == 0:
+    if known is None:
+        return None
+    metrics.WORKER_SLOTS.labels(task_type=task_type.type).set(known)
+    if reserved_slots(known) == 0:
         return None
     try:
         runs = store.long_runs(task_type.type, now=now, within=LONG_RUN)

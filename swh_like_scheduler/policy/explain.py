@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..enums import LONG_RUN, RESERVED_SHARE
 from ..model import CatchUp, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
 from ..text import headline, plural
 from .blackout import blackout_at, blackout_end
@@ -202,6 +203,9 @@ class Explanation:
     #: periodic: its cooldown, whether it is the default one, and why it
     #: makes every run late when it does (:mod:`.cooldown`)
     cooldown: CooldownNote | None = None
+    #: why a ready task of long runs may wait for a worker slot ("" when
+    #: its runs are not long runs)
+    long_run: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -228,6 +232,7 @@ class Explanation:
             "catch_up_note": self.catch_up_note,
             "run": self.run.to_dict() if self.run is not None else None,
             "cooldown": self.cooldown.to_dict() if self.cooldown is not None else None,
+            "long_run": self.long_run or None,
         }
 
     def lines(self) -> list[str]:
@@ -280,6 +285,8 @@ class Explanation:
             out.append(f"Cooldown: {self.cooldown.detail}")
             if self.cooldown.warning:
                 out.append(f"  Warning: {self.cooldown.warning}")
+        if self.long_run:
+            out.append(f"Long run: {self.long_run}")
         if self.dont_run_on_nodes:
             out.append(f"Never runs on nodes: {', '.join(self.dont_run_on_nodes)}")
         if self.adjustments:
@@ -430,4 +437,20 @@ def explain(
         last_failure=last_failure,
         run=run,
         cooldown=cooldown_note(task),
+        long_run=long_run_note(task),
+    )
+
+
+def long_run_note(task: Task) -> str:
+    """Why ``task`` may wait for a worker slot once ready, when its runs are
+    long runs (:data:`~..enums.LONG_RUN`); "" otherwise."""
+    expected = task.average_good_duration or task.expected_duration
+    if expected is None or expected < LONG_RUN:
+        return ""
+    source = "on average" if task.average_good_duration else "expected"
+    return (
+        f"its runs take {fmt_duration(expected)} ({source}), {fmt_duration(LONG_RUN)} or more: "
+        f"while shorter tasks of its type fall due, a runner that hears its workers keeps "
+        f"{round(RESERVED_SHARE * 100)} % of their slots (at least one) from such runs, so "
+        f"once ready it may wait for a slot"
     )

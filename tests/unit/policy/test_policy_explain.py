@@ -120,3 +120,20 @@ def test_a_waiting_task_of_a_paused_type_is_not_ready() -> None:
     )
     assert "Its type has been paused since" in result.condition.detail
     assert explain(task, make_type(), at(2)).ready
+
+
+def test_a_task_of_long_runs_is_said_to_wait_for_a_slot_others_are_not() -> None:
+    said = make_task(expected_duration=2 * HOUR)
+    answer = explain(said, make_type(), now=at(0))
+    line = next(x for x in answer.lines() if x.startswith("Long run:"))
+    assert "2h" in line and "(expected)" in line and "25 %" in line
+    assert answer.to_dict()["long_run"] == line.removeprefix("Long run: ")
+    # the measured average decides, as the runner's claim reads it
+    measured = make_task(expected_duration=2 * HOUR, average_good_duration=10 * MIN)
+    assert explain(measured, make_type(), now=at(0)).long_run == ""
+    assert explain(measured, make_type(), now=at(0)).to_dict()["long_run"] is None
+    grown = make_task(average_good_duration=30 * MIN)
+    assert "(on average)" in explain(grown, make_type(), now=at(0)).long_run
+    assert not any(
+        x.startswith("Long run:") for x in explain(make_task(), make_type(), now=at(0)).lines()
+    )

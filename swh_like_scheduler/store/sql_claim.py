@@ -108,12 +108,13 @@ def uuid3_text(digest: Any) -> Any:
 SPARSE_FACTOR = 10
 
 
-class LongRunSpan(sa.sql.expression.ColumnElement[timedelta]):
+class LongRunSpan(sa.sql.functions.FunctionElement[timedelta]):
     """:data:`~..enums.LONG_RUN` written into the statement, in each
     dialect's form of a stored interval (a constant: compiled once into the
     prepared claims, with no parameter to convert)."""
 
     type = sa.Interval()
+    name = "long_run_span"
     inherit_cache = True
 
 

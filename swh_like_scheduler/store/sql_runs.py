@@ -45,10 +45,40 @@ from .sql_claim import (
 from .sql_dispatch import DispatchMethods
 from .sql_ends import _OPEN, RunEndMethods
 from .sql_identity import IdentityMethods
+from .tables import UTCDateTime
 from .tables import task as task_t
 from .tables import task_condition as cond_t
 from .tables import task_run as run_t
 from .values import LongRuns
+
+
+def _long_runs_statement() -> sa.Select[Any]:
+    """One row: the tasks of type ``long_type`` with a long run open, then
+    per class whether a task of it that is not a long run is waiting with a
+    next_run no later than ``long_soon`` (a range of ``ix_task_ready`` per
+    class, each stopping at its first match). Built once."""
+    kind = sa.bindparam("long_type", type_=sa.Text)
+    soon = sa.bindparam("long_soon", type_=UTCDateTime)
+    in_flight = (
+        sa.select(sa.func.count())
+        .select_from(task_t)
+        .where(task_t.c.type == kind, task_t.c.status == TaskStatus.SCHEDULED.value, is_long())
+        .scalar_subquery()
+    )
+    short_due = [
+        sa.exists().where(
+            task_t.c.type == kind,
+            task_t.c.status == TaskStatus.WAITING.value,
+            task_t.c.priority == priority.value,
+            task_t.c.next_run <= soon,
+            is_short(),
+        )
+        for priority in PRIORITY_ORDER
+    ]
+    return sa.select(in_flight, *short_due)
+
+
+_LONG_RUNS = _long_runs_statement()
 
 _FINISHED_TASK = [
     s.value for s in (TaskStatus.COMPLETED, TaskStatus.DISABLED, TaskStatus.CANCELLED)
@@ -212,30 +242,9 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
         check_aware("now", now)
         if within < timedelta(0):
             raise InvalidInput("within", f"{within} is negative")
-        in_flight = (
-            sa.select(sa.func.count())
-            .select_from(task_t)
-            .where(
-                task_t.c.type == task_type,
-                task_t.c.status == TaskStatus.SCHEDULED.value,
-                is_long(),
-            )
-            .scalar_subquery()
-        )
-        # a range of ix_task_ready per class, each stopping at its first match
-        soon = now + within
-        short_due = [
-            sa.exists().where(
-                task_t.c.type == task_type,
-                task_t.c.status == TaskStatus.WAITING.value,
-                task_t.c.priority == priority.value,
-                task_t.c.next_run <= soon,
-                is_short(),
-            )
-            for priority in PRIORITY_ORDER
-        ]
+        values = {"long_type": task_type, "long_soon": now + within}
         with self._read("count the long runs in flight") as conn:
-            count, *due = conn.execute(sa.select(in_flight, *short_due)).one()
+            count, *due = conn.execute(_LONG_RUNS, values).one()
         return LongRuns(in_flight=int(count), short_due=any(due))
 
     def _refresh_statistics(self) -> None:

@@ -40,6 +40,7 @@ SCENARIOS = {
     "health": "scenario_health",
     "topup": "scenario_topup",
     "simulate": "scenario_simulate",
+    "simscale": "scenario_simscale",
     "bulk": "scenario_bulk",
     "visits": "scenario_visits",
     "visits-send": "scenario_visits_send",

@@ -1,5 +1,5 @@
 """simulate: ``swh scheduler simulate``'s engine on the shipped crawler
-fleet, the runner's default order (triage), as written (about 90 % load): wall seconds and
+fleet, the runner's default order (deadline), as written (about 90 % load): wall seconds and
 simulated events per second (dispatches, run ends, listener batches,
 runner passes and condition samples the simulation handled) for 10,000
 tasks over 7 simulated days (the target: under 5 minutes), with 1,000 tasks

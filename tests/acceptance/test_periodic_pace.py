@@ -16,6 +16,7 @@ from standalone_run import assert_nothing_left, children, clean_env, start
 
 from swh_like_scheduler.cli import swh
 from swh_like_scheduler.model import TaskRun
+from swh_like_scheduler.policy import default_cooldown
 from swh_like_scheduler.store import SQLAlchemyStore
 
 WINDOW = timedelta(seconds=20)
@@ -63,18 +64,24 @@ def test_a_period_alone_runs_about_once_per_period(tmp_path: Path) -> None:
         default = store.get_task_by_key("default")
         eager = store.get_task_by_key("eager")
         assert default is not None and eager is not None
-        assert default.cooldown == timedelta(seconds=4.5)
-        assert eager.cooldown == timedelta(0)
+        # the default follows the run time: 0.9 x 5 s less twice the runs' average
+        assert default.cooldown_is_default and default.average_good_duration is not None
+        assert default.cooldown == default_cooldown(
+            timedelta(seconds=5), default.average_good_duration
+        )
+        assert timedelta(seconds=3.5) < default.cooldown < timedelta(seconds=4.5)
+        assert eager.cooldown == timedelta(0) and not eager.cooldown_is_default
         paced = store.get_task_runs(default.id or 0, limit=1000)
         eager_runs = store.get_task_runs(eager.id or 0, limit=1000)
     finally:
         store.close()
     window = starts_in_window(paced)
-    # once per period over 20 s: 4 or 5 runs (the first, then every ~4.7 s)
+    # once per period over 20 s: 4 or 5 runs (the first, then every ~4.3 s: a
+    # run of 0.2 s, then the cooldown of about 4.1 s)
     assert 3 <= len(window) <= 5, [r.started for r in window]
     for before, after in pairwise(window):
         assert before.ended is not None and after.started is not None
         # never back to back: each waited the cooldown after the last good end
-        assert after.started - before.ended >= timedelta(seconds=4.4), (before, after)
+        assert after.started - before.ended >= timedelta(seconds=3.9), (before, after)
     # the same task with --cooldown 0 ran as often as the runner's 1 s pass allows
     assert len(starts_in_window(eager_runs)) >= 10, len(eager_runs)

@@ -7,6 +7,7 @@ database failure rewinds the consumer to the batch."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -108,6 +109,8 @@ def stream() -> list[bytes | None]:
 def test_a_recorded_batch_is_applied_once_and_the_unreadable_skipped(
     store: SQLAlchemyStore, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # (a test before it in this process may have raised the loggers' level)
+    caplog.set_level(logging.WARNING, logger="swh_like_scheduler.visits.journal")
     consumer = Recorded(stream())
     done = journal_step(store, consumer, batch=100)
     assert (done.received, done.changed, done.ignored, done.unreadable) == (7, 2, 1, 4)

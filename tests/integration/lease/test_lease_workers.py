@@ -47,6 +47,8 @@ pytestmark = [
     pytest.mark.redis,  # the tasks count what they do in Redis, whatever the broker
 ]
 PING = 1.0
+#: seconds from the task's creation to the start of its blackout window
+BLACKOUT_AFTER = 8.0
 #: what a loaded 2-core CI machine may add to a bound (scheduling, start-up)
 SLACK = 1.5
 
@@ -376,7 +378,9 @@ def test_a_blackout_window_beginning_mid_run_is_a_failure_retried_after_it(
     """DESIGN.md §3: a run found inside a blackout window is terminated and
     counted as a failure; the retry waits for the window's end."""
     ensure_type(store, queue)
-    start = datetime.now(UTC) + timedelta(seconds=3)
+    # the run must start before the window does (a start inside it is
+    # refused): a margin a loaded machine's worker start-up fits in
+    start = datetime.now(UTC) + timedelta(seconds=BLACKOUT_AFTER)
     end = start + timedelta(minutes=10)
     window = BlackoutPeriod(start=start.time().replace(tzinfo=None), end=end.time())
     now = datetime.now(UTC) - timedelta(seconds=5)
@@ -399,8 +403,13 @@ def test_a_blackout_window_beginning_mid_run_is_a_failure_retried_after_it(
     [run] = store.get_task_runs(task.id or 0)
     with in_process_worker(app, queue):
         wait_until(
+            lambda: run_of(store, run.backend_id).started is not None,
+            BLACKOUT_AFTER,
+            "the run to start before the blackout",
+        )
+        wait_until(
             lambda: not run_of(store, run.backend_id).status.is_open,
-            3 + PING + 10,
+            BLACKOUT_AFTER + PING + 10,
             "the blackout to stop the run",
         )
     stopped = run_of(store, run.backend_id)

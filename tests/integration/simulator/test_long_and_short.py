@@ -15,9 +15,10 @@ from swh_like_scheduler.simulator.engine import Simulation
 from swh_like_scheduler.simulator.workload import SHIPPED, load_workload
 
 #: a fifth of the world (two workers at 50 %: one slot kept), over the
-#: first dump wave (02:00) in the quick cut, two days in the full one
+#: start of the first dump wave (02:00 to 06:00) in the quick cut, two days
+#: in the full one
 TASKS = scale(126, 630)
-DAYS = scale(0.5, 2.0)
+DAYS = scale(0.25, 2.0)
 
 
 def _run(keep_slots: bool, order: DispatchOrder = DispatchOrder.DEADLINE) -> dict[str, Any]:

@@ -159,42 +159,21 @@ def tick(
     if not due:
         return PassReport(now=now, next_ready=min(later, default=None))
     due = skip_missed(store, due, now)
-    if broker is None and app is None:
-        raise ValueError("a pass needs a Celery app or a broker")
     with pass_pools(pools, claimers) as threads:
-        if broker is not None:
-            context = _Pass(
-                store,
-                broker,
-                now,
-                priorities,
-                workers,
-                threads,
-                claimers,
-                order,
-                clock,
-                index,
-                slots,
-            )
+
+        def serve(queues: QueuePort) -> PassReport:
+            options = (claimers, order, clock, index, slots)
+            context = _Pass(store, queues, now, priorities, workers, threads, *options)
             return _serve(context, due, later)
+
+        if broker is not None:
+            return serve(broker)
+        if app is None:
+            raise ValueError("a pass needs a Celery app or a broker")
         # one broker connection for the whole pass (depths, then every chunk)
         owned = open_connection(app) if connection is None else None
         try:
-            queues = CeleryBroker(app, connection or owned)
-            context = _Pass(
-                store,
-                queues,
-                now,
-                priorities,
-                workers,
-                threads,
-                claimers,
-                order,
-                clock,
-                index,
-                slots,
-            )
-            return _serve(context, due, later)
+            return serve(CeleryBroker(app, connection or owned))
         finally:
             if owned is not None:
                 owned.release()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ..model import ScheduleKind, Task
-from .times import ZERO, effective_average, fmt_duration
+from .times import ZERO, effective_average, fmt_duration, measured_run_time
 
 
 @dataclass(frozen=True)
@@ -84,12 +84,10 @@ def cooldown_shortfall(task: Task) -> CooldownShortfall | None:
     cooldown = task.cooldown or ZERO
     if cooldown <= ZERO:
         return None
-    if task.average_good_duration is not None:
-        run_time, source = task.average_good_duration, "measured"
-    elif task.expected_duration is not None:
-        run_time, source = task.expected_duration, "expected"
-    else:
+    known = measured_run_time(task)
+    if known is None:
         return None
+    run_time, source = known
     counted = effective_average(task)
     if run_time + cooldown <= task.period - counted:
         return None

@@ -24,7 +24,7 @@ from .cooldown import cooldown_shortfall
 from .retry import num_retries, retry_base_delay, retry_state
 from .runstate import RunPhase, RunState
 from .schedule import Adjustment, StartTimes, start_times
-from .times import fmt_duration, fmt_instant, to_utc
+from .times import fmt_duration, fmt_instant, measured_run_time, to_utc
 from .validate import PERIODIC_WINDOW, run_time_basis
 
 #: characters of an error's line shown by ``lines()``
@@ -444,10 +444,11 @@ def explain(
 def long_run_note(task: Task) -> str:
     """Why ``task`` may wait for a worker slot once ready, when its runs are
     long runs (:data:`~..enums.LONG_RUN`); "" otherwise."""
-    expected = task.average_good_duration or task.expected_duration
-    if expected is None or expected < LONG_RUN:
+    known = measured_run_time(task)
+    if known is None or known[0] < LONG_RUN:
         return ""
-    source = "on average" if task.average_good_duration else "expected"
+    expected, how = known
+    source = "on average" if how == "measured" else "expected"
     return (
         f"its runs take {fmt_duration(expected)} ({source}), {fmt_duration(LONG_RUN)} or more: "
         f"while shorter tasks of its type fall due, a runner that hears its workers keeps "

@@ -112,6 +112,18 @@ def effective_average(task: Task) -> timedelta:
     return ZERO
 
 
+def measured_run_time(task: Task) -> tuple[timedelta, str] | None:
+    """How long the task's runs take and where that comes from: its measured
+    average (``"measured"``), else its ``expected_duration``
+    (``"expected"``); ``None`` when neither is known. (The runner's claim
+    reads a long run the same way.)"""
+    if task.average_good_duration is not None:
+        return task.average_good_duration, "measured"
+    if task.expected_duration is not None:
+        return task.expected_duration, "expected"
+    return None
+
+
 def max_expected_duration(task: Task, task_type: TaskType) -> timedelta | None:
     """The task's ``max_expected_duration``, falling back on its type's."""
     if task.max_expected_duration is not None:

@@ -58,6 +58,8 @@ class LiveWorkers:
     #: worker is restarted or autoscales)
     stats_ttl: float = 300.0
     _pool_sizes: dict[str, int] = field(default_factory=dict)
+    #: the workers asked since the last full answer
+    _asked: set[str] = field(default_factory=set)
     _stats_at: float | None = None
 
     def refresh(self, *, force: bool = False) -> None:
@@ -79,27 +81,27 @@ class LiveWorkers:
         self._refresh_pool_sizes(set(replies), now)
 
     def _refresh_pool_sizes(self, hostnames: set[str], now: float) -> None:
-        """Ask the live workers their pool sizes when some are new to us or
-        the last answer is ``stats_ttl`` old; forget those gone."""
+        """Ask the live workers their pool sizes: those not asked yet, or
+        all of them when the last full answer is ``stats_ttl`` old (a worker
+        that does not answer is asked again only then); forget those gone."""
         stale = self._stats_at is None or now - self._stats_at >= self.stats_ttl
-        unknown = hostnames - set(self._pool_sizes)
-        if not hostnames or not (stale or unknown):
-            self._pool_sizes = {h: n for h, n in self._pool_sizes.items() if h in hostnames}
-            return
-        asked = sorted(hostnames) if stale else sorted(unknown)
-        try:
-            replies = self.app.control.inspect(destination=asked, timeout=self.timeout).stats()
-        except Exception as error:
-            _quiet.log("cannot read the workers' pool sizes (%s); no slot kept", error)
-            return
-        sizes = dict(self._pool_sizes) if not stale else {}
-        for hostname, stats in (replies or {}).items():
-            size = pool_size(stats)
-            if size is not None:
-                sizes[hostname] = size
-        self._pool_sizes = {h: n for h, n in sizes.items() if h in hostnames}
-        if stale:
-            self._stats_at = now
+        asking = hostnames if stale else hostnames - self._asked
+        if asking:
+            try:
+                replies = self.app.control.inspect(
+                    destination=sorted(asking), timeout=self.timeout
+                ).stats()
+            except Exception as error:
+                _quiet.log("cannot read the workers' pool sizes (%s); no slot kept", error)
+            else:
+                if stale:
+                    self._pool_sizes, self._asked, self._stats_at = {}, set(), now
+                self._asked |= asking
+                for hostname, stats in (replies or {}).items():
+                    size = pool_size(stats)
+                    if size is not None:
+                        self._pool_sizes[hostname] = size
+        self._pool_sizes = {h: n for h, n in self._pool_sizes.items() if h in hostnames}
 
     def slots(self, queue: str) -> int | None:
         """The worker slots consuming ``queue`` (the sum of its live

@@ -1,6 +1,6 @@
 """How many PostgreSQL connections a small platform holds, counted where
 they are (``pg_stat_activity``, by ``application_name``), against the
-README's formula ("Connections and timeouts").
+formula of the documentation ("Connections and timeouts", ``docs/howto/production.md``).
 
 Real processes on a test database and Redis: a runner (with the monitor's
 duties), a ``start-monitor``, a listener, the HTTP API under 40 concurrent
@@ -48,7 +48,7 @@ pytestmark = [
 def formula(
     *, claimers: int = 2, lanes: int = 4, api_pool: int = 10, processes: int = 1, threads: int = 1
 ) -> dict[str, int]:
-    """The README's "at most" of each daemon (one of each here; a worker of
+    """The documentation's "at most" of each daemon (one of each here; a worker of
     ``processes`` processes of ``threads`` threads that run bodies)."""
     return {
         # claims and the publisher's marks, 2 at a burst, the LISTEN connection

@@ -3,7 +3,7 @@ Playwright), over the whole platform of ``swh scheduler standalone``: its
 example tasks run, fail and go late for real.
 
 With ``SWH_CONSOLE_SCREENSHOTS=DIR`` the pages' screenshots are also saved
-in DIR (the README's come from there: ``docs/``)."""
+in DIR (the README's and the documentation's come from there: ``docs/``)."""
 
 from __future__ import annotations
 

@@ -105,7 +105,7 @@ def test_standalone_runs_tasks_and_ctrl_c_leaves_no_process(
 @pytest.mark.timeout(90)
 def test_standalone_duration_and_sigterm(env: dict[str, str], tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    # --db-url after the command, as the README's synopsis shows it
+    # --db-url after the command, as the command-line guide's synopsis shows it
     database = tmp_path / "given.db"
     url = f"sqlite:///{database}"
     process, out = start(

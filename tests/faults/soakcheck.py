@@ -20,7 +20,8 @@ measure. The checks, per installation:
 3. **every due instant done once**: each one-shot has exactly one accepted
    completion; a second one is a double unless :func:`soakproof.ran_again`
    shows the first's end died with its process (counted apart, by name:
-   see the README for why that is not a failure);
+   see the randomized soak in ``docs/reference/reliability.md`` for why
+   that is not a failure);
 4. **one copy at a time**: two executions of a task never run at once
    (stopped time excluded), unless the older is a stale copy proven
    harmless (:func:`soakproof.stale_copy`; counted, with how long it ran on);

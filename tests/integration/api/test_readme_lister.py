@@ -1,6 +1,7 @@
-"""The README's lister script, run as it is written against a real HTTP
-server: it registers, records 1,000 origins in pages, and a run cut short
-resumes from the state it saved."""
+"""The origin-visit guide's lister script (``docs/howto/origin-visits.md``),
+run as it is written against a real HTTP server: it registers, records
+1,000 origins in pages, and a run cut short resumes from the state it
+saved."""
 
 from __future__ import annotations
 
@@ -15,15 +16,15 @@ from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
 from swh_like_scheduler.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
-README = Path(__file__).parents[3] / "README.md"
+GUIDE = Path(__file__).parents[3] / "docs" / "howto" / "origin-visits.md"
 
 
 def script() -> str:
-    text = README.read_text()
+    text = GUIDE.read_text()
     found = re.search(
         r"<!-- lister-script -->\n```python\n(.*?)```\n<!-- /lister-script -->", text, re.S
     )
-    assert found, "the README lost its lister script"
+    assert found, "the origin-visit guide lost its lister script"
     return found.group(1)
 
 
@@ -32,7 +33,7 @@ def test_the_readme_lister_records_and_resumes(
 ) -> None:
     store.create_task_type(TaskType(type="load-git", backend_name="loader.git"))
     settings = ApiSettings(tokens=parse_tokens([f"{WRITER}:rw"]))
-    code = compile(script(), "README.md (lister script)", "exec")
+    code = compile(script(), "docs/howto/origin-visits.md (lister script)", "exec")
     with serving(create_app(store, settings)) as url:
         monkeypatch.setenv("SWH_SCHEDULER_URL", url)
         monkeypatch.setenv("SWH_SCHEDULER_API_TOKEN", WRITER)

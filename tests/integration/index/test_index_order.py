@@ -205,7 +205,7 @@ def test_ready_tasks_written_without_the_index_go_out_in_the_first_round(
 ) -> None:
     """10,000 ready tasks through the index, then 1,000 written by a process
     not given its URL, with the earliest deadlines: the next pass (room for
-    1,000) publishes those 1,000 (the README's bound: a ready task with r
+    1,000) publishes those 1,000 (the Redis index guide's bound: a ready task with r
     ready tasks ahead of it goes out within r // READY_CHECK + 1 rounds)."""
     assert READY_CHECK >= 1000
     app = runner_app()

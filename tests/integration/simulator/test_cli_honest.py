@@ -1,5 +1,6 @@
 """``swh scheduler simulate``: loads said as reached, refusals before any
-simulation, and the README's ``--from-store`` example on the demo database
+simulation, and the documentation's ``--from-store`` example (the
+simulation guide, ``docs/howto/simulate.md``) on the demo database
 (issue 32, items 3, 4 and 6)."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from swh_like_scheduler.cli import swh
 from swh_like_scheduler.standalone.examples import create_examples, register_task_types
 from swh_like_scheduler.store import SQLAlchemyStore
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+GUIDE = Path(__file__).resolve().parents[3] / "docs" / "howto" / "simulate.md"
 
 #: a type asking for 5 workers' worth at 150 % and one asking for 1/12 of one
 WORKLOAD = """
@@ -124,23 +125,23 @@ def test_find_workers_refuses_what_no_worker_count_fixes(tmp_path: Path) -> None
     assert "Traceback" not in result.output + result.stderr
 
 
-def _readme_from_store_example() -> list[str]:
-    text = README.read_text("utf-8")
+def _guide_from_store_example() -> list[str]:
+    text = GUIDE.read_text("utf-8")
     lines = [
         line.split("#")[0].strip()
         for line in text.splitlines()
         if line.startswith("swh scheduler simulate --from-store")
     ]
-    assert lines, "the README has a --from-store example"
+    assert lines, "the simulation guide has a --from-store example"
     return shlex.split(lines[0])[2:]  # after "swh scheduler"
 
 
-def test_the_readme_from_store_example_runs_on_the_demo_database(sqlite_url: str) -> None:
+def test_the_guide_from_store_example_runs_on_the_demo_database(sqlite_url: str) -> None:
     store = SQLAlchemyStore.from_url(sqlite_url)
     register_task_types(store)
     assert create_examples(store, datetime.now(tz=UTC))
     store.close()
-    args = _readme_from_store_example()
+    args = _guide_from_store_example()
     assert args[:2] == ["simulate", "--from-store"]
     # as written, over a shorter horizon (the last --days wins) to keep the test short
     shorter = ["--days", "0.02", "--policy", "deadline", "--json"]

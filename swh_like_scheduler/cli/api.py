@@ -220,7 +220,7 @@ def rpc_serve(
     if beyond_loopback(host):
         click.echo(
             f"warning: serving plain HTTP on {host}: tokens cross the network in clear "
-            "text; put the API behind a TLS reverse proxy (README: 'Behind TLS')",
+            "text; put the API behind a TLS reverse proxy (docs/howto/http-api.md, 'Behind TLS')",
             err=True,
         )
     broker = broker_url or settings.broker_url

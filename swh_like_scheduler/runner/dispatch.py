@@ -338,6 +338,11 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
             began=context.now,
             priorities=context.priorities,
             nodes=serving.nodes,
+            # rows skipped as locked, tasks kept from long runs, or rounds
+            # filled from the index: ask the store what was left
+            may_leave=context.store.capabilities.skip_locked
+            or serving.kept_long
+            or context.index is not None,
         )
     seconds = time.perf_counter() - started
     report = TypePass(
@@ -396,6 +401,8 @@ class _Serving:
         self.long_room: int | None = None
         #: the claims leave long tasks waiting (:mod:`.reserve`)
         self.short_only = False
+        #: a round was claimed so (ready long tasks may have been left)
+        self.kept_long = False
 
     def keep_slots(self, long_room: int | None) -> None:
         """Let the pass take at most ``long_room`` long runs (``None``: no
@@ -414,6 +421,7 @@ class _Serving:
                 want = min(want, self.long_room)
             # the round before is still being published meanwhile
             earlier, self.in_flight = self.in_flight, []
+            self.kept_long = self.kept_long or self.short_only
             batches, complete = self._claim_round(want, claimers)
             claimed += sum(len(batch) for batch in batches)
             if self.long_room is not None:

@@ -19,7 +19,9 @@ claimed:
   before it, and is runnable on the live nodes
   (:meth:`~swh_like_scheduler.store.SchedulerStore.ready_left_behind`);
   those classes get no room this pass. SQLite has one writer: nothing is
-  ever skipped there, and the read finds nothing.
+  ever skipped there, so a pass whose claims took every task they could
+  (``may_leave`` false: no class kept from long runs, :mod:`.reserve`) records
+  its room without that read.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ def record_room(
     began: datetime,
     priorities: Sequence[Priority] | None,
     nodes: Sequence[str] | None,
+    may_leave: bool = True,
 ) -> list[Priority]:
     """Record the room of a pass of ``task_type`` that began at ``began``,
     served the ``priorities`` classes (none: all) and routed to
@@ -52,11 +55,17 @@ def record_room(
     and whose claims took fewer tasks than it had room for: for each class
     in which no task it could have claimed is left waiting. The classes
     recorded (none when the store could not be asked: the next pass says
-    it again)."""
+    it again). ``may_leave`` false: the claims could have left no such task
+    (no row was skipped as locked, none kept from long runs), so the store
+    is not asked."""
     # (as the claims read them: none given, or an empty list, is every class)
     served = [p for p in PRIORITY_ORDER if not priorities or p in priorities]
     try:
-        left = store.ready_left_behind(task_type.type, at=began, priorities=served, nodes=nodes)
+        left = (
+            store.ready_left_behind(task_type.type, at=began, priorities=served, nodes=nodes)
+            if may_leave
+            else []
+        )
         roomy = [p for p in served if p not in left]
         if left:
             logger.debug(

@@ -30,6 +30,11 @@ from .tables import task as task_t
 from .tables import task_type as task_type_t
 
 _CHUNK = 500  # ids or hashes per IN (...) list
+#: a type's pause, read (built once: every claim and write of a type asks)
+_PAUSED = sa.select(task_type_t.c.paused_at).where(
+    task_type_t.c.type == sa.bindparam("paused_type")
+)
+_PAUSED_LOCKED = _PAUSED.with_for_update(read=True)
 
 
 class _Writing(threading.local):
@@ -201,10 +206,8 @@ class SQLBase:
         transaction. On PostgreSQL the type's row is share-locked until that
         transaction ends: a pause (which updates the row) waits for the
         claims under way, and a claim that begins after a pause sees it."""
-        query = sa.select(task_type_t.c.paused_at).where(task_type_t.c.type == name)
-        if self._capabilities.skip_locked:
-            query = query.with_for_update(read=True)
-        return conn.scalar(query) is not None
+        query = _PAUSED_LOCKED if self._capabilities.skip_locked else _PAUSED
+        return conn.scalar(query, {"paused_type": name}) is not None
 
     def _upsert(self, table: sa.Table) -> Any:
         """``INSERT`` into ``table`` with the dialect's ``ON CONFLICT`` clauses."""

@@ -28,6 +28,9 @@ from .tables import task as task_t
 from .tables import task_run as run_t
 from .tables import task_type as task_type_t
 
+#: a type's row (built once: every pass reads it for each type due)
+_TYPE_ROW = sa.select(task_type_t).where(task_type_t.c.type == sa.bindparam("catch_up_type"))
+
 
 def _candidates(task_type: TaskType, now: datetime) -> sa.ColumnElement[bool]:
     """The tasks whose firing may be missed at ``now`` (a superset: the
@@ -57,9 +60,7 @@ class CatchUpMethods(IdentityMethods):
         self, task_type: str, *, now: datetime, limit: int = 1000
     ) -> list[Skip]:
         with self._read("find missed firings") as conn:
-            row = conn.execute(
-                sa.select(task_type_t).where(task_type_t.c.type == task_type)
-            ).first()
+            row = conn.execute(_TYPE_ROW, {"catch_up_type": task_type}).first()
             if row is None:
                 return []
             kind = rows.task_type_from_row(row._mapping)

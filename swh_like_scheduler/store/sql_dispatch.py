@@ -28,6 +28,11 @@ from .tables import task as task_t
 from .tables import task_run as run_t
 
 _SCHEDULED_RUN = run_t.c.status == RunStatus.SCHEDULED.value
+_NEW_BATCH = (
+    sa.insert(batch_t)
+    .values(claimed_at=sa.bindparam("claimed_at", type_=batch_t.c.claimed_at.type))
+    .returning(batch_t.c.id)
+)
 
 
 class DispatchMethods(SQLBase):
@@ -35,9 +40,7 @@ class DispatchMethods(SQLBase):
 
     def _new_batch(self, conn: sa.Connection, now: datetime) -> int:
         """A new, unpublished dispatch batch (caller's transaction)."""
-        batch = conn.execute(
-            sa.insert(batch_t).values(claimed_at=now).returning(batch_t.c.id)
-        ).scalar_one()
+        batch = conn.execute(_NEW_BATCH, {"claimed_at": now}).scalar_one()
         return int(batch)
 
     def _drop_batch(self, conn: sa.Connection, batch: int) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -158,18 +159,22 @@ class RunEndMethods(SQLBase):
         if changed:
             # only the columns an outcome changed (the rows are locked: the
             # others are as read), never the arguments nor the definition
-            columns = sorted(
-                set().union(
-                    *(rows.task_columns_changed(read[tid], t) for tid, t in changed.items())
+            columns = tuple(
+                sorted(
+                    set().union(
+                        *(rows.task_columns_changed(read[tid], t) for tid, t in changed.items())
+                    )
                 )
             )
-            if conn.dialect.name == "postgresql":  # one statement setting ``columns``
-                after = [
-                    {"id": tid, **rows.task_values(task, columns)} for tid, task in changed.items()
-                ]
-            else:  # ``UPDATE_TASK`` for each task: every column
-                after = [rows.task_to_row(task) for task in changed.values()]
-            update_rows(conn, task_t, "id", after, columns, single=UPDATE_TASK)
+            after = [
+                {"id": tid, **rows.task_values(task, columns)} for tid, task in changed.items()
+            ]
+            # PostgreSQL: one statement setting ``columns``; elsewhere one
+            # update per task, of those columns only (an index none of them
+            # is in is left alone)
+            if columns:
+                single = update_task_columns(columns)
+                update_rows(conn, task_t, "id", after, columns, single=single)
             # a runner asleep for longer than this task's new wait is woken
             # to sleep until then instead (a short-interval task stays fresh)
             soon = max(run.ended for run in ended if run.ended is not None) + ANNOUNCE_WITHIN
@@ -359,3 +364,15 @@ UPDATE_TASK = (
     .where(task_t.c.id == sa.bindparam("id_"))
     .values({c.name: _bind(task_t, c.name) for c in task_t.c if c.name not in ("id", "fence")})
 )
+
+
+@lru_cache(maxsize=128)
+def update_task_columns(columns: tuple[str, ...]) -> sa.Update:
+    """An update of one task (bound ``id_``) setting ``columns`` from the
+    parameters of the same names: built once per set of columns (an
+    outcome changes one of a few sets)."""
+    return (
+        sa.update(task_t)
+        .where(task_t.c.id == sa.bindparam("id_"))
+        .values({name: _bind(task_t, name) for name in columns})
+    )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from functools import lru_cache
 
 import sqlalchemy as sa
 
@@ -32,6 +33,7 @@ from .sql_base import SQLBase
 from .tables import installation as installation_t
 
 
+@lru_cache(maxsize=16)
 def run_namespace_of(installation_id: str) -> uuid.UUID:
     """The namespace of the run ids of the installation ``installation_id``."""
     return uuid.uuid5(RUN_NAMESPACE, installation_id)

@@ -27,13 +27,15 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..exceptions import InvalidInput
-from ..model import RunStatus, ScheduleKind, TaskStatus, TypeLoad
+from ..model import PRIORITY_ORDER, RunStatus, ScheduleKind, TaskStatus, TypeLoad
 from .sql_base import SQLBase
 from .tables import LIVE_STATUS
 from .tables import task as task_t
 from .tables import task_run as run_t
 from .tables import task_type as type_t
 
+#: task types counted per read of the backlog
+_TYPES_PER_READ = 50
 #: the Julian day of 1970-01-01T00:00:00 (SQLite's epoch for intervals)
 _UNIX_EPOCH_JULIAN = 2440587.5
 
@@ -66,17 +68,7 @@ class LoadMethods(SQLBase):
             names = list(conn.execute(sa.select(type_t.c.type)).scalars())
             demand = self._demand(conn, adaptive)
             delivered = self._delivered(conn, adaptive, now, window)
-            backlog: dict[str, int] = dict(
-                conn.execute(
-                    sa.select(task_t.c.type, sa.func.count())
-                    .where(
-                        adaptive,
-                        task_t.c.status == TaskStatus.WAITING.value,
-                        task_t.c.next_run < now - slack,
-                    )
-                    .group_by(task_t.c.type)
-                ).all()
-            )
+            backlog = self._backlog(conn, names, adaptive, now - slack)
             loads = {
                 name: TypeLoad(
                     demand=demand.get(name, 0.0),
@@ -133,6 +125,34 @@ class LoadMethods(SQLBase):
             # the tasks without a known duration ask, on average, what the others do
             demand[name] = float(total) * tasks / known if known else 0.0
         return demand
+
+    def _backlog(
+        self, conn: sa.Connection, names: list[str], adaptive: Any, before: datetime
+    ) -> dict[str, int]:
+        """Per type, its adaptive tasks waiting with a ``next_run`` before
+        ``before``: one count per type and priority class, each a range of
+        ``ix_task_ready`` (the tasks ready that long), never a scan of every
+        waiting task."""
+        backlog: dict[str, int] = {}
+        for start in range(0, len(names), _TYPES_PER_READ):
+            chunk = names[start : start + _TYPES_PER_READ]
+            counts = [
+                sa.select(sa.func.count())
+                .where(
+                    task_t.c.type == name,
+                    task_t.c.priority == priority.value,
+                    task_t.c.status == TaskStatus.WAITING.value,
+                    task_t.c.next_run < before,
+                    adaptive,
+                )
+                .scalar_subquery()
+                for name in chunk
+                for priority in PRIORITY_ORDER
+            ]
+            found = iter(conn.execute(sa.select(*counts)).one())
+            for name in chunk:
+                backlog[name] = sum(int(next(found)) for _ in PRIORITY_ORDER)
+        return backlog
 
     def _delivered(
         self, conn: sa.Connection, adaptive: Any, now: datetime, window: timedelta

@@ -29,9 +29,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 from ..enums import check_aware
 from ..exceptions import InvalidInput
@@ -306,15 +308,9 @@ class MonitorMethods(LeaseMethods, IdentityMethods):
         with self._write("record dispatch room") as conn:
             if self._type_paused(conn, task_type):
                 return  # a pass claimed nothing because of the pause: no room
-            insert = self._upsert(room_t).values(
-                [{"task_type": task_type, "priority": c, "at": at} for c in classes]
-            )
             conn.execute(
-                insert.on_conflict_do_update(
-                    index_elements=[room_t.c.task_type, room_t.c.priority],
-                    set_={"at": insert.excluded.at},
-                    where=room_t.c.at < insert.excluded.at,
-                )
+                _room_upsert(self.engine.dialect.name),
+                [{"room_type": task_type, "room_class": c, "room_at": at} for c in classes],
             )
 
     def expire_oneshot_tasks(
@@ -477,3 +473,20 @@ def _before_or_other(run: TaskRun, at: datetime, pid: int | None) -> bool:
     if pid is not None and taken_by is not None:
         return taken_by != pid
     return run.started is None or run.started <= at
+
+
+@lru_cache(maxsize=4)
+def _room_upsert(dialect: str) -> Any:
+    """The room of one class recorded, never moved back (built once per
+    dialect: every pass with room runs it)."""
+    insert = (postgresql if dialect == "postgresql" else sqlite).insert(room_t)
+    insert = insert.values(
+        task_type=sa.bindparam("room_type"),
+        priority=sa.bindparam("room_class"),
+        at=sa.bindparam("room_at", type_=room_t.c.at.type),
+    )
+    return insert.on_conflict_do_update(
+        index_elements=[room_t.c.task_type, room_t.c.priority],
+        set_={"at": insert.excluded.at},
+        where=room_t.c.at < insert.excluded.at,
+    )

@@ -336,21 +336,8 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
         if not ids:
             return []
         position = {task_id: i for i, task_id in enumerate(ids)}
-        statement = (
-            sa.update(task_t)
-            .where(task_t.c.id.in_(ids))
-            .values(status=TaskStatus.SCHEDULED.value, updated_at=now)
-            .returning(
-                task_t.c.id,
-                task_t.c.next_run,
-                task_t.c.deadline,
-                task_t.c.arguments,
-                task_t.c.dont_run_on_nodes,
-                task_t.c.tz,
-                task_t.c.blackout_periods,
-            )
-        )
-        found = sorted(conn.execute(statement).all(), key=lambda r: position[r[0]])
+        params = {"claimed_ids": ids, "claimed_at": now}
+        found = sorted(conn.execute(_MARK_CLAIMED, params).all(), key=lambda r: position[r[0]])
         # the rows as the one-statement claim returns them (the runs are
         # inserted afterwards, for the tasks kept)
         namespace = self._run_namespace(conn)
@@ -557,3 +544,24 @@ WHERE c.oid = to_regclass('task')
 )
 #: the advisory lock of the claimer that analyses the task table
 _ANALYZE_LOCK = 0x5357_4854_0001
+
+
+#: the tasks of a claim (without writable CTEs) marked scheduled, and what
+#: their runs are made of (built once: the ids are one expanding parameter)
+_MARK_CLAIMED = (
+    sa.update(task_t)
+    .where(task_t.c.id.in_(sa.bindparam("claimed_ids", expanding=True)))
+    .values(
+        status=TaskStatus.SCHEDULED.value,
+        updated_at=sa.bindparam("claimed_at", type_=task_t.c.updated_at.type),
+    )
+    .returning(
+        task_t.c.id,
+        task_t.c.next_run,
+        task_t.c.deadline,
+        task_t.c.arguments,
+        task_t.c.dont_run_on_nodes,
+        task_t.c.tz,
+        task_t.c.blackout_periods,
+    )
+)

@@ -169,7 +169,7 @@ class TaskMethods(SQLBase):
             self._announce(conn, (batch[i].type for i in fresh))
             for i, new_id in zip(fresh, ids, strict=True):
                 found[i] = (
-                    replace(batch[i], id=new_id, created_at=now, updated_at=now)
+                    batch[i].updated(id=new_id, created_at=now, updated_at=now)
                     if build
                     else batch[i]
                 )

@@ -74,3 +74,13 @@ def test_a_store_that_cannot_answer_records_nothing_and_the_pass_goes_on() -> No
     store = Store([], fail=True)
     assert run(store, None) == []
     assert store.recorded == []
+
+
+def test_a_pass_that_could_leave_nothing_behind_records_every_class_without_asking() -> None:
+    store = Store([HIGH])  # (the store would say HIGH: it is not asked)
+    roomy = record_room(
+        cast(SchedulerStore, store), TYPE, began=BEGAN, priorities=None, nodes=None, may_leave=False
+    )
+    assert roomy == [HIGH, NORMAL, LOW]
+    assert store.asked == []
+    assert store.recorded == [("t", BEGAN, [HIGH, NORMAL, LOW])]

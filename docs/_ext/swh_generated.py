@@ -44,8 +44,8 @@ def cell(text: object) -> str:
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI document of the app ``rpc-serve`` serves, over an empty
     in-memory SQLite store (nothing is served or written)."""
-    from swh_like_scheduler.api import create_app
     from swh_like_scheduler.store import SQLAlchemyStore
+    from swh_like_scheduler.web import create_app
 
     store = SQLAlchemyStore.from_url("sqlite://")
     try:

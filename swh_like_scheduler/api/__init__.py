@@ -3,7 +3,7 @@ tasks, runs, conditions, health and metrics over one store."""
 
 from __future__ import annotations
 
-from .app import ApiSettings, create_app
 from .auth import TOKENS_ENV, Access, Token, parse_tokens
+from .state import ApiSettings
 
-__all__ = ["TOKENS_ENV", "Access", "ApiSettings", "Token", "create_app", "parse_tokens"]
+__all__ = ["TOKENS_ENV", "Access", "ApiSettings", "Token", "parse_tokens"]

@@ -8,8 +8,8 @@ from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..exceptions import InvalidInput
-from .app import ApiState
 from .auth import Access, access_of
+from .state import ApiState
 
 
 def api_state(request: Request) -> ApiState:

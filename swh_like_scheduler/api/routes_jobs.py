@@ -9,10 +9,10 @@ from pydantic import ConfigDict, Field, StrictStr
 
 from ..exceptions import NotFound
 from ..jobs import MAX_INSTANTS, MAX_KEY, JobView, job_from_input
-from .app import ApiState
 from .deps import READ, WRITE, State
 from .responses import JobOut
 from .schemas import Body, Duration, NoNul, Priority, ZonedInstant
+from .state import ApiState
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobKey = Annotated[NoNul, Path(min_length=1, max_length=MAX_KEY)]

@@ -18,10 +18,10 @@ from ..exceptions import NotFound, SchedulerError
 from ..jsonable import plain, run_json
 from ..policy.times import fmt_duration
 from ..store import SchedulerStore
-from .app import ApiState
 from .deps import READ, State
 from .responses import ConditionsOut, HealthOut, RunOut
 from .schemas import MAX_ID, NoNul
+from .state import ApiState
 
 router = APIRouter(tags=["observation"])
 

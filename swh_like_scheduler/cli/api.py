@@ -172,7 +172,7 @@ def rpc_serve(
     """Serve the scheduler over HTTP: task types, tasks, runs, conditions,
     /health and /metrics, with an OpenAPI document at /openapi.json and
     interactive docs at /docs."""
-    from ..api import ApiSettings, create_app, parse_tokens
+    from ..api import ApiSettings, parse_tokens
     from ..api.serving import (
         Bounds,
         beyond_loopback,
@@ -181,6 +181,7 @@ def rpc_serve(
         raise_open_files,
         run,
     )
+    from ..web import create_app
 
     settings = cli.settings
     variable = f"{ENV_PREFIX}_API_TOKENS"

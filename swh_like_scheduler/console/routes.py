@@ -21,8 +21,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 
 from .. import conditions
-from ..api.app import ApiState
 from ..api.auth import Access
+from ..api.state import ApiState
 from ..exceptions import InvalidInput, NotFound, SchedulerError
 from ..model import RunStatus, Task
 from ..policy.times import fmt_duration, fmt_instant

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .. import conditions, policy
-from ..api.app import ApiState
 from ..api.routes_observe import health_report
+from ..api.state import ApiState
 from ..health.waits import Wait, why_it_waits
 from ..jobs import job_key_of
 from ..jsonable import without_secrets

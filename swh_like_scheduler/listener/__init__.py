@@ -10,6 +10,7 @@
 Nothing here builds a Celery app or reads the environment: callers pass them.
 """
 
+from .actions import Action, BatchSummary, HandleResult
 from .catchup import CatchUpReport, backend_event, catch_up, open_runs
 from .consumer import (
     Listener,
@@ -21,10 +22,7 @@ from .consumer import (
 )
 from .events import EventKind, RunEvent, event_time, parse_event, parse_result_repr
 from .handler import (
-    Action,
-    BatchSummary,
     EventHandler,
-    HandleResult,
     TaskTypeCache,
     handle_event,
     handle_events,

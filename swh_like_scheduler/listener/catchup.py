@@ -36,8 +36,9 @@ from celery import Celery
 from ..model import RunStatus, TaskRun, TaskStatus
 from ..store import SchedulerStore
 from ..store.interface import TaskFilter
+from .actions import Action
 from .events import EventKind, RunEvent, error_text, jsonable, status_of_result
-from .handler import Action, EventHandler
+from .handler import EventHandler
 
 logger = logging.getLogger(__name__)
 

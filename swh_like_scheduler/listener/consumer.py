@@ -60,8 +60,9 @@ from ..outage import Outage
 from ..policy import RandomSource
 from ..store import SchedulerStore
 from . import metrics, poison
+from .actions import BatchSummary
 from .events import TASK_EVENT_KINDS, WORKER_EVENT_ONLINE, EventKind
-from .handler import BatchSummary, EventHandler
+from .handler import EventHandler
 from .names import event_queue_name, legacy_queue_left, legacy_queue_warning
 
 logger = logging.getLogger(__name__)

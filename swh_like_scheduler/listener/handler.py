@@ -55,8 +55,6 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from ..model import RunStatus, Task, TaskRun, TaskStatus, TaskType
@@ -68,6 +66,7 @@ from ..store import SchedulerStore
 from ..store.interface import RunEnd
 from ..visits.events import VISIT_EVENT, VisitFeed
 from . import poison
+from .actions import Action, BatchSummary, HandleResult
 from .events import EventKind, RunEvent, parse_event, parse_worker_event
 
 logger = logging.getLogger(__name__)
@@ -78,55 +77,6 @@ DUPLICATE_NAME = (
     "taken for a restart of the other and their runs are left to them; give each worker "
     "its own name (celery worker -n NAME@%%h)"
 )
-
-
-class Action(StrEnum):
-    """What handling one event did."""
-
-    STARTED = "started"  # the run was marked started
-    ENDED = "ended"  # the run was ended and its outcome applied to its task
-    DUPLICATE = "duplicate"  # the run was already there (or further): nothing changed
-    KEPT_OPEN = "kept_open"  # a retry: the run stays open, nothing written
-    UNKNOWN_RUN = "unknown_run"  # no run has this id: not ours, ignored
-    IGNORED = "ignored"  # not a run event, or nothing to record
-    WORKER = "worker"  # a worker event (heartbeat, online, offline) recorded (batches only)
-    #: the end of a run taken from its copy, after another copy started: kept
-    #: on the run (``superseded``), not applied to the task
-    SUPERSEDED = "superseded"
-    #: a visit's status applied to its origin's statistics (batches only)
-    VISIT = "visit"
-
-
-@dataclass(frozen=True)
-class HandleResult:
-    """The effect of one event: ``action``, the run it named (``None`` when
-    unknown or not looked up) and, for an end, the final status written."""
-
-    action: Action
-    backend_id: str | None = None
-    run: TaskRun | None = None
-    status: RunStatus | None = None
-
-
-@dataclass
-class BatchSummary:
-    """How many events of a batch led to each :class:`Action`."""
-
-    counts: dict[Action, int] = field(default_factory=dict)
-
-    def add(self, result: HandleResult) -> None:
-        self.counts[result.action] = self.counts.get(result.action, 0) + 1
-
-    def merge(self, other: BatchSummary) -> None:
-        for action, count in other.counts.items():
-            self.counts[action] = self.counts.get(action, 0) + count
-
-    def __getitem__(self, action: Action) -> int:
-        return self.counts.get(action, 0)
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
 
 
 class TaskTypeCache:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import Counter
 
 if TYPE_CHECKING:  # the handler counts its drops here: no import at run time
-    from .handler import BatchSummary
+    from .actions import BatchSummary
 
 logger = logging.getLogger(__name__)
 

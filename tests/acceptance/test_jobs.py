@@ -21,11 +21,12 @@ import pytest
 import services
 from kombu import Connection
 
-from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
+from swh_like_scheduler.api import ApiSettings, parse_tokens
 from swh_like_scheduler.jobs import idempotency_key, task_key
 from swh_like_scheduler.model import TaskType
 from swh_like_scheduler.reach import Reach
 from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.web import create_app
 from swh_like_workers import notify, webhook
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "integration" / "api"))

@@ -9,8 +9,9 @@ import httpx
 import pytest
 from api_server import READER, WRITER, Clock, serving
 
-from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
+from swh_like_scheduler.api import ApiSettings, parse_tokens
 from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.web import create_app
 
 
 @pytest.fixture

@@ -17,9 +17,10 @@ from api_server import READER, WRITER, serving
 from fastapi import FastAPI
 from starlette.routing import Mount
 
-from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
-from swh_like_scheduler.api.app import DOCS_STATIC
+from swh_like_scheduler.api import ApiSettings, parse_tokens
+from swh_like_scheduler.api.state import DOCS_STATIC
 from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.web import create_app
 
 SAFE = {
     "x-content-type-options": "nosniff",

@@ -9,9 +9,10 @@ import pytest
 from api_server import READER, WRITER, serving
 from click.testing import CliRunner, Result
 
-from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
+from swh_like_scheduler.api import ApiSettings, parse_tokens
 from swh_like_scheduler.cli import swh
 from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.web import create_app
 
 
 @pytest.fixture

@@ -14,9 +14,10 @@ import pytest
 from api_server import READER, WRITER, Clock, serving
 from waiting import wait_until
 
-from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
+from swh_like_scheduler.api import ApiSettings, parse_tokens
 from swh_like_scheduler.model import RunStatus, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.web import create_app
 
 #: the dash of a range (1-50 of 60)
 DASH = "\u2013"

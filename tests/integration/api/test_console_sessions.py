@@ -14,9 +14,10 @@ import pytest
 from api_server import READER, WRITER, Clock, serving
 from test_console import browser, csrf_of, logged_in
 
-from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
+from swh_like_scheduler.api import ApiSettings, parse_tokens
 from swh_like_scheduler.console.session import COOKIE
 from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.web import create_app
 
 TOKENS = f"{WRITER}:rw,{READER}:ro"
 

@@ -34,7 +34,6 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from swh_like_scheduler.api import (
     ApiSettings,
-    create_app,
     parse_tokens,
     routes_bulk,
     routes_edit,
@@ -46,6 +45,7 @@ from swh_like_scheduler.api import (
 from swh_like_scheduler.api.deps import WRITE
 from swh_like_scheduler.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.web import create_app
 
 EXAMPLES = int(os.environ.get("SWH_FUZZ_EXAMPLES", "15"))
 H = timedelta(hours=1)

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from api_server import WRITER, serving
 
-from swh_like_scheduler.api import ApiSettings, create_app, parse_tokens
+from swh_like_scheduler.api import ApiSettings, parse_tokens
 from swh_like_scheduler.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.web import create_app
 
 GUIDE = Path(__file__).parents[3] / "docs" / "howto" / "origin-visits.md"
 

@@ -22,8 +22,8 @@ from .. import wire
 from ..exceptions import Conflict, InvalidInput, NotFound, SchedulerError, StoreError
 from ..jobs import JobView
 from ..jsonable import without_secrets
-from ..listener.handler import APPLY_WIRE_NAME, TaskTypeCache, outcome_applier
 from ..model import MAX_JSON_DEPTH, Task
+from ..recording import APPLY_WIRE_NAME, TaskTypeCache, outcome_applier
 from ..validation import storable, too_deep
 from .auth import Access
 from .deps import READ, Credentials, State, bearer_header, require

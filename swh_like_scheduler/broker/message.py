@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.model import TaskType
 
 #: AMQP carries the priority in one octet; kombu's Redis transport maps the
 #: value onto its ``priority_steps`` (0, 3, 6, 9 by default).
@@ -86,3 +87,19 @@ def _check_time_limits(limits: Any) -> None:
     hard, soft = limits
     if hard is not None and soft is not None and soft > hard:
         raise InvalidInput("time_limits", f"the soft limit {soft} is above the hard one {hard}")
+
+
+#: how long after the soft time limit (the body is interrupted) the hard
+#: one kills the worker's child process
+HARD_LIMIT_GRACE = 10.0
+
+
+def time_limits(task_type: TaskType) -> tuple[float | None, float | None]:
+    """Celery's ``(hard, soft)`` time limits of the type's runs: soft at
+    ``max_allowed_duration``, hard :data:`HARD_LIMIT_GRACE` later; none
+    without a bound."""
+    allowed = task_type.max_allowed_duration
+    if allowed is None or allowed.total_seconds() <= 0:
+        return (None, None)
+    soft = allowed.total_seconds()
+    return (soft + HARD_LIMIT_GRACE, soft)

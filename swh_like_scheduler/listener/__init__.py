@@ -23,10 +23,8 @@ from .consumer import (
 from .events import EventKind, RunEvent, event_time, parse_event, parse_result_repr
 from .handler import (
     EventHandler,
-    TaskTypeCache,
     handle_event,
     handle_events,
-    outcome_applier,
 )
 from .names import LEGACY_QUEUE_NAME, event_queue_name
 
@@ -43,7 +41,6 @@ __all__ = [
     "ListenerReceiver",
     "ListenerStats",
     "RunEvent",
-    "TaskTypeCache",
     "backend_event",
     "catch_up",
     "drain",
@@ -53,7 +50,6 @@ __all__ = [
     "handle_events",
     "listen",
     "open_runs",
-    "outcome_applier",
     "parse_event",
     "parse_result_repr",
 ]

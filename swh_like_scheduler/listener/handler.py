@@ -50,17 +50,17 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..model import RunStatus, Task, TaskRun, TaskStatus, TaskType
+from ..model import RunStatus, Task, TaskRun
 from ..monitor.records import WorkerChangeKind, WorkerSighting
-from ..policy import Outcome, RandomSource, already_applied, apply_outcome
+from ..policy import RandomSource
 from ..quietlog import QuietLog
+from ..recording import TaskTypeCache, outcome_applier
 from ..records import STALE_END
 from ..store import SchedulerStore
 from ..store.interface import RunEnd
@@ -77,46 +77,6 @@ DUPLICATE_NAME = (
     "taken for a restart of the other and their runs are left to them; give each worker "
     "its own name (celery worker -n NAME@%%h)"
 )
-
-
-class TaskTypeCache:
-    """Task types by name, read from the store on first use and again after
-    ``ttl`` seconds (so a changed backoff factor or retry policy is seen).
-
-    Safe to share between threads. ``clock`` is a monotonic clock (seconds).
-    """
-
-    def __init__(
-        self,
-        store: SchedulerStore,
-        *,
-        ttl: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._store = store
-        self._ttl = ttl
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._types: dict[str, tuple[float, TaskType | None]] = {}
-
-    def get(self, name: str) -> TaskType | None:
-        """The task type ``name`` (``None`` if it does not exist)."""
-        now = self._clock()
-        with self._lock:
-            hit = self._types.get(name)
-        if hit is not None and now - hit[0] < self._ttl:
-            return hit[1]
-        found = self._store.get_task_type(name)
-        with self._lock:
-            self._types[name] = (now, found)
-        return found
-
-    def prime(self) -> None:
-        """Load every task type at once (saves one read per type later)."""
-        now = self._clock()
-        loaded = {t.type: (now, t) for t in self._store.get_task_types()}
-        with self._lock:
-            self._types.update(loaded)
 
 
 class _RecentStarts:
@@ -138,59 +98,6 @@ class _RecentStarts:
     def pop(self, backend_id: str) -> bool:
         with self._lock:
             return self._ids.pop(backend_id, False) is None
-
-
-#: what a remote store sends for :func:`outcome_applier`'s function: the
-#: server applies its own (a function does not travel)
-APPLY_WIRE_NAME = "outcome-policy"
-
-
-def outcome_applier(
-    task_types: TaskTypeCache, rng: RandomSource
-) -> Callable[[Task, TaskRun], Task]:
-    """The ``apply`` callback of :meth:`SchedulerStore.end_task_run`: the task
-    after its run ended, by :func:`policy.apply_outcome`.
-
-    The policy sends a live task back to ``waiting`` (or ``completed`` for a
-    good one-shot run) and keeps ``cancelled``/``disabled``; a ``scheduled``
-    status is never left behind, so the runner can dispatch the task again.
-    """
-
-    def apply(task: Task, run: TaskRun) -> Task:
-        assert run.ended is not None
-        task_type = task_types.get(task.type)
-        if task_type is None:  # cannot happen with the store's foreign keys
-            logger.error("run %s: task type %s is unknown", run.backend_id, task.type)
-            if task.status is TaskStatus.SCHEDULED:
-                return task.updated(status=TaskStatus.WAITING)
-            return task
-        started = run.started if run.started is not None and run.started <= run.ended else None
-        outcome = Outcome(
-            status=run.status,
-            ended=run.ended,
-            started=started,
-            slot=run.slot,
-            backend_id=run.backend_id,
-        )
-        if already_applied(task, outcome):
-            # The run row guarantees one application per run and runs of one
-            # task never overlap, so this is clock skew between workers: apply
-            # anyway rather than leave the task scheduled without a run.
-            logger.warning(
-                "run %s of task %s ended at %s, before the task's last end %s "
-                "(worker clock skew?); applied anyway",
-                run.backend_id,
-                task.id,
-                run.ended.isoformat(),
-                task.last_end_at.isoformat() if task.last_end_at else "-",
-            )
-        after = apply_outcome(task, task_type, outcome, rng=rng)
-        if after.status is TaskStatus.SCHEDULED:
-            after = after.updated(status=TaskStatus.WAITING)
-        return after
-
-    apply.wire_name = APPLY_WIRE_NAME  # type: ignore[attr-defined]
-    return apply
 
 
 class EventHandler:

@@ -65,8 +65,8 @@ from celery import Celery
 from ..exceptions import InvalidInput, SchedulerError
 from ..health.census import Refresh, refresh
 from ..lease.protocol import StealReport
-from ..listener.handler import TaskTypeCache, outcome_applier
 from ..outage import Outage
+from ..recording import TaskTypeCache, outcome_applier
 from ..runner.republish import ORPHANED_AFTER, republish_unstarted
 from ..runner.routing import LiveWorkers
 from ..store import SchedulerStore

@@ -29,6 +29,7 @@ from celery import Celery
 
 from ..broker import BrokerError, Message, PublishError
 from ..broker.connection import open_connection
+from ..broker.message import time_limits
 from ..broker.port import CeleryBroker, QueuePort
 from ..exceptions import SchedulerError, StatementTimeout
 from ..model import RUNNER_ORDER, Claimed, DispatchOrder, Priority, TaskType
@@ -61,22 +62,6 @@ CLAIM_CHUNK = 5000
 CLAIMERS = 2
 #: Capacity of a type without ``max_queue_length``, per pass.
 UNBOUNDED_PASS_LIMIT = 10_000
-
-
-#: how long after the soft time limit (the body is interrupted) the hard
-#: one kills the worker's child process
-HARD_LIMIT_GRACE = 10.0
-
-
-def time_limits(task_type: TaskType) -> tuple[float | None, float | None]:
-    """Celery's ``(hard, soft)`` time limits of the type's runs: soft at
-    ``max_allowed_duration``, hard :data:`HARD_LIMIT_GRACE` later; none
-    without a bound."""
-    allowed = task_type.max_allowed_duration
-    if allowed is None or allowed.total_seconds() <= 0:
-        return (None, None)
-    soft = allowed.total_seconds()
-    return (soft + HARD_LIMIT_GRACE, soft)
 
 
 def message_for(

@@ -19,10 +19,10 @@ from ..broker import BrokerError
 from ..broker.connection import open_connection
 from ..broker.depth import queue_depths
 from ..exceptions import SchedulerError
-from ..listener.handler import TaskTypeCache, outcome_applier
 from ..model import RUNNER_ORDER, DispatchOrder, Priority
 from ..monitor.duties import MonitorSettings, monitor_tick, release
 from ..outage import Outage
+from ..recording import TaskTypeCache, outcome_applier
 from ..store import SchedulerStore
 from . import metrics
 from .dispatch import CLAIMERS, PassReport, tick

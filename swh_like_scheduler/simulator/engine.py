@@ -39,10 +39,11 @@ from .. import migrations
 from ..broker.message import Message
 from ..builders import task_from_input
 from ..exceptions import InvalidInput
-from ..listener.handler import EventHandler, TaskTypeCache
+from ..listener.handler import EventHandler
 from ..model import Claimed, DispatchOrder, RunStatus, Task, TaskType
 from ..monitor.duties import MonitorSettings, measure_loads
 from ..policy.retry import retry_state
+from ..recording import TaskTypeCache
 from ..records import Skip
 from ..runner.dispatch import tick
 from ..runner.pools import PassPools

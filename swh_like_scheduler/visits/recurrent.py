@@ -27,11 +27,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..broker.message import Message
+from ..broker.message import Message, time_limits
 from ..broker.port import QueuePort
 from ..exceptions import SchedulerError
 from ..model import TaskType
-from ..runner.dispatch import time_limits
 from .model import ListedOrigin, visit_task_type
 from .policy import VisitPolicy, VisitSettings, shares
 

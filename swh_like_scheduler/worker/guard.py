@@ -59,8 +59,8 @@ from celery.exceptions import Ignore
 from ..config import load_settings
 from ..exceptions import SchedulerError
 from ..lease.protocol import LeaseGrant, Refusal
-from ..listener.handler import TaskTypeCache, outcome_applier
 from ..quietlog import QuietLog
+from ..recording import TaskTypeCache, outcome_applier
 from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
 from ..store.session import daemon_pool

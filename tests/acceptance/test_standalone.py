@@ -25,8 +25,8 @@ from standalone_run import (
 )
 
 from swh_like_scheduler import migrations
-from swh_like_scheduler.listener import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import RunStatus
+from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.standalone import (
     TypeRow,
     create_examples,

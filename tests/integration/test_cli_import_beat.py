@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import RunStatus, Task
+from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 
 CONFIG = """

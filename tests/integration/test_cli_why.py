@@ -20,8 +20,8 @@ from click.testing import CliRunner, Result
 
 from swh_like_scheduler import conditions
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskType
+from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 
 H = timedelta(hours=1)

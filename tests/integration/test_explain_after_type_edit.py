@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from swh_like_scheduler.builders import task_from_input
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import RunStatus, Task, TaskStatus, TaskType
+from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 
 M = timedelta(minutes=1)

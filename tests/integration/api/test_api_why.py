@@ -11,8 +11,8 @@ import httpx
 from api_server import WRITER, Clock, serving
 
 from swh_like_scheduler.api import ApiSettings, parse_tokens
-from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskType
+from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.web import create_app
 

@@ -126,7 +126,7 @@ def test_on_postgresql_a_batch_is_one_statement_per_table(
 ) -> None:
     import sqlalchemy as sa
 
-    from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
+    from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 
     store = pg_store
     _sleep_type(store)

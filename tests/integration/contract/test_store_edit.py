@@ -21,8 +21,8 @@ from swh_like_scheduler.exceptions import (
     NotFound,
     TaskBusy,
 )
-from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 
 H = timedelta(hours=1)
 M = timedelta(minutes=1)

@@ -10,8 +10,8 @@ import pytest
 
 from swh_like_scheduler.exceptions import InvalidInput
 from swh_like_scheduler.jobs import Callback, Job, idempotency_key, job_from_input, task_key
-from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import RunStatus, TaskStatus, TaskType
+from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 
 H = timedelta(hours=1)

@@ -12,9 +12,9 @@ import pytest
 import sqlalchemy as sa
 
 from swh_like_scheduler.exceptions import KeyConflict
-from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskType
 from swh_like_scheduler.policy import default_cooldown
+from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.tables import task as task_t
 

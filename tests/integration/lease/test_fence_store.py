@@ -13,8 +13,8 @@ import pytest
 
 from swh_like_scheduler.lease import Refusal
 from swh_like_scheduler.lease.protocol import Renewal
-from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
+from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.interface import ApplyOutcome, RunEnd
 

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from waiting import wait_until
 
-from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
+from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.interface import RunEnd
 from swh_like_scheduler.worker.heartbeat import BodyOutcome, Heartbeat, RunTaken

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from swh_like_scheduler.lease import PingAnswer, Refusal
-from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import (
     BlackoutPeriod,
     RunStatus,
@@ -21,6 +20,7 @@ from swh_like_scheduler.model import (
     TaskType,
 )
 from swh_like_scheduler.monitor import monitor_tick
+from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.interface import ApplyOutcome
 

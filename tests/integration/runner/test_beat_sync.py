@@ -13,8 +13,8 @@ import services
 from celery import Celery
 
 from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import RunStatus, TaskStatus, TaskType
+from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.runner.beatsync import BeatScheduleSync
 from swh_like_scheduler.store import SQLAlchemyStore
 

@@ -20,9 +20,9 @@ from waiting import delete_queues as purge
 from waiting import wait_until
 
 from swh_like_scheduler.builders import task_from_input
-from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import RunStatus, Task, TaskRun, TaskType
 from swh_like_scheduler.policy import Condition, condition
+from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 

@@ -25,8 +25,8 @@ from waiting import wait_until
 from swh_like_scheduler.broker import queue_depth
 from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.listener.handler import TaskTypeCache, outcome_applier
 from swh_like_scheduler.model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.runner import loop, tick
 from swh_like_scheduler.runner.wakeup import PostgresWaker, waker_for
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter

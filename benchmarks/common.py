@@ -25,10 +25,9 @@ import psycopg
 import redis
 from psycopg import sql
 
-from swh_like_scheduler import migrations
-from swh_like_scheduler.celery_factory import make_app
-from swh_like_scheduler.model import ScheduleKind, Task, TaskType, arguments_hash
-from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskType, arguments_hash
+from swh_like_scheduler.plumbing.celery_factory import make_app
+from swh_like_scheduler.store import SQLAlchemyStore, migrations
 
 from .results import stamped
 

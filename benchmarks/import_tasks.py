@@ -23,8 +23,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from swh_like_scheduler import migrations
-from swh_like_scheduler.store import make_engine
+from swh_like_scheduler.store import make_engine, migrations
 
 
 def write_input(path: Path, count: int, crons: int = 0) -> None:

@@ -12,7 +12,7 @@ import sys
 import time
 from datetime import timedelta
 
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain.model import TaskType
 from swh_like_scheduler.visits.policy import VisitPolicy
 
 from .common import DEFAULT_POSTGRES, log, scratch_store

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from swh_like_scheduler.builders import task_from_input
+from swh_like_scheduler.intake.builders import task_from_input
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 
 from .common import Context, bench_type, fill_tasks, log, ratio, raw, scratch_store, utcnow

@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 
-from swh_like_scheduler import conditions
-from swh_like_scheduler.model import TaskStatus
+from swh_like_scheduler.domain.model import TaskStatus
+from swh_like_scheduler.health import conditions
 from swh_like_scheduler.store import TaskFilter
 
 from .common import Context, bench_type, fill_tasks, log, ratio, raw, scratch_store, utcnow

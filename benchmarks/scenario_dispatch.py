@@ -10,7 +10,7 @@ from typing import Any
 
 import redis
 
-from swh_like_scheduler.runner import tick
+from swh_like_scheduler.dispatch import tick
 from swh_like_scheduler.runner.interpreter import tune_interpreter
 from swh_like_scheduler.store import SQLAlchemyStore
 

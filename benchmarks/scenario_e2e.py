@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from swh_like_scheduler.dispatch import tick
 from swh_like_scheduler.listener import Listener, ListenerOptions
-from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 
 from .common import (

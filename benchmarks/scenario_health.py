@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from swh_like_scheduler import conditions
+from swh_like_scheduler.health import conditions
 from swh_like_scheduler.health.census import refresh
 from swh_like_scheduler.store import SQLAlchemyStore
 

@@ -38,10 +38,10 @@ from datetime import datetime, timedelta
 
 import redis
 
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import TaskStatus
 from swh_like_scheduler.index import IndexedStore, RedisIndex, rebuild
 from swh_like_scheduler.index.keeper import IndexKeeper
-from swh_like_scheduler.model import TaskStatus
-from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 
 from .common import (
@@ -346,7 +346,7 @@ DRIFT_READY, DRIFT_UNSEEN, DRIFT_ROOM = 10_000, 1_000, 2_000
 
 def _unseen(store: SQLAlchemyStore, first: int, deadline: datetime, now: datetime) -> list[int]:
     """``DRIFT_UNSEEN`` ready tasks written straight to the database."""
-    from swh_like_scheduler.model import ScheduleKind, Task
+    from swh_like_scheduler.domain.model import ScheduleKind, Task
 
     tasks = [
         Task(

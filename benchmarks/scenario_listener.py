@@ -20,8 +20,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from swh_like_scheduler.domain.model import Claimed
 from swh_like_scheduler.listener import Action, EventHandler, Listener, ListenerOptions
-from swh_like_scheduler.model import Claimed
 from swh_like_scheduler.store import SQLAlchemyStore
 
 from .common import (

@@ -26,7 +26,7 @@ DAYS = 1.0
 
 
 def _one(tasks: int, days: float, out: Any) -> None:
-    from swh_like_scheduler.model import RUNNER_ORDER
+    from swh_like_scheduler.domain.model import RUNNER_ORDER
     from swh_like_scheduler.simulator.engine import Simulation
     from swh_like_scheduler.simulator.workload import load_workload
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from swh_like_scheduler.model import RUNNER_ORDER
+from swh_like_scheduler.domain.model import RUNNER_ORDER
 from swh_like_scheduler.simulator.engine import Simulation
 from swh_like_scheduler.simulator.workload import load_workload
 

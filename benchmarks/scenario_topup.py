@@ -19,8 +19,8 @@ from typing import Any
 
 from celery.contrib.testing.worker import start_worker
 
-from swh_like_scheduler.celery_factory import make_app
-from swh_like_scheduler.model import ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskType
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.runner import loop
 from swh_like_scheduler.runner.wakeup import SleepWaker
 

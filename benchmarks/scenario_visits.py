@@ -23,7 +23,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.visits.model import ListedOrigin
 from swh_like_scheduler.visits.policy import Cooldowns, VisitPolicy

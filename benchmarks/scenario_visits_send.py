@@ -17,10 +17,10 @@ from datetime import timedelta
 from typing import Any
 
 from swh_like_scheduler.broker.port import CeleryBroker
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain.model import TaskType
+from swh_like_scheduler.recurrent.scheduler import schedule_step
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.visits.policy import VisitPolicy, VisitSettings
-from swh_like_scheduler.visits.recurrent import schedule_step
 
 from .common import (
     Context,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.worker import SchedulerTask
 
 app = make_app(

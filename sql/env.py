@@ -1,5 +1,5 @@
 """Alembic environment: migrates the connection handed over by
-:mod:`swh_like_scheduler.migrations` (or, from the ``alembic`` command, the
+:mod:`swh_like_scheduler.store.migrations` (or, from the ``alembic`` command, the
 ``sqlalchemy.url`` of its configuration)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context
 
-from swh_like_scheduler.migrations import without_statement_timeout
 from swh_like_scheduler.store.engine import WRITE_OPTION, make_engine
+from swh_like_scheduler.store.migrations import without_statement_timeout
 from swh_like_scheduler.store.tables import metadata
 
 config = context.config

@@ -6,7 +6,7 @@ conventional ``celeryconfig`` module (``CELERY_CONFIG_MODULE`` names another).
 
 import os
 
-from .celery_factory import make_app
+from .plumbing.celery_factory import make_app
 
 app = make_app(config_module=os.environ.get("CELERY_CONFIG_MODULE", "celeryconfig"))
 app.set_default()

@@ -25,9 +25,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import services
 
-from swh_like_scheduler import migrations
-from swh_like_scheduler.model import TaskType
-from swh_like_scheduler.store import SQLAlchemyStore, make_engine
+from swh_like_scheduler.domain.model import TaskType
+from swh_like_scheduler.store import SQLAlchemyStore, make_engine, migrations
 from swh_like_scheduler.worker.heartbeat import close_all
 
 _counter = itertools.count()

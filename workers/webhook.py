@@ -1,5 +1,5 @@
 """HTTP callback: post a JSON payload to a URL at given instants (a job's
-``http`` callback, see :mod:`swh_like_scheduler.jobs`).
+``http`` callback, see :mod:`swh_like_scheduler.intake.jobs`).
 
 Each request carries an ``Idempotency-Key`` header (seed 001): the job's
 key and instant turned into a UUID, the same on every attempt of that
@@ -11,7 +11,7 @@ Before each delivery the URL's host is resolved once and every address
 checked: a callback goes to public addresses only, unless the Celery
 setting ``swh_scheduler_callback_allow`` (else
 ``SWH_SCHEDULER_CALLBACK_ALLOW``) allows more
-(:mod:`swh_like_scheduler.reach`); a refused one is *permfailed*. The
+(:mod:`swh_like_scheduler.plumbing.reach`); a refused one is *permfailed*. The
 request then goes to a checked address itself, never to the name resolved
 again (a name that answers a public address to the check and a private one
 to the connection reaches nothing inside): the URL's host is replaced by
@@ -36,7 +36,14 @@ from typing import Any
 import httpx
 from celery import Task, shared_task
 
-from swh_like_scheduler.reach import ALLOW_ENV, Address, Destination, Reach, Refused, resolve
+from swh_like_scheduler.plumbing.reach import (
+    ALLOW_ENV,
+    Address,
+    Destination,
+    Reach,
+    Refused,
+    resolve,
+)
 from swh_like_scheduler.worker import SchedulerTask
 
 TASK_NAME = "swh_like_workers.webhook.post"
@@ -53,7 +60,7 @@ MAX_ADDRESSES = 4
 def reach_of(task: Task) -> Reach:
     """Where this worker may post: public addresses, plus the Celery setting
     ``swh_scheduler_callback_allow``, else ``SWH_SCHEDULER_CALLBACK_ALLOW``
-    (:mod:`swh_like_scheduler.reach`)."""
+    (:mod:`swh_like_scheduler.plumbing.reach`)."""
     allowed = task.app.conf.get("swh_scheduler_callback_allow")
     if allowed is None:
         allowed = os.environ.get(ALLOW_ENV, "")

@@ -6,7 +6,7 @@ build starts, and included by the reference pages:
 - ``http-api.md``: the paths, methods, parameters and response codes of
   the OpenAPI document the FastAPI app produces (built as the tests build
   it: :func:`swh_like_scheduler.api.create_app` over an in-memory store);
-- ``configuration.md``: the fields of :class:`swh_like_scheduler.config.Settings`
+- ``configuration.md``: the fields of :class:`swh_like_scheduler.config.settings.Settings`
   (name, type, default, what it is) with the command-line flags and
   environment variables that set them, read from the click commands;
 - ``visits.md``: the ``[visits]`` table's cooldowns.
@@ -194,7 +194,7 @@ def settings_sources() -> dict[str, list[Source]]:
     sets it: named after the field (``api_`` left out for the server's own
     flags), or reading ``SWH_SCHEDULER_<FIELD>``."""
     from swh_like_scheduler.cli import swh
-    from swh_like_scheduler.config import ENV_PREFIX, Settings
+    from swh_like_scheduler.config.settings import ENV_PREFIX, Settings
 
     names = [item.name for item in dataclasses.fields(Settings)]
     found: dict[str, list[Source]] = {name: [] for name in names}
@@ -214,7 +214,7 @@ def settings_sources() -> dict[str, list[Source]]:
 
 def configuration_markdown() -> str:
     """The settings object's fields, and what sets each."""
-    from swh_like_scheduler.config import Settings
+    from swh_like_scheduler.config.settings import Settings
     from swh_like_scheduler.visits.policy import Cooldowns
 
     comments = _field_comments(Settings)

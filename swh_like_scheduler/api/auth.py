@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ..exceptions import InvalidInput
+from ..domain.exceptions import InvalidInput
 
 #: environment variable holding the tokens (comma-separated entries)
 TOKENS_ENV = "SWH_SCHEDULER_API_TOKENS"

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from ..exceptions import SchedulerError, StoreUnavailable
-from ..records import default_holder
+from ..domain.exceptions import SchedulerError, StoreUnavailable
+from ..domain.records import default_holder
 from ..store import SchedulerStore
 from ..store.values import ScheduleHealth
 

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ..exceptions import InvalidInput
+from ..domain.exceptions import InvalidInput
 from .auth import Access, access_of
 from .state import ApiState
 

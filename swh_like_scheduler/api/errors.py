@@ -12,8 +12,8 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from ..exceptions import Conflict, InvalidInput, NotFound, StoreError
-from ..quietlog import QuietLog
+from ..domain.exceptions import Conflict, InvalidInput, NotFound, StoreError
+from ..plumbing.quietlog import QuietLog
 
 logger = logging.getLogger(__name__)
 #: a database outage fails every request alike: one line a minute per kind

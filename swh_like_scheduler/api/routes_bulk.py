@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from pydantic import AfterValidator, ConfigDict, Field, StrictBool, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from ..model import ScheduleKind, TaskStatus
+from ..domain.model import ScheduleKind, TaskStatus
 from ..store.values import BULK_MAX_IDS, BulkAction, BulkFilter
 from .deps import WRITE, State
 from .responses import Out

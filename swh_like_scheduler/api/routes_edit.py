@@ -18,9 +18,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Request
 from pydantic import ConfigDict, Field, StrictBool
 
-from ..editing import task_changes, task_type_changes
-from ..exceptions import InvalidInput
-from ..jsonable import plain, task_json, task_type_json
+from ..domain.exceptions import InvalidInput
+from ..domain.jsonable import plain, task_json, task_type_json
+from ..intake.editing import task_changes, task_type_changes
 from .deps import WRITE, State
 from .responses import TaskOut, TaskTypeOut
 from .routes_tasks import TaskId, TaskKey

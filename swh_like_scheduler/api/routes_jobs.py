@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Response
 from pydantic import ConfigDict, Field, StrictStr
 
-from ..exceptions import NotFound
-from ..jobs import MAX_INSTANTS, MAX_KEY, JobView, job_from_input
+from ..domain.exceptions import NotFound
+from ..intake.jobs import MAX_INSTANTS, MAX_KEY, JobView, job_from_input
 from .deps import READ, WRITE, State
 from .responses import JobOut
 from .schemas import Body, Duration, NoNul, Priority, ZonedInstant

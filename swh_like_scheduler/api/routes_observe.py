@@ -13,9 +13,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from .. import conditions
-from ..exceptions import NotFound, SchedulerError
-from ..jsonable import plain, run_json
+from ..domain.exceptions import NotFound, SchedulerError
+from ..domain.jsonable import plain, run_json
+from ..health import conditions
 from ..policy.times import fmt_duration
 from ..store import SchedulerStore
 from .deps import READ, State

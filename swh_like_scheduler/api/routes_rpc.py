@@ -18,13 +18,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, HTTPException, Path
 from fastapi.responses import JSONResponse
 
-from .. import wire
-from ..exceptions import Conflict, InvalidInput, NotFound, SchedulerError, StoreError
-from ..jobs import JobView
-from ..jsonable import without_secrets
-from ..model import MAX_JSON_DEPTH, Task
+from ..domain.exceptions import Conflict, InvalidInput, NotFound, SchedulerError, StoreError
+from ..domain.jsonable import without_secrets
+from ..domain.model import MAX_JSON_DEPTH, Task
+from ..domain.validation import storable, too_deep
+from ..intake.jobs import JobView
 from ..recording import APPLY_WIRE_NAME, TaskTypeCache, outcome_applier
-from ..validation import storable, too_deep
+from ..store import wire
 from .auth import Access
 from .deps import READ, Credentials, State, bearer_header, require
 from .routes_bulk import MAX_SCAN

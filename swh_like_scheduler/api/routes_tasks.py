@@ -9,14 +9,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 
-from .. import conditions, policy
-from ..builders import task_from_input
-from ..exceptions import InvalidInput, NotFound
+from .. import policy
+from ..domain.exceptions import InvalidInput, NotFound
+from ..domain.jsonable import plain, run_json, task_json
+from ..domain.model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from ..domain.validation import parse_datetime
+from ..health import conditions
 from ..health.waits import why_it_waits
-from ..jsonable import plain, run_json, task_json
-from ..model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from ..intake.builders import task_from_input
 from ..store import TaskFilter
-from ..validation import parse_datetime
 from .deps import READ, WRITE, State
 from .responses import ActedOut, RunOut, TaskOut, TasksOut
 from .schemas import MAX_ID, Instant, NoNul, RespawnIn, TasksIn

@@ -6,9 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 
-from ..builders import task_type_from_input
-from ..exceptions import NotFound
-from ..jsonable import plain, task_type_json
+from ..domain.exceptions import NotFound
+from ..domain.jsonable import plain, task_type_json
+from ..intake.builders import task_type_from_input
 from .deps import READ, WRITE, State
 from .responses import TaskTypeOut
 from .schemas import NoNul, TaskTypeIn

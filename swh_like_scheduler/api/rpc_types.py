@@ -20,7 +20,7 @@ from enum import Enum, StrEnum
 from functools import cache
 from typing import Any
 
-from ..exceptions import InvalidInput
+from ..domain.exceptions import InvalidInput
 
 #: annotations that take anything
 _ANYTHING = (Any, abc.Callable)

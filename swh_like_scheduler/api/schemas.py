@@ -32,7 +32,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError, core_schema
 
-from ..validation import MAX_DURATION
+from ..domain.validation import MAX_DURATION
 
 #: most tasks one ``POST /tasks`` creates
 MAX_TASKS_PER_REQUEST = 1000

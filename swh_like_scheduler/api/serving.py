@@ -170,7 +170,7 @@ def forwarded_ips(entries: Sequence[str], *, field: str) -> list[str]:
     """Proxy addresses or networks (``10.0.0.0/8``), or ``*`` for any; each
     checked, so that a typo fails at start rather than trusting nobody (or
     everybody)."""
-    from ..exceptions import InvalidInput
+    from ..domain.exceptions import InvalidInput
 
     checked: list[str] = []
     for number, entry in enumerate(entries, 1):

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from ..reach import Reach
+from ..plumbing.reach import Reach
 from ..store import SchedulerStore
 from ..store.values import ScheduleHealth
 from .auth import Token

@@ -1,12 +1,12 @@
 """Errors raised by the broker layer.
 
-Both are :class:`~swh_like_scheduler.exceptions.SchedulerError`, so daemons
+Both are :class:`~swh_like_scheduler.domain.exceptions.SchedulerError`, so daemons
 that already handle the scheduler's exception tree handle these too.
 """
 
 from __future__ import annotations
 
-from swh_like_scheduler.exceptions import SchedulerError
+from swh_like_scheduler.domain.exceptions import SchedulerError
 
 
 class BrokerError(SchedulerError):

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import TaskType
 
 #: AMQP carries the priority in one octet; kombu's Redis transport maps the
 #: value onto its ``priority_steps`` (0, 3, 6, 9 by default).

@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 
 import click
 
-from ..config import ENV_PREFIX
-from ..exceptions import InvalidInput
+from ..config.settings import ENV_PREFIX
+from ..domain.exceptions import InvalidInput
 from ..store.session import daemon_pool
 from .base import CliContext, pass_cli
 
@@ -27,7 +27,7 @@ def broker_hooks(
     """``(check, revoke)`` of the API over the Celery broker at ``broker_url``."""
     from ..broker.connection import connection_scope, error_text
     from ..broker.revoke import revoke_runs
-    from ..celery_factory import make_app
+    from ..plumbing.celery_factory import make_app
 
     app = make_app(broker_url=broker_url, load_workers=False)
 

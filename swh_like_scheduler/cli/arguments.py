@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
-from ..argcheck import check_arguments
-from ..exceptions import InvalidInput
-from ..model import Task, TaskType
+from ..domain.exceptions import InvalidInput
+from ..domain.model import Task, TaskType
+from ..intake.argcheck import check_arguments
 
 no_check_args_option = click.option(
     "--no-check-args",

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from ..config import ENV_PREFIX, Settings, load_settings
-from ..exceptions import InvalidInput, SchedulerError
+from ..config.settings import ENV_PREFIX, Settings, load_settings
+from ..domain.exceptions import InvalidInput, SchedulerError
+from ..domain.text import visible
 from ..store.session import CLI_ROLE, PoolSize, daemon_pool
-from ..text import visible
 from .groups import Failed, Refused, SchedulerGroup, reported
 from .tree import SCHEDULER
 
@@ -68,7 +68,7 @@ class CliContext:
     def _opened(self) -> SchedulerStore:
         if self._store is None:
             if self.remote:
-                from ..client import open_remote
+                from ..api.client import open_remote
 
                 self._store = open_remote(self.settings.db_url, token=self.settings.api_token)
             else:
@@ -133,8 +133,7 @@ class CliContext:
             )
 
     def _open_sql(self) -> SQLAlchemyStore:
-        from .. import migrations
-        from ..store import SQLAlchemyStore
+        from ..store import SQLAlchemyStore, migrations
 
         self.check_database_exists()
         store = SQLAlchemyStore.from_url(

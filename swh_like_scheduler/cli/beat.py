@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ..exceptions import InvalidInput
+from ..domain.exceptions import InvalidInput
 from .base import CliContext, emit_json, now, pass_cli
 
 
@@ -95,8 +95,8 @@ def import_beat(
     unknown = sorted(set(exclude) - set(schedule))
     if unknown:
         raise InvalidInput("exclude", f"beat_schedule has no entry {unknown[0]!r}")
-    from ..beatimport import import_entries
-    from ..beatschedule import app_entries, entry_key
+    from ..beat.importer import import_entries
+    from ..beat.schedule import app_entries, entry_key
 
     entries = app_entries(app, exclude=exclude)
     report = import_entries(

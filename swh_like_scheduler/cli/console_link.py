@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..config import ENV_PREFIX
-from ..exceptions import InvalidInput, StoreError, StoreUnavailable
+from ..config.settings import ENV_PREFIX
+from ..domain.exceptions import InvalidInput, StoreError, StoreUnavailable
 from .base import CliContext, emit_json, pass_cli
 
 #: the server asked when neither --url nor an http --db-url names one

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def _migrations() -> ModuleType:
     # SQLAlchemy and Alembic are loaded when a command runs, not for --help
-    from .. import migrations
+    from ..store import migrations
 
     return migrations
 

@@ -12,9 +12,13 @@ from typing import Any
 
 import click
 
-from ..argcheck import check_callback_url
-from ..beatreport import KEY_PREFIX
-from ..editing import (
+from ..beat.report import KEY_PREFIX
+from ..domain.exceptions import InvalidInput, NotFound
+from ..domain.jsonable import task_type_json
+from ..domain.model import Priority, ScheduleKind, Task
+from ..intake.argcheck import check_callback_url
+from ..intake.edit import held
+from ..intake.editing import (
     TASK_EDITABLE,
     TASK_TYPE_EDITABLE,
     TASK_TYPE_IDLE,
@@ -24,10 +28,6 @@ from ..editing import (
     task_changes,
     task_type_changes,
 )
-from ..exceptions import InvalidInput, NotFound
-from ..jsonable import task_type_json
-from ..model import Priority, ScheduleKind, Task
-from ..policy.edit import held
 from ..policy.times import fmt_instant
 from . import render
 from .arguments import checked_arguments, no_check_args_option

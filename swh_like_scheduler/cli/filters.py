@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ..enums import ScheduleKind, TaskStatus
+from ..domain.enums import ScheduleKind, TaskStatus
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 

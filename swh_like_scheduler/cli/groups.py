@@ -15,8 +15,8 @@ from typing import Any
 
 import click
 
-from ..exceptions import InvalidInput, NotFound, SchedulerError, StoreError
-from ..text import visible
+from ..domain.exceptions import InvalidInput, NotFound, SchedulerError, StoreError
+from ..domain.text import visible
 
 
 class Refused(click.ClickException):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..exceptions import InvalidInput, SchedulerError
+from ..domain.exceptions import InvalidInput, SchedulerError
 from .base import CliContext, emit_json, pass_cli, reported
 from .filters import type_option
 

@@ -7,8 +7,8 @@ from typing import IO, Any
 
 import click
 
-from ..exceptions import InvalidInput, NotFound
-from ..jobs import JobView, job_from_input
+from ..domain.exceptions import InvalidInput, NotFound
+from ..intake.jobs import JobView, job_from_input
 from .base import CliContext, emit_json, now, pass_cli, say
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")

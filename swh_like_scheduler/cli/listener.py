@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from ..exceptions import InvalidInput
-from ..quietlog import QuietLog
+from ..domain.exceptions import InvalidInput
+from ..plumbing.quietlog import QuietLog
 from .base import CliContext, emit_json, now, pass_cli
 
 logger = logging.getLogger(__name__)
@@ -94,8 +94,8 @@ def start_listener(
 ) -> None:
     """Record what the workers report (Celery events) as runs, statistics and
     the next run times of tasks."""
-    from ..celery_factory import make_app
     from ..listener import EventHandler, Listener, ListenerOptions, catch_up
+    from ..plumbing.celery_factory import make_app
 
     if queue_name is not None and not queue_name.strip():
         raise InvalidInput("queue-name", "must not be empty (leave it out for the installation's)")

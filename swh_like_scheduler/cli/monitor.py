@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ..validation import parse_duration
+from ..domain.validation import parse_duration
 from .base import CliContext, emit_json, pass_cli
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -215,9 +215,9 @@ def start_monitor(
 
     Several monitors (and runners with --monitor) may run: a lock in the
     database lets exactly one of them do the duties at a time."""
-    from ..celery_factory import make_app
+    from ..dispatch.routing import LiveWorkers
     from ..monitor import monitor_loop
-    from ..runner.routing import LiveWorkers
+    from ..plumbing.celery_factory import make_app
 
     settings = monitor_settings(
         options, period=period, republish_after=republish_delay(republish_after)

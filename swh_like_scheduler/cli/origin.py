@@ -18,9 +18,9 @@ from typing import IO, Any
 
 import click
 
-from ..exceptions import InvalidInput, NotFound
-from ..importer import read_rows
-from ..text import plural
+from ..domain.exceptions import InvalidInput, NotFound
+from ..domain.text import plural
+from ..intake.importer import read_rows
 from ..visits.intake import lister_of, origin_from_input, status_from_input
 from ..visits.model import Lister, origin_url, visit_task_type, visit_type_name
 from .base import CliContext, emit_json, now, pass_cli, say

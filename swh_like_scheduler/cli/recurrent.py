@@ -10,11 +10,11 @@ import time
 
 import click
 
-from ..exceptions import InvalidInput, SchedulerError
-from ..outage import Outage
+from ..domain.exceptions import InvalidInput, SchedulerError
+from ..plumbing.outage import Outage
 from .base import CliContext, emit_json, now, pass_cli
 
-logger = logging.getLogger("swh_like_scheduler.visits.recurrent")
+logger = logging.getLogger("swh_like_scheduler.recurrent.scheduler")
 
 
 @click.command("schedule-recurrent")
@@ -55,9 +55,9 @@ def schedule_recurrent(
     limit of task type load-TYPE, by the mix of policies of the
     configuration's [visits] table; mark them scheduled."""
     from ..broker.port import CeleryBroker
-    from ..celery_factory import make_app
+    from ..plumbing.celery_factory import make_app
+    from ..recurrent.scheduler import VisitTypePass, schedule_step, visit_types_of
     from ..visits.model import visit_task_type, visit_type_name
-    from ..visits.recurrent import VisitTypePass, schedule_step, visit_types_of
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     store = cli.sql_store("schedule-recurrent")
@@ -152,7 +152,7 @@ def journal_client(
 ) -> None:
     """Apply the visit statuses of the archive's Kafka journal
     (PREFIX.origin_visit_status) to the visit statistics."""
-    from ..visits.journal import journal_step, kafka_consumer
+    from ..recurrent.journal import journal_step, kafka_consumer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = {}

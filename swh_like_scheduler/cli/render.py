@@ -6,9 +6,9 @@ from datetime import datetime
 
 import humanize
 
-from ..jsonable import run_json, task_json
-from ..model import ScheduleKind, Task, TaskRun
-from ..text import headline, visible
+from ..domain.jsonable import run_json, task_json
+from ..domain.model import ScheduleKind, Task, TaskRun
+from ..domain.text import headline, visible
 
 #: the narrowest the error column of :func:`runs_table` gets
 ERROR_WIDTH = 60

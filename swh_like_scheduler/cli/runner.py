@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from ..exceptions import UnknownTaskType
-from ..model import RUNNER_ORDER, DispatchOrder, Priority
+from ..domain.exceptions import UnknownTaskType
+from ..domain.model import RUNNER_ORDER, DispatchOrder, Priority
 from ..store.session import daemon_pool
 from .base import CliContext, emit_json, now, pass_cli
 from .monitor import monitor_options, monitor_settings, republish_delay
@@ -110,12 +110,13 @@ def start_runner(
     **monitor_options: Any,
 ) -> None:
     """Claim ready tasks by deadline and publish them to their Celery queues."""
-    from ..celery_factory import make_app
+    from ..dispatch import tick
+    from ..dispatch.routing import LiveWorkers
+    from ..dispatch.serve import CLAIMERS
     from ..monitor.duties import monitor_tick, release
-    from ..runner import loop, tick
-    from ..runner.dispatch import CLAIMERS
+    from ..plumbing.celery_factory import make_app
+    from ..runner import loop
     from ..runner.interpreter import tune_interpreter
-    from ..runner.routing import LiveWorkers
     from ..runner.wakeup import waker_for
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from ..exceptions import InvalidInput
-from ..model import DispatchOrder
-from ..validation import parse_duration
+from ..domain.exceptions import InvalidInput
+from ..domain.model import DispatchOrder
+from ..domain.validation import parse_duration
 from .base import CliContext, emit_json, now, pass_cli
 
 

@@ -11,14 +11,14 @@ from typing import IO, Any
 
 import click
 
-from .. import conditions
-from ..builders import task_from_input
-from ..exceptions import InvalidInput, NotFound, UnknownTaskType
-from ..importer import FORMATS, guess_format, read_rows, tasks_from_rows
-from ..model import CatchUp, Priority, ScheduleKind, Task, TaskStatus
+from ..domain.exceptions import InvalidInput, NotFound, UnknownTaskType
+from ..domain.model import CatchUp, Priority, ScheduleKind, Task, TaskStatus
+from ..domain.text import plural
+from ..domain.validation import parse_datetime
+from ..health import conditions
+from ..intake.builders import task_from_input
+from ..intake.importer import FORMATS, guess_format, read_rows, tasks_from_rows
 from ..store import TaskFilter
-from ..text import plural
-from ..validation import parse_datetime
 from . import render
 from .arguments import checked_arguments, no_check_args_option, task_checker
 from .base import CliContext, emit_json, now, pass_cli, say

@@ -9,10 +9,10 @@ from typing import Any
 
 import click
 
-from ..exceptions import UnknownTaskType
-from ..model import RunStatus
+from ..domain.exceptions import UnknownTaskType
+from ..domain.model import RunStatus
+from ..domain.text import plural
 from ..store.values import BulkAction, BulkFilter, BulkReport
-from ..text import plural
 from .base import CliContext, Refused, emit_json, now, pass_cli, say
 from .filters import condition_option, key_prefix_option, kind_option, status_option, type_option
 from .task import _act, _literal, _require, json_option
@@ -317,7 +317,7 @@ def _revoker(cli: CliContext, broker_url: str | None) -> Callable[[list[str]], N
         if not backend_ids:
             return
         from ..broker.revoke import revoke_runs
-        from ..celery_factory import make_app
+        from ..plumbing.celery_factory import make_app
 
         if not apps:
             url = broker_url or cli.settings.broker_url

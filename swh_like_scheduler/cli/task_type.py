@@ -6,11 +6,11 @@ from typing import Any
 
 import click
 
-from ..builders import task_type_from_input
-from ..celery_factory import worker_registrations
-from ..exceptions import InvalidInput, UnknownTaskType
-from ..jsonable import task_type_json
-from ..model import CatchUp, TaskType
+from ..domain.exceptions import InvalidInput, UnknownTaskType
+from ..domain.jsonable import task_type_json
+from ..domain.model import CatchUp, TaskType
+from ..intake.builders import task_type_from_input
+from ..plumbing.celery_factory import worker_registrations
 from ..policy.times import fmt_instant
 from .base import CliContext, emit_json, now, pass_cli, say
 from .filters import Aliased

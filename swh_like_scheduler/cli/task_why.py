@@ -9,13 +9,14 @@ from datetime import timedelta
 
 import click
 
-from .. import conditions, policy
-from ..exceptions import InvalidInput, NotFound, UnknownTaskType
+from .. import policy
+from ..domain.exceptions import InvalidInput, NotFound, UnknownTaskType
+from ..domain.model import ScheduleKind, Task, TaskType
+from ..domain.text import plural
+from ..domain.validation import parse_datetime
+from ..health import conditions
 from ..health.waits import why_it_waits
-from ..model import ScheduleKind, Task, TaskType
 from ..policy.times import fmt_duration
-from ..text import plural
-from ..validation import parse_datetime
 from . import render
 from .base import CliContext, emit_json, now, pass_cli, say
 from .filters import key_prefix_option, kind_option, type_option

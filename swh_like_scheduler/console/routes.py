@@ -20,15 +20,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from .. import conditions
 from ..api.auth import Access
 from ..api.state import ApiState
-from ..exceptions import InvalidInput, NotFound, SchedulerError
-from ..model import RunStatus, Task
+from ..domain.exceptions import InvalidInput, NotFound, SchedulerError
+from ..domain.model import RunStatus, Task
+from ..domain.validation import parse_datetime
+from ..health import conditions
 from ..policy.times import fmt_duration, fmt_instant
 from ..store.values import LEVEL_RANKS as LEVELS
 from ..store.values import BulkAction, BulkFilter, BulkReport
-from ..validation import parse_datetime
 from . import views
 from .keeper import Keeper
 from .origins import coverage
@@ -382,8 +382,8 @@ RECOUNT_BUDGET = 5.0
 async def recount(request: Request) -> Response:
     """Run the census step now (within :data:`RECOUNT_BUDGET`), then show
     the problem list again with the same filters."""
+    from ..domain.records import default_holder
     from ..health.census import refresh
-    from ..records import default_holder
 
     form = await _form(request)
     viewer = _writer(request, form)

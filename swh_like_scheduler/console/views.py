@@ -15,16 +15,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from .. import conditions, policy
+from .. import policy
 from ..api.routes_observe import health_report
 from ..api.state import ApiState
+from ..domain.jsonable import without_secrets
+from ..domain.model import OPEN_RUN_STATUSES, RunStatus, Task, TaskRun, TaskStatus, TaskType
+from ..domain.text import visible
+from ..health import conditions
 from ..health.waits import Wait, why_it_waits
-from ..jobs import job_key_of
-from ..jsonable import without_secrets
-from ..model import OPEN_RUN_STATUSES, RunStatus, Task, TaskRun, TaskStatus, TaskType
+from ..intake.jobs import job_key_of
 from ..policy.times import fmt_duration, fmt_instant
 from ..store.values import ProblemEntry, ProblemQuery
-from ..text import visible
 from .sparkline import sparkline
 
 #: tasks per page of the problem list

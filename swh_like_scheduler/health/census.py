@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .. import policy
-from ..conditions import problem_text
-from ..model import Task, TaskStatus, TaskType
+from ..domain.model import Task, TaskStatus, TaskType
 from ..store import SchedulerStore
 from ..store.values import CensusRecord, ConditionRow
+from .conditions import problem_text
 
 logger = logging.getLogger(__name__)
 

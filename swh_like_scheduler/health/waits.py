@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..model import Task, TaskStatus, TaskType
+from ..domain.model import Task, TaskStatus, TaskType
 from ..policy.times import fmt_duration, fmt_instant, to_utc
 from ..store import SchedulerStore
 from ..store.values import ENDED_WINDOW

@@ -9,9 +9,9 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from ..exceptions import SchedulerError
-from ..model import Priority
-from ..outage import Outage
+from ..domain.exceptions import SchedulerError
+from ..domain.model import Priority
+from ..plumbing.outage import Outage
 from ..store import SchedulerStore
 from .rebuild import rebuild
 from .redis_index import CLAIM_TIMEOUT, IndexUnavailable, RedisIndex

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from ..model import PRIORITY_ORDER
+from ..domain.model import PRIORITY_ORDER
 from ..store import SchedulerStore
 from ..store.values import WaitingEntry
 from .redis_index import REBUILD_LEASE, RedisIndex

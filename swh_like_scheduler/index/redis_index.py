@@ -23,8 +23,8 @@ from typing import Any
 
 import redis
 
-from ..exceptions import SchedulerError
-from ..model import PRIORITY_ORDER, Priority, Task, TaskStatus
+from ..domain.exceptions import SchedulerError
+from ..domain.model import PRIORITY_ORDER, Priority, Task, TaskStatus
 from ..store.values import WaitingEntry
 from . import scripts
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Any
 
-from ..model import Task, TaskRun
+from ..domain.model import Task, TaskRun
 from ..policy.type_edit import retime_scope
 from .redis_index import IndexUnavailable, RedisIndex
 from .sync import file_tasks

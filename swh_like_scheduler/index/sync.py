@@ -29,7 +29,7 @@ from datetime import datetime
 
 import redis
 
-from ..model import Task, TaskStatus
+from ..domain.model import Task, TaskStatus
 from ..store import SchedulerStore, TaskFilter
 from .redis_index import IndexUnavailable, RedisIndex, entry
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from ..model import RunStatus, TaskRun
+from ..domain.model import RunStatus, TaskRun
 
 
 class Action(StrEnum):

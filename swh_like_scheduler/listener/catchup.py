@@ -33,7 +33,7 @@ from typing import Any
 
 from celery import Celery
 
-from ..model import RunStatus, TaskRun, TaskStatus
+from ..domain.model import RunStatus, TaskRun, TaskStatus
 from ..store import SchedulerStore
 from ..store.interface import TaskFilter
 from .actions import Action

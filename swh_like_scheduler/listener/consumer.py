@@ -55,8 +55,8 @@ from kombu import Connection, Consumer, Queue, binding
 from kombu.exceptions import OperationalError
 
 from ..broker.connection import connect
-from ..exceptions import SchedulerError
-from ..outage import Outage
+from ..domain.exceptions import SchedulerError
+from ..plumbing.outage import Outage
 from ..policy import RandomSource
 from ..store import SchedulerStore
 from . import metrics, poison

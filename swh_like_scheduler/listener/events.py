@@ -28,9 +28,9 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from ..exceptions import InvalidInput
-from ..model import RunStatus
-from ..monitor.records import WorkerSighting
+from ..domain.exceptions import InvalidInput
+from ..domain.model import RunStatus
+from ..domain.records import WorkerSighting
 from ..policy import classify_result
 
 

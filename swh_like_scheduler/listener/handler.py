@@ -56,15 +56,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..model import RunStatus, Task, TaskRun
-from ..monitor.records import WorkerChangeKind, WorkerSighting
+from ..domain.model import RunStatus, Task, TaskRun
+from ..domain.records import STALE_END
+from ..domain.records import WorkerChangeKind, WorkerSighting
+from ..plumbing.quietlog import QuietLog
 from ..policy import RandomSource
-from ..quietlog import QuietLog
 from ..recording import TaskTypeCache, outcome_applier
-from ..records import STALE_END
+from ..recurrent.events import VISIT_EVENT, VisitFeed
 from ..store import SchedulerStore
 from ..store.interface import RunEnd
-from ..visits.events import VISIT_EVENT, VisitFeed
 from . import poison
 from .actions import Action, BatchSummary, HandleResult
 from .events import EventKind, RunEvent, parse_event, parse_worker_event

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_names
+from ..plumbing.lazy import lazy_names
 from .records import (
     MONITOR_LOCK,
     Expiry,

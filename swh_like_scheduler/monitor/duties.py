@@ -62,13 +62,13 @@ from typing import TYPE_CHECKING
 
 from celery import Celery
 
-from ..exceptions import InvalidInput, SchedulerError
+from ..dispatch.republish import ORPHANED_AFTER, republish_unstarted
+from ..dispatch.routing import LiveWorkers
+from ..domain.exceptions import InvalidInput, SchedulerError
+from ..domain.lease import StealReport
 from ..health.census import Refresh, refresh
-from ..lease.protocol import StealReport
-from ..outage import Outage
+from ..plumbing.outage import Outage
 from ..recording import TaskTypeCache, outcome_applier
-from ..runner.republish import ORPHANED_AFTER, republish_unstarted
-from ..runner.routing import LiveWorkers
 from ..store import SchedulerStore
 from ..store.interface import ApplyOutcome
 from .records import MONITOR_LOCK, default_holder

@@ -1,9 +1,9 @@
 """Plain values shared by the store, the listener and the monitor duties: now
-in :mod:`swh_like_scheduler.records` (the model layer), re-exported here."""
+in :mod:`swh_like_scheduler.domain.records` (the model layer), re-exported here."""
 
 from __future__ import annotations
 
-from ..records import (
+from ..domain.records import (
     EXPIRED,
     HEARTBEAT_MISSES,
     LATE_OUTCOME,

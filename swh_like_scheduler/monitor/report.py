@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..lease.protocol import StealReport
+from ..domain.lease import StealReport
 from .records import Expiry, LockState, WorkerSweep
 
 #: Why a pass did no duty.

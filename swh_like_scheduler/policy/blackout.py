@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, time, timedelta, tzinfo
 
-from ..exceptions import InvalidInput
-from ..model import BlackoutPeriod, Task
+from ..domain.exceptions import InvalidInput
+from ..domain.model import BlackoutPeriod, Task
 from .times import get_zone, local_to_utc, to_utc, wall_time
 
 _DAY = timedelta(days=1)

@@ -6,7 +6,7 @@ no way back when the type cannot keep up: sources that always change keep
 their short intervals, the demand they add is where capacity is short, and
 the order of dispatch decides who starves. The capacity-aware rule reads
 what the monitor measured of the type's adaptive tasks
-(:class:`~swh_like_scheduler.model.TypeLoad`: the work they ask for at their
+(:class:`~swh_like_scheduler.domain.model.TypeLoad`: the work they ask for at their
 intervals, *demand* D; the work their runs took over the last window,
 *delivered* R; how many wait overdue, *backlog*) and, with the pressure
 p = D / R:
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ..model import TaskType
+from ..domain.model import TaskType
 from .times import to_utc
 
 #: a measurement older than this (the monitor stopped) steers nothing

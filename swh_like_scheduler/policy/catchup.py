@@ -36,8 +36,8 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..model import CatchUp, ScheduleKind, Task, TaskStatus, TaskType
-from ..text import plural
+from ..domain.model import CatchUp, ScheduleKind, Task, TaskStatus, TaskType
+from ..domain.text import plural
 from .cron import next_cron_time
 from .schedule import compute_start_times, interval_of
 from .times import fmt_duration, fmt_instant, to_utc

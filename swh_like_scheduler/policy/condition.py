@@ -58,8 +58,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from ..model import ScheduleKind, Task, TaskStatus, TaskType
-from ..text import plural
+from ..domain.model import ScheduleKind, Task, TaskStatus, TaskType
+from ..domain.text import plural
 from .cooldown import cooldown_shortfall
 from .schedule import StartTimes, start_times
 from .times import (

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ..model import ScheduleKind, Task
+from ..domain.model import ScheduleKind, Task
 from .times import ZERO, effective_average, fmt_duration, measured_run_time
 
 

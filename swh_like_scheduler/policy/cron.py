@@ -27,9 +27,9 @@ from typing import Any
 
 from croniter import CroniterBadDateError, croniter
 
-from ..exceptions import InvalidInput
-from ..model import TaskType
-from ..validation import cron_expression
+from ..domain.exceptions import InvalidInput
+from ..domain.model import TaskType
+from ..domain.validation import cron_expression
 from .times import get_zone, local_to_utc, to_utc, wall_time
 
 # Safety bound on wall-time matches examined for one firing (a `* * * * *`

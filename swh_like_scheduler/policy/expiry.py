@@ -6,14 +6,14 @@ see and was free to take) *began* after the task could be claimed and
 still did not take it. A pass that began earlier may never have seen the
 task (created, enabled or respawned after the pass read the ready tasks),
 and a pass that skipped rows another transaction held records no room at
-all (:func:`swh_like_scheduler.runner.room.record_room`).
+all (:func:`swh_like_scheduler.dispatch.room.record_room`).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ..model import Task
+from ..domain.model import Task
 from .times import to_utc
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..enums import LONG_RUN, RESERVED_SHARE
-from ..model import CatchUp, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
-from ..text import headline, plural
+from ..domain.enums import LONG_RUN, RESERVED_SHARE
+from ..domain.model import CatchUp, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
+from ..domain.text import headline, plural
 from .blackout import blackout_at, blackout_end
 from .catchup import catch_up_of, missed_firings
 from .condition import ConditionReport, condition

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..exceptions import InvalidInput
-from ..model import OWNER_CLEARED, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from ..domain.exceptions import InvalidInput
+from ..domain.model import OWNER_CLEARED, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from .capacity import adapt_interval
 from .retry import RandomSource, draw, num_retries, retry_state
 from .schedule import compute_start_times, interval_of

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
-from ..exceptions import InvalidInput
-from ..model import ScheduleKind, Task, TaskType
+from ..domain.exceptions import InvalidInput
+from ..domain.model import ScheduleKind, Task, TaskType
 from .cron import shortest_cron_gap
 from .times import ZERO, fmt_duration, reference_start
 

@@ -19,8 +19,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from ..model import Task, TaskRun, TaskStatus
-from ..records import ASSIGNED, WorkerState
+from ..domain.model import Task, TaskRun, TaskStatus
+from ..domain.records import ASSIGNED, WorkerState
 from .times import fmt_duration, fmt_instant
 
 

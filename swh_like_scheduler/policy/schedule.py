@@ -39,8 +39,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from ..model import ScheduleKind, Task, TaskType
-from ..text import plural
+from ..domain.model import ScheduleKind, Task, TaskType
+from ..domain.text import plural
 from .blackout import blackout_at, blackout_end
 from .cron import next_cron_time
 from .retry import retry_base_delay, retry_state

@@ -20,8 +20,8 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
-from ..model import Task, TaskType
-from ..validation import zone as _parse_zone
+from ..domain.model import Task, TaskType
+from ..domain.validation import zone as _parse_zone
 
 ZERO = timedelta(0)
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..exceptions import InvalidInput
-from ..model import ScheduleKind, Task, TaskType
+from ..domain.exceptions import InvalidInput
+from ..domain.model import ScheduleKind, Task, TaskType
 from .capacity import clamp_interval
 from .retry import retry_state
 from .schedule import compute_start_times

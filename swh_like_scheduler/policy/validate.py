@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ..exceptions import InvalidInput
-from ..model import ScheduleKind, Task, TaskStatus, TaskType
+from ..domain.exceptions import InvalidInput
+from ..domain.model import ScheduleKind, Task, TaskStatus, TaskType
 from .blackout import covers_whole_day
 from .cron import next_cron_time
 from .retry import check_retry_budget, num_retries

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from ..records import (
+from ..domain.records import (
     HEARTBEAT_MISSES,
     WorkerChange,
     WorkerChangeKind,

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..model import Task, TaskRun, TaskStatus, TaskType
+from ..domain.model import Task, TaskRun, TaskStatus, TaskType
 from ..policy import Outcome, RandomSource, already_applied, apply_outcome
 from ..store import SchedulerStore
 

@@ -1,5 +1,6 @@
-"""The runner: claims ready tasks by deadline and publishes them to Celery."""
+"""The runner daemon: a loop of dispatch passes (:mod:`..dispatch`), woken
+early by the store's notifications (:mod:`.wakeup`), that takes the
+monitor's duties in turn (:mod:`.loop`), with the interpreter tuned for a
+long-lived process (:mod:`.interpreter`).
 
-from .dispatch import PassReport, TypePass, tick
-
-__all__ = ["PassReport", "TypePass", "tick"]
+It sits above the dispatch pass and the monitor, which it runs together."""

@@ -18,17 +18,17 @@ from celery import Celery
 from ..broker import BrokerError
 from ..broker.connection import open_connection
 from ..broker.depth import queue_depths
-from ..exceptions import SchedulerError
-from ..model import RUNNER_ORDER, DispatchOrder, Priority
+from ..dispatch import metrics
+from ..dispatch.pools import PassPools
+from ..dispatch.republish import republish_unstarted
+from ..dispatch.routing import LiveWorkers
+from ..dispatch.serve import CLAIMERS, PassReport, tick
+from ..domain.exceptions import SchedulerError
+from ..domain.model import RUNNER_ORDER, DispatchOrder, Priority
 from ..monitor.duties import MonitorSettings, monitor_tick, release
-from ..outage import Outage
+from ..plumbing.outage import Outage
 from ..recording import TaskTypeCache, outcome_applier
 from ..store import SchedulerStore
-from . import metrics
-from .dispatch import CLAIMERS, PassReport, tick
-from .pools import PassPools
-from .republish import republish_unstarted
-from .routing import LiveWorkers
 from .wakeup import Waker
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from ..model import RunStatus
+from ..domain.model import RunStatus
 from .workload import Duration, TaskGroup
 
 #: the statuses a simulated run ends with

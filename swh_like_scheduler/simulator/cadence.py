@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from functools import lru_cache
 
-from ..model import ScheduleKind, Task
+from ..domain.model import ScheduleKind, Task
 from ..policy import cron_times, default_cooldown, run_time_basis
 from ..policy.times import to_utc
 

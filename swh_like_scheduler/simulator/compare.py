@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import InvalidInput
-from ..model import DispatchOrder
+from ..domain.exceptions import InvalidInput
+from ..domain.model import DispatchOrder
 from .engine import Simulation
 from .limits import limit_lines, run_limits
 from .peaks import peak_overloads, peak_warning

@@ -2,7 +2,7 @@
 
 What runs for real: the store (a private SQLite database, or an empty
 PostgreSQL one), the policy engine, the runner's pass
-(:func:`~swh_like_scheduler.runner.dispatch.tick`, the same claims and
+(:func:`~swh_like_scheduler.dispatch.serve.tick`, the same claims and
 messages) and the listener's outcome handling
 (:class:`~swh_like_scheduler.listener.handler.EventHandler`, fed Celery-shaped
 events). What is simulated: time (SimPy's clock, passed as ``now`` to
@@ -35,19 +35,18 @@ from typing import Any
 import simpy
 import sqlalchemy as sa
 
-from .. import migrations
 from ..broker.message import Message
-from ..builders import task_from_input
-from ..exceptions import InvalidInput
+from ..dispatch.pools import PassPools
+from ..dispatch.serve import tick
+from ..domain.exceptions import InvalidInput
+from ..domain.model import Claimed, DispatchOrder, RunStatus, Task, TaskType
+from ..domain.records import Skip
+from ..intake.builders import task_from_input
 from ..listener.handler import EventHandler
-from ..model import Claimed, DispatchOrder, RunStatus, Task, TaskType
 from ..monitor.duties import MonitorSettings, measure_loads
 from ..policy.retry import retry_state
 from ..recording import TaskTypeCache
-from ..records import Skip
-from ..runner.dispatch import tick
-from ..runner.pools import PassPools
-from ..store import SQLAlchemyStore
+from ..store import SQLAlchemyStore, migrations
 from ..store.tables import metadata
 from .behaviour import SUCCESS, TaskBehaviour, stream
 from .cadence import written_interval

@@ -26,8 +26,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..exceptions import InvalidInput
-from ..model import OWNER_CLEARED, ScheduleKind, Task, TaskStatus, TaskType
+from ..domain.exceptions import InvalidInput
+from ..domain.model import OWNER_CLEARED, ScheduleKind, Task, TaskStatus, TaskType
 from ..policy import start_times
 from ..store import SchedulerStore, TaskFilter
 from .behaviour import TaskBehaviour

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..builders import task_from_input
-from ..model import BlackoutPeriod, ScheduleKind, Task
+from ..domain.model import BlackoutPeriod, ScheduleKind, Task
+from ..intake.builders import task_from_input
 from ..policy import cron_times
 from ..policy.blackout import leave_blackouts
 from .behaviour import TaskBehaviour

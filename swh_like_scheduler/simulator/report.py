@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import InvalidInput
+from ..domain.exceptions import InvalidInput
 from .peaks import percent, span
 
 #: the file names written in the report folder

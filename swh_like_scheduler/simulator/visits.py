@@ -2,7 +2,7 @@
 
 What runs for real: the store (a private SQLite database), the listings
 (``record_listed_origins``), ``schedule-recurrent``'s step
-(:func:`~swh_like_scheduler.visits.recurrent.schedule_step`: the same
+(:func:`~swh_like_scheduler.recurrent.scheduler.schedule_step`: the same
 grabs, the same messages), the feedback (``record_visit_statuses``) and the
 origin metrics (``update_metrics``). What is simulated: time (SimPy's
 clock, passed as ``now`` to everything), the broker's queue
@@ -42,12 +42,12 @@ from typing import Any
 
 import simpy
 
-from ..exceptions import InvalidInput
-from ..model import TaskType
+from ..domain.exceptions import InvalidInput
+from ..domain.model import TaskType
+from ..recurrent.scheduler import schedule_step
 from ..visits.feedback import VisitStatusMessage
 from ..visits.model import ListedOrigin, VisitStatus
 from ..visits.policy import VisitPolicy, VisitSettings, visit_policy
-from ..visits.recurrent import schedule_step
 from .behaviour import stream
 from .engine import sim_store
 from .queues import SimQueues

@@ -15,8 +15,8 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 
 from .. import policy
-from ..conditions import LEVELS, PAGE, WATCHED
-from ..model import ScheduleKind, Task, TaskStatus, TaskType
+from ..domain.model import ScheduleKind, Task, TaskStatus, TaskType
+from ..health.conditions import LEVELS, PAGE, WATCHED
 from ..store import SchedulerStore, TaskFilter
 
 #: a known task: the task as last read, its level, until when it holds,

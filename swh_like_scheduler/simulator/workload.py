@@ -53,10 +53,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .. import validation
-from ..builders import TASK_FIELDS, task_type_from_input
-from ..exceptions import InvalidInput
-from ..model import ScheduleKind, TaskType
+from ..domain import validation
+from ..domain.exceptions import InvalidInput
+from ..domain.model import ScheduleKind, TaskType
+from ..intake.builders import TASK_FIELDS, task_type_from_input
 from ..policy import cron_times, default_cooldown, run_time_basis
 
 #: the workloads shipped with the package (``simulator/workloads/*.toml``)

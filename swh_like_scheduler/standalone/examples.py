@@ -8,7 +8,7 @@ their reasons, retries and back-pressure.
 
 Task types come from the ``swh.workers`` entry points, exactly as
 ``swh scheduler task-type register`` creates them. Example tasks are built
-with :func:`~swh_like_scheduler.builders.task_from_input`, so they go through
+with :func:`~swh_like_scheduler.intake.builders.task_from_input`, so they go through
 the policy engine's validation like any task a user adds.
 """
 
@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..builders import task_from_input, task_type_from_input
-from ..celery_factory import worker_registrations
-from ..model import Task, TaskType
+from ..domain.model import Task, TaskType
+from ..intake.builders import task_from_input, task_type_from_input
+from ..plumbing.celery_factory import worker_registrations
 from ..store import SchedulerStore
 
 #: Queue the example notification is published to.

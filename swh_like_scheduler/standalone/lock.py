@@ -8,7 +8,7 @@ with an expiry on the database clock, as the monitor's) before it starts
 anything, renews it while it runs and gives it up when it stops.
 
 The lock's holder is ``host:pid:random``
-(:func:`~swh_like_scheduler.records.default_holder`): a second standalone
+(:func:`~swh_like_scheduler.domain.records.default_holder`): a second standalone
 refuses with the first one's pid and host. A holder that crashed (``kill
 -9``: nothing released the lock) does not block the next one: on the same
 host, a holder whose process is gone (or is no standalone any more: its pid
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from ..exceptions import SchedulerError
+from ..domain.exceptions import SchedulerError
+from ..domain.records import LockState, default_holder
 from ..policy.times import fmt_instant
-from ..records import LockState, default_holder
 from ..store import SchedulerStore
 
 logger = logging.getLogger(__name__)

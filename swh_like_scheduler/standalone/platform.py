@@ -48,8 +48,8 @@ from typing import TextIO
 import platformdirs
 import sqlalchemy as sa
 
-from ..config import APP_NAME
-from ..exceptions import SchedulerError
+from ..config.settings import APP_NAME
+from ..domain.exceptions import SchedulerError
 from ..store import SchedulerStore
 from .examples import create_examples, register_task_types
 from .lock import RENEW_EVERY, DatabaseLock

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from .. import policy
-from ..model import RunStatus, Task, TaskStatus
+from ..domain.model import RunStatus, Task, TaskStatus
 from ..store import SchedulerStore, TaskFilter
 
 #: Runs and task updates this much older than the previous snapshot are

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_names
+from ..plumbing.lazy import lazy_names
 
 if TYPE_CHECKING:
     from .engine import make_engine, missing_sqlite_file, normalise_url

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from ..exceptions import InvalidInput
+from ..domain.exceptions import InvalidInput
 from .interface import Capabilities
 from .lockwatch import LockWatch
 from .session import PoolSize, SessionBounds, bounded_parameters

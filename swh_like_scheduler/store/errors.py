@@ -1,7 +1,7 @@
 """Translation of driver errors into the scheduler's exception tree.
 
 Nothing raised by SQLAlchemy, psycopg or sqlite3 leaves the store: callers
-see a :class:`~swh_like_scheduler.exceptions.SchedulerError` whose message
+see a :class:`~swh_like_scheduler.domain.exceptions.SchedulerError` whose message
 says what went wrong and what to do.
 """
 
@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import sqlalchemy.exc as sa_exc
 
-from ..exceptions import (
+from ..domain.exceptions import (
     Conflict,
     InvalidInput,
     SchedulerError,

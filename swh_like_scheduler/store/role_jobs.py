@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ..jobs import Job, JobView
+    from ..intake.jobs import Job, JobView
 
 
 class JobStore(Protocol):

@@ -6,18 +6,10 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..model import (
-    RunStatus,
-    TaskRun,
-)
+from ..domain.model import RunStatus, TaskRun
 
 if TYPE_CHECKING:
-    from ..records import (
-        LeaseGrant,
-        PingReply,
-        Renewal,
-        StealReport,
-    )
+    from ..domain.records import LeaseGrant, PingReply, Renewal, StealReport
 
 
 from .values import ApplyOutcome

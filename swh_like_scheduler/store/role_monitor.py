@@ -6,14 +6,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
-from ..model import (
-    Priority,
-    TaskRun,
-    TypeLoad,
-)
+from ..domain.model import Priority, TaskRun, TypeLoad
 
 if TYPE_CHECKING:
-    from ..records import (
+    from ..domain.records import (
         Expiry,
         LockState,
         WorkerChange,

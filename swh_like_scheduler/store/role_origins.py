@@ -42,7 +42,7 @@ class OriginStore(Protocol):
     def update_lister(self, lister: Lister, *, now: datetime | None = None) -> Lister:
         """Store ``lister``'s state, listing end and first-visit fields; the
         stored lister with its new ``updated`` token. Raises
-        :class:`~swh_like_scheduler.exceptions.StaleUpdate` (``updated``)
+        :class:`~swh_like_scheduler.domain.exceptions.StaleUpdate` (``updated``)
         when ``lister.updated`` is not the stored one (another process wrote
         since this one read), :class:`NotFound` for an unknown id; nothing
         is written then."""

@@ -6,16 +6,10 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..model import (
-    Claimed,
-    DispatchOrder,
-    Priority,
-    RunStatus,
-    TaskRun,
-)
+from ..domain.model import Claimed, DispatchOrder, Priority, RunStatus, TaskRun
 
 if TYPE_CHECKING:
-    from ..records import Skip
+    from ..domain.records import Skip
 
 
 from .values import ApplyOutcome, LongRuns, RunEnd, ScheduleHealth
@@ -67,7 +61,7 @@ class RunStore(Protocol):
         runner read the task types still holds.
 
         With ``short_only``, tasks whose runs are long runs (expected to
-        last :data:`~swh_like_scheduler.enums.LONG_RUN` or more: their
+        last :data:`~swh_like_scheduler.domain.enums.LONG_RUN` or more: their
         ``average_good_duration``, else their ``expected_duration``) are
         left waiting; a task of unknown length is taken.
         """

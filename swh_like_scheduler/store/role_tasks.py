@@ -6,11 +6,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..model import (
-    Priority,
-    Task,
-    TaskType,
-)
+from ..domain.model import Priority, Task, TaskType
 
 if TYPE_CHECKING:
     from ..policy.type_edit import TypeEditReport
@@ -44,7 +40,7 @@ class TaskStore(Protocol):
         """Change fields of a task type (not its name) and return it.
 
         ``changes`` are typed values (durations as ``timedelta``...), of the
-        fields in :data:`~swh_like_scheduler.editing.TASK_TYPE_EDITABLE`;
+        fields in :data:`~swh_like_scheduler.intake.editing.TASK_TYPE_EDITABLE`;
         ``None`` unsets a nullable one. The result is validated as a whole
         before anything is written, and against the tasks it governs (live
         or disabled, :mod:`~swh_like_scheduler.policy.type_edit`): an edit
@@ -251,12 +247,12 @@ class TaskStore(Protocol):
         ``key``) and return it, in one transaction with its row locked.
 
         ``changes`` are typed values (as
-        :func:`~swh_like_scheduler.editing.task_changes` gives them) of the
-        fields in :data:`~swh_like_scheduler.editing.TASK_EDITABLE`. The
+        :func:`~swh_like_scheduler.intake.editing.task_changes` gives them) of the
+        fields in :data:`~swh_like_scheduler.intake.editing.TASK_EDITABLE`. The
         task is checked as at creation and, unless a run holds it, its
         ``next_run`` and ``deadline`` are computed again by the policy
         engine for the new schedule from its history
-        (:func:`~swh_like_scheduler.policy.edit.edited_task`); its status
+        (:func:`~swh_like_scheduler.intake.edit.edited_task`); its status
         does not change. An edit that changes nothing writes nothing.
 
         Raises :class:`NotFound` for an unknown task, :class:`InvalidInput`

@@ -6,8 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
-from ..model import BlackoutPeriod, Task, TaskRun, TaskType
-from ..validation import time_of_day
+from ..domain.model import BlackoutPeriod, Task, TaskRun, TaskType
+from ..domain.validation import time_of_day
 
 TASK_TYPE_FIELDS = tuple(f.name for f in fields(TaskType))
 _TASK_SKIP = {"args", "kwargs", "_arguments_hash", "_arguments_size"}

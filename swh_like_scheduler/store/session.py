@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from ..exceptions import InvalidInput
+from ..domain.exceptions import InvalidInput
 
 #: the daemons, each named ``swh-scheduler-<role>`` in ``pg_stat_activity``
 DAEMON_ROLES = ("runner", "listener", "monitor", "api", "worker", "beat", "standalone")

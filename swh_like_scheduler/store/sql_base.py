@@ -13,11 +13,7 @@ from typing import Any, Self
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..model import (
-    MAX_ARGUMENT_BYTES,
-    Priority,
-    TaskStatus,
-)
+from ..domain.model import MAX_ARGUMENT_BYTES, Priority, TaskStatus
 from .engine import WRITE_OPTION, capabilities_of, make_engine, sessions_of
 from .errors import translated
 from .interface import (

@@ -31,7 +31,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from ..exceptions import InvalidInput
+from ..domain.exceptions import InvalidInput
 
 #: rows per statement (one JSON parameter; the listener's batches are smaller)
 CHUNK = 5_000

@@ -21,8 +21,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from .. import policy
-from ..exceptions import InvalidInput
-from ..model import RunStatus, Task, TaskStatus, TaskType
+from ..domain.exceptions import InvalidInput
+from ..domain.model import RunStatus, Task, TaskStatus, TaskType
 from . import rows
 from .sql_base import SQLBase
 from .tables import task as task_t

@@ -19,9 +19,17 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..model import CatchUp, RunStatus, ScheduleKind, TaskRun, TaskStatus, TaskType, run_backend_id
+from ..domain.model import (
+    CatchUp,
+    RunStatus,
+    ScheduleKind,
+    TaskRun,
+    TaskStatus,
+    TaskType,
+    run_backend_id,
+)
+from ..domain.records import SKIPPED, Skip
 from ..policy.catchup import after_skip, missed_firings
-from ..records import SKIPPED, Skip
 from . import rows
 from .sql_identity import IdentityMethods
 from .tables import task as task_t

@@ -14,8 +14,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..enums import check_aware
-from ..exceptions import InvalidInput
+from ..domain.enums import check_aware
+from ..domain.exceptions import InvalidInput
 from .sql_base import SQLBase
 from .tables import census as census_t
 from .tables import task as task_t

@@ -23,7 +23,7 @@ Python time per claimed task than publishing its message did.
 Each class keeps its own index scan (``ix_task_dispatch_order``) and stops
 at the rows it needs, so the cost does not grow with the number of ready
 tasks. The run's ``backend_id`` is computed by :func:`backend_id_sql`, the
-SQL twin of :func:`~swh_like_scheduler.model.run_backend_id`.
+SQL twin of :func:`~swh_like_scheduler.domain.model.run_backend_id`.
 """
 
 from __future__ import annotations
@@ -40,15 +40,8 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from ..enums import LONG_RUN
-from ..model import (
-    DUE_MARGIN,
-    DispatchOrder,
-    Priority,
-    RunStatus,
-    ScheduleKind,
-    TaskStatus,
-)
+from ..domain.enums import LONG_RUN
+from ..domain.model import DUE_MARGIN, DispatchOrder, Priority, RunStatus, ScheduleKind, TaskStatus
 from .tables import UTCDateTime
 from .tables import task as task_t
 from .tables import task_run as run_t

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from ..enums import check_aware
-from ..exceptions import InvalidInput
+from ..domain.enums import check_aware
+from ..domain.exceptions import InvalidInput
 from .sql_base import SQLBase
 from .tables import console_link as link_t
 from .tables import console_session as session_t

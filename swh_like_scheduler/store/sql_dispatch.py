@@ -21,7 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..model import Claimed, RunStatus, TaskStatus
+from ..domain.model import Claimed, RunStatus, TaskStatus
 from .sql_base import SQLBase
 from .tables import dispatch_batch as batch_t
 from .tables import task as task_t

@@ -12,11 +12,19 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..editing import TASK_TYPE_EDITABLE, TASK_TYPE_IDLE
-from ..enums import check_aware
-from ..exceptions import DuplicateTask, InvalidInput, NotFound, TaskBusy, UnknownTaskType
-from ..model import OPEN_RUN_STATUSES, OWNER_CLEARED, ScheduleKind, Task, TaskStatus, TaskType
-from ..policy.edit import edited_task
+from ..domain.enums import check_aware
+from ..domain.exceptions import DuplicateTask, InvalidInput, NotFound, TaskBusy, UnknownTaskType
+from ..domain.model import (
+    OPEN_RUN_STATUSES,
+    OWNER_CLEARED,
+    ScheduleKind,
+    Task,
+    TaskStatus,
+    TaskType,
+)
+from ..domain.validation import unstorable
+from ..intake.edit import edited_task
+from ..intake.editing import TASK_TYPE_EDITABLE, TASK_TYPE_IDLE
 from ..policy.type_edit import (
     TaskShape,
     TypeEditEffect,
@@ -27,7 +35,6 @@ from ..policy.type_edit import (
     retime_scope,
     retimed,
 )
-from ..validation import unstorable
 from . import rows
 from .sql_base import SQLBase
 from .sql_tasks import identical_query

@@ -12,15 +12,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..model import (
-    OPEN_RUN_STATUSES,
-    RunStatus,
-    Task,
-    TaskRun,
-    TaskStatus,
-    final_run_status,
-)
-from ..records import LATE_OUTCOME, STALE_END, STOLEN, SUPERSEDED, WORKER_OFFLINE
+from ..domain.model import OPEN_RUN_STATUSES, RunStatus, Task, TaskRun, TaskStatus, final_run_status
+from ..domain.records import LATE_OUTCOME, STALE_END, STOLEN, SUPERSEDED, WORKER_OFFLINE
 from . import rows
 from .interface import ApplyOutcome, RunEnd
 from .sql_base import SQLBase

@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..exceptions import InvalidInput, NotFound
+from ..domain.exceptions import InvalidInput, NotFound
 from ..visits.model import ListedOrigin, visit_type_name
 from ..visits.policy import Cooldowns, Hold, VisitPolicy, visit_policy
 from .sql_base import _chunks

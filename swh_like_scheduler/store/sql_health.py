@@ -7,9 +7,9 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from ..exceptions import InvalidInput
-from ..model import OPEN_RUN_STATUSES, Priority, RunStatus, TaskStatus
-from ..records import EXPIRED_ERROR
+from ..domain.exceptions import InvalidInput
+from ..domain.model import OPEN_RUN_STATUSES, Priority, RunStatus, TaskStatus
+from ..domain.records import EXPIRED_ERROR
 from .sql_base import SQLBase
 from .tables import dispatch_batch as batch_t
 from .tables import dispatch_room as room_t

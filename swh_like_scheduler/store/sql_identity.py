@@ -12,7 +12,7 @@ Two things derive from it:
   (:func:`~swh_like_scheduler.listener.consumer.event_queue_name`), so that
   two installations on one vhost never read each other's queue;
 * the namespace of the Celery task ids of new runs
-  (:func:`~swh_like_scheduler.model.run_backend_id`), so that the runs of
+  (:func:`~swh_like_scheduler.domain.model.run_backend_id`), so that the runs of
   two installations never share an id: an event or a message of the other
   installation names no run here, and is ignored.
 
@@ -28,7 +28,7 @@ from functools import lru_cache
 
 import sqlalchemy as sa
 
-from ..model import RUN_NAMESPACE
+from ..domain.model import RUN_NAMESPACE
 from .sql_base import SQLBase
 from .tables import installation as installation_t
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ..exceptions import InvalidInput
-from ..jobs import SEPARATOR, Job, JobInstant, JobView, job_key_of
-from ..model import RunStatus, Task, TaskStatus
+from ..domain.exceptions import InvalidInput
+from ..domain.model import RunStatus, Task, TaskStatus
+from ..intake.jobs import SEPARATOR, Job, JobInstant, JobView, job_key_of
 from .interface import TaskFilter
 from .sql_base import SQLBase
 

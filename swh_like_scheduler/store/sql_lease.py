@@ -24,8 +24,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..exceptions import InvalidInput
-from ..model import (
+from ..domain.exceptions import InvalidInput
+from ..domain.model import (
     OPEN_RUN_STATUSES,
     OWNER_CLEARED,
     RunStatus,
@@ -34,8 +34,7 @@ from ..model import (
     TaskStatus,
     final_run_status,
 )
-from ..policy import blackout_at
-from ..records import (
+from ..domain.records import (
     ASSIGNED,
     PINGED_LATE,
     REFUSED_COPY,
@@ -47,6 +46,7 @@ from ..records import (
     PingReply,
     Refusal,
 )
+from ..policy import blackout_at
 from . import rows
 from .interface import ApplyOutcome
 from .sql_base import SQLBase

@@ -26,8 +26,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..exceptions import InvalidInput
-from ..model import PRIORITY_ORDER, RunStatus, ScheduleKind, TaskStatus, TypeLoad
+from ..domain.exceptions import InvalidInput
+from ..domain.model import PRIORITY_ORDER, RunStatus, ScheduleKind, TaskStatus, TypeLoad
 from .sql_base import SQLBase
 from .tables import LIVE_STATUS
 from .tables import task as task_t

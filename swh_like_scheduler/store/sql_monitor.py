@@ -35,9 +35,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..enums import check_aware
-from ..exceptions import InvalidInput
-from ..model import (
+from ..domain.enums import check_aware
+from ..domain.exceptions import InvalidInput
+from ..domain.model import (
     OPEN_RUN_STATUSES,
     PRIORITY_ORDER,
     Priority,
@@ -48,9 +48,7 @@ from ..model import (
     TaskStatus,
     run_backend_id,
 )
-from ..policy import claimable_from, may_expire, start_times
-from ..policy.times import fmt_duration, fmt_instant
-from ..records import (
+from ..domain.records import (
     ASSIGNED,
     EXPIRED,
     EXPIRED_ERROR,
@@ -62,6 +60,8 @@ from ..records import (
     WorkerSweep,
     worker_timeout,
 )
+from ..policy import claimable_from, may_expire, start_times
+from ..policy.times import fmt_duration, fmt_instant
 from . import rows
 from .interface import ApplyOutcome
 from .sql_claim import runnable_on

@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..exceptions import InvalidInput, NotFound, StaleUpdate
+from ..domain.exceptions import InvalidInput, NotFound, StaleUpdate
 from ..visits.model import (
     ListedOrigin,
     ListedOriginPage,

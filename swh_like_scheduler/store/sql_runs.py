@@ -10,13 +10,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..enums import check_aware
-from ..exceptions import (
-    InvalidInput,
-    InvalidTransition,
-    NotFound,
-)
-from ..model import (
+from ..domain.enums import check_aware
+from ..domain.exceptions import InvalidInput, InvalidTransition, NotFound
+from ..domain.model import (
     PRIORITY_ORDER,
     BlackoutPeriod,
     Claimed,
@@ -28,8 +24,8 @@ from ..model import (
     TaskStatus,
     run_backend_id,
 )
+from ..domain.validation import unstorable
 from ..policy import leave_blackouts, window_at
-from ..validation import unstorable
 from . import rows
 from .sql_claim import (
     SPARSE_FACTOR,

@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from ..exceptions import InvalidInput
-from ..model import OWNER_CLEARED, RunStatus, TaskRun
-from ..records import PINGED_LATE, STOLEN, Renewal, StealReport
+from ..domain.exceptions import InvalidInput
+from ..domain.model import OWNER_CLEARED, RunStatus, TaskRun
+from ..domain.records import PINGED_LATE, STOLEN, Renewal, StealReport
 from . import rows
 from .interface import ApplyOutcome
 from .sql_batch import among

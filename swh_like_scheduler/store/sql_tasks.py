@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..exceptions import (
+from ..domain.exceptions import (
     Conflict,
     DuplicateTaskType,
     InvalidInput,
@@ -19,7 +19,7 @@ from ..exceptions import (
     NotFound,
     UnknownTaskType,
 )
-from ..model import (
+from ..domain.model import (
     PRIORITY_ORDER,
     Priority,
     RunStatus,
@@ -28,8 +28,8 @@ from ..model import (
     TaskStatus,
     TaskType,
 )
+from ..domain.validation import unstorable
 from ..policy import with_default_cooldown
-from ..validation import unstorable
 from . import rows
 from .interface import (
     ALL_TASKS,

@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..exceptions import InvalidInput
+from ..domain.exceptions import InvalidInput
 from ..visits.feedback import MAX_OFFSET, VisitStatusMessage, apply_status
 from ..visits.model import (
     DEFAULT_OFFSET,

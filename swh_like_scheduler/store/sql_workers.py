@@ -18,8 +18,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..domain.records import WorkerChange, WorkerSighting, WorkerState
 from ..policy.workers import see_workers
-from ..records import WorkerChange, WorkerSighting, WorkerState
 from .sql_base import SQLBase
 from .tables import worker as worker_t
 

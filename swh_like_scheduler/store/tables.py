@@ -14,7 +14,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement
 
-from ..model import CatchUp, Priority, RunStatus, ScheduleKind, TaskStatus
+from ..domain.model import CatchUp, Priority, RunStatus, ScheduleKind, TaskStatus
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",

@@ -10,16 +10,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from .. import validation
-from ..exceptions import InvalidInput
-from ..model import (
-    Priority,
-    RunStatus,
-    ScheduleKind,
-    Task,
-    TaskRun,
-    TaskStatus,
-)
+from ..domain import validation
+from ..domain.exceptions import InvalidInput
+from ..domain.model import Priority, RunStatus, ScheduleKind, Task, TaskRun, TaskStatus
 
 if TYPE_CHECKING:
     pass

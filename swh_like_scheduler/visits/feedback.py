@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from ..exceptions import InvalidInput
+from ..domain.exceptions import InvalidInput
 from .model import (
     DEFAULT_OFFSET,
     LastVisitStatus,

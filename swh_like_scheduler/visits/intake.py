@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ..exceptions import InvalidInput
+from ..domain.exceptions import InvalidInput
 from .feedback import VisitStatusMessage
 from .model import ListedOrigin, Lister, aware
 

@@ -23,8 +23,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from .. import validation
-from ..exceptions import InvalidInput
+from ..domain import validation
+from ..domain.exceptions import InvalidInput
 
 #: a URL: a scheme, ``://`` and something, no blank or control character
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s\x00-\x1f\x7f]+$")

@@ -38,8 +38,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from .. import validation
-from ..exceptions import InvalidInput
+from ..domain import validation
+from ..domain.exceptions import InvalidInput
 from .model import LastVisitStatus, OriginVisitStats
 
 

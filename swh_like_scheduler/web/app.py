@@ -38,9 +38,9 @@ from ..api.state import (
     utcnow,
 )
 from ..console import mount_console
-from ..exceptions import SchedulerError
-from ..reachguard import guarded
+from ..domain.exceptions import SchedulerError
 from ..store import SchedulerStore
+from .reachguard import guarded
 
 
 def create_app(

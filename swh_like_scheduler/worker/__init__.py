@@ -7,7 +7,7 @@
   a fencing token per start: :class:`Fence`);
 * :mod:`.heartbeat` — the process running a body renews its run, and
   records its end when the listener did not;
-* the lease (:mod:`swh_like_scheduler.lease`) builds on the guard for long
+* the lease (:mod:`swh_like_scheduler.domain.lease`) builds on the guard for long
   tasks: pings, steals, stops.
 """
 

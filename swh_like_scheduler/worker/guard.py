@@ -56,10 +56,10 @@ from typing import Any, ClassVar, cast
 
 from celery.exceptions import Ignore
 
-from ..config import load_settings
-from ..exceptions import SchedulerError
-from ..lease.protocol import LeaseGrant, Refusal
-from ..quietlog import QuietLog
+from ..config.settings import load_settings
+from ..domain.exceptions import SchedulerError
+from ..domain.lease import LeaseGrant, Refusal
+from ..plumbing.quietlog import QuietLog
 from ..recording import TaskTypeCache, outcome_applier
 from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
@@ -81,7 +81,7 @@ MAX_RETRY_WAIT = 60.0
 
 def is_run_id(task_id: Any) -> bool:
     """Whether a Celery task id is one the scheduler gave a run
-    (:func:`~swh_like_scheduler.model.run_backend_id`); Celery's own ids are
+    (:func:`~swh_like_scheduler.domain.model.run_backend_id`); Celery's own ids are
     random (version 4) UUIDs."""
     try:
         return uuid.UUID(str(task_id)).version == RUN_ID_VERSION
@@ -92,7 +92,7 @@ def is_run_id(task_id: Any) -> bool:
 class StartRefused(Ignore):
     """The start guard refused this delivery: the body did not run.
 
-    ``reason`` is a :class:`~swh_like_scheduler.lease.protocol.Refusal`
+    ``reason`` is a :class:`~swh_like_scheduler.domain.lease.Refusal`
     value. Built from plain strings, so it survives pickling (a prefork
     child hands its exceptions to the parent pickled)."""
 

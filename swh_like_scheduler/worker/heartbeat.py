@@ -48,11 +48,11 @@ from typing import Any
 from celery.exceptions import Ignore, Reject, SoftTimeLimitExceeded
 from celery.signals import worker_process_shutdown
 
-from ..exceptions import SchedulerError
+from ..domain.exceptions import SchedulerError
+from ..domain.model import RunStatus
+from ..domain.records import Renewal
 from ..listener.events import error_text, jsonable, status_of_result
-from ..model import RunStatus
-from ..quietlog import QuietLog
-from ..records import Renewal
+from ..plumbing.quietlog import QuietLog
 from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
 

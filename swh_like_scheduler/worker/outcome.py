@@ -34,10 +34,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import SchedulerError
+from ..domain.exceptions import SchedulerError
+from ..domain.model import RunStatus
 from ..listener.events import error_text, jsonable, status_of_result
-from ..model import RunStatus
-from ..quietlog import QuietLog
+from ..plumbing.quietlog import QuietLog
 from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
 

@@ -46,7 +46,7 @@ from celery import Task
 from celery.signals import worker_init
 from celery.utils.saferepr import saferepr
 
-from ..exceptions import InvalidInput
+from ..domain.exceptions import InvalidInput
 from ..listener.events import jsonable
 from ..policy import classify_result
 

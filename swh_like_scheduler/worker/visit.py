@@ -19,7 +19,7 @@ from typing import Any
 
 from celery import Task, states
 
-from ..visits.events import VISIT_EVENT, visit_event_fields
+from ..recurrent.events import VISIT_EVENT, visit_event_fields
 from .result_event import send_task_event, task_events_enabled
 
 

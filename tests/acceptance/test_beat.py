@@ -17,9 +17,9 @@ import services
 from waiting import wait_until
 
 from swh_like_scheduler.broker import queue_depth
-from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskType
 from swh_like_scheduler.index import RedisIndex
-from swh_like_scheduler.model import ScheduleKind, Task, TaskType
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.redis]

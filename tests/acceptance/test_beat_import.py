@@ -20,8 +20,8 @@ import pytest
 import services
 from waiting import delete_queues, patience, wait_until
 
-from swh_like_scheduler.celery_factory import make_app
-from swh_like_scheduler.model import RunStatus, TaskStatus, TaskType
+from swh_like_scheduler.domain.model import RunStatus, TaskStatus, TaskType
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.redis]

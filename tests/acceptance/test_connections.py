@@ -29,7 +29,7 @@ import pytest
 import services
 from waiting import wait_until
 
-from swh_like_scheduler.model import ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_workers.sleep import TASK_NAME
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from standalone_run import answers, clean_env, start, swh_executable, wait_for
 
-from swh_like_scheduler.model import TaskStatus
+from swh_like_scheduler.domain.model import TaskStatus
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

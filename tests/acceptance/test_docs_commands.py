@@ -108,9 +108,8 @@ def test_the_test_command_is_the_one_ci_runs() -> None:
 def test_the_demo_commands_on_the_demo_database(tmp_path: Path) -> None:
     """The getting-started page's commands, as written, on the embedded
     default database holding the demo's task types and tasks."""
-    from swh_like_scheduler import migrations
     from swh_like_scheduler.standalone import create_examples, register_task_types
-    from swh_like_scheduler.store import SQLAlchemyStore
+    from swh_like_scheduler.store import SQLAlchemyStore, migrations
 
     env = clean_env(tmp_path)
     database = tmp_path / "xdg_data_home" / "swh-like-scheduler" / "scheduler.sqlite"

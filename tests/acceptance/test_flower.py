@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import services
 
-from swh_like_scheduler.celery_factory import make_app
-from swh_like_scheduler.model import ScheduleKind, Task, TaskType
-from swh_like_scheduler.runner import tick
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskType
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_workers.sleep import TASK_NAME
 

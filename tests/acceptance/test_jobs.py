@@ -22,9 +22,9 @@ import services
 from kombu import Connection
 
 from swh_like_scheduler.api import ApiSettings, parse_tokens
-from swh_like_scheduler.jobs import idempotency_key, task_key
-from swh_like_scheduler.model import TaskType
-from swh_like_scheduler.reach import Reach
+from swh_like_scheduler.domain.model import TaskType
+from swh_like_scheduler.intake.jobs import idempotency_key, task_key
+from swh_like_scheduler.plumbing.reach import Reach
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.web import create_app
 from swh_like_workers import notify, webhook

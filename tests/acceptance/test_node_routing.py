@@ -16,10 +16,10 @@ import services
 from celery import Celery
 from celery.result import AsyncResult
 
-from swh_like_scheduler.celery_factory import make_app
-from swh_like_scheduler.model import ScheduleKind, Task, TaskStatus, TaskType
-from swh_like_scheduler.runner import tick
-from swh_like_scheduler.runner.routing import LiveWorkers
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.dispatch.routing import LiveWorkers
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_workers.sleep import TASK_NAME
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from standalone_run import assert_nothing_left, children, clean_env, start
 
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.model import TaskRun
+from swh_like_scheduler.domain.model import TaskRun
 from swh_like_scheduler.policy import default_cooldown
 from swh_like_scheduler.store import SQLAlchemyStore
 

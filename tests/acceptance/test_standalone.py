@@ -24,8 +24,7 @@ from standalone_run import (
     wait_for,
 )
 
-from swh_like_scheduler import migrations
-from swh_like_scheduler.model import RunStatus
+from swh_like_scheduler.domain.model import RunStatus
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.standalone import (
     TypeRow,
@@ -35,7 +34,7 @@ from swh_like_scheduler.standalone import (
     snapshot,
 )
 from swh_like_scheduler.standalone.table import LEGEND, ErrorLine
-from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.store import SQLAlchemyStore, migrations
 
 NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
 

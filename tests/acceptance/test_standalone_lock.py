@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from standalone_run import assert_nothing_left, children, clean_env, processes_of, start, wait_for
 
-from swh_like_scheduler import migrations
 from swh_like_scheduler.standalone.lock import (
     STANDALONE_LOCK,
     DatabaseLock,
@@ -24,7 +23,7 @@ from swh_like_scheduler.standalone.lock import (
     holder_gone,
 )
 from swh_like_scheduler.standalone.restarts import RestartPolicy, Restarts, exit_text
-from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.store import SQLAlchemyStore, migrations
 
 QUICK = ("--no-api", "--no-examples", "--refresh", "0.5")
 S = timedelta(seconds=1)

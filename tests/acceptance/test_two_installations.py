@@ -28,11 +28,17 @@ import pytest
 import services
 from standalone_run import swh_executable, wait_for
 
-from swh_like_scheduler import migrations
-from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.domain.model import (
+    RunStatus,
+    ScheduleKind,
+    Task,
+    TaskRun,
+    TaskStatus,
+    TaskType,
+)
 from swh_like_scheduler.listener import event_queue_name
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
-from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.plumbing.celery_factory import make_app
+from swh_like_scheduler.store import SQLAlchemyStore, migrations
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.rabbitmq]
 

@@ -21,8 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import services
 from private import PrivatePostgres, PrivateRabbitMQ, PrivateRedis, PrivateServer
 
-from swh_like_scheduler import migrations
-from swh_like_scheduler.store import make_engine
+from swh_like_scheduler.store import make_engine, migrations
 
 FULL = os.environ.get("SWH_FAULTS", "").lower() == "full"
 TABLE: list[dict[str, Any]] = []

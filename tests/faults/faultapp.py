@@ -29,9 +29,9 @@ from typing import Any
 
 import redis
 
-from swh_like_scheduler.celery_factory import make_app
-from swh_like_scheduler.lease.task import LeasedTask
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.worker import SchedulerTask
+from swh_like_scheduler.worker.lease import LeasedTask
 
 PROBE_TASK = "tests.faults.probe"
 STALL_TASK = "tests.faults.stall"

@@ -26,8 +26,8 @@ from typing import Any
 import redis
 import sqlalchemy as sa
 
-from swh_like_scheduler.builders import task_from_input
-from swh_like_scheduler.model import ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.intake.builders import task_from_input
 from swh_like_scheduler.store import SQLAlchemyStore, tables
 
 HERE = Path(__file__).parent

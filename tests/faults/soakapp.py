@@ -39,7 +39,7 @@ import redis
 
 import swh_like_workers.notify
 import swh_like_workers.webhook
-from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.worker import SchedulerTask
 
 WORK_TASK = "tests.soak.work"

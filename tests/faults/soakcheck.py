@@ -57,8 +57,15 @@ from soakproof import (
     taken_at,
 )
 
-from swh_like_scheduler.jobs import JobView
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
+from swh_like_scheduler.domain.model import (
+    RunStatus,
+    ScheduleKind,
+    Task,
+    TaskRun,
+    TaskStatus,
+    TaskType,
+)
+from swh_like_scheduler.intake.jobs import JobView
 from swh_like_scheduler.policy import start_times
 from swh_like_scheduler.policy.condition import Condition, Reason, condition
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter

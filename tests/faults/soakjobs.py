@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from soakproof import Proof, Unproven, ran_again
 
-from swh_like_scheduler.jobs import idempotency_key, task_key
-from swh_like_scheduler.model import RunStatus, TaskRun, TaskStatus
+from swh_like_scheduler.domain.model import RunStatus, TaskRun, TaskStatus
+from swh_like_scheduler.intake.jobs import idempotency_key, task_key
 
 if TYPE_CHECKING:
     from soakcheck import Checker

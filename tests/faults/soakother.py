@@ -20,10 +20,9 @@ import psycopg
 import soakapp
 from soakplan import TIMEOUTS, OneShot, Recurring
 
-from swh_like_scheduler import migrations
-from swh_like_scheduler.builders import task_from_input
-from swh_like_scheduler.model import TaskType
-from swh_like_scheduler.store import SQLAlchemyStore, make_engine
+from swh_like_scheduler.domain.model import TaskType
+from swh_like_scheduler.intake.builders import task_from_input
+from swh_like_scheduler.store import SQLAlchemyStore, make_engine, migrations
 
 DATABASE = "soak_other"
 WORK_TYPE = "soak-other-work"

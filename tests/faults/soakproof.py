@@ -31,7 +31,7 @@ from typing import Any
 from soaklife import INF, Life
 from soakplan import Timeouts
 
-from swh_like_scheduler.model import RunStatus, TaskRun
+from swh_like_scheduler.domain.model import RunStatus, TaskRun
 
 #: how a run is taken from its copy (the steal step; a worker gone offline)
 TAKINGS = ("stolen", "worker_offline")

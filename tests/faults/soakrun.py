@@ -36,9 +36,9 @@ from soakother import OtherInstallation
 from soakplan import TIMEOUTS, Fault, JobPlan, Plan
 from soakrecv import Receivers
 
-from swh_like_scheduler.builders import task_from_input
-from swh_like_scheduler.jobs import Callback, Job
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain.model import TaskType
+from swh_like_scheduler.intake.builders import task_from_input
+from swh_like_scheduler.intake.jobs import Callback, Job
 from swh_like_scheduler.store import SQLAlchemyStore
 
 SWH = [str(Path(sys.executable).parent / "swh"), "scheduler"]

@@ -21,7 +21,7 @@ from conftest import full_only
 from harness import Platform
 
 from swh_like_scheduler.broker import queue_depth
-from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.policy import Condition, condition
 
 pytestmark = [pytest.mark.faults, pytest.mark.postgresql, pytest.mark.redis]

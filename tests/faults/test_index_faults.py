@@ -15,8 +15,8 @@ from harness import Platform
 from private import PrivateRedis
 from test_faults import check
 
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskStatus
 from swh_like_scheduler.index import RedisIndex
-from swh_like_scheduler.model import ScheduleKind, Task, TaskStatus
 
 pytestmark = [pytest.mark.faults, pytest.mark.postgresql, pytest.mark.redis]
 

@@ -17,8 +17,8 @@ from soakcheck import DOUBLED, LOST, OVERLAP, WRONG, Checker, Records, Verdict
 from soaklife import CONT, DOWN, KILL, SPAWN, STOP_GROUP, UP, Happening, Life
 from soakplan import TIMEOUTS
 
-from swh_like_scheduler.jobs import JobInstant, JobView, idempotency_key
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus
+from swh_like_scheduler.intake.jobs import JobInstant, JobView, idempotency_key
 
 T0 = 1_800_000_000.0
 WORK = "soak-work"

@@ -19,7 +19,7 @@ import redis
 from private import PrivateRedis
 from waiting import wait_until
 
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.visits.model import ListedOrigin
 

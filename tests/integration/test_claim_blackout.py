@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, time, timedelta
 
-from swh_like_scheduler.model import BlackoutPeriod, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.domain.model import BlackoutPeriod, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from swh_like_scheduler.model import (
+from swh_like_scheduler.domain.model import (
     Priority,
     ScheduleKind,
     Task,

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from swh_like_scheduler import migrations
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.store import SQLAlchemyStore, migrations
 
 
 @pytest.fixture

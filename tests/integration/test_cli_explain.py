@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from click.testing import CliRunner
 
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.model import BlackoutPeriod, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.domain.model import BlackoutPeriod, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 H = timedelta(hours=1)

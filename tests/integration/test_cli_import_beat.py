@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.model import RunStatus, Task
+from swh_like_scheduler.domain.model import RunStatus, Task
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 

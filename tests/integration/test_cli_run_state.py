@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskType
 from swh_like_scheduler.monitor import WorkerSighting
 from swh_like_scheduler.store import SQLAlchemyStore
 

@@ -16,11 +16,10 @@ import pytest
 from click.testing import CliRunner, Result
 from test_cli import ok, refused
 
-from swh_like_scheduler import migrations
 from swh_like_scheduler.cli import swh
 from swh_like_scheduler.cli.task import _count_rows
-from swh_like_scheduler.model import TaskStatus
-from swh_like_scheduler.store import SQLAlchemyStore, make_engine
+from swh_like_scheduler.domain.model import TaskStatus
+from swh_like_scheduler.store import SQLAlchemyStore, make_engine, migrations
 
 
 def stdout(result: Result) -> str:

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.model import RunStatus
+from swh_like_scheduler.domain.model import RunStatus
 from swh_like_scheduler.store import SQLAlchemyStore
 
 RLO = "\u202e"

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from swh_like_scheduler import conditions
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskType
+from swh_like_scheduler.health import conditions
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 
@@ -427,7 +427,7 @@ def test_looking_up_the_worker_builds_no_current_celery_app() -> None:
     current and default apps unset: nothing is configured, nothing connects."""
     code = (
         "import celery._state as state\n"
-        "from swh_like_scheduler.argcheck import load_worker_tasks\n"
+        "from swh_like_scheduler.intake.argcheck import load_worker_tasks\n"
         "found = load_worker_tasks()\n"
         "assert 'swh_like_workers.sleep.sleep' in found.runs, found\n"
         "assert found.problems == (), found.problems\n"

@@ -13,9 +13,9 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from swh_like_scheduler.builders import task_from_input
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.model import RunStatus, Task, TaskStatus, TaskType
+from swh_like_scheduler.domain.model import RunStatus, Task, TaskStatus, TaskType
+from swh_like_scheduler.intake.builders import task_from_input
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from click.testing import CliRunner
 
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.model import Priority, ScheduleKind, Task, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 NOW = datetime(2026, 6, 15, 12, 0, tzinfo=UTC)

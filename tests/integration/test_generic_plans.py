@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
 
-from swh_like_scheduler.model import ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.sql_tasks import identical_query
 

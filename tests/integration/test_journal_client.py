@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.exceptions import InvalidInput, StoreUnavailable
+from swh_like_scheduler.domain.exceptions import InvalidInput, StoreUnavailable
+from swh_like_scheduler.recurrent.journal import journal_step, kafka_consumer, read_batch
 from swh_like_scheduler.store import SQLAlchemyStore
-from swh_like_scheduler.visits.journal import journal_step, kafka_consumer, read_batch
 from swh_like_scheduler.visits.model import LastVisitStatus
 
 T0 = datetime(2026, 11, 20, 10, tzinfo=UTC)
@@ -110,7 +110,7 @@ def test_a_recorded_batch_is_applied_once_and_the_unreadable_skipped(
     store: SQLAlchemyStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     # (a test before it in this process may have raised the loggers' level)
-    caplog.set_level(logging.WARNING, logger="swh_like_scheduler.visits.journal")
+    caplog.set_level(logging.WARNING, logger="swh_like_scheduler.recurrent.journal")
     consumer = Recorded(stream())
     done = journal_step(store, consumer, batch=100)
     assert (done.received, done.changed, done.ignored, done.unreadable) == (7, 2, 1, 4)

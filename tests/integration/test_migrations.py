@@ -13,9 +13,8 @@ import services
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from swh_like_scheduler import migrations
-from swh_like_scheduler.exceptions import SchemaMismatch
-from swh_like_scheduler.store import SQLAlchemyStore, make_engine
+from swh_like_scheduler.domain.exceptions import SchemaMismatch
+from swh_like_scheduler.store import SQLAlchemyStore, make_engine, migrations
 from swh_like_scheduler.store.tables import metadata
 
 _names = itertools.count()
@@ -215,8 +214,8 @@ def test_0018_marks_the_cooldowns_that_are_the_default(empty_db_url: str) -> Non
     import sqlalchemy as sa
     from alembic import command
 
-    from swh_like_scheduler.builders import task_from_input
-    from swh_like_scheduler.model import TaskType
+    from swh_like_scheduler.domain.model import TaskType
+    from swh_like_scheduler.intake.builders import task_from_input
     from swh_like_scheduler.policy import default_cooldown
     from swh_like_scheduler.store.tables import task as task_t
 

@@ -20,11 +20,10 @@ import services
 import sqlalchemy as sa
 from waiting import wait_until
 
-from swh_like_scheduler import migrations
-from swh_like_scheduler.exceptions import StatementTimeout
-from swh_like_scheduler.model import ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.exceptions import StatementTimeout
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskType
 from swh_like_scheduler.runner.wakeup import PostgresWaker
-from swh_like_scheduler.store import SQLAlchemyStore, make_engine
+from swh_like_scheduler.store import SQLAlchemyStore, make_engine, migrations
 from swh_like_scheduler.store.session import SessionBounds
 
 pytestmark = pytest.mark.postgresql

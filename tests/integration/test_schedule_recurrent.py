@@ -23,12 +23,12 @@ from celery import Celery
 
 from swh_like_scheduler.broker import BrokerError
 from swh_like_scheduler.broker.port import CeleryBroker
-from swh_like_scheduler.celery_factory import make_app
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain.model import TaskType
+from swh_like_scheduler.plumbing.celery_factory import make_app
+from swh_like_scheduler.recurrent.scheduler import STEP_LIMIT, schedule_step, schedule_type
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.visits.model import ListedOrigin
 from swh_like_scheduler.visits.policy import VisitPolicy, VisitSettings
-from swh_like_scheduler.visits.recurrent import STEP_LIMIT, schedule_step, schedule_type
 
 pytestmark = pytest.mark.postgresql
 UNDATED = VisitSettings(mixes={"git": {VisitPolicy.OLDEST_SCHEDULED_FIRST: 1}})

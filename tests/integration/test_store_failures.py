@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 import pytest
 from test_store_contract import make_task
 
-from swh_like_scheduler.exceptions import InvalidInput, StoreUnavailable
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain.exceptions import InvalidInput, StoreUnavailable
+from swh_like_scheduler.domain.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore, make_engine
 
 H = timedelta(hours=1)
@@ -86,7 +86,7 @@ def test_a_column_the_database_lacks_says_upgrade(
     as such, not as a database out of reach."""
     import sqlalchemy as sa
 
-    from swh_like_scheduler.exceptions import SchemaMismatch
+    from swh_like_scheduler.domain.exceptions import SchemaMismatch
 
     url = str(request.getfixturevalue("sqlite_url" if kind == "sqlite" else "postgres_url"))
     store = SQLAlchemyStore.from_url(url)

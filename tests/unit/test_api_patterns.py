@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from swh_like_scheduler import validation
 from swh_like_scheduler.api.routes_bulk import ARGUMENT, BulkIn
 from swh_like_scheduler.api.routes_jobs import HEADER_NAME, HEADER_VALUE, QUEUE, URL, JobIn
 from swh_like_scheduler.api.schemas import (
@@ -28,10 +27,11 @@ from swh_like_scheduler.api.schemas import (
     duration_pattern,
     ecma,
 )
-from swh_like_scheduler.builders import task_from_input
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.jobs import Callback, job_from_input
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain import validation
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import TaskType
+from swh_like_scheduler.intake.builders import task_from_input
+from swh_like_scheduler.intake.jobs import Callback, job_from_input
 from swh_like_scheduler.store.values import BulkFilter
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)

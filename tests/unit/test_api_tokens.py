@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from swh_like_scheduler.api import Access, parse_tokens
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.domain.exceptions import InvalidInput
 
 SECRET = "s3cret-s3cret-s3cret"
 

@@ -11,7 +11,7 @@ import pytest
 from celery import Celery
 from celery.schedules import crontab, schedule, solar
 
-from swh_like_scheduler.beatschedule import (
+from swh_like_scheduler.beat.schedule import (
     app_entries,
     app_time_zone,
     celery_route,
@@ -20,8 +20,8 @@ from swh_like_scheduler.beatschedule import (
     translate_entry,
     translate_schedule,
 )
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import ScheduleKind
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import ScheduleKind
 from swh_like_scheduler.policy.cron import next_cron_time
 
 

@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.beat.scheduler import monitor_settings
+from swh_like_scheduler.beat.sync import import_mode
+from swh_like_scheduler.domain.exceptions import InvalidInput
 from swh_like_scheduler.monitor.duties import MonitorSettings
-from swh_like_scheduler.runner.beat import monitor_settings
-from swh_like_scheduler.runner.beatsync import import_mode
 
 
 def test_default_and_off() -> None:

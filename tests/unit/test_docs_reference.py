@@ -43,7 +43,7 @@ def test_the_api_page_lists_every_operation_of_the_openapi_document() -> None:
 
 
 def test_the_configuration_page_lists_every_setting_with_its_flag_and_variable() -> None:
-    from swh_like_scheduler.config import Settings
+    from swh_like_scheduler.config.settings import Settings
     from swh_like_scheduler.visits.policy import Cooldowns
 
     page = generated().configuration_markdown()

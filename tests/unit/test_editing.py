@@ -8,9 +8,8 @@ from datetime import UTC, datetime, time, timedelta
 import pytest
 
 from swh_like_scheduler import policy
-from swh_like_scheduler.editing import TASK_EDITABLE, task_changes, task_type_changes
-from swh_like_scheduler.exceptions import InvalidInput, TaskBusy
-from swh_like_scheduler.model import (
+from swh_like_scheduler.domain.exceptions import InvalidInput, TaskBusy
+from swh_like_scheduler.domain.model import (
     BlackoutPeriod,
     Priority,
     ScheduleKind,
@@ -18,7 +17,8 @@ from swh_like_scheduler.model import (
     TaskStatus,
     TaskType,
 )
-from swh_like_scheduler.policy.edit import edited_task
+from swh_like_scheduler.intake.edit import edited_task
+from swh_like_scheduler.intake.editing import TASK_EDITABLE, task_changes, task_type_changes
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 H = timedelta(hours=1)

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from swh_like_scheduler.outage import Outage
+from swh_like_scheduler.plumbing.outage import Outage
 
 
 def test_one_error_per_outage_and_one_line_when_it_ends(caplog: pytest.LogCaptureFixture) -> None:

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from swh_like_scheduler.builders import task_from_input, task_type_from_input
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskType
+from swh_like_scheduler.intake.builders import task_from_input, task_type_from_input
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 SLEEP = TaskType(type="sleep", backend_name="sleep", default_interval=timedelta(hours=1))

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from swh_like_scheduler.quietlog import QuietLog
+from swh_like_scheduler.plumbing.quietlog import QuietLog
 
 
 class Clock:

@@ -8,9 +8,9 @@ import socket
 
 import pytest
 
-from swh_like_scheduler.argcheck import check_callback_url
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.reach import Reach, embedded, numeric_ipv4, url_host
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.intake.argcheck import check_callback_url
+from swh_like_scheduler.plumbing.reach import Reach, embedded, numeric_ipv4, url_host
 
 
 @pytest.mark.parametrize(
@@ -211,7 +211,7 @@ def test_a_webhook_tasks_url_argument_is_checked_by_name_and_by_worker() -> None
 def test_the_webhook_worker_takes_its_url_where_the_check_looks() -> None:
     import inspect
 
-    from swh_like_scheduler.argcheck import CALLBACK_URL_ARGUMENTS
+    from swh_like_scheduler.intake.argcheck import CALLBACK_URL_ARGUMENTS
     from swh_like_workers import webhook
 
     name, position = CALLBACK_URL_ARGUMENTS[webhook.TASK_NAME]

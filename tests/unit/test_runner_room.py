@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from swh_like_scheduler.exceptions import StoreUnavailable
-from swh_like_scheduler.model import Priority, TaskType
-from swh_like_scheduler.runner.room import record_room
+from swh_like_scheduler.dispatch.room import record_room
+from swh_like_scheduler.domain.exceptions import StoreUnavailable
+from swh_like_scheduler.domain.model import Priority, TaskType
 from swh_like_scheduler.store import SchedulerStore
 
 BEGAN = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.domain.exceptions import InvalidInput
 from swh_like_scheduler.store.session import (
     SessionBounds,
     bounded_parameters,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swh_like_scheduler.runner.reserve import long_room, reserved_slots
-from swh_like_scheduler.runner.routing import pool_size
+from swh_like_scheduler.dispatch.reserve import long_room, reserved_slots
+from swh_like_scheduler.dispatch.routing import pool_size
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import Task, TaskType
-from swh_like_scheduler.validation import parse_datetime, parse_duration, storable
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import Task, TaskType
+from swh_like_scheduler.domain.validation import parse_datetime, parse_duration, storable
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 

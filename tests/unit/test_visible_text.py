@@ -1,5 +1,5 @@
 """Text shown to people has its invisible and reordering characters as
-escapes (:func:`swh_like_scheduler.text.visible`), and ordinary text of
+escapes (:func:`swh_like_scheduler.domain.text.visible`), and ordinary text of
 every script as it is."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import unicodedata
 
 import pytest
 
-from swh_like_scheduler.text import visible
+from swh_like_scheduler.domain.text import visible
 
 #: the attacker's example: shown raw, it reads "exe.png"
 SPOOF = "\u202egnp.exe"

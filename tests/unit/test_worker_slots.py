@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from swh_like_scheduler.runner import routing
-from swh_like_scheduler.runner.routing import LiveWorkers
+from swh_like_scheduler.dispatch import routing
+from swh_like_scheduler.dispatch.routing import LiveWorkers
 
 
 class FakeInspect:

@@ -54,7 +54,7 @@ def serving(app: Any) -> Iterator[str]:
 def remote(store: Any) -> Iterator[Any]:
     """``store`` served over HTTP, as seen through the remote store client."""
     from swh_like_scheduler.api import ApiSettings, parse_tokens
-    from swh_like_scheduler.client import RemoteStore
+    from swh_like_scheduler.api.client import RemoteStore
     from swh_like_scheduler.web import create_app
 
     settings = ApiSettings(tokens=parse_tokens([f"{WRITER}:rw"]))

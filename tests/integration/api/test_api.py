@@ -12,8 +12,8 @@ from api_server import READER, WRITER, Clock, serving
 from waiting import wait_until
 
 from swh_like_scheduler.api import ApiSettings, parse_tokens, routes_observe
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.monitor import WorkerSighting
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 from swh_like_scheduler.web import create_app

@@ -17,13 +17,12 @@ import pytest
 from api_server import WRITER, Clock, remote, serving
 from test_api import only_error
 
-from swh_like_scheduler import wire
 from swh_like_scheduler.api import ApiSettings, parse_tokens
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.jobs import job_from_input
-from swh_like_scheduler.model import ScheduleKind, Task, TaskType
-from swh_like_scheduler.reach import Reach
-from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskType
+from swh_like_scheduler.intake.jobs import job_from_input
+from swh_like_scheduler.plumbing.reach import Reach
+from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter, wire
 from swh_like_scheduler.web import create_app
 
 WEBHOOK = "swh_like_workers.webhook.post"

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import httpx
 
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 

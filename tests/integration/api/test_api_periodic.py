@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 from test_api import only_error
 
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain.model import TaskType
 
 
 def test_periodic_defaults_over_http(client: httpx.Client, sleep_type: TaskType) -> None:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import httpx
 from api_server import Clock
 
-from swh_like_scheduler.model import ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 H = timedelta(hours=1)

@@ -11,7 +11,7 @@ import httpx
 from api_server import WRITER, Clock, serving
 
 from swh_like_scheduler.api import ApiSettings, parse_tokens
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskType
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.web import create_app

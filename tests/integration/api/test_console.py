@@ -15,7 +15,7 @@ from api_server import READER, WRITER, Clock, serving
 from waiting import wait_until
 
 from swh_like_scheduler.api import ApiSettings, parse_tokens
-from swh_like_scheduler.model import RunStatus, TaskStatus, TaskType
+from swh_like_scheduler.domain.model import RunStatus, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.web import create_app
 

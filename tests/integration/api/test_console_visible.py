@@ -12,7 +12,7 @@ from api_server import READER, WRITER, Clock
 from test_console import DASH, console_url, counted, logged_in
 from waiting import wait_until
 
-from swh_like_scheduler.model import RunStatus, TaskStatus, TaskType
+from swh_like_scheduler.domain.model import RunStatus, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 __all__ = ["console_url"]  # the fixture, shared with the console's other tests

@@ -43,7 +43,7 @@ from swh_like_scheduler.api import (
     routes_types,
 )
 from swh_like_scheduler.api.deps import WRITE
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.web import create_app
 

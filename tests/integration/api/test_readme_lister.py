@@ -13,7 +13,7 @@ import pytest
 from api_server import WRITER, serving
 
 from swh_like_scheduler.api import ApiSettings, parse_tokens
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.web import create_app
 

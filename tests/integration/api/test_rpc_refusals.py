@@ -15,11 +15,10 @@ import httpx
 import pytest
 from api_server import remote
 
-from swh_like_scheduler import wire
 from swh_like_scheduler.api.routes_rpc import MAX_RPC_DEPTH
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import ScheduleKind, Task, TaskType
-from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskType
+from swh_like_scheduler.store import SQLAlchemyStore, wire
 from swh_like_scheduler.store.values import BulkAction, BulkFilter
 
 
@@ -54,7 +53,7 @@ def test_a_body_too_deep_for_the_json_parser_is_a_400(reader: httpx.Client) -> N
 def test_task_arguments_as_deep_as_allowed_still_cross_the_wire(
     store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
 ) -> None:
-    from swh_like_scheduler.model import MAX_JSON_DEPTH
+    from swh_like_scheduler.domain.model import MAX_JSON_DEPTH
 
     def task(depth: int) -> Task:
         return Task(

@@ -13,7 +13,7 @@ import pytest
 from celery import Celery
 
 from swh_like_scheduler.broker import Message, publish_batch, queue_depth, queue_depths
-from swh_like_scheduler.exceptions import SchedulerError
+from swh_like_scheduler.domain.exceptions import SchedulerError
 
 TASK = "swh_like_scheduler.tests.broker.record"
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from swh_like_scheduler.broker import Message
 from swh_like_scheduler.broker.argsrepr import safe_repr
 from swh_like_scheduler.broker.taskmsg import TaskMessageBuilder, reference_message
-from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.domain.exceptions import InvalidInput
 
 _APP = Celery("taskmsg-tests", broker="memory://", set_as_current=False)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from swh_like_scheduler.model import ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.values import BulkAction, BulkFilter
 

@@ -77,6 +77,6 @@ def _indexed(local: SQLAlchemyStore) -> Iterator[Any]:
 def local_only(request: pytest.FixtureRequest) -> None:
     """Skip the remote store where the test hands the store a Python
     function (``apply``): a remote store applies the server's outcome
-    policy only (:mod:`swh_like_scheduler.client`)."""
+    policy only (:mod:`swh_like_scheduler.api.client`)."""
     if request.node.callspec.params.get("store") == "remote":
         pytest.skip("a function cannot be sent to a remote store (apply)")

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import pytest
 from test_store_contract import H, make_task
 
-from swh_like_scheduler.model import RunStatus, Task, TaskRun, TaskStatus, TaskType
+from swh_like_scheduler.domain.model import RunStatus, Task, TaskRun, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.interface import RunEnd
 
@@ -164,7 +164,7 @@ def test_on_postgresql_values_json_cannot_hold_come_back_the_same(
 
     import sqlalchemy as sa
 
-    from swh_like_scheduler.exceptions import InvalidInput
+    from swh_like_scheduler.domain.exceptions import InvalidInput
     from swh_like_scheduler.store.sql_batch import update_rows
     from swh_like_scheduler.store.tables import worker
 

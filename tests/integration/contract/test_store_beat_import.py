@@ -1,4 +1,4 @@
-"""Importing a beat_schedule (:mod:`swh_like_scheduler.beatimport`) through
+"""Importing a beat_schedule (:mod:`swh_like_scheduler.beat.importer`) through
 every store: SQLite, PostgreSQL, PostgreSQL with the Redis index, and the
 remote client."""
 
@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from celery.schedules import crontab
 
-from swh_like_scheduler.beatimport import Action, import_entries
-from swh_like_scheduler.beatschedule import BeatEntry, translate_schedule
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import ScheduleKind, TaskStatus, TaskType
+from swh_like_scheduler.beat.importer import Action, import_entries
+from swh_like_scheduler.beat.schedule import BeatEntry, translate_schedule
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import ScheduleKind, TaskStatus, TaskType
 
 NOW = datetime(2026, 3, 2, 10, 0, 7, tzinfo=UTC)
 LATER = NOW + timedelta(minutes=10)

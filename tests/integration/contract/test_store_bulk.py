@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from test_store_contract import H, make_task
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import RunStatus, TaskStatus, TaskType
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import RunStatus, TaskStatus, TaskType
 from swh_like_scheduler.store.values import BulkAction, BulkFilter, BulkReport
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from swh_like_scheduler.builders import task_from_input
-from swh_like_scheduler.model import CatchUp, RunStatus, TaskStatus, TaskType
+from swh_like_scheduler.domain.model import CatchUp, RunStatus, TaskStatus, TaskType
+from swh_like_scheduler.intake.builders import task_from_input
 
 T0 = datetime(2026, 3, 2, 0, 0, tzinfo=UTC)
 H = timedelta(hours=1)

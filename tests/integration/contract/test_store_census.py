@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from swh_like_scheduler import conditions
-from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import Priority, ScheduleKind, Task, TaskType
+from swh_like_scheduler.health import conditions
 from swh_like_scheduler.health.census import CENSUS_LOCK, refresh
-from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskType
 from swh_like_scheduler.store.values import ProblemQuery
 
 H = timedelta(hours=1)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.domain.exceptions import InvalidInput
 from swh_like_scheduler.store.role_console import ConsoleStore
 
 

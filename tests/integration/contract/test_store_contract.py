@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from swh_like_scheduler.exceptions import (
+from swh_like_scheduler.domain.exceptions import (
     Conflict,
     DuplicateTaskType,
     InvalidInput,
@@ -16,7 +16,7 @@ from swh_like_scheduler.exceptions import (
     NotFound,
     UnknownTaskType,
 )
-from swh_like_scheduler.model import (
+from swh_like_scheduler.domain.model import (
     BlackoutPeriod,
     DispatchOrder,
     Priority,

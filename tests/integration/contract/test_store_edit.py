@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 
 from swh_like_scheduler import policy
-from swh_like_scheduler.builders import task_from_input
-from swh_like_scheduler.editing import task_changes, task_type_changes
-from swh_like_scheduler.exceptions import (
+from swh_like_scheduler.domain.exceptions import (
     Conflict,
     DuplicateTask,
     InvalidInput,
@@ -21,7 +19,16 @@ from swh_like_scheduler.exceptions import (
     NotFound,
     TaskBusy,
 )
-from swh_like_scheduler.model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.domain.model import (
+    Priority,
+    RunStatus,
+    ScheduleKind,
+    Task,
+    TaskStatus,
+    TaskType,
+)
+from swh_like_scheduler.intake.builders import task_from_input
+from swh_like_scheduler.intake.editing import task_changes, task_type_changes
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 
 H = timedelta(hours=1)

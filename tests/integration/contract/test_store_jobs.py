@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.jobs import Callback, Job, idempotency_key, job_from_input, task_key
-from swh_like_scheduler.model import RunStatus, TaskStatus, TaskType
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import RunStatus, TaskStatus, TaskType
+from swh_like_scheduler.intake.jobs import Callback, Job, idempotency_key, job_from_input, task_key
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from swh_like_scheduler.enums import LONG_RUN
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.enums import LONG_RUN
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import Priority, ScheduleKind, Task, TaskType
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 S = timedelta(seconds=1)

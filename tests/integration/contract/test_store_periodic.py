@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from swh_like_scheduler.exceptions import KeyConflict
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.exceptions import KeyConflict
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskType
 from swh_like_scheduler.policy import default_cooldown
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore

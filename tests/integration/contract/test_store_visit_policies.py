@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import TaskType
 from swh_like_scheduler.visits.feedback import VisitStatusMessage
 from swh_like_scheduler.visits.model import ListedOrigin
 from swh_like_scheduler.visits.policy import Cooldowns, VisitPolicy

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import services
 from celery import Celery
 
-from swh_like_scheduler.celery_factory import make_app
-from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.model import Priority, ScheduleKind, Task, TaskType
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.store import SQLAlchemyStore
 
 H = timedelta(hours=1)

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from indextest import H, new_type
 
 from swh_like_scheduler.cli import swh
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskType
 from swh_like_scheduler.index import IndexedStore, RedisIndex, drift, rebuild
 from swh_like_scheduler.index.keeper import IndexKeeper
 from swh_like_scheduler.index.redis_index import REBUILD_LEASE
-from swh_like_scheduler.model import ScheduleKind, Task, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgresql]

@@ -14,10 +14,10 @@ import services
 from celery import Celery
 from indextest import T0, H, S, new_type, runner_app, task
 
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import Priority, ScheduleKind, Task, TaskType
 from swh_like_scheduler.index import IndexedStore, RedisIndex, rebuild
 from swh_like_scheduler.index.keeper import READY_CHECK, IndexKeeper
-from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskType
-from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = [pytest.mark.redis]

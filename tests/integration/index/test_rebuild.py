@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from swh_like_scheduler.domain.model import Priority, ScheduleKind, Task, TaskType
 from swh_like_scheduler.index import RedisIndex, rebuild
 from swh_like_scheduler.index.rebuild import Cursor, Page
-from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgresql]

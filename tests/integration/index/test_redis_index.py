@@ -15,11 +15,11 @@ from celery import Celery
 from indextest import T0, H, S, new_type, runner_app, task
 
 from swh_like_scheduler.broker import queue_depth
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import Priority, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.index import CLAIM_TIMEOUT, IndexedStore, RedisIndex, drift, rebuild
 from swh_like_scheduler.index.keeper import HOLD_MARGIN, IndexKeeper
-from swh_like_scheduler.model import Priority, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.monitor.duties import MonitorSettings, monitor_tick, release
-from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore, make_engine
 from swh_like_scheduler.store.tables import task as task_t
 

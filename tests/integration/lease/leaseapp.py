@@ -22,12 +22,12 @@ import redis
 from celery import Celery
 
 from swh_like_scheduler.broker import publish_batch
-from swh_like_scheduler.celery_factory import make_app
-from swh_like_scheduler.lease.protocol import LeaseGrant
-from swh_like_scheduler.lease.task import LeasedTask
-from swh_like_scheduler.runner.dispatch import message_for
+from swh_like_scheduler.dispatch.serve import message_for
+from swh_like_scheduler.domain.lease import LeaseGrant
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.worker import ResultEventTask, SchedulerTask
+from swh_like_scheduler.worker.lease import LeasedTask
 
 TASK_NAME = "tests.lease.leased"
 PLAIN_TASK = "tests.lease.plain"

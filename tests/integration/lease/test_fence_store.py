@@ -11,9 +11,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from swh_like_scheduler.lease import Refusal
-from swh_like_scheduler.lease.protocol import Renewal
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
+from swh_like_scheduler.domain.lease import Refusal, Renewal
+from swh_like_scheduler.domain.model import (
+    RunStatus,
+    ScheduleKind,
+    Task,
+    TaskRun,
+    TaskStatus,
+    TaskType,
+)
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.interface import ApplyOutcome, RunEnd

@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from swh_like_scheduler.exceptions import StoreUnavailable
-from swh_like_scheduler.model import ScheduleKind, Task, TaskRun, TaskType
+from swh_like_scheduler.domain.exceptions import StoreUnavailable
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskRun, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = pytest.mark.postgresql

@@ -27,10 +27,17 @@ from celery.worker import state as worker_state
 from waiting import delete_queues, wait_until
 
 from swh_like_scheduler.broker import queue_depth
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import (
+    RunStatus,
+    ScheduleKind,
+    Task,
+    TaskRun,
+    TaskStatus,
+    TaskType,
+)
 from swh_like_scheduler.listener import Listener
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
 from swh_like_scheduler.policy import condition
-from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.worker import StartRefused
 

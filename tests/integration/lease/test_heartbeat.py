@@ -12,7 +12,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from waiting import wait_until
 
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
+from swh_like_scheduler.domain.model import (
+    RunStatus,
+    ScheduleKind,
+    Task,
+    TaskRun,
+    TaskStatus,
+    TaskType,
+)
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.interface import RunEnd

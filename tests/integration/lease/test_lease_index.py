@@ -12,9 +12,9 @@ import redis
 import services
 from waiting import delete_queues, wait_until
 
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import RunStatus, TaskStatus
 from swh_like_scheduler.index import RedisIndex
-from swh_like_scheduler.model import RunStatus, TaskStatus
-from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from swh_like_scheduler.lease import PingAnswer, Refusal
-from swh_like_scheduler.model import (
+from swh_like_scheduler.domain.lease import PingAnswer, Refusal
+from swh_like_scheduler.domain.model import (
     BlackoutPeriod,
     RunStatus,
     ScheduleKind,

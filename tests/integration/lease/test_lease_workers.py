@@ -24,7 +24,8 @@ from celery.contrib.testing.worker import start_worker
 from celery.worker import state as worker_state
 from waiting import delete_queues, wait_until
 
-from swh_like_scheduler.model import (
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import (
     BlackoutPeriod,
     RunStatus,
     ScheduleKind,
@@ -34,7 +35,6 @@ from swh_like_scheduler.model import (
     TaskType,
 )
 from swh_like_scheduler.monitor import monitor_tick
-from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 
 sys.path.insert(0, str(Path(__file__).parent))

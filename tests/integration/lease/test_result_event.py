@@ -16,10 +16,10 @@ import pytest
 import services
 from waiting import delete_queues, wait_until
 
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskRun, TaskType
 from swh_like_scheduler.listener import Listener
 from swh_like_scheduler.listener.events import parse_event
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskType
-from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.worker import RESULT_EVENT
 

@@ -13,8 +13,8 @@ from celery.utils.saferepr import saferepr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from swh_like_scheduler.domain.model import RunStatus
 from swh_like_scheduler.listener.events import parse_event
-from swh_like_scheduler.model import RunStatus
 from swh_like_scheduler.worker import RESULT_EVENT, ResultEventTask, event_result
 from swh_like_scheduler.worker.result_event import carried_whole
 

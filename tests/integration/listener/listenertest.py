@@ -16,9 +16,9 @@ from celery import Celery
 from waiting import wait_until
 
 import swh_like_workers.sleep  # noqa: F401 - registers the shared sleep task
-from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskRun, TaskType
 from swh_like_scheduler.listener import Listener, ListenerOptions
-from swh_like_scheduler.model import ScheduleKind, Task, TaskRun, TaskType
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.store import SQLAlchemyStore
 
 H = timedelta(hours=1)

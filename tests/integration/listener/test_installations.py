@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from kombu import Producer, Queue
 from listenertest import broker, make_test_app
 
-from swh_like_scheduler import migrations
 from swh_like_scheduler.cli import swh
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskType
 from swh_like_scheduler.listener import (
     LEGACY_QUEUE_NAME,
     Action,
@@ -27,8 +27,7 @@ from swh_like_scheduler.listener import (
     event_queue_name,
 )
 from swh_like_scheduler.listener import metrics as listener_metrics
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskType
-from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.store import SQLAlchemyStore, migrations
 
 H = timedelta(hours=1)
 AT = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)

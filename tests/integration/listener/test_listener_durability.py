@@ -30,9 +30,9 @@ from listenertest import (
 )
 from waiting import delete_queues
 
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskStatus
 from swh_like_scheduler.listener import Action, Listener, catch_up
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskStatus
-from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = [

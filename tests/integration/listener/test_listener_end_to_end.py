@@ -24,9 +24,9 @@ from listenertest import (
 )
 from waiting import delete_queues
 
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import RunStatus, TaskStatus
 from swh_like_scheduler.listener import Action, Listener, handle_events
-from swh_like_scheduler.model import RunStatus, TaskStatus
-from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = [

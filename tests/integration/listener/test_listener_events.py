@@ -11,6 +11,7 @@ import pytest
 from listenertest import H, new_sleep_type
 
 from swh_like_scheduler import policy
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.listener import (
     Action,
     EventHandler,
@@ -18,7 +19,6 @@ from swh_like_scheduler.listener import (
     parse_event,
     parse_result_repr,
 )
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = pytest.mark.postgresql

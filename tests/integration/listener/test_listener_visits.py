@@ -17,12 +17,12 @@ from listenertest import listener_thread, make_test_app, options, unique_queue_n
 from waiting import delete_queues
 
 from swh_like_scheduler.broker.port import CeleryBroker
+from swh_like_scheduler.domain.model import TaskType
 from swh_like_scheduler.listener import Listener
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.recurrent.scheduler import schedule_type
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.visits.model import DEFAULT_OFFSET, LastVisitStatus, ListedOrigin
 from swh_like_scheduler.visits.policy import VisitPolicy, VisitSettings
-from swh_like_scheduler.visits.recurrent import schedule_type
 from swh_like_scheduler.worker.visit import VisitTask
 
 pytestmark = [pytest.mark.postgresql]

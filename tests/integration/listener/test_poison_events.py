@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from kombu import Connection
 from listenertest import make_test_app
 
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskType
 from swh_like_scheduler.listener import EventHandler, ListenerOptions, poison
 from swh_like_scheduler.listener.consumer import ListenerReceiver
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -38,8 +38,8 @@ from listenertest import (
 )
 from waiting import delete_queues, wait_until
 
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.listener import Action, BatchSummary, Listener
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.policy import Outcome, apply_outcome, ewma
 from swh_like_scheduler.store import SQLAlchemyStore
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
-from swh_like_scheduler.model import ScheduleKind, Task, TaskRun, TaskType
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskRun, TaskType
 from swh_like_scheduler.policy import prepare_new_task
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore

@@ -25,11 +25,11 @@ from celery import Celery
 from monitortest import H, plain_type, run_of
 from waiting import delete_queues, wait_until
 
-from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskRun, TaskType
+from swh_like_scheduler.domain.records import ASSIGNED
 from swh_like_scheduler.listener import EventHandler, Listener, ListenerOptions
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskType
-from swh_like_scheduler.records import ASSIGNED
-from swh_like_scheduler.runner import tick
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.store import SQLAlchemyStore
 
 HERE = Path(__file__).parent

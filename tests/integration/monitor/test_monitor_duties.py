@@ -17,8 +17,8 @@ from monitortest import H, S, applier, oneshot, plain_type, run_of, run_on, task
 from waiting import wait_until
 
 from swh_like_scheduler.cli import swh
+from swh_like_scheduler.domain.model import RunStatus, TaskStatus
 from swh_like_scheduler.listener import Action, EventHandler
-from swh_like_scheduler.model import RunStatus, TaskStatus
 from swh_like_scheduler.monitor import (
     MONITOR_LOCK,
     MonitorReport,

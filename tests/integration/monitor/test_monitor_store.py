@@ -9,8 +9,8 @@ import pytest
 from monitortest import H, S, adaptive_task, applier, oneshot, plain_type, run_of, run_on, task_of
 from waiting import wait_until
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import Priority, RunStatus, TaskStatus
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import Priority, RunStatus, TaskStatus
 from swh_like_scheduler.monitor import WorkerSighting, WorkerState
 from swh_like_scheduler.store import SQLAlchemyStore, sql_health
 

@@ -17,12 +17,19 @@ from monitortest import H, S
 from waiting import delete_queues, wait_until
 
 from swh_like_scheduler.broker import queue_depth
-from swh_like_scheduler.celery_factory import make_app
-from swh_like_scheduler.model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import (
+    Priority,
+    RunStatus,
+    ScheduleKind,
+    Task,
+    TaskStatus,
+    TaskType,
+)
 from swh_like_scheduler.monitor import MonitorReport, MonitorSettings, monitor_tick
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.policy import prepare_new_task
 from swh_like_scheduler.policy.times import fmt_instant
-from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore, make_engine
 from swh_like_scheduler.store.tables import task as task_t
 

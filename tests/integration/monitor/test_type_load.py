@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 import pytest
 from monitortest import H, plain_type
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TypeLoad
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TypeLoad
 from swh_like_scheduler.monitor import MonitorSettings, monitor_tick
 from swh_like_scheduler.store import SQLAlchemyStore
 

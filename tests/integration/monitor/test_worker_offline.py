@@ -24,11 +24,18 @@ import pytest
 from celery import Celery
 from waiting import delete_queues, wait_until
 
-from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import (
+    RunStatus,
+    ScheduleKind,
+    Task,
+    TaskRun,
+    TaskStatus,
+    TaskType,
+)
 from swh_like_scheduler.listener import Listener, ListenerOptions
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
 from swh_like_scheduler.monitor import MonitorSettings, monitor_tick
-from swh_like_scheduler.runner import tick
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = [pytest.mark.postgresql]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 import swh_like_workers.sleep  # noqa: F401 - registers the shared sleep task
-from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.plumbing.celery_factory import make_app
 
 app = make_app(
     config_module=None,

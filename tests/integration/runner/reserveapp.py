@@ -17,7 +17,7 @@ import time
 
 import redis
 
-from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.plumbing.celery_factory import make_app
 
 TASK_NAME = "tests.reserve.work"
 

@@ -1,5 +1,5 @@
 """``celery beat -S swh``'s import of ``beat_schedule`` at start, and its
-retries (:class:`~swh_like_scheduler.runner.beatsync.BeatScheduleSync`)."""
+retries (:class:`~swh_like_scheduler.beat.sync.BeatScheduleSync`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 import services
 from celery import Celery
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import RunStatus, TaskStatus, TaskType
+from swh_like_scheduler.beat.sync import BeatScheduleSync
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import RunStatus, TaskStatus, TaskType
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
-from swh_like_scheduler.runner.beatsync import BeatScheduleSync
 from swh_like_scheduler.store import SQLAlchemyStore
 
 NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
@@ -32,7 +32,7 @@ def test_a_busy_entry_is_imported_once_its_run_ended(
     sqlite_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = SQLAlchemyStore.from_url(sqlite_url)
-    caplog.set_level(logging.INFO, logger="swh_like_scheduler.runner.beatsync")
+    caplog.set_level(logging.INFO, logger="swh_like_scheduler.beat.sync")
     try:
         BeatScheduleSync(beat_app(swh_scheduler_beat_create_types=True), store).start(NOW)
         assert "beat_schedule: entry 'ping': task 1 created (type proj.ping" in caplog.text
@@ -78,7 +78,7 @@ def test_without_its_type_beat_names_the_setting_that_creates_it(sqlite_url: str
 def test_a_database_out_of_reach_at_start_is_imported_into_once_back(
     postgres_server: str, postgres_template: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="swh_like_scheduler.runner.beatsync")
+    caplog.set_level(logging.INFO, logger="swh_like_scheduler.beat.sync")
     name = f"swh_beatsync_{uuid.uuid4().hex[:8]}"
     missing = services.database_url(postgres_server, name)
     store = SQLAlchemyStore.from_url(missing)
@@ -102,7 +102,7 @@ def test_beat_leaves_out_what_it_cannot_run_and_what_it_is_told_to(
 ) -> None:
     from celery.schedules import solar
 
-    from swh_like_scheduler.runner.beatsync import EXCLUDE_SETTING
+    from swh_like_scheduler.beat.sync import EXCLUDE_SETTING
 
     class Every5:  # a schedule class of one's own
         def is_due(self, last_run_at: datetime) -> tuple[bool, float]:
@@ -120,7 +120,7 @@ def test_beat_leaves_out_what_it_cannot_run_and_what_it_is_told_to(
     )
     app.conf[EXCLUDE_SETTING] = ["skipped"]
     store = SQLAlchemyStore.from_url(sqlite_url)
-    caplog.set_level(logging.INFO, logger="swh_like_scheduler.runner.beatsync")
+    caplog.set_level(logging.INFO, logger="swh_like_scheduler.beat.sync")
     try:
         BeatScheduleSync(app, store).start(NOW)
         assert [t.key for t in store.search_tasks()] == ["beat:ping"]

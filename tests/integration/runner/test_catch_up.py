@@ -19,11 +19,11 @@ from test_runner import make_test_app
 from waiting import delete_queues as purge
 from waiting import wait_until
 
-from swh_like_scheduler.builders import task_from_input
-from swh_like_scheduler.model import RunStatus, Task, TaskRun, TaskType
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import RunStatus, Task, TaskRun, TaskType
+from swh_like_scheduler.intake.builders import task_from_input
 from swh_like_scheduler.policy import Condition, condition
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
-from swh_like_scheduler.runner import tick
 from swh_like_scheduler.store import SQLAlchemyStore
 
 pytestmark = [pytest.mark.redis]

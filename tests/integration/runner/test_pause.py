@@ -15,8 +15,8 @@ from waiting import delete_queues as purge
 
 from swh_like_scheduler.broker import Message
 from swh_like_scheduler.broker.port import CeleryBroker
-from swh_like_scheduler.model import TaskStatus
-from swh_like_scheduler.runner import tick
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import TaskStatus
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.tables import dispatch_room
 
@@ -79,7 +79,7 @@ def test_a_paused_type_is_skipped_until_resumed(
     pg_store.pause_task_type(held.type, now=now)
     index = SpyIndex()
     try:
-        with caplog.at_level(logging.INFO, logger="swh_like_scheduler.runner.dispatch"):
+        with caplog.at_level(logging.INFO, logger="swh_like_scheduler.dispatch.serve"):
             for n in range(2):
                 broker = SpyBroker(app)
                 report = tick(pg_store, None, now + n * timedelta(seconds=1), broker=broker)
@@ -102,7 +102,7 @@ def test_a_paused_type_is_skipped_until_resumed(
 
         pg_store.resume_task_type(held.type)
         broker = SpyBroker(app)
-        with caplog.at_level(logging.INFO, logger="swh_like_scheduler.runner.dispatch"):
+        with caplog.at_level(logging.INFO, logger="swh_like_scheduler.dispatch.serve"):
             report = tick(pg_store, None, now, broker=broker, index=index)  # type: ignore[arg-type]
         [done] = report.types
         assert (done.task_type, done.claimed, done.published) == (held.type, 5, 5)

@@ -13,10 +13,10 @@ from celery import Celery
 from waiting import wait_until
 
 from swh_like_scheduler.broker import queue_depth
-from swh_like_scheduler.celery_factory import make_app
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskType
-from swh_like_scheduler.runner.dispatch import tick
-from swh_like_scheduler.runner.republish import republish_unstarted
+from swh_like_scheduler.dispatch.republish import republish_unstarted
+from swh_like_scheduler.dispatch.serve import tick
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskType
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.store import SQLAlchemyStore
 
 H = timedelta(hours=1)

@@ -24,7 +24,7 @@ from waiting import delete_queues as purge
 from waiting import wait_until
 
 from swh_like_scheduler.broker import queue_depth
-from swh_like_scheduler.model import ScheduleKind, Task, TaskStatus
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskStatus
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.tables import task_run
 

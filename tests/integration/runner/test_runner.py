@@ -23,11 +23,19 @@ from waiting import delete_queues as purge
 from waiting import wait_until
 
 from swh_like_scheduler.broker import queue_depth
-from swh_like_scheduler.celery_factory import make_app
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.model import Priority, RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import (
+    Priority,
+    RunStatus,
+    ScheduleKind,
+    Task,
+    TaskStatus,
+    TaskType,
+)
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
-from swh_like_scheduler.runner import loop, tick
+from swh_like_scheduler.runner import loop
 from swh_like_scheduler.runner.wakeup import PostgresWaker, waker_for
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 
@@ -260,7 +268,7 @@ def test_a_failed_claim_of_a_round_still_publishes_the_others(
 ) -> None:
     """Two claims at once; the second one's transaction fails (the database
     refuses it): the first chunk is published, the second stays waiting."""
-    from swh_like_scheduler.exceptions import StoreUnavailable
+    from swh_like_scheduler.domain.exceptions import StoreUnavailable
 
     app = make_test_app(services.redis_url())
     now = datetime.now(tz=UTC)
@@ -518,7 +526,7 @@ def _queued_ids(app: Celery, queue: str, broker_url: str, count: int) -> list[st
 
 
 def test_claimers_option_is_checked_and_its_default_documented(postgres_url: str) -> None:
-    from swh_like_scheduler.runner.dispatch import CLAIMERS
+    from swh_like_scheduler.dispatch.serve import CLAIMERS
 
     command = ["scheduler", "--db-url", postgres_url, "start-runner"]
     refused = CliRunner().invoke(swh, [*command, "--once", "--claimers", "0"])
@@ -534,7 +542,7 @@ def test_runs_are_stamped_when_their_chunk_is_claimed_not_when_the_pass_began(
     """A long pass (each claim slowed down by half a second, chunks of 2):
     the runs of the last chunk are stamped about a second after the first
     ones, so re-publishing waits from when they really went out."""
-    from swh_like_scheduler.runner import dispatch
+    from swh_like_scheduler.dispatch import serve as dispatch
 
     class SlowClaims(SQLAlchemyStore):
         def claim_ready_tasks(self, *args: object, **kwargs: object) -> list:  # type: ignore[override]
@@ -566,7 +574,7 @@ def test_a_claimed_chunk_is_published_before_the_rest_of_its_round_is_claimed(
     the first chunk's messages are on the broker (at most 5 s), which they
     are without it, since each chunk is handed to the publishing thread as
     soon as it is claimed."""
-    from swh_like_scheduler.runner import dispatch
+    from swh_like_scheduler.dispatch import serve as dispatch
 
     app = make_test_app(services.redis_url())
     seen: list[int] = []
@@ -602,8 +610,8 @@ def test_a_claim_past_its_time_limit_writes_nothing_and_the_next_is_smaller(
     """PostgreSQL cancels a claim that runs past ``claim_timeout``: nothing
     is claimed, the pass says why, and that type's next claims are halved;
     full claims then grow them back."""
-    from swh_like_scheduler.exceptions import StatementTimeout
-    from swh_like_scheduler.runner import dispatch
+    from swh_like_scheduler.dispatch import serve as dispatch
+    from swh_like_scheduler.domain.exceptions import StatementTimeout
 
     app = make_test_app(services.redis_url())
     task_type = new_type(pg_store, 20_000)

@@ -17,8 +17,8 @@ from waiting import delete_queues as purge
 from waiting import wait_until
 
 from swh_like_scheduler.broker import queue_depth
+from swh_like_scheduler.dispatch.serve import PassReport
 from swh_like_scheduler.runner import loop
-from swh_like_scheduler.runner.dispatch import PassReport
 from swh_like_scheduler.runner.wakeup import waker_for
 from swh_like_scheduler.store import SQLAlchemyStore
 

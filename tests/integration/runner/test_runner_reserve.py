@@ -19,10 +19,10 @@ from celery import Celery
 from celery.contrib.testing.app import TestApp
 from waiting import delete_queues, wait_until
 
-from swh_like_scheduler.enums import LONG_RUN
-from swh_like_scheduler.model import ScheduleKind, Task, TaskStatus, TaskType
-from swh_like_scheduler.runner import tick
-from swh_like_scheduler.runner.routing import LiveWorkers
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.dispatch.routing import LiveWorkers
+from swh_like_scheduler.domain.enums import LONG_RUN
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "lease"))

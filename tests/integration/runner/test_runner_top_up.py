@@ -17,8 +17,8 @@ from celery.contrib.testing.worker import start_worker
 from test_runner import executed_key, make_test_app, new_type, ready_tasks
 from waiting import delete_queues, wait_until
 
+from swh_like_scheduler.dispatch.serve import PassReport
 from swh_like_scheduler.runner import loop
-from swh_like_scheduler.runner.dispatch import PassReport
 from swh_like_scheduler.runner.wakeup import SleepWaker
 from swh_like_scheduler.store import SQLAlchemyStore
 

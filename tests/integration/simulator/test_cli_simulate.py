@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.model import ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
 
 WORKLOAD = """

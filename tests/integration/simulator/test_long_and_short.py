@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from cuts import scale
 
-from swh_like_scheduler.model import DispatchOrder
+from swh_like_scheduler.domain.model import DispatchOrder
 from swh_like_scheduler.simulator.engine import Simulation
 from swh_like_scheduler.simulator.workload import SHIPPED, load_workload
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import DispatchOrder
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import DispatchOrder
 from swh_like_scheduler.simulator.compare import compare, find_workers
 from swh_like_scheduler.simulator.engine import Simulation
 from swh_like_scheduler.simulator.report import page

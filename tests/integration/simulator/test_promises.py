@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from swh_like_scheduler.builders import task_from_input
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.model import DispatchOrder, TaskType
+from swh_like_scheduler.domain.model import DispatchOrder, TaskType
+from swh_like_scheduler.intake.builders import task_from_input
 from swh_like_scheduler.simulator.compare import compare
 from swh_like_scheduler.simulator.engine import Simulation
 from swh_like_scheduler.simulator.live import from_store

@@ -7,8 +7,8 @@ import json
 import pytest
 from cuts import scale
 
-from swh_like_scheduler.conditions import summarise
-from swh_like_scheduler.model import RUNNER_ORDER, DispatchOrder
+from swh_like_scheduler.domain.model import RUNNER_ORDER, DispatchOrder
+from swh_like_scheduler.health.conditions import summarise
 from swh_like_scheduler.simulator.compare import compare, find_workers
 from swh_like_scheduler.simulator.engine import Simulation
 from swh_like_scheduler.simulator.report import dumps, write_report

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.domain.exceptions import InvalidInput
 from swh_like_scheduler.simulator.visits import VisitSimulation, VisitWorld, compare
 
 SMALL = VisitWorld(origins=40, added_per_hour=2, days=0.5, workers=1, visit_minutes=5, seed=7)

@@ -17,9 +17,9 @@ from celery import Celery
 from celery.contrib.testing.worker import start_worker
 from waiting import delete_queues, wait_until
 
-from swh_like_scheduler.celery_factory import make_app
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskStatus, TaskType
-from swh_like_scheduler.runner import tick
+from swh_like_scheduler.dispatch import tick
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.worker import SchedulerTask
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from workertest import make_test_app, unique_queue, worker
 
-from swh_like_scheduler.reach import Reach
+from swh_like_scheduler.plumbing.reach import Reach
 from swh_like_workers.webhook import TASK_NAME, pinned_request
 
 pytestmark = [

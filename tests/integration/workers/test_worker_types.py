@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from swh_like_scheduler.builders import task_from_input, task_type_from_input
-from swh_like_scheduler.celery_factory import make_app
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import ScheduleKind
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import ScheduleKind
+from swh_like_scheduler.intake.builders import task_from_input, task_type_from_input
+from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_workers import notify, webcheck, webhook
 
 NOW = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)

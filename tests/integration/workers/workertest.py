@@ -18,7 +18,7 @@ import services
 from celery import Celery
 from celery.contrib.testing.worker import start_worker
 
-from swh_like_scheduler.celery_factory import make_app
+from swh_like_scheduler.plumbing.celery_factory import make_app
 
 
 def redis_db_url(db: int) -> str:

@@ -6,7 +6,7 @@ import random
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
-from swh_like_scheduler.model import BlackoutPeriod, ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.model import BlackoutPeriod, ScheduleKind, Task, TaskType
 
 T0 = datetime(2024, 6, 3, 12, 0, tzinfo=UTC)  # a Monday, no DST change nearby
 MIN = timedelta(minutes=1)

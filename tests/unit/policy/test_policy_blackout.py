@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from policy_helpers import make_task, window
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import BlackoutPeriod
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import BlackoutPeriod
 from swh_like_scheduler.policy import (
     blackout_at,
     blackout_end,

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from policy_helpers import DAY, HOUR, MIN, T0, adaptive_type, at
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import TypeLoad
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import TypeLoad
 from swh_like_scheduler.policy import adapt_interval, next_interval, pressure
 from swh_like_scheduler.policy.capacity import HEADROOM, LOAD_MAX_AGE, MARGIN, TOLERANCE
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from policy_helpers import HOUR, MIN, T0, at, make_task, make_type
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import CatchUp, ScheduleKind, TaskStatus
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import CatchUp, ScheduleKind, TaskStatus
 from swh_like_scheduler.policy import (
     Condition,
     after_skip,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from policy_helpers import DAY, HOUR, MIN, T0, adaptive_type, at, make_task, make_type, window
 
-from swh_like_scheduler.model import ScheduleKind, Task, TaskStatus
+from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskStatus
 from swh_like_scheduler.policy import (
     REASON_LEVEL,
     Condition,

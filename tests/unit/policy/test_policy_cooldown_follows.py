@@ -13,8 +13,9 @@ from datetime import datetime, timedelta
 
 from policy_helpers import DAY, HOUR, MIN, T0, make_task, make_type, rng
 
-from swh_like_scheduler.editing import task_changes
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task
+from swh_like_scheduler.intake.edit import edited_task
+from swh_like_scheduler.intake.editing import task_changes
 from swh_like_scheduler.policy import (
     Condition,
     Outcome,
@@ -27,7 +28,6 @@ from swh_like_scheduler.policy import (
     run_time_basis,
     with_default_cooldown,
 )
-from swh_like_scheduler.policy.edit import edited_task
 
 START = T0 + DAY
 RUN = 6 * MIN

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from policy_helpers import MIN, T0, at, make_task
 
-from swh_like_scheduler.model import ScheduleKind, Task
+from swh_like_scheduler.domain.model import ScheduleKind, Task
 from swh_like_scheduler.policy import claimable_from, may_expire
 
 S = timedelta(seconds=1)

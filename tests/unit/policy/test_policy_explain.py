@@ -6,7 +6,7 @@ import json
 
 from policy_helpers import DAY, HOUR, MIN, at, make_task, make_type, window
 
-from swh_like_scheduler.model import ScheduleKind, TaskStatus
+from swh_like_scheduler.domain.model import ScheduleKind, TaskStatus
 from swh_like_scheduler.policy import Condition, Reason, explain
 
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from policy_helpers import HOUR, MIN, T0, adaptive_type, at, make_task
 
-from swh_like_scheduler.model import ScheduleKind, TaskStatus
+from swh_like_scheduler.domain.model import ScheduleKind, TaskStatus
 from swh_like_scheduler.policy import condition, level_holds_until
 
 offsets = st.integers(min_value=-72 * 60, max_value=72 * 60).map(lambda m: m * MIN)

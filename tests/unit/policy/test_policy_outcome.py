@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from policy_helpers import DAY, HOUR, MIN, adaptive_type, at, make_task, make_type, rng, window
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskStatus
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskStatus
 from swh_like_scheduler.policy import (
     EWMA_ALPHA,
     Outcome,
@@ -368,7 +368,7 @@ def test_a_neutral_end_never_reuses_the_slot_that_ended() -> None:
     """Runs are unique per (task, slot): a lost run's task gets a new slot."""
     from datetime import UTC, datetime, timedelta
 
-    from swh_like_scheduler.model import RunStatus, ScheduleKind, Task, TaskType
+    from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskType
     from swh_like_scheduler.policy import Outcome, apply_outcome
 
     slot = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from policy_helpers import DAY, HOUR, MIN, adaptive_type, make_task, make_type
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import ScheduleKind
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import ScheduleKind
 from swh_like_scheduler.policy import (
     check_retry_budget,
     retry_base_delay,

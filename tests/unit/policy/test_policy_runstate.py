@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from policy_helpers import MIN, at, make_task, make_type
 
-from swh_like_scheduler.model import RunStatus, TaskRun, TaskStatus
+from swh_like_scheduler.domain.model import RunStatus, TaskRun, TaskStatus
+from swh_like_scheduler.domain.records import ASSIGNED, WorkerState
 from swh_like_scheduler.policy import RunPhase, explain, run_state, why_unchanged
-from swh_like_scheduler.records import ASSIGNED, WorkerState
 
 WORKER = "sleep@box"
 

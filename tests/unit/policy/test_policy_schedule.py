@@ -7,7 +7,7 @@ from typing import Any
 
 from policy_helpers import DAY, HOUR, MIN, T0, adaptive_type, at, make_task, make_type, window
 
-from swh_like_scheduler.model import ScheduleKind
+from swh_like_scheduler.domain.model import ScheduleKind
 from swh_like_scheduler.policy import Adjustment, AdjustmentKind, compute_start_times, start_times
 
 

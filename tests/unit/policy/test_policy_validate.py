@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from policy_helpers import DAY, HOUR, MIN, T0, adaptive_type, at, make_task, make_type, window
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import BlackoutPeriod, ScheduleKind, Task, TaskStatus, TaskType
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import BlackoutPeriod, ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.policy import (
     blackout_at,
     covers_whole_day,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from policy_helpers import DAY, HOUR, at, make_task, make_type
 
-from swh_like_scheduler.model import TaskStatus
+from swh_like_scheduler.domain.model import TaskStatus
+from swh_like_scheduler.domain.text import headline
 from swh_like_scheduler.policy import Reason, explain, start_times
 from swh_like_scheduler.policy.explain import retry_outlook
-from swh_like_scheduler.text import headline
 
 
 def test_headline_of_an_error() -> None:

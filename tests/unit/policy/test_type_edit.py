@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from policy_helpers import DAY, HOUR, MIN, T0, adaptive_type, make_type
 
-from swh_like_scheduler.model import ScheduleKind
+from swh_like_scheduler.domain.model import ScheduleKind
 from swh_like_scheduler.policy.type_edit import TaskShape, assess_type_edit
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from policy_helpers import DAY, HOUR, MIN, T0, at, make_task, make_type
 
-from swh_like_scheduler.model import RunStatus, Task
+from swh_like_scheduler.domain.model import RunStatus, Task
 from swh_like_scheduler.policy import apply_outcome
 from swh_like_scheduler.policy.outcome import Outcome
 from swh_like_scheduler.policy.schedule import start_times

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from swh_like_scheduler.policy.workers import restart_silence, see_worker, see_workers
-from swh_like_scheduler.records import (
+from swh_like_scheduler.domain.records import (
     WorkerChange,
     WorkerChangeKind,
     WorkerSighting,
     WorkerState,
 )
+from swh_like_scheduler.policy.workers import restart_silence, see_worker, see_workers
 
 T0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 S = timedelta(seconds=1)

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from swh_like_scheduler.builders import task_from_input
-from swh_like_scheduler.model import TaskType
+from swh_like_scheduler.domain.model import TaskType
+from swh_like_scheduler.intake.builders import task_from_input
 from swh_like_scheduler.simulator.cadence import cycle, due_times, runs_within, written_interval
 from swh_like_scheduler.simulator.workload import parse_workload
 

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from swh_like_scheduler.exceptions import InvalidInput
-from swh_like_scheduler.model import ScheduleKind
+from swh_like_scheduler.domain.exceptions import InvalidInput
+from swh_like_scheduler.domain.model import ScheduleKind
 from swh_like_scheduler.simulator.workload import SHIPPED, load_workload, parse_workload
 
 

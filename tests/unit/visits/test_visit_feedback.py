@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.domain.exceptions import InvalidInput
 from swh_like_scheduler.visits.feedback import (
     MAX_OFFSET,
     VisitStatusMessage,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swh_like_scheduler.exceptions import InvalidInput
+from swh_like_scheduler.domain.exceptions import InvalidInput
 from swh_like_scheduler.visits.model import LastVisitStatus, OriginVisitStats
 from swh_like_scheduler.visits.policy import (
     DEFAULT_MIX,

@@ -1,0 +1,181 @@
+"""The runner as a Celery beat scheduler: ``celery -A APP beat -S swh``.
+
+Registered under the alias ``swh`` in the ``celery.beat_schedulers``
+entry-point group. Beat drives the same :class:`~.loop.RunnerLoop` as
+``swh scheduler start-runner``: each tick is one runner pass over all task
+types plus, when its turn comes, the monitor's duties (the monitor lock is
+shared with runners and ``start-monitor``: exactly one process does them);
+then the tick sleeps until the next task is ready, at most beat's
+``max_interval`` (``--max-interval``, default 60 s), woken early on
+PostgreSQL when a task is created, enabled, respawned or rescheduled soon.
+A database outage is logged once and retried; beat never dies of it.
+
+Settings (Celery configuration, read when beat starts the scheduler):
+
+* ``swh_scheduler_db_url`` (else ``SWH_SCHEDULER_DB_URL``, else the
+  scheduler's configuration file and its default);
+* ``swh_scheduler_monitor``: ``True`` (default: the monitor's default
+  settings), ``False`` (no monitor duties in beat: run ``swh scheduler
+  start-monitor`` beside it), or a mapping of :class:`MonitorSettings`
+  fields, durations in seconds, e.g. ``{"republish_after": 120, "period":
+  5}`` (``republish_after: None`` disables re-publishing);
+* ``swh_scheduler_index_url`` (else ``SWH_SCHEDULER_INDEX_URL``): the Redis
+  index of waiting tasks, used and kept in line as ``start-runner`` does;
+* ``swh_scheduler_import_beat_schedule`` (``True``, ``'check'``, ``False``)
+  and ``swh_scheduler_beat_create_types``: what beat does at start with the
+  app's ``beat_schedule`` (:mod:`.beatsync`): by default its entries are
+  imported as keyed tasks, as ``swh scheduler import-beat`` does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any, cast
+
+from celery.beat import Scheduler
+
+from ..config.settings import load_settings
+from ..dispatch.routing import LiveWorkers
+from ..domain.exceptions import InvalidInput
+from ..monitor.duties import MonitorSettings
+from ..runner.interpreter import tune_interpreter
+from ..runner.loop import RunnerLoop
+from ..runner.wakeup import Waker, waker_for
+from ..store import SchedulerStore, SQLAlchemyStore
+from ..store.session import daemon_pool
+from .sync import BeatScheduleSync, utc_now
+
+logger = logging.getLogger(__name__)
+
+#: the Celery setting of the monitor's duties in beat (module doc)
+MONITOR_SETTING = "swh_scheduler_monitor"
+_COUNTS = frozenset({"retention_limit", "batch_size"})
+_DAYS = frozenset({"keep_runs", "keep_finished_oneshots"})
+
+
+def monitor_settings(value: Any) -> MonitorSettings | None:
+    """The :class:`MonitorSettings` of the ``swh_scheduler_monitor`` setting
+    (module doc); :class:`InvalidInput` naming the field when it is wrong."""
+    if value is None or value is True:
+        return MonitorSettings()
+    if value is False:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidInput(MONITOR_SETTING, f"must be true, false or a mapping, not {value!r}")
+    known = {f.name for f in dataclasses.fields(MonitorSettings)}
+    chosen: dict[str, Any] = {}
+    for key, item in value.items():
+        field = f"{MONITOR_SETTING}.{key}"
+        if key not in known:
+            raise InvalidInput(field, f"unknown; one of {', '.join(sorted(known))}")
+        if key == "holder" or (item is None and key in ("republish_after", "worker_timeout")):
+            chosen[key] = item
+        elif isinstance(item, bool) or not isinstance(item, int | float):
+            raise InvalidInput(field, f"must be a number, not {item!r}")
+        elif key in _COUNTS:
+            chosen[key] = int(item)
+        else:
+            chosen[key] = timedelta(days=item) if key in _DAYS else timedelta(seconds=item)
+    try:
+        return MonitorSettings(**chosen)
+    except InvalidInput as error:
+        raise InvalidInput(f"{MONITOR_SETTING}.{error.field}", error.message) from error
+
+
+class RunnerScheduler(Scheduler):
+    """A beat scheduler whose every tick is a step of the runner's loop."""
+
+    #: longest sleep between passes (celery beat's ``beat_max_loop_interval``)
+    max_interval = 60.0
+
+    def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
+        url = app.conf.get("swh_scheduler_db_url") or os.environ.get("SWH_SCHEDULER_DB_URL")
+        monitor = monitor_settings(app.conf.get(MONITOR_SETTING, True))
+        self._store = SQLAlchemyStore.from_url(
+            load_settings(db_url=url).db_url, role="beat", pool=daemon_pool("beat")
+        )
+        self._stop = threading.Event()
+        self._waker: Waker = waker_for(self._store.engine, self._stop)
+        tune_interpreter()  # beat owns its process
+        #: a step is running (close() may be called from a signal handler then)
+        self._stepping = False
+        self._closed = False
+        super().__init__(app, *args, **kwargs)
+        index_url = app.conf.get("swh_scheduler_index_url") or os.environ.get(
+            "SWH_SCHEDULER_INDEX_URL"
+        )
+        store: SchedulerStore = self._store
+        keeper = None
+        if index_url:
+            from ..index import IndexedStore, RedisIndex
+            from ..index.keeper import IndexKeeper
+
+            checked = load_settings(db_url=url, index_url=index_url).index_url
+            index = RedisIndex.from_url(str(checked))
+            store = cast(SchedulerStore, IndexedStore(self._store, index))
+            keeper = IndexKeeper(index, store)
+        self._loop = RunnerLoop(
+            store,
+            app,
+            period=float(self.max_interval),
+            workers=LiveWorkers(app),
+            monitor=monitor,
+            index=keeper,
+        )
+        #: the app's beat_schedule, imported (or checked) before the first tick
+        self._beat_schedule = BeatScheduleSync(app, store)
+        if not kwargs.get("lazy"):
+            try:
+                self._beat_schedule.start(utc_now())
+            except InvalidInput as error:
+                # one line, not a traceback: beat stops (exit code 1)
+                logger.critical("beat -S swh cannot start: %s", error)
+                self.close()
+                raise SystemExit(1) from None
+            except BaseException:
+                self.close()  # beat stops: the monitor lock and the database go
+                raise
+
+    def setup_schedule(self) -> None:
+        """No static entries: the schedule lives in the database."""
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        """One step of the runner's loop, then the wait it asks for, which a
+        wake-up cuts short; beat then ticks again at once (0 returned: its
+        own sleep cannot be woken). SIGTERM/SIGINT interrupt the wait."""
+        self._stepping = True
+        try:
+            self._beat_schedule.retry(utc_now())
+            wait = self._loop.step()
+        finally:
+            self._stepping = False
+        self._waker.wait(wait)
+        return 0.0
+
+    def close(self) -> None:
+        """Release the monitor lock and the database. Celery also calls this
+        from its SIGTERM/SIGINT handler, which may interrupt a step inside a
+        transaction (on SQLite, a second write would wait for that one's
+        lock for ever): then only the wait is cut short, and the call Celery
+        makes once the step has unwound does the rest."""
+        self._stop.set()
+        if self._stepping or self._closed:
+            return
+        self._closed = True
+        try:
+            self._loop.close()
+        finally:
+            self._waker.close()
+            self._store.close()
+            super().close()
+
+    @property
+    def info(self) -> str:
+        monitor = "off" if self._loop.monitor is None else "on"
+        url = self._store.engine.url.render_as_string()
+        return f"swh_like_scheduler runner on {url} (monitor duties {monitor})"

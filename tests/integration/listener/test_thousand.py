@@ -43,7 +43,7 @@ from swh_like_scheduler.listener import Action, BatchSummary, Listener
 from swh_like_scheduler.policy import Outcome, apply_outcome, ewma
 from swh_like_scheduler.store import SQLAlchemyStore
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "lease"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "worker"))
 
 from celeryproc import worker_process
 

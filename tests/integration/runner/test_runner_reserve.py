@@ -25,7 +25,7 @@ from swh_like_scheduler.domain.enums import LONG_RUN
 from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskStatus, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "lease"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "worker"))
 
 from celeryproc import worker_process
 

@@ -57,8 +57,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..domain.model import RunStatus, Task, TaskRun
-from ..domain.records import STALE_END
-from ..domain.records import WorkerChangeKind, WorkerSighting
+from ..domain.records import STALE_END, WorkerChangeKind, WorkerSighting
 from ..plumbing.quietlog import QuietLog
 from ..policy import RandomSource
 from ..recording import TaskTypeCache, outcome_applier

@@ -33,6 +33,12 @@ _PAUSED = sa.select(task_type_t.c.paused_at).where(
 _PAUSED_LOCKED = _PAUSED.with_for_update(read=True)
 
 
+def upsert_into(dialect: str, table: sa.Table) -> Any:
+    """``INSERT`` into ``table`` with the ``ON CONFLICT`` clauses of the
+    dialect named ``dialect`` (PostgreSQL's, else SQLite's)."""
+    return (postgresql if dialect == "postgresql" else sqlite).insert(table)
+
+
 class _Writing(threading.local):
     """The connection of the write transaction this thread has open, if any."""
 
@@ -207,8 +213,7 @@ class SQLBase:
 
     def _upsert(self, table: sa.Table) -> Any:
         """``INSERT`` into ``table`` with the dialect's ``ON CONFLICT`` clauses."""
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
-        return dialect.insert(table)
+        return upsert_into(self.engine.dialect.name, table)
 
     def _insert(
         self,

@@ -33,7 +33,6 @@ from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ..domain.enums import check_aware
 from ..domain.exceptions import InvalidInput
@@ -64,6 +63,7 @@ from ..policy import claimable_from, may_expire, start_times
 from ..policy.times import fmt_duration, fmt_instant
 from . import rows
 from .interface import ApplyOutcome
+from .sql_base import upsert_into
 from .sql_claim import runnable_on
 from .sql_identity import IdentityMethods
 from .sql_lease import _TICK, LeaseMethods, _entry
@@ -479,8 +479,7 @@ def _before_or_other(run: TaskRun, at: datetime, pid: int | None) -> bool:
 def _room_upsert(dialect: str) -> Any:
     """The room of one class recorded, never moved back (built once per
     dialect: every pass with room runs it)."""
-    insert = (postgresql if dialect == "postgresql" else sqlite).insert(room_t)
-    insert = insert.values(
+    insert = upsert_into(dialect, room_t).values(
         task_type=sa.bindparam("room_type"),
         priority=sa.bindparam("room_class"),
         at=sa.bindparam("room_at", type_=room_t.c.at.type),

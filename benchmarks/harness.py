@@ -22,29 +22,31 @@ from pathlib import Path
 from .common import DEFAULT_AMQP, DEFAULT_POSTGRES, DEFAULT_REDIS, Context, ensure_services, log
 from .results import RESULTS, report, stamp
 
-#: scenario name -> module (in the order they run)
+#: scenario name -> its module under ``benchmarks`` (in the order they run): the
+#: folder is the room of ``swh_like_scheduler`` it measures (``whole``: the
+#: whole path, ``peers``: other projects beside ours), the file is named after the scenario
 SCENARIOS = {
-    "dispatch": "scenario_dispatch",
-    "claim": "scenario_claim",
-    "index": "scenario_index",
-    "backlog": "scenario_backlog",
-    "runners": "scenario_runners",
-    "listener": "scenario_listener",
-    "peers": "scenario_peers",
-    "end-to-end": "scenario_e2e",
-    "peers-e2e": "scenario_peers_e2e",
-    "writes": "scenario_writes",
-    "idle": "scenario_idle",
-    "api": "scenario_api",
-    "console": "scenario_console",
-    "health": "scenario_health",
-    "topup": "scenario_topup",
-    "simulate": "scenario_simulate",
-    "simscale": "scenario_simscale",
-    "bulk": "scenario_bulk",
-    "visits": "scenario_visits",
-    "visits-send": "scenario_visits_send",
-    "cli": "scenario_cli",
+    "dispatch": "dispatch.dispatch",
+    "claim": "store.claim",
+    "index": "index.index",
+    "backlog": "store.backlog",
+    "runners": "runner.runners",
+    "listener": "listener.listener",
+    "peers": "peers.peers",
+    "end-to-end": "whole.end_to_end",
+    "peers-e2e": "peers.peers_e2e",
+    "writes": "whole.writes",
+    "idle": "runner.idle",
+    "api": "api.api",
+    "console": "console.console",
+    "health": "health.health",
+    "topup": "runner.topup",
+    "simulate": "simulator.simulate",
+    "simscale": "simulator.simscale",
+    "bulk": "store.bulk",
+    "visits": "visits.visits",
+    "visits-send": "recurrent.visits_send",
+    "cli": "cli.cli",
 }
 
 

@@ -1,8 +1,8 @@
 """Where a grab's time goes at one world size: ``python -m
 benchmarks.profile_visits [SIZE] [POLICY]`` fills the benchmark's world
-(scenario_visits.fill), then prints, as JSON lines, the claim's plan with
-its buffers (EXPLAIN ANALYZE, BUFFERS) and the seconds of each statement of
-three grabs of 1,000 (release, claim, listings, mark)."""
+(:func:`benchmarks.visits.visits.fill`), then prints, as JSON lines, the
+claim's plan with its buffers (EXPLAIN ANALYZE, BUFFERS) and the seconds of
+each statement of three grabs of 1,000 (release, claim, listings, mark)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from swh_like_scheduler.domain.model import TaskType
 from swh_like_scheduler.visits.policy import VisitPolicy
 
 from .common import DEFAULT_POSTGRES, log, scratch_store
-from .scenario_visits import COUNT, claim_plan, fill, statement_seconds
+from .visits.visits import COUNT, claim_plan, fill, statement_seconds
 
 
 def main() -> None:

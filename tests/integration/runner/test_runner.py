@@ -7,8 +7,6 @@ import logging
 import random
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -19,6 +17,7 @@ from celery.contrib.testing.worker import start_worker
 from click.testing import CliRunner
 from cuts import scale
 from prometheus_client import REGISTRY
+from runnertest import executed_key, make_test_app, new_type, ready_tasks
 from waiting import delete_queues as purge
 from waiting import wait_until
 
@@ -31,70 +30,17 @@ from swh_like_scheduler.domain.model import (
     ScheduleKind,
     Task,
     TaskStatus,
-    TaskType,
 )
-from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.runner import loop
 from swh_like_scheduler.runner.wakeup import PostgresWaker, waker_for
 from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
-
-H = timedelta(hours=1)
-RECORD_TASK = "tests.runner.record"
 
 
 @pytest.fixture
 def recorder() -> redis.Redis:
     """Where the recording task notes the Celery ids it executed."""
     return redis.Redis.from_url(services.require("redis", services.redis_url))
-
-
-def executed_key(queue: str) -> str:
-    return f"swh-test-executed:{queue}"
-
-
-def make_test_app(broker_url: str) -> Celery:
-    app = make_app(
-        config_module=None,
-        broker_url=broker_url,
-        load_workers=False,
-        broker_connection_timeout=3,
-        broker_heartbeat=2,
-        worker_hijack_root_logger=False,
-    )
-    recorder_url = services.redis_url()
-
-    @app.task(name=RECORD_TASK, bind=True, shared=False)
-    def record(self, *args: object, **kwargs: object) -> dict[str, str]:  # type: ignore[no-untyped-def]
-        queue = self.request.delivery_info.get("routing_key") or "unknown"
-        redis.Redis.from_url(recorder_url).rpush(executed_key(queue), self.request.id)
-        return {"status": "eventful"}
-
-    return app
-
-
-def new_type(store: SQLAlchemyStore, max_queue_length: int | None) -> TaskType:
-    name = f"t{uuid.uuid4().hex[:8]}"
-    return store.create_task_type(
-        TaskType(
-            type=name,
-            backend_name=RECORD_TASK,
-            queue=f"swh-test-{name}",
-            max_queue_length=max_queue_length,
-        )
-    )
-
-
-def ready_tasks(task_type: TaskType, count: int, now: datetime) -> Iterator[Task]:
-    for n in range(count):
-        yield Task(
-            type=task_type.type,
-            args=(n,),
-            schedule_kind=ScheduleKind.ADAPTIVE,
-            current_interval=H,
-            next_run=now - H,
-            deadline=now + timedelta(seconds=(n * 7919) % count),
-        )
 
 
 #: the bounded type's queue limit (it has twice as many ready tasks) and the

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 import services
-from test_runner import make_test_app, new_type, ready_tasks
+from runnertest import make_test_app, new_type, ready_tasks
 from waiting import delete_queues as purge
 from waiting import wait_until
 

@@ -31,7 +31,7 @@ import psycopg
 import pytest
 import redis
 import services
-from test_runner import make_test_app, new_type, ready_tasks
+from runnertest import make_test_app, new_type, ready_tasks
 from waiting import delete_queues as purge
 from waiting import wait_until
 

@@ -14,7 +14,7 @@ import pytest
 import redis
 import services
 from celery.contrib.testing.worker import start_worker
-from test_runner import executed_key, make_test_app, new_type, ready_tasks
+from runnertest import executed_key, make_test_app, new_type, ready_tasks
 from waiting import delete_queues, wait_until
 
 from swh_like_scheduler.dispatch.serve import PassReport

@@ -1,0 +1,1 @@
+"""Benchmarks of the console room (:mod:`swh_like_scheduler.console`): its pages."""

@@ -1,0 +1,1 @@
+"""Benchmarks of the dispatch room (:mod:`swh_like_scheduler.dispatch`): a runner pass."""

@@ -1,0 +1,1 @@
+"""Benchmarks of the index room (:mod:`swh_like_scheduler.index`): the Redis index."""

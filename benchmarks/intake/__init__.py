@@ -1,0 +1,1 @@
+"""Benchmarks of the intake room (:mod:`swh_like_scheduler.intake`): the bulk import."""

@@ -1,0 +1,1 @@
+"""Benchmarks against other projects (celery beat, RedBeat, procrastinate)."""

@@ -1,0 +1,1 @@
+"""Benchmarks of the recurrent room (:mod:`swh_like_scheduler.recurrent`): visits sent."""

@@ -1,0 +1,1 @@
+"""Benchmarks of the runner room (:mod:`swh_like_scheduler.runner`): the runner daemon."""

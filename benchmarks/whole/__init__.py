@@ -1,0 +1,1 @@
+"""Benchmarks of the whole path (runner → worker → listener), no single room."""

@@ -4,7 +4,7 @@ monitor duties: what the store answers to the lease and steal protocols
 
 Plain values in the model layer: no store, Celery or database import, so
 the store imports them without importing a part above it
-(:mod:`.lease.protocol` and :mod:`.monitor.records` re-export them).
+(:mod:`.lease` and :mod:`swh_like_scheduler.monitor` re-export some of them).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Monitor duties (DESIGN.md §4): run by one process at a time.
 
-* :mod:`.records` — plain values shared with the store and the listener
-  (imported by the store, so this package's ``__init__`` imports nothing
-  that imports the store until a name of :mod:`.duties` is asked for);
+* the plain values it shares with the store and the listener (workers seen,
+  locks, sweeps, expiries) live in :mod:`swh_like_scheduler.domain.records`
+  and are re-exported here; this package's ``__init__`` imports nothing that
+  imports the store until a name of :mod:`.duties` is asked for;
 * :mod:`.duties` — :func:`monitor_tick` (one pass: the lock, then steal,
   silent workers, one-shot expiry, retention, re-publish) and
   :func:`monitor_loop` (repeat it every ``period``);
@@ -13,8 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..plumbing.lazy import lazy_names
-from .records import (
+from ..domain.records import (
     MONITOR_LOCK,
     Expiry,
     LockState,
@@ -26,6 +26,7 @@ from .records import (
     default_holder,
     worker_timeout,
 )
+from ..plumbing.lazy import lazy_names
 
 if TYPE_CHECKING:
     from .duties import MonitorSettings, monitor_loop, monitor_tick

@@ -66,12 +66,12 @@ from ..dispatch.republish import ORPHANED_AFTER, republish_unstarted
 from ..dispatch.routing import LiveWorkers
 from ..domain.exceptions import InvalidInput, SchedulerError
 from ..domain.lease import StealReport
+from ..domain.records import MONITOR_LOCK, default_holder
 from ..health.census import Refresh, refresh
 from ..plumbing.outage import Outage
 from ..recording import TaskTypeCache, outcome_applier
 from ..store import SchedulerStore
 from ..store.interface import ApplyOutcome
-from .records import MONITOR_LOCK, default_holder
 from .report import NOT_THE_MONITOR, MonitorReport
 
 if TYPE_CHECKING:

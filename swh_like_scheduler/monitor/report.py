@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from ..domain.lease import StealReport
-from .records import Expiry, LockState, WorkerSweep
+from ..domain.records import Expiry, LockState, WorkerSweep
 
 #: Why a pass did no duty.
 NOT_THE_MONITOR = "not the monitor"

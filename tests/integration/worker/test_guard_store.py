@@ -20,7 +20,7 @@ from swh_like_scheduler.domain.model import (
     TaskStatus,
     TaskType,
 )
-from swh_like_scheduler.monitor.records import WorkerChange, WorkerChangeKind, WorkerSighting
+from swh_like_scheduler.domain.records import WorkerChange, WorkerChangeKind, WorkerSighting
 from swh_like_scheduler.recording import TaskTypeCache, outcome_applier
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.interface import ApplyOutcome, RunEnd

@@ -28,7 +28,6 @@ is missing for a side effect done, and none is written for one not done.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -36,6 +35,7 @@ import time
 import uuid
 
 import redis
+from soakplan import outcome_of
 
 import swh_like_workers.notify
 import swh_like_workers.webhook
@@ -69,15 +69,6 @@ def completed_key(prefix: str) -> str:
 def refused_key(prefix: str) -> str:
     """Completions refused by the fence, per task id."""
     return f"{prefix}:refused"
-
-
-def outcome_of(backend_id: str, fail_rate: float) -> str:
-    """``failed``, ``eventful`` or ``uneventful``: the same for a run every time."""
-    digest = hashlib.md5(backend_id.encode(), usedforsecurity=False).hexdigest()
-    draw = int(digest[:8], 16) / 2**32
-    if draw < fail_rate:
-        return "failed"
-    return "eventful" if draw < fail_rate + (1 - fail_rate) / 2 else "uneventful"
 
 
 class SoakFailure(Exception):

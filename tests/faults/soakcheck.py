@@ -27,8 +27,11 @@ measure. The checks, per installation:
    harmless (:func:`soakproof.stale_copy`; counted, with how long it ran on);
 5. **nothing stuck**: no run open, no task ready and not dispatched, for
    longer than a bound once the faults are over;
-6. **conditions consistent with the history**: no task in ERROR; a task's
-   latest run failed exactly when its condition says so.
+6. **conditions consistent with the history**: no task in ERROR, unless
+   its bodies explain it (:func:`failed_on_purpose`: every run since its
+   last good one is a body that failed on purpose, the first dispatched
+   before the freshness it missed was due); a task's latest run failed
+   exactly when its condition says so.
 
 Anything not proven is a failure, named by its kind (``doubled``,
 ``overlap``, ``lost``, ``wrong record``).
@@ -43,7 +46,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from soaklife import INF, Life
-from soakplan import Timeouts
+from soakplan import Timeouts, outcome_of
 from soakproof import (
     STOPS,
     Execution,
@@ -499,7 +502,11 @@ class Checker:
             if report.level is Condition.ERROR:
                 late = now - (times.finish_by or now)
                 if late > STALE_BOUND or task.schedule_kind is ScheduleKind.ONESHOT:
-                    self.verdict.fail(WRONG, f"task {task.id} in ERROR: {report.detail}")
+                    proof = failed_on_purpose(task, self.records.runs, times.finish_by)
+                    if proof is not None:
+                        self.verdict.explain(proof)
+                    else:
+                        self.verdict.fail(WRONG, f"task {task.id} in ERROR: {report.detail}")
                 continue
             last = latest.get(task.id or 0)
             failed = last is not None and last.status is RunStatus.FAILED
@@ -510,6 +517,47 @@ class Checker:
                 )
             if says_failed and not failed:
                 self.verdict.fail(WRONG, f"task {task.id}: says its last run failed; it did not")
+
+
+#: the kind, in the table, of an ERROR the task's own bodies explain
+FAILED_ON_PURPOSE = "failed on purpose"
+#: the runs that neither renew a task's freshness nor count as its failures
+_NOT_OUTCOMES = (RunStatus.LOST, RunStatus.CANCELLED, RunStatus.SUPERSEDED)
+
+
+def failed_on_purpose(
+    task: Task, runs: Sequence[TaskRun], promised: datetime | None
+) -> Proof | None:
+    """The proof that a recurring task is in ERROR because its probe bodies
+    failed, as its ``fail_rate`` told them to, and not because the platform
+    left it undispatched: every run that ended since its last good one
+    failed, each is a body whose outcome (:func:`soakplan.outcome_of`, drawn
+    again from the run's id) is ``failed``, and the first of them started
+    before ``promised``, the end of the freshness it missed. None when any
+    link does not hold."""
+    rate = float(task.kwargs.get("fail_rate", 0.0))
+    if task.schedule_kind is ScheduleKind.ONESHOT or rate <= 0 or promised is None:
+        return None
+    ended = sorted(
+        (r for r in runs if r.task_id == task.id and r.ended and r.status not in _NOT_OUTCOMES),
+        key=lambda r: r.ended or promised,
+    )
+    good = [r for r in ended if r.status in _GOOD.values()]
+    since = [r for r in ended if not good or (r.ended or promised) > (good[-1].ended or promised)]
+    if not since or any(
+        r.status is not RunStatus.FAILED or outcome_of(r.backend_id, rate) != "failed"
+        for r in since
+    ):
+        return None
+    first = since[0].started
+    if first is None or first > promised:
+        return None
+    return Proof(
+        FAILED_ON_PURPOSE,
+        f"task {task.id}: the {len(since)} runs since its last good one are bodies that "
+        f"failed on purpose (fail rate {rate}); the first started at {first.isoformat()}, "
+        f"before its freshness ran out at {promised.isoformat()}",
+    )
 
 
 def utcnow() -> datetime:

@@ -13,6 +13,7 @@ kind the plan can draw at its scale appears at least once.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass, field
 
@@ -108,6 +109,17 @@ FULL = Scale(
     long_oneshots=60,
     long_duration=(10.0, 30.0),
 )
+
+
+def outcome_of(backend_id: str, fail_rate: float) -> str:
+    """``failed``, ``eventful`` or ``uneventful``: the same for a run every time
+    (the probe body's outcome, drawn from its run's id; the checker draws it
+    again to tell a body that failed on purpose)."""
+    digest = hashlib.md5(backend_id.encode(), usedforsecurity=False).hexdigest()
+    draw = int(digest[:8], 16) / 2**32
+    if draw < fail_rate:
+        return "failed"
+    return "eventful" if draw < fail_rate + (1 - fail_rate) / 2 else "uneventful"
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,23 @@ needed.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from soakcheck import DOUBLED, LOST, OVERLAP, WRONG, Checker, Records, Verdict
+from soakcheck import (
+    DOUBLED,
+    LOST,
+    OVERLAP,
+    WRONG,
+    Checker,
+    Records,
+    Verdict,
+    failed_on_purpose,
+)
 from soaklife import CONT, DOWN, KILL, SPAWN, STOP_GROUP, UP, Happening, Life
-from soakplan import TIMEOUTS
+from soakplan import TIMEOUTS, outcome_of
 
 from swh_like_scheduler.domain.model import RunStatus, ScheduleKind, Task, TaskRun, TaskStatus
 from swh_like_scheduler.intake.jobs import JobInstant, JobView, idempotency_key
@@ -326,3 +336,46 @@ def test_a_notification_the_broker_lost_after_its_run_is_output_lost_not_lost() 
         assert verdict.output_lost == 1 - expected_lost
         assert len(failures(verdict, LOST)) == expected_lost, verdict.failures
         assert bool(verdict.explained) is wiped
+
+
+def drawn(outcome: str, rate: float, count: int) -> list[str]:
+    """``count`` run ids whose probe body's outcome at ``rate`` is ``outcome``."""
+    found = (f"r-{n}" for n in range(10_000))
+    return [i for i in found if outcome_of(i, rate) == outcome][:count]
+
+
+def test_an_error_its_bodies_failing_on_purpose_explain() -> None:
+    """A recurring task in ERROR after a streak of failures (its fail rate
+    drew them) is the body's doing when every run since the last good one
+    failed on purpose and the first was dispatched before the freshness it
+    missed ran out; any broken link leaves the ERROR unexplained."""
+    rate = 0.3
+    recurring = Task(
+        type=WORK,
+        next_run=at(0),
+        deadline=at(600),
+        kwargs={"tid": "a1", "fail_rate": rate},
+        id=5,
+        schedule_kind=ScheduleKind.PERIODIC,
+        period=timedelta(seconds=30),
+    )
+    good = run(drawn("eventful", rate, 1)[0], 5, 1, RunStatus.EVENTFUL, started=0)
+    streak = [
+        run(ident, 5, 2 + n, RunStatus.FAILED, started=10 + 5 * n)
+        for n, ident in enumerate(drawn("failed", rate, 3))
+    ]
+    promised = at(40)
+    proof = failed_on_purpose(recurring, [good, *streak], promised)
+    assert proof is not None and "the 3 runs since its last good one" in proof.text
+    # a run recorded failed whose body would have succeeded
+    wrong = run(drawn("uneventful", rate, 1)[0], 5, 9, RunStatus.FAILED, started=30)
+    assert failed_on_purpose(recurring, [good, *streak, wrong], promised) is None
+    # the first failure dispatched only after the freshness ran out: the platform's delay
+    assert failed_on_purpose(recurring, [good, *streak], at(5)) is None
+    # the last run was good: nothing since it to explain an ERROR
+    later = run(drawn("eventful", rate, 2)[1], 5, 9, RunStatus.EVENTFUL, started=60)
+    assert failed_on_purpose(recurring, [good, *streak, later], promised) is None
+    # a task that never fails on purpose, and a one-shot
+    steady = dataclasses.replace(recurring, kwargs={"tid": "a1"})
+    assert failed_on_purpose(steady, [good, *streak], promised) is None
+    assert failed_on_purpose(task(5), [good, *streak], promised) is None

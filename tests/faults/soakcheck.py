@@ -77,6 +77,8 @@ from swh_like_scheduler.store import SQLAlchemyStore, TaskFilter
 #: dispatching (a run due at that moment is under way or queued)
 STALE_BOUND = timedelta(minutes=1)
 _GOOD = {"eventful": RunStatus.EVENTFUL, "uneventful": RunStatus.UNEVENTFUL}
+#: the runs that neither renew a task's freshness nor count as its failures
+_NOT_OUTCOMES = (RunStatus.LOST, RunStatus.CANCELLED, RunStatus.SUPERSEDED)
 DOUBLED, OVERLAP, LOST, WRONG = "doubled", "overlap", "lost", "wrong record"
 
 
@@ -487,11 +489,7 @@ class Checker:
         types = self.records.types
         latest: dict[int, TaskRun] = {}
         for run in self.records.runs:
-            if run.ended is None or run.status in (
-                RunStatus.LOST,
-                RunStatus.CANCELLED,
-                RunStatus.SUPERSEDED,
-            ):
+            if run.ended is None or run.status in _NOT_OUTCOMES:
                 continue
             known = latest.get(run.task_id)
             if known is None or run.ended > (known.ended or run.ended):
@@ -521,8 +519,6 @@ class Checker:
 
 #: the kind, in the table, of an ERROR the task's own bodies explain
 FAILED_ON_PURPOSE = "failed on purpose"
-#: the runs that neither renew a task's freshness nor count as its failures
-_NOT_OUTCOMES = (RunStatus.LOST, RunStatus.CANCELLED, RunStatus.SUPERSEDED)
 
 
 def failed_on_purpose(
@@ -539,11 +535,15 @@ def failed_on_purpose(
     if task.schedule_kind is ScheduleKind.ONESHOT or rate <= 0 or promised is None:
         return None
     ended = sorted(
-        (r for r in runs if r.task_id == task.id and r.ended and r.status not in _NOT_OUTCOMES),
-        key=lambda r: r.ended or promised,
+        (
+            (r.ended, r)
+            for r in runs
+            if r.task_id == task.id and r.ended is not None and r.status not in _NOT_OUTCOMES
+        ),
+        key=lambda pair: pair[0],
     )
-    good = [r for r in ended if r.status in _GOOD.values()]
-    since = [r for r in ended if not good or (r.ended or promised) > (good[-1].ended or promised)]
+    last_good = max((at for at, r in ended if r.status in _GOOD.values()), default=None)
+    since = [r for at, r in ended if last_good is None or at > last_good]
     if not since or any(
         r.status is not RunStatus.FAILED or outcome_of(r.backend_id, rate) != "failed"
         for r in since

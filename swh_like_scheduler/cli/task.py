@@ -127,7 +127,8 @@ def add(
 
     The arguments are checked against the signature of the type's Celery
     task when its worker package is installed here (a warning says when it
-    is not); --no-check-args skips the check."""
+    is not), and a positional ARG that names a parameter (`duration` for
+    `duration=0`) is refused; --no-check-args skips the check."""
     args, kwargs = split_arguments(arguments)
     values: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
     values.update(args=args, kwargs=kwargs, type=type_name)

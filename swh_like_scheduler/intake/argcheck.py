@@ -8,8 +8,12 @@ Celery app made for the look-up: nothing is configured, no broker is
 reached, the current app is left as it is. A task found there is checked
 with ``inspect.signature(task.run).bind(*args, **kwargs)``; a mismatch
 is :class:`~.exceptions.InvalidInput` naming the argument and the
-signature. A task not found (another machine's worker, a broken worker
-package) is not checked, and :attr:`ArgumentCheck.skipped` says why.
+signature. So is a positional argument whose text is the name of one of
+the worker's keyword parameters (``task add sleep duration``, a forgotten
+``=0``: "did you mean `duration=VALUE`?"), which would otherwise bind.
+A task not found (another machine's worker, a broken worker package) is
+not checked, not even by name, and :attr:`ArgumentCheck.skipped` says
+why.
 
 Some arguments are checked at every door whether or not the worker can be
 imported (:func:`check_callback_url`): the URL a ``webhook`` task posts to
@@ -113,6 +117,21 @@ def _describe(signature: inspect.Signature, name: str) -> str:
     return f"{name}{bare}"
 
 
+#: the kinds of parameter a caller may name (``name=value``)
+_NAMEABLE = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def parameter_named(signature: inspect.Signature, args: Sequence[Any]) -> str | None:
+    """The first positional argument that is the text of the name of one of
+    the parameters ``signature`` takes by keyword (``sleep duration`` for
+    ``sleep duration=0``: a forgotten ``=VALUE``), or ``None``."""
+    names = {p.name for p in signature.parameters.values() if p.kind in _NAMEABLE}
+    for value in args:
+        if isinstance(value, str) and value in names:
+            return value
+    return None
+
+
 def check_arguments(
     task_type: TaskType,
     args: Sequence[Any],
@@ -137,6 +156,14 @@ def check_arguments(
     except (TypeError, ValueError) as error:
         return ArgumentCheck(task_type.type, skipped=f"{name!r} has no signature: {error}")
     described = _describe(signature, name)
+    mistaken = parameter_named(signature, args)
+    if mistaken is not None:
+        raise InvalidInput(
+            "arguments",
+            f"positional argument {mistaken!r} is the name of a parameter of task type "
+            f"{task_type.type!r}: did you mean `{mistaken}=VALUE`? "
+            f"(its worker is {described})",
+        )
     try:
         signature.bind(*args, **kwargs)
     except TypeError as error:
@@ -188,5 +215,6 @@ __all__ = [
     "check_arguments",
     "check_callback_url",
     "load_worker_tasks",
+    "parameter_named",
     "worker_tasks",
 ]

@@ -21,7 +21,13 @@ import click
 from ..domain.exceptions import InvalidInput, NotFound
 from ..domain.text import plural
 from ..intake.importer import read_rows
-from ..visits.intake import lister_of, origin_from_input, status_from_input
+from ..visits.intake import (
+    LISTED_KNOWN,
+    lister_of,
+    origin_from_input,
+    status_from_input,
+    unknown_lister,
+)
 from ..visits.model import Lister, origin_url, visit_task_type, visit_type_name
 from .base import CliContext, emit_json, now, pass_cli, say
 
@@ -87,22 +93,44 @@ def _checked(number: int, check: Any, *args: Any) -> Any:
         raise InvalidInput(error.field, error.message, line=number) from None
 
 
+def _require_listers(cli: CliContext, wanted: dict[tuple[str, str], int]) -> None:
+    """Refuse a lister of ``wanted`` (by the line first naming it) that is
+    not registered, saying how to create it."""
+    found = unknown_lister(wanted, cli.store.get_listers())
+    if found is None:
+        return
+    line, name, instance, message = found
+    create = f"swh scheduler lister add {name}" + (f" --instance {instance}" if instance else "")
+    raise InvalidInput(
+        "lister_name",
+        f"{message} Create it with `{create}`, or record with --create-lister.",
+        line=line,
+    )
+
+
 @click.command("record")
 @click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.option(
+    "--create-lister",
+    is_flag=True,
+    help="Create the listers the lines name that are not registered (default: refuse them, "
+    "a mistyped name would make a new lister).",
+)
 @json_option
 @pass_cli
-def origin_record(cli: CliContext, file: IO[str], as_json: bool) -> None:
+def origin_record(cli: CliContext, file: IO[str], create_lister: bool, as_json: bool) -> None:
     """Record the listed origins of FILE (JSON lines: lister_name,
     lister_instance_name, url, visit_type, last_update, extra_loader_arguments,
-    enabled, is_fork), creating their listers if needed."""
+    enabled, is_fork). Their listers must be registered (`lister add`)
+    unless --create-lister is given."""
     started = time.monotonic()
     known = {t.type for t in cli.store.get_task_types()}
     with _seekable(file) as source:
-        listers: set[tuple[str, str]] = set()
+        listers: dict[tuple[str, str], int] = {}
         total = 0
         for number, raw in _lines(source):
             names = _checked(number, lister_of, raw)
-            listers.add(names)
+            listers.setdefault(names, number)
             parsed = _checked(number, origin_from_input, raw, "-")
             if visit_task_type(parsed.visit_type) not in known:
                 raise InvalidInput(
@@ -112,6 +140,8 @@ def origin_record(cli: CliContext, file: IO[str], as_json: bool) -> None:
                     line=number,
                 )
             total += 1
+        if not create_lister:
+            _require_listers(cli, listers)
         at = now()
         ids = {n: str(cli.store.get_or_create_lister(*n, now=at).id) for n in sorted(listers)}
         batch: list[Any] = []
@@ -186,6 +216,26 @@ def origin_visit_stats(cli: CliContext, url: str, visit_type: str, as_json: bool
         say(f"{name + ':':<28}{'-' if shown is None else shown}")
 
 
+def _require_lister_id(cli: CliContext, lister_id: str | None) -> None:
+    """Refuse a ``--lister-id`` of no lister (a mistyped id would give an
+    empty answer, as if the lister had nothing), naming the registered
+    listers when they are few."""
+    if lister_id is None:
+        return
+    listers = cli.store.get_listers()
+    if any(x.id == lister_id for x in listers):
+        return
+    message = f"no lister with id {lister_id!r}."
+    if not listers:
+        message += " No lister is registered yet."
+    elif len(listers) <= LISTED_KNOWN:
+        named = ", ".join(f"{x.name} {x.instance_name or '-'}: {x.id}" for x in listers)
+        message += f" Registered: {named}."
+    else:
+        message += f" {len(listers)} listers are registered (`swh scheduler lister list`)."
+    raise InvalidInput("lister-id", message)
+
+
 def _metrics_table(metrics: list[Any], as_json: bool) -> None:
     if as_json:
         emit_json([vars(m) for m in metrics])
@@ -212,6 +262,7 @@ def _metrics_table(metrics: list[Any], as_json: bool) -> None:
 def origin_update_metrics(cli: CliContext, lister_id: str | None, as_json: bool) -> None:
     """Count, per lister and visit type, the origins known, enabled, never
     visited and with pending changes; store and print the counts."""
+    _require_lister_id(cli, lister_id)
     _metrics_table(cli.store.update_metrics(lister_id, now=now()), as_json)
 
 
@@ -224,6 +275,7 @@ def origin_metrics(
     cli: CliContext, lister_id: str | None, visit_type: str | None, as_json: bool
 ) -> None:
     """The counts the last ``origin update-metrics`` stored."""
+    _require_lister_id(cli, lister_id)
     _metrics_table(cli.store.get_metrics(lister_id, visit_type), as_json)
 
 
@@ -236,6 +288,7 @@ def _next_visits(
     lister_id: str | None,
     as_json: bool,
 ) -> None:
+    _require_lister_id(cli, lister_id)
     method = cli.store.grab_next_visits if grab else cli.store.peek_next_visits
     chosen = method(
         visit_type,

@@ -10,8 +10,9 @@ null; ``type`` is read as ``visit_type``, the journal's own name)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from difflib import get_close_matches
 from typing import Any
 
 from ..domain.exceptions import InvalidInput
@@ -65,6 +66,45 @@ def lister_of(raw: Mapping[str, Any]) -> tuple[str, str]:
         raise InvalidInput("lister_instance_name", f"{instance!r} is not a name")
     Lister(name=name, instance_name=instance)  # the names' own checks
     return name, instance
+
+
+#: up to this many registered listers are named when one is unknown
+LISTED_KNOWN = 10
+
+
+def _lister_name(name: str, instance: str) -> str:
+    return f"{name!r} (instance {instance!r})" if instance else repr(name)
+
+
+def unknown_lister(
+    wanted: Mapping[tuple[str, str], int], known: Sequence[Lister]
+) -> tuple[int, str, str, str] | None:
+    """The first lister ``(name, instance)`` of ``wanted`` (each mapped to
+    the line that first names it) that is none of the ``known`` listers (a
+    mistyped name would make a new lister), as ``(line, name, instance,
+    what to say)``: it named, how many others are unknown, a close match,
+    and the registered listers when they are few. ``None``: all known."""
+    registered = {(x.name, x.instance_name or "") for x in known}
+    missing = sorted((line, names) for names, line in wanted.items() if names not in registered)
+    if not missing:
+        return None
+    line, (name, instance) = missing[0]
+    message = f"unknown lister {_lister_name(name, instance)}"
+    if len(missing) > 1:
+        message += f" (and {len(missing) - 1} more unknown)"
+    message += "."
+    everyone = sorted(registered)
+    close = get_close_matches(name, sorted({n for n, _ in everyone}), n=1)
+    near = [(n, i) for n, i in everyone if close and n == close[0]]
+    if near:
+        message += f" Did you mean {' or '.join(_lister_name(*x) for x in near)}?"
+    if not everyone:
+        message += " No lister is registered yet."
+    elif len(everyone) <= LISTED_KNOWN and near != everyone:
+        message += f" Registered: {', '.join(_lister_name(*x) for x in everyone)}."
+    elif len(everyone) > LISTED_KNOWN:
+        message += f" {len(everyone)} listers are registered."
+    return line, name, instance, message
 
 
 def origin_from_input(raw: Mapping[str, Any], lister_id: str) -> ListedOrigin:

@@ -73,14 +73,15 @@ def listed(db_url: str) -> int:
         store.close()
 
 
-def test_record_creates_the_lister_and_is_idempotent(  # type: ignore[no-untyped-def]
+def test_record_creates_the_lister_when_asked_and_is_idempotent(  # type: ignore[no-untyped-def]
     run, load_git, db_url: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "origins.jsonl"
     path.write_text(lines(origin_rows(1500)))  # two batches
-    first = json.loads(ok(run("origin", "record", str(path), "--json")))
+    first = json.loads(ok(run("origin", "record", str(path), "--create-lister", "--json")))
     assert first["recorded"] == 1500 and len(first["listers"]) == 1
     again = json.loads(ok(run("origin", "record", "-", "--json", input=path.read_text())))
+    # the second time the lister exists: no flag needed
     assert again["listers"] == first["listers"] and listed(db_url) == 1500
     [lister] = json.loads(ok(run("lister", "list", "--json")))
     assert (lister["name"], lister["instance_name"]) == ("gitlab", "framagit")
@@ -104,7 +105,7 @@ def test_one_bad_line_refuses_the_whole_file(  # type: ignore[no-untyped-def]
 ) -> None:
     rows = origin_rows(4)
     rows[2] = {**rows[2], **change}
-    refused(run("origin", "record", "-", input=lines(rows) + "\n"), *fragments)
+    refused(run("origin", "record", "--create-lister", "-", input=lines(rows) + "\n"), *fragments)
     assert listed(db_url) == 0
     assert json.loads(ok(run("lister", "list", "--json"))) == []  # no lister made either
     refused(run("origin", "record", "-", input='{"url": \n'), "line 1", "not valid JSON")
@@ -113,7 +114,7 @@ def test_one_bad_line_refuses_the_whole_file(  # type: ignore[no-untyped-def]
 def test_visit_statuses_then_stats_and_metrics(  # type: ignore[no-untyped-def]
     run, load_git, tmp_path: Path
 ) -> None:
-    ok(run("origin", "record", "-", input=lines(origin_rows(10))))
+    ok(run("origin", "record", "--create-lister", "-", input=lines(origin_rows(10))))
     statuses = [
         {
             "origin": f"https://framagit.org/group/p{n:04d}",
@@ -164,7 +165,7 @@ def test_schedule_recurrent_refuses_an_unknown_visit_type_and_a_bad_mix(  # type
 
 
 def test_peek_and_grab_next_in_the_policys_order(run, load_git) -> None:  # type: ignore[no-untyped-def]
-    ok(run("origin", "record", "-", input=lines(origin_rows(6))))
+    ok(run("origin", "record", "--create-lister", "-", input=lines(origin_rows(6))))
     peeked = json.loads(
         ok(run("origin", "peek-next", "git", "3", "--policy", "never_visited_oldest_update_first",
                "--json"))
@@ -184,3 +185,56 @@ def test_peek_and_grab_next_in_the_policys_order(run, load_git) -> None:  # type
     )
     assert len(again) == 4  # the two grabbed are cooling down
     refused(run("origin", "peek-next", "git", "1", "--policy", "newest"), "policy", "newest")
+
+
+def test_record_refuses_a_lister_that_is_not_registered(  # type: ignore[no-untyped-def]
+    run, load_git, db_url: str
+) -> None:
+    """Issue 57: a mistyped lister name made a new lister, silently."""
+    text = lines(origin_rows(3))
+    refused(
+        run("origin", "record", "-", input=text),
+        "line 1: lister_name: unknown lister 'gitlab' (instance 'framagit').",
+        "No lister is registered yet.",
+        "`swh scheduler lister add gitlab --instance framagit`",
+        "--create-lister",
+    )
+    assert listed(db_url) == 0 and json.loads(ok(run("lister", "list", "--json"))) == []
+    ok(run("lister", "add", "gitlab", "--instance", "framagit"))
+    ok(run("lister", "add", "cgit"))
+    assert json.loads(ok(run("origin", "record", "-", "--json", input=text)))["recorded"] == 3
+    # the mistyped name on line 2: named, with the close one and the registered ones
+    rows = origin_rows(3)
+    rows[1] = {**rows[1], "lister_name": "gitlba"}
+    rows[2] = {**rows[2], "lister_name": "gogs", "lister_instance_name": None}
+    message = refused(run("origin", "record", "-", input=lines(rows)))
+    assert message == (
+        "error: line 2: lister_name: unknown lister 'gitlba' (instance 'framagit') "
+        "(and 1 more unknown). Did you mean 'gitlab' (instance 'framagit')? "
+        "Registered: 'cgit', 'gitlab' (instance 'framagit'). Create it with "
+        "`swh scheduler lister add gitlba --instance framagit`, or record with --create-lister."
+    )
+    assert listed(db_url) == 3 and len(json.loads(ok(run("lister", "list", "--json")))) == 2
+    made = json.loads(
+        ok(run("origin", "record", "--create-lister", "-", "--json", input=lines(rows)))
+    )
+    assert len(made["listers"]) == 3
+    assert len(json.loads(ok(run("lister", "list", "--json")))) == 4
+
+
+def test_a_lister_id_of_no_lister_is_refused(run, load_git) -> None:  # type: ignore[no-untyped-def]
+    """A mistyped --lister-id answered as a lister with nothing would."""
+    ok(run("origin", "record", "--create-lister", "-", input=lines(origin_rows(2))))
+    [lister] = json.loads(ok(run("lister", "list", "--json")))
+    for command in (
+        ("origin", "metrics"),
+        ("origin", "update-metrics"),
+        ("origin", "peek-next", "git", "3", "--policy", "oldest_scheduled_first"),
+        ("origin", "grab-next", "git", "3", "--policy", "oldest_scheduled_first"),
+    ):
+        refused(
+            run(*command, "--lister-id", "nosuch"),
+            "lister-id: no lister with id 'nosuch'.",
+            f"Registered: gitlab framagit: {lister['id']}.",
+        )
+        ok(run(*command, "--lister-id", lister["id"]))

@@ -149,6 +149,23 @@ def rates_text(dispatched: float | None, ended: float | None) -> str:
     return f"{rate(dispatched)} / {rate(ended)}"
 
 
+#: what the overview says of the runner and workers, by the health
+#: report's status: the scheduler's own machinery, not the tasks' conditions
+MACHINERY = {"ok": "alive", "degraded": "in trouble", "unavailable": "unknown"}
+
+
+def machinery_text(health: dict[str, Any]) -> str:
+    """``alive`` (the health report found nothing wrong), ``in trouble``
+    (its reasons say what), ``unknown`` (the database does not answer),
+    or ``not seen yet`` when nothing is wrong only because no runner pass
+    and no worker was ever recorded."""
+    status = str(health.get("status"))
+    signs = ("last_claim_at", "last_room_at", "last_worker_seen_at")
+    if status == "ok" and all(health.get(sign) is None for sign in signs):
+        return "not seen yet"
+    return MACHINERY.get(status, status)
+
+
 @dataclass
 class Overview:
     now: datetime
@@ -159,6 +176,16 @@ class Overview:
     activity_age: float | None
     problems_total: int
 
+    @property
+    def machinery(self) -> str:
+        return machinery_text(self.health)
+
+    @property
+    def machinery_look(self) -> str:
+        """The health panel's class: the report's status, or ``unseen``
+        (neither green nor red) when nothing was ever recorded."""
+        return "unseen" if self.machinery == "not seen yet" else str(self.health["status"])
+
     def live(self) -> dict[str, Any]:
         texts: dict[str, str] = {}
         html: dict[str, str] = {}
@@ -167,14 +194,19 @@ class Overview:
             html[f"{row.name}:trend"] = row.trend
         for level in LEVELS:
             texts[f"total:{level}"] = number((self.totals or {}).get(level))
-        texts["health:status"] = self.health["status"]
+        texts["health:status"] = self.machinery
         texts["health:claim"] = ago(self.health.get("last_claim_age_seconds"))
         texts["health:worker"] = ago(self.health.get("last_worker_seen_age_seconds"))
         texts["counts:age"] = ago(self.counts_age)
         html["health:reasons"] = "".join(
             f"<li>{_escape(visible(reason))}</li>" for reason in self.health["reasons"]
         )
-        return {"text": texts, "html": html, "status": self.health["status"]}
+        return {
+            "text": texts,
+            "html": html,
+            "status": self.health["status"],
+            "look": self.machinery_look,
+        }
 
 
 def _escape(text: str) -> str:

@@ -28,7 +28,7 @@
       }
     }
     const health = document.querySelector("section.health");
-    if (health && data.status) health.className = `health ${data.status}`;
+    if (health && (data.look || data.status)) health.className = `health ${data.look || data.status}`;
   }
 
   async function poll() {

@@ -31,4 +31,33 @@ def test_the_chart_spans_its_samples_and_rises_with_the_errors() -> None:
     assert errors[0][1] > errors[-1][1]  # more errors: higher (a smaller y)
     assert warnings[0][1] < warnings[-1][1]
     assert all(0 <= y <= HEIGHT for _, y in errors + warnings)
-    assert "ERROR 0 to 10, WARNING 10 to 0 over the last 10 min" in svg
+    assert (
+        "ERROR 0 to 10 (highest 10), WARNING 10 to 0 (highest 10) over the last 10 min; "
+        "the chart's height is 0 to 10 tasks"
+    ) in svg
+
+
+def scale(chart: str) -> tuple[list[str], list[str]]:
+    """The texts beside the chart (its top and bottom) and under it (its span)."""
+    found = {}
+    for axis in ("y", "x"):
+        box = re.search(rf'class="spark-{axis}"[^>]*>((?:<span>[^<]*</span>)*)</span>', chart)
+        assert box, chart
+        found[axis] = re.findall(r"<span>([^<]*)</span>", box.group(1))
+    return found["y"], found["x"]
+
+
+def test_the_chart_says_its_scale_beside_it() -> None:
+    """Issue 57: a sparkline had no scale (27 tasks or 2, 6 hours or 10 min?)."""
+    samples = [(NOW - timedelta(hours=6) + timedelta(minutes=30 * i), i, 2 * i) for i in range(13)]
+    chart = sparkline(samples, now=NOW)
+    assert scale(chart) == (["24", "0"], ["\u22126 h", "now"])
+    assert "over the last 6 h; the chart's height is 0 to 24 tasks" in chart
+    assert "ERROR 0 to 12 (highest 12), WARNING 0 to 24 (highest 24)" in chart
+    # the scale text is for the eyes; the chart's label says it all to a screen reader
+    assert chart.count('aria-hidden="true"') == 2 and 'role="img"' in chart
+    # a server up for 45 minutes draws 45 minutes; nothing counted yet: 0 to 1
+    short = [(NOW - timedelta(minutes=45), 0, 0), (NOW, 0, 0)]
+    assert scale(sparkline(short, now=NOW)) == (["1", "0"], ["\u221245 min", "now"])
+    late = [(NOW - timedelta(minutes=150), 1500, 0), (NOW, 0, 0)]
+    assert scale(sparkline(late, now=NOW)) == (["1,500", "0"], ["\u22122 h 30 min", "now"])

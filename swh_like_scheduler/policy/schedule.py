@@ -47,6 +47,7 @@ from .retry import retry_base_delay, retry_state
 from .times import (
     ZERO,
     effective_average,
+    fmt_clock,
     fmt_duration,
     fmt_instant,
     fmt_local,
@@ -256,8 +257,8 @@ def compute_start_times(
             move(
                 AdjustmentKind.BLACKOUT,
                 left,
-                f"{label} ({fmt_local(probe, task.tz)}) falls in the blackout window "
-                f"{window} ({task.tz}); it may start when the blackout ends at "
+                f"{label} ({fmt_clock(probe, task.tz)} in {task.tz}) falls in the blackout "
+                f"window {window} there; it may start when the blackout ends at "
                 f"{fmt_local(left, task.tz)}",
             )
     return StartTimes(

@@ -1,7 +1,10 @@
 """Time helpers shared by the policy modules: zones, local wall times, durations.
 
 Everything here is pure: instants are passed in, never read from a clock.
-Instants are timezone-aware; results are aware UTC datetimes.
+Instants are timezone-aware; results are aware UTC datetimes. The one
+setting is the reader's zone (:func:`shown_in`): a human output that prints
+instants names one zone for all of them, and the sentences written while it
+is set (:func:`fmt_instant`, :func:`fmt_local`) show their instants in it.
 
 Local wall times are mapped to instants with one rule used everywhere
 (cron firings, blackout ends):
@@ -16,6 +19,9 @@ Local wall times are mapped to instants with one rule used everywhere
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
 from zoneinfo import ZoneInfo
@@ -188,13 +194,54 @@ def fmt_duration(value: timedelta) -> str:
     return sign + "".join(parts)
 
 
+#: the zone a human output shows its instants in (``None``: none chosen)
+_READER_ZONE: ContextVar[tzinfo | None] = ContextVar("reader_zone", default=None)
+
+
+@contextmanager
+def shown_in(zone: tzinfo) -> Iterator[tzinfo]:
+    """Within the block, :func:`fmt_instant` and :func:`fmt_local` write
+    every instant in ``zone`` (one clock for a whole output: ``task
+    explain --tz Europe/Paris``); outside it they are as documented."""
+    token = _READER_ZONE.set(zone)
+    try:
+        yield zone
+    finally:
+        _READER_ZONE.reset(token)
+
+
+def reader_zone() -> tzinfo | None:
+    """The zone :func:`shown_in` set, if any."""
+    return _READER_ZONE.get()
+
+
+def fmt_shown(value: datetime, zone: tzinfo) -> str:
+    """An instant in ``zone`` to the second, with its offset
+    (``2024-06-03 14:05:09+02:00``)."""
+    return to_utc(value).astimezone(zone).replace(microsecond=0).isoformat(sep=" ")
+
+
 def fmt_instant(value: datetime) -> str:
-    """An instant in ISO 8601, UTC, to the second."""
+    """An instant in ISO 8601, UTC, to the second; in the reader's zone
+    when one is set (:func:`shown_in`)."""
+    zone = _READER_ZONE.get()
+    if zone is not None:
+        return fmt_shown(value, zone)
     return to_utc(value).replace(microsecond=0).isoformat()
 
 
 def fmt_local(value: datetime, tz: str | tzinfo, *, seconds: bool = False) -> str:
     """An instant as a local wall time with its offset (``2024-06-03 14:05+02:00``,
-    or ``14:05:09+02:00`` with ``seconds``)."""
+    or ``2024-06-03 14:05:09+02:00`` with ``seconds``); in the reader's zone,
+    to the second, when one is set (:func:`shown_in`): one zone per output."""
+    zone = _READER_ZONE.get()
+    if zone is not None:
+        return fmt_shown(value, zone)
     local = to_utc(value).astimezone(get_zone(tz)).replace(microsecond=0)
     return local.isoformat(sep=" ", timespec="seconds" if seconds else "minutes")
+
+
+def fmt_clock(value: datetime, tz: str | tzinfo) -> str:
+    """The wall clock of ``value`` in ``tz``, hours and minutes (``13:05``):
+    where an instant falls in a daily window of that zone (a blackout)."""
+    return to_utc(value).astimezone(get_zone(tz)).strftime("%H:%M")

@@ -44,7 +44,8 @@ from .base import CliContext, Failed, pass_cli
     "--no-api",
     is_flag=True,
     help="Do not serve the HTTP API (by default it listens on a free port of "
-    "127.0.0.1 with a token generated for the run, both printed at start).",
+    "127.0.0.1, printed at start, with tokens generated for the run and written "
+    "to the run directory, never shown).",
 )
 @click.option(
     "--workers-concurrency",

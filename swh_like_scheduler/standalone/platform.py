@@ -12,7 +12,10 @@ with its output in ``<run dir>/<name>.log``:
 4. the runner (``swh scheduler start-runner --period 1``);
 5. the HTTP API and its console (``swh scheduler rpc-serve``) on a free
    loopback port, with a read-write and a read-only token generated for the
-   run (the console's login links printed with them).
+   run, written to ``api-token`` and ``api-token-read-only`` in the run
+   directory (readable by the user only) and never shown: the console's
+   one-time login links are printed at start and kept under the table at
+   every redraw, with the command that makes a new one.
 
 Every child gets ``SWH_SCHEDULER_DB_URL``, ``SWH_SCHEDULER_BROKER_URL`` and
 ``SWH_SCHEDULER_RESULT_BACKEND``, and ``SWH_SCHEDULER_STANDALONE_RUN`` (the run
@@ -34,6 +37,7 @@ import json
 import logging
 import os
 import secrets
+import shlex
 import shutil
 import socket
 import sys
@@ -56,7 +60,7 @@ from .lock import RENEW_EVERY, DatabaseLock
 from .processes import Child, ChildSpec, spawn, stop_children
 from .redis import EmbeddedRedis, start_embedded_redis
 from .restarts import RestartPolicy, Restarts, exit_text
-from .table import Snapshot, render, snapshot
+from .table import ConsoleLink, Snapshot, console_lines, render, snapshot
 
 #: Environment variable naming the run directory, set in every child.
 RUN_ENV = "SWH_SCHEDULER_STANDALONE_RUN"
@@ -122,6 +126,25 @@ def display_url(url: str) -> str:
         return url
 
 
+def _write_secret(path: Path, text: str) -> None:
+    """``text`` in ``path``, readable and writable by the user only."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)  # a file left by an earlier run keeps its mode
+    with os.fdopen(descriptor, "w") as stream:
+        stream.write(text + "\n")
+
+
+def _instant(text: object) -> datetime | None:
+    """An ISO 8601 instant the API sent, in UTC (``None`` when it sent none)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
 class Platform:
     """The processes of one standalone run, and the loop that shows the table."""
 
@@ -151,6 +174,11 @@ class Platform:
         self.api_url: str | None = None
         self.api_token = secrets.token_urlsafe(24)
         self.api_read_token = secrets.token_urlsafe(24)
+        #: where the tokens are written (never shown), and the login links
+        #: made at start (shown under the table)
+        self.token_file = self.run_dir / "api-token"
+        self.read_token_file = self.run_dir / "api-token-read-only"
+        self.links: list[ConsoleLink] = []
         self.tty = out.isatty()
         self._drawn = False
         self.last: Snapshot | None = None
@@ -276,30 +304,50 @@ class Platform:
         serve = [*swh, "rpc-serve", "--host", "127.0.0.1", "--port", str(port)]
         tokens = f"{self.api_token}:rw,{self.api_read_token}:ro"
         api_env = {**env, "SWH_SCHEDULER_API_TOKENS": tokens}
+        _write_secret(self.token_file, self.api_token)
+        _write_secret(self.read_token_file, self.api_read_token)
         self.api = [spawn(ChildSpec("api", serve, self.run_dir / "api.log", api_env))]
         self.say(f"HTTP API on {self.api_url} (docs: {self.api_url}/docs)")
-        self.say(f"  curl -H 'Authorization: Bearer {self.api_token}' {self.api_url}/conditions")
+        self.say(
+            f"  tokens: {self.token_file.name} (read-write), {self.read_token_file.name} "
+            f"(read-only) in {self.run_dir}"
+        )
+        self.say(
+            f'  curl -H "Authorization: Bearer $(cat {shlex.quote(str(self.token_file))})" '
+            f"{self.api_url}/conditions"
+        )
 
     def announce_console(self) -> None:
         """Print the console's one-time login links, made by the API once it
         answers: a link opens one session and holds no token, so a
         browser's history keeps nothing worth stealing."""
-        writer = self.console_link(self.api_token)
-        reader = self.console_link(self.api_read_token) if writer else None
-        if writer is None or reader is None:
-            self.say(f"Console: {self.api_url}/console/ (log in with the token above)")
-            return
-        self.say(f"Console: {writer}")
-        self.say(f"  read-only: {reader}")
-        self.say(f"  (one session each, within 10 minutes; another: {self.link_command()})")
+        writer = self.console_link(self.api_token, "read-write")
+        reader = self.console_link(self.api_read_token, "read-only") if writer else None
+        self.links = [writer, reader] if writer is not None and reader is not None else []
+        for line in self.console_lines():
+            self.say(line)
 
     def link_command(self) -> str:
+        """The command that makes a new login link, its token read from the
+        token file (not shown)."""
         return (
-            f"SWH_SCHEDULER_API_TOKEN={self.api_token} swh scheduler console-link "
-            f"--url {self.api_url}"
+            f"SWH_SCHEDULER_API_TOKEN=$(cat {shlex.quote(str(self.token_file))}) "
+            f"swh scheduler console-link --url {self.api_url}"
         )
 
-    def console_link(self, token: str, *, within: float = 30.0) -> str | None:
+    def console_lines(self, now: datetime | None = None) -> list[str]:
+        """The console's links and how to make another (empty without the API)."""
+        if self.api_url is None:
+            return []
+        return console_lines(
+            self.links,
+            console_url=f"{self.api_url}/console/",
+            new_link=self.link_command(),
+            token_file=str(self.token_file),
+            now=now,
+        )
+
+    def console_link(self, token: str, access: str, *, within: float = 30.0) -> ConsoleLink | None:
         """A one-time login link for ``token``, asked of the API as soon as
         it answers (``None`` when it did not within ``within`` seconds)."""
         import httpx
@@ -313,7 +361,8 @@ class Platform:
                 time.sleep(0.2)  # not listening yet
                 continue
             if answer.status_code == 201:
-                return str(answer.json()["url"])
+                made = answer.json()
+                return ConsoleLink(access, str(made["url"]), _instant(made.get("expires_at")))
             logger.warning("the API made no login link: HTTP %s", answer.status_code)
             return None
         return None
@@ -351,25 +400,31 @@ class Platform:
         now = snap.taken_at if snap is not None else self.clock()
         uptime = timedelta(seconds=int((now - self.started_at).total_seconds()))
         width = shutil.get_terminal_size((120, 40)).columns if self.tty else None
-        broker = self.broker_url or "-"
+        broker = display_url(self.broker_url) if self.broker_url else "-"
         if self.redis is not None:
             broker += " (embedded Redis)"
         lines = [
             f"swh scheduler standalone - {now:%Y-%m-%d %H:%M:%S} UTC - up {uptime}"
             + (" - Ctrl-C stops everything" if self.tty else ""),
-            f"database {self.options.db_url}",
+            f"database {display_url(self.options.db_url)}",
             f"broker   {broker}",
-            *([f"api      {self.api_url} (token {self.api_token})"] if self.api_url else []),
             *(
-                [f"console  {self.api_url}/console/ (a login link: swh scheduler console-link)"]
+                [
+                    f"api      {self.api_url} (tokens: {self.token_file.name}, "
+                    f"{self.read_token_file.name} in the logs folder)",
+                    f"console  {self.api_url}/console/ (login links under the table)",
+                ]
                 if self.api_url
                 else []
             ),
             f"logs     {self.run_dir}",
             "",
         ]
+        console = self.console_lines(now)
         if snap is not None:
-            lines.append(render(snap.rows, now=now, width=width))
+            lines.append(render(snap.rows, now=now, width=width, console=console))
+        elif console:
+            lines += console
         if self.restarts.notes:
             lines += ["", "Children that exited on their own (started again):"]
             lines += [f"  {line}" for line in self.restarts.notes]

@@ -302,14 +302,63 @@ def _cells(row: TypeRow) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class ConsoleLink:
+    """A one-time login link to the console, made at start: it holds a
+    code, never a token, and opens one session until ``expires_at``."""
+
+    access: str
+    url: str
+    expires_at: datetime | None = None
+
+
+def console_lines(
+    links: Sequence[ConsoleLink],
+    *,
+    console_url: str,
+    new_link: str,
+    token_file: str,
+    now: datetime | None = None,
+) -> list[str]:
+    """What the table shows under its legend at every redraw: the console's
+    login links made at start (the first as ``Console: URL``), until when
+    each opens a session (or that it expired), and ``new_link``, the command
+    that makes another. Without links, the console's address and where the
+    token to paste is (``token_file``): a token is never shown."""
+    if not links:
+        return [
+            f"Console: {console_url} (log in with the token in {token_file})",
+            f"  a login link: {new_link}",
+        ]
+    lines = []
+    for number, link in enumerate(links):
+        when = []
+        if number == 0:
+            when.append(link.access)
+        if link.expires_at is not None:
+            until = f"{link.expires_at:%H:%M:%S} UTC"
+            expired = now is not None and now >= link.expires_at
+            when.append(f"expired at {until}" if expired else f"one session, until {until}")
+        head = "Console: " if number == 0 else f"  {link.access}: "
+        lines.append(f"{head}{link.url}" + (f" ({'; '.join(when)})" if when else ""))
+    lines.append(f"  a new link: {new_link}")
+    return lines
+
+
 def render(
-    rows: Sequence[TypeRow], *, now: datetime | None = None, width: int | None = None
+    rows: Sequence[TypeRow],
+    *,
+    now: datetime | None = None,
+    width: int | None = None,
+    console: Sequence[str] = (),
 ) -> str:
-    """The table as text: one line per task type, then the latest errors.
+    """The table as text: one line per task type, the legend, the
+    ``console`` lines (:func:`console_lines`), then the latest errors.
 
     ``now`` makes error times relative ("12s ago"); ``width`` cuts every line
-    to that many characters (a terminal's width), and leaves out the LAST
-    ERROR column when it would be narrower than :data:`LAST_ERROR_MIN`.
+    to that many characters (a terminal's width), but the console lines (a
+    link cut short opens nothing), and leaves out the LAST ERROR column when
+    it would be narrower than :data:`LAST_ERROR_MIN`.
     """
     name_width = max([4, *(len(r.type) for r in rows)])
     titles = ["TYPE".ljust(name_width), *(title.rjust(w) for title, w in COLUMNS)]
@@ -350,17 +399,24 @@ def render(
     totals = replace(totals, dispatched_per_s=sum(rates) if rates else None)
     cells = [c.rjust(w) for c, (_, w) in zip(_cells(totals), COLUMNS, strict=True)]
     lines.append(" ".join([totals.type.ljust(name_width), *cells]))
-    lines.extend(LEGEND)
+    lines = _cut([*lines, *LEGEND], width)
+    if console:
+        lines += ["", *console]
     errors = sorted(
         ((row.type, e) for row in rows for e in row.last_errors),
         key=lambda item: item[1].ended,
         reverse=True,
     )
     if errors:
-        lines.append("")
-        lines.append("Last errors:")
+        told = ["", "Last errors:"]
         for name, e in errors:
-            lines.append(f"  {age(e.ended, now):>8} {name} task {e.task_id} {e.status}: {e.text}")
-    if width:
-        lines = [line if len(line) <= width else line[: width - 1] + "…" for line in lines]
+            told.append(f"  {age(e.ended, now):>8} {name} task {e.task_id} {e.status}: {e.text}")
+        lines += _cut(told, width)
     return "\n".join(lines)
+
+
+def _cut(lines: Sequence[str], width: int | None) -> list[str]:
+    """Each line at most ``width`` characters (``…`` when cut)."""
+    if not width:
+        return list(lines)
+    return [line if len(line) <= width else line[: width - 1] + "…" for line in lines]

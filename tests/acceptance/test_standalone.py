@@ -57,16 +57,18 @@ def test_standalone_runs_tasks_and_ctrl_c_leaves_no_process(
         pids = children(run_dir)
         assert {"redis", "listener", "runner", "worker sleep", "worker notify", "api"} <= set(pids)
         assert len(processes_of(run_dir)) >= len(pids)  # the check below sees them
-        # the API it printed answers with the token it printed
+        # the API it printed answers with the token of the file it named
         api = re.search(r"HTTP API on (http://127\.0\.0\.1:\d+)", out.read_text())
-        token = re.search(r"Authorization: Bearer (\S+)'", out.read_text())
-        assert api is not None and token is not None, out.read_text()
+        assert api is not None, out.read_text()
+        assert f"Authorization: Bearer $(cat {run_dir / 'api-token'})" in out.read_text()
+        token = (run_dir / "api-token").read_text().strip()
+        assert token and token not in out.read_text()  # never shown
         wait_for(lambda: answers(f"{api.group(1)}/health"), 30, "the API to answer")
 
         def counted() -> bool:
             conditions = httpx.get(
                 f"{api.group(1)}/conditions",
-                headers={"Authorization": f"Bearer {token.group(1)}"},
+                headers={"Authorization": f"Bearer {token}"},
                 timeout=30,
             )
             return "sleep" in (conditions.json()["counts"] or {})
@@ -94,6 +96,10 @@ def test_standalone_runs_tasks_and_ctrl_c_leaves_no_process(
     ]  # fmt: skip
     rows = {line.split()[0] for line in stdout.splitlines() if line.strip()}
     assert {"sleep", "notify", "check-page", "total"} <= rows
+    # every screen, the last one too, keeps the console's link and how to make another
+    screens = stdout.split("swh scheduler standalone - ")[1:]
+    assert len(screens) >= 2 and all("\nConsole: http://127.0.0.1:" in s for s in screens)
+    assert all("  a new link: SWH_SCHEDULER_API_TOKEN=$(cat " in s for s in screens)
     assert f"Logs and pids of this run: {run_dir}" in stdout
     assert f"Stopped {len(pids)} processes." in stdout
     assert_nothing_left(run_dir, pids)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from datetime import UTC
 from typing import Any
 
 import click
@@ -28,6 +29,7 @@ from ..intake.editing import (
     task_changes,
     task_type_changes,
 )
+from ..policy.explain import EARLIEST_START, LATEST_START
 from ..policy.times import fmt_instant
 from . import render
 from .arguments import checked_arguments, no_check_args_option
@@ -62,6 +64,12 @@ _SHOWN = (
 
 _IDLE = ", ".join(sorted(k for k, v in TASK_EDITABLE.items() if v is Applies.IDLE))
 
+#: the fields people read under another name (the instants' labels)
+_LABELS = {
+    "next_run": f"{EARLIEST_START.lower()} (next_run)",
+    "deadline": f"{LATEST_START.lower()} (deadline)",
+}
+
 
 def _shown(value: Any) -> str:
     if isinstance(value, tuple) and value and not isinstance(value[0], str | int | float):
@@ -72,9 +80,11 @@ def _shown(value: Any) -> str:
 
 
 def changed_lines(before: Task, after: Task) -> list[str]:
-    """``  field: old -> new`` for each field an edit changed."""
+    """``  field: old -> new`` for each field an edit changed (instants in
+    the reader's zone, :func:`..policy.times.shown_in`)."""
     return [
-        f"  {name}: {_shown(getattr(before, name))} -> {_shown(getattr(after, name))}"
+        f"  {_LABELS.get(name, name)}: {_shown(getattr(before, name))} -> "
+        f"{_shown(getattr(after, name))}"
         for name in _SHOWN
         if getattr(before, name) != getattr(after, name)
     ]
@@ -140,7 +150,7 @@ def update_task(
     ARG and KEY=VALUE items are read as in `task add`: each KEY=VALUE sets
     that keyword argument and keeps the others; ARG items, if any, replace
     the positional arguments (--replace-arguments: the items given are all
-    the arguments). The new can/should start times are computed by the policy
+    the arguments). The new earliest and latest start are computed by the policy
     engine for the new schedule from the task's history (a new period keeps
     the last good run as anchor; a new cron expression gives its first
     firing after the last good run's start, due at once if that is past).
@@ -193,17 +203,21 @@ def update_task(
     if as_json:
         emit_json(render.task_json(edited))
         return
-    lines = changed_lines(before, edited)
-    if not lines:
-        click.echo(f"Task {edited.id} unchanged")
-        return
-    click.echo(f"Task {edited.id} updated")
-    say(*lines)
-    current = now()
-    if held(edited):
-        click.echo("A run holds the task: the times after it use the new values.")
-    elif edited.status.is_live and edited.next_run <= current:
-        click.echo(f"It may start now (can_start_by {fmt_instant(edited.next_run)} is past).")
+    with render.one_clock(UTC):
+        lines = changed_lines(before, edited)
+        if not lines:
+            click.echo(f"Task {edited.id} unchanged")
+            return
+        click.echo(f"Task {edited.id} updated")
+        say(render.zone_line(UTC), *lines)
+        current = now()
+        if held(edited):
+            click.echo("A run holds the task: the times after it use the new values.")
+        elif edited.status.is_live and edited.next_run <= current:
+            click.echo(
+                f"It may start now (its {EARLIEST_START.lower()}, "
+                f"{fmt_instant(edited.next_run)}, is past)."
+            )
 
 
 update_task.help = (update_task.help or "").format(
@@ -308,7 +322,7 @@ def update_type(cli: CliContext, name: str, dry_run: bool, as_json: bool, **opti
     setting: {nullable}. Its tasks keep their times, and the new settings
     apply from the next computation (a run's outcome), except tasks whose
     times read what changed (a retry awaited when the retry policy changes,
-    an adaptive task on the default interval): their next run is computed
+    an adaptive task on the default interval): their earliest and latest start are computed
     again at once, so that explain says what the runner does. A change that would make
     one of its tasks (live or disabled) break a rule it kept, e.g. retries
     whose worst case no longer fits a task's period, is refused, naming the

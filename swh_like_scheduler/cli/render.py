@@ -1,19 +1,108 @@
-"""Human output of tasks and runs, in swh-scheduler's layout where it has one."""
+"""Human output of tasks and runs, in swh-scheduler's layout where it has one.
+
+One clock per output: every instant a human output prints is in one zone,
+UTC unless the command's ``--tz`` names another (:func:`tz_option`), named
+once on a header line (:func:`zone_line`); the policy's sentences printed
+in the same output follow it (:func:`..policy.times.shown_in`). JSON keeps
+ISO 8601 UTC. One vocabulary: a task's ``next_run`` is its *earliest
+start* (can_start_by), its ``deadline`` its *latest start*
+(should_start_by); a run is its number, with the Celery id beside it.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo
 
+import click
 import humanize
 
 from ..domain.jsonable import run_json, task_json
 from ..domain.model import ScheduleKind, Task, TaskRun
-from ..domain.text import headline, visible
+from ..domain.text import ELLIPSIS, celery_id, headline, visible
+from ..domain.text import run_name as _run_name
+from ..domain.validation import zone as parse_zone
+from ..policy.condition import ConditionReport
+from ..policy.explain import EARLIEST_START, LATEST_START
+from ..policy.times import fmt_shown, reader_zone, shown_in
 
 #: the narrowest the error column of :func:`runs_table` gets
 ERROR_WIDTH = 60
 
-__all__ = ["run_json", "runs_table", "task_json", "task_lines", "when"]
+#: the narrowest a key is cut to, and a condition's sentence, in :func:`tasks_table`
+KEY_WIDTH = 24
+DETAIL_WIDTH = 40
+
+__all__ = [
+    "EARLIEST_START",
+    "LATEST_START",
+    "celery_id",
+    "one_clock",
+    "run_json",
+    "run_name",
+    "runs_table",
+    "shorten",
+    "task_json",
+    "task_lines",
+    "tasks_table",
+    "tz_option",
+    "when",
+    "zone_line",
+]
+
+
+def _zone(ctx: click.Context, param: click.Parameter, value: str) -> ZoneInfo:
+    return parse_zone("--tz", value)
+
+
+#: what ``--tz`` says of itself
+TZ_HELP = "Show the times in this IANA time zone (JSON stays UTC)."
+
+
+def tz_option(help: str = TZ_HELP) -> Any:
+    """``--tz ZONE`` (default UTC): the one zone of a human output, checked
+    with zoneinfo (an unknown name is refused, naming ``--tz``); the
+    command gets a :class:`~zoneinfo.ZoneInfo` as ``zone``."""
+    return click.option(
+        "--tz", "zone", default="UTC", show_default=True, metavar="ZONE", callback=_zone, help=help
+    )
+
+
+def zone_name(zone: tzinfo) -> str:
+    return zone.key if isinstance(zone, ZoneInfo) else str(zone)
+
+
+def zone_line(zone: tzinfo) -> str:
+    """The header line that names the output's zone: ``Times in UTC``."""
+    return f"Times in {zone_name(zone)}"
+
+
+@contextmanager
+def one_clock(zone: tzinfo, *, as_json: bool = False) -> Iterator[None]:
+    """Within the block, a human output's instants, and those of the
+    policy's sentences, are in ``zone``; JSON (``as_json``) is left as it
+    is (ISO 8601 UTC, the sentences as the API gives them)."""
+    if as_json:
+        yield
+        return
+    with shown_in(zone):
+        yield
+
+
+def shown(instant: datetime) -> str:
+    """``2019-07-10 17:56:48+00:00``: in the output's zone, to the second."""
+    return fmt_shown(instant, reader_zone() or UTC)
+
+
+def short(instant: datetime | None, empty: str = "-") -> str:
+    """``2019-07-10 17:56``: in the output's zone, to the minute (a table's
+    cell; its header line names the zone)."""
+    if instant is None:
+        return empty
+    return instant.astimezone(reader_zone() or UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def when(instant: datetime | None, now: datetime) -> str:
@@ -21,7 +110,24 @@ def when(instant: datetime | None, now: datetime) -> str:
     if instant is None:
         return ""
     relative = humanize.naturaltime(instant, when=now)
-    return f"{relative} ({instant.isoformat(sep=' ', timespec='seconds')})"
+    return f"{relative} ({shown(instant)})"
+
+
+def run_name(run: TaskRun) -> str:
+    """``run 216 (celery id dbf6279e…)``: a run by its number, its Celery id beside."""
+    return _run_name(run.id, run.backend_id)
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, its middle an ellipsis when
+    cut (a key's prefix and its end both say which one it is)."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    head = width // 2
+    tail = width - 1 - head
+    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
 
 def schedule_line(task: Task) -> str:
@@ -41,8 +147,8 @@ def schedule_line(task: Task) -> str:
 def task_lines(task: Task, now: datetime) -> list[str]:
     lines = [
         f"Task {task.id}",
-        f"  Next run: {when(task.next_run, now)}",
-        f"  Deadline: {when(task.deadline, now)}",
+        f"  {EARLIEST_START}: {when(task.next_run, now)}",
+        f"  {LATEST_START}: {when(task.deadline, now)}",
         schedule_line(task),
         f"  Type: {task.type}",
         f"  Policy: {task.policy}",
@@ -75,7 +181,7 @@ def runs_table(runs: list[TaskRun], *, columns: int = 80, full: bool = False) ->
     the first under the run's row. Every cell shows its invisible
     characters as escapes (:func:`..text.visible`), before the widths are
     measured and the error cut."""
-    header = ("ID", "BACKEND ID", "STATUS", "SCHEDULED", "STARTED", "ENDED", "WORKER", "ERROR")
+    header = ("RUN", "CELERY ID", "STATUS", "SCHEDULED", "STARTED", "ENDED", "WORKER", "ERROR")
     rows = [header]
     for run in runs:
         rows.append(
@@ -113,4 +219,49 @@ def runs_table(runs: list[TaskRun], *, columns: int = 80, full: bool = False) ->
 
 
 def _short(instant: datetime | None) -> str:
-    return instant.isoformat(sep=" ", timespec="seconds") if instant else "-"
+    return shown(instant) if instant else "-"
+
+
+def tasks_table(
+    rows: Sequence[tuple[Task, ConditionReport | None]],
+    *,
+    columns: int = 80,
+    detail: bool = False,
+) -> list[str]:
+    """One line per task, columns aligned: its id, type, status, condition
+    (level and reason), earliest start (``-`` when it is not live), last
+    run and key, the key cut in its middle to the room the terminal's
+    ``columns`` leave (at least :data:`KEY_WIDTH`). With ``detail``, each
+    condition's sentence follows, cut to the room left (at least
+    :data:`DETAIL_WIDTH`), and the keys to :data:`KEY_WIDTH`. Every cell
+    shows its invisible characters as escapes (:func:`..text.visible`)."""
+    header = ("ID", "TYPE", "STATUS", "CONDITION", EARLIEST_START.upper(), "LAST RUN")
+    body = []
+    for task, report in rows:
+        body.append(
+            (
+                str(task.id),
+                visible(task.type),
+                task.status.value,
+                f"{report.level} {report.reason}" if report is not None else "-",
+                short(task.next_run) if task.status.is_live else "-",
+                short(task.last_start_at, "never"),
+            )
+        )
+    widths = [max(len(r[i]) for r in (header, *body)) for i in range(len(header))]
+    start = sum(widths) + 2 * len(widths)
+    room = KEY_WIDTH if detail else max(KEY_WIDTH, columns - 1 - start)
+    keys = [shorten(visible(task.key or "-"), room) for task, _ in rows]
+    key_width = max([3, *map(len, keys)])
+    room = max(DETAIL_WIDTH, columns - 1 - start - key_width - 2)
+
+    def line(cells: Sequence[str], key: str, more: str | None) -> str:
+        text = "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True))
+        text = f"{text}  {key}"
+        return f"{text.ljust(start + key_width)}  {more}".rstrip() if detail else text.rstrip()
+
+    lines = [line(header, "KEY", "DETAIL")]
+    for cells, key, (_, report) in zip(body, keys, rows, strict=True):
+        why = headline(visible(report.detail, lines=True), room) if report is not None else ""
+        lines.append(line(cells, key, why))
+    return lines

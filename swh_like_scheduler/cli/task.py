@@ -6,35 +6,39 @@ import json
 import sys
 import time
 from collections.abc import Container, Iterable
+from datetime import UTC, tzinfo
 from pathlib import Path
 from typing import IO, Any
 
 import click
 
 from ..domain.exceptions import InvalidInput, NotFound, UnknownTaskType
-from ..domain.model import CatchUp, Priority, ScheduleKind, Task, TaskStatus
+from ..domain.model import CatchUp, Priority, ScheduleKind, Task
 from ..domain.text import plural
 from ..domain.validation import parse_datetime
+from ..domain.validation import zone as parse_zone
 from ..health import conditions
 from ..intake.builders import task_from_input
 from ..intake.importer import FORMATS, guess_format, read_rows, tasks_from_rows
-from ..store import TaskFilter
 from . import render
 from .arguments import checked_arguments, no_check_args_option, task_checker
 from .base import CliContext, emit_json, now, pass_cli, say
-from .filters import condition_option, key_prefix_option, kind_option, status_option, type_option
+from .filters import type_option
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
-def show_tasks(tasks: list[Task], as_json: bool, heading: str) -> None:
+def show_tasks(tasks: list[Task], as_json: bool, heading: str, zone: tzinfo = UTC) -> None:
+    """The tasks as JSON, or a block of lines each, their times in ``zone``."""
     if as_json:
         emit_json([render.task_json(t) for t in tasks])
         return
     say(heading)
     current = now()
-    for item in tasks:
-        say("", *render.task_lines(item, current))
+    with render.one_clock(zone):
+        say(render.zone_line(zone))
+        for item in tasks:
+            say("", *render.task_lines(item, current))
 
 
 def _literal(text: str) -> Any:
@@ -75,7 +79,7 @@ def split_arguments(arguments: tuple[str, ...]) -> tuple[list[Any], dict[str, An
     help="Schedule kind (default: from the options given; recurring means adaptive).",
 )
 @click.option("--priority", "-P", type=click.Choice([p.value for p in Priority]))
-@click.option("--next-run", "-n", help="First allowed start (ISO 8601, default now).")
+@click.option("--next-run", "-n", help="Its earliest start (ISO 8601, default now).")
 @click.option("--interval", "-i", help="Adaptive interval (default: the type's).")
 @click.option(
     "--period",
@@ -91,7 +95,12 @@ def split_arguments(arguments: tuple[str, ...]) -> tuple[list[Any], dict[str, An
 @click.option("--cron", help="Cron expression, read in --tz.")
 @click.option("--cron-max-duration", help="Cron: time allowed after each cron instant.")
 @click.option("--max-delay", help="One-shot: allowed lateness.")
-@click.option("--tz", default="UTC", show_default=True, help="IANA time zone.")
+@click.option(
+    "--tz",
+    default="UTC",
+    show_default=True,
+    help="IANA time zone of the task (its cron, its blackouts) and of the times printed.",
+)
 @click.option(
     "--blackout",
     "blackouts",
@@ -148,7 +157,7 @@ def add(
     created = cli.store.create_tasks([task], now=current)
     existed = created[0].created_at is not None and created[0].created_at < current
     heading = f"Task {created[0].id} already existed" if existed else "Created 1 task"
-    show_tasks(created, as_json, heading)
+    show_tasks(created, as_json, heading, zone=parse_zone("tz", task.tz))
 
 
 def _window(text: str) -> dict[str, str]:
@@ -251,104 +260,6 @@ def _count_rows(name: str, *, header: bool) -> int | None:
     return max(0, lines - 1) if header else lines
 
 
-@click.command("list")
-@click.option("--task-id", "-i", "ids", multiple=True, type=int, help="Only these ids.")
-@type_option()
-@kind_option()
-@status_option()
-@condition_option()
-@key_prefix_option()
-@click.option("--policy", "-p", type=click.Choice(["recurring", "oneshot"]))
-@click.option("--priority", "-P", type=click.Choice([p.value for p in Priority]))
-@click.option("--before", help="Only tasks whose next run is before this instant.")
-@click.option("--after-id", default=0, show_default=True, help="Page: ids above this one.")
-@click.option("--limit", "-l", default=100, show_default=True, type=click.IntRange(1))
-@json_option
-@pass_cli
-def list_tasks(
-    cli: CliContext,
-    ids: tuple[int, ...],
-    type_name: str | None,
-    kind: str | None,
-    statuses: tuple[str, ...],
-    levels: tuple[str, ...],
-    key_prefix: str | None,
-    policy: str | None,
-    priority: str | None,
-    before: str | None,
-    after_id: int,
-    limit: int,
-    as_json: bool,
-) -> None:
-    """List tasks, by increasing id (page with --after-id). With --condition,
-    the tasks are read a page at a time until --limit of them match."""
-    if ids:
-        found = cli.store.get_tasks(list(ids))
-    else:
-        criteria = TaskFilter(
-            type=type_name,
-            status=[TaskStatus(s) for s in statuses] or None,
-            priority=Priority(priority) if priority else None,
-            schedule_kind=ScheduleKind(kind) if kind else None,
-            key_prefix=key_prefix,
-            next_run_before=parse_datetime("before", before) if before else None,
-        )
-        if levels:
-            found = _with_condition(cli, criteria, {lv.upper() for lv in levels}, after_id, limit)
-        else:
-            found = cli.store.search_tasks(criteria, after_id=after_id, limit=limit)
-    if policy:
-        found = [t for t in found if t.policy.value == policy]
-    show_tasks(found, as_json, f"Found {plural(len(found), 'task')}")
-
-
-def _with_condition(
-    cli: CliContext, criteria: TaskFilter, levels: set[str], after_id: int, limit: int
-) -> list[Task]:
-    """The first ``limit`` tasks matching ``criteria`` whose condition now is
-    at one of ``levels``, after ``after_id``."""
-    types = {t.type: t for t in cli.store.get_task_types()}
-    current = now()
-    found: list[Task] = []
-    while len(found) < limit:
-        page = cli.store.search_tasks(criteria, after_id=after_id, limit=conditions.PAGE)
-        if not page:
-            break
-        after_id = page[-1].id or after_id
-        for item in page:
-            report, _ = conditions.assess(item, types[item.type], current)
-            if report.level.value in levels:
-                found.append(item)
-    return found[:limit]
-
-
-@click.command("list-pending")
-@click.argument("task_type")
-@click.option("--limit", "-l", default=100, show_default=True, type=click.IntRange(1))
-@click.option("--before", "-b", help="Ready at this instant (default now).")
-@click.option(
-    "--priority", "-P", "priorities", multiple=True, type=click.Choice([p.value for p in Priority])
-)
-@json_option
-@pass_cli
-def list_pending(
-    cli: CliContext,
-    task_type: str,
-    limit: int,
-    before: str | None,
-    priorities: tuple[str, ...],
-    as_json: bool,
-) -> None:
-    """Tasks of TASK_TYPE ready to run, in the order the runner dispatches them."""
-    if cli.store.get_task_type(task_type) is None:
-        raise UnknownTaskType(task_type)
-    at = parse_datetime("before", before) if before else now()
-    pending = cli.store.list_pending(
-        task_type, now=at, limit=limit, priorities=[Priority(p) for p in priorities] or None
-    )
-    show_tasks(pending, as_json, f"Found {plural(len(pending), f'{task_type} task')}")
-
-
 #: what an action's tasks say when it changed them, by action
 DONE = {
     "respawn": "respawned",
@@ -362,7 +273,8 @@ def _act(
     cli: CliContext, action: str, ids: tuple[int, ...], changed: list[Task], as_json: bool
 ) -> None:
     """Say what ``action`` did to each task: changed (stdout, or the JSON
-    list of the changed tasks), or why not (stderr, in both forms)."""
+    list of the changed tasks), or why not (stderr, in both forms, its
+    instants in UTC as every human output's by default)."""
     done = {t.id for t in changed}
     if as_json:
         emit_json([render.task_json(t) for t in changed])
@@ -375,7 +287,8 @@ def _act(
         at = now()
         for task_id in skipped:
             if task_id in known:
-                reason = conditions.unchanged_reason(cli.store, action, task_id, at)
+                with render.one_clock(UTC):
+                    reason = conditions.unchanged_reason(cli.store, action, task_id, at)
                 say(f"Task {task_id}: {reason}", err=True)
         _require_known(skipped, known)  # deleted meanwhile
 
@@ -396,7 +309,7 @@ ids_argument = click.argument("ids", nargs=-1, required=True, type=int, metavar=
 
 @click.command("respawn")
 @ids_argument
-@click.option("--next-run", "-n", help="When they may run (ISO 8601, default now).")
+@click.option("--next-run", "-n", help="Their earliest start (ISO 8601, default now).")
 @json_option
 @pass_cli
 def respawn(cli: CliContext, ids: tuple[int, ...], next_run: str | None, as_json: bool) -> None:

@@ -5,7 +5,7 @@ retries, and the tasks that are not OK, the most late first."""
 from __future__ import annotations
 
 import shutil
-from datetime import timedelta
+from datetime import timedelta, tzinfo
 
 import click
 
@@ -27,13 +27,17 @@ from .task import json_option
 @click.argument("task_id", type=int)
 @click.option("--limit", "-l", default=20, show_default=True, type=click.IntRange(1))
 @click.option("--full", is_flag=True, help="Whole error texts, not their first line.")
+@render.tz_option()
 @json_option
 @pass_cli
-def runs(cli: CliContext, task_id: int, limit: int, full: bool, as_json: bool) -> None:
-    """The latest runs of task TASK_ID, newest first, with their errors
-    (the first line, cut to fit the terminal; --full: the whole text) and
-    how many runs the store keeps in all (--limit shows more). --json: the
-    runs listed, each with its whole error."""
+def runs(
+    cli: CliContext, task_id: int, limit: int, full: bool, zone: tzinfo, as_json: bool
+) -> None:
+    """The latest runs of task TASK_ID, newest first: each run's number,
+    Celery id, status, times and worker, with its error (the first line,
+    cut to fit the terminal; --full: the whole text), and how many runs the
+    store keeps in all (--limit shows more). --json: the runs listed, each
+    with its whole error."""
     if not cli.store.get_tasks([task_id]):
         raise NotFound(f"no task with id {task_id}")
     found = cli.store.get_task_runs(task_id, limit=limit)
@@ -50,7 +54,8 @@ def runs(cli: CliContext, task_id: int, limit: int, full: bool, as_json: bool) -
         click.echo(f"Found {plural(total, 'run')} of task {task_id}")
     if found:
         columns = shutil.get_terminal_size().columns
-        say(*render.runs_table(found, columns=columns, full=full))
+        with render.one_clock(zone):
+            say(render.zone_line(zone), *render.runs_table(found, columns=columns, full=full))
 
 
 def _task_and_type(cli: CliContext, task_id: int) -> tuple[Task, TaskType]:
@@ -66,26 +71,30 @@ def _task_and_type(cli: CliContext, task_id: int) -> tuple[Task, TaskType]:
 @click.command("explain")
 @click.argument("task_id", type=int)
 @click.option("--at", "at", help="Explain as of this instant (ISO 8601, default now).")
+@render.tz_option()
 @json_option
 @pass_cli
-def explain(cli: CliContext, task_id: int, at: str | None, as_json: bool) -> None:
-    """Why is task TASK_ID (not) running? Its start times, condition, what
-    moved them, its latest run's state (waiting in its queue, running on
-    which worker since when, or ended without its end reaching the task),
-    its last failure (run, time, error) and what the retry policy does next;
-    for a task that is due, where it stands in line: ready tasks before it,
-    runs in its queue against the limit, and when it should start at the
-    last hour's rate."""
+def explain(cli: CliContext, task_id: int, at: str | None, zone: tzinfo, as_json: bool) -> None:
+    """Why is task TASK_ID (not) running? Its earliest and latest start,
+    its condition, what moved them, its latest run's state (dispatched and
+    not started, running on which worker since when, or ended without its
+    end reaching the task), its last failure (run, time, error) and what
+    the retry policy does next; for a task that is due, where it stands in
+    line: ready tasks before it, runs in its queue against the limit, and
+    when it should start at the last hour's rate. Every time is in one
+    zone (--tz, default UTC), named on the first line."""
     item, task_type = _task_and_type(cli, task_id)
     instant = parse_datetime("at", at) if at else now()
-    failure = conditions.last_failure(cli.store, task_id)
-    run = conditions.latest_run_state(cli.store, item, instant, queue=task_type.effective_queue)
-    answer = policy.explain(item, task_type, instant, last_failure=failure, run=run)
-    line = why_it_waits(cli.store, item, task_type, instant)
-    if as_json:
-        emit_json({**answer.to_dict(), "waits": None if line is None else line.to_dict()})
-    else:
-        say(*answer.lines(), *([] if line is None else [f"In line: {line.detail()}"]))
+    with render.one_clock(zone, as_json=as_json):
+        failure = conditions.last_failure(cli.store, task_id)
+        run = conditions.latest_run_state(cli.store, item, instant, queue=task_type.effective_queue)
+        answer = policy.explain(item, task_type, instant, last_failure=failure, run=run)
+        line = why_it_waits(cli.store, item, task_type, instant)
+        if as_json:
+            emit_json({**answer.to_dict(), "waits": None if line is None else line.to_dict()})
+            return
+        waits = [] if line is None else [f"In line: {line.detail()}"]
+        say(render.zone_line(zone), *answer.lines(), *waits)
 
 
 def lateness(seconds: float | None) -> str:
@@ -120,6 +129,7 @@ def lateness(seconds: float | None) -> str:
     type=click.IntRange(1),
     help="Most tasks listed by --show (a last line says how many more there are).",
 )
+@render.tz_option()
 @json_option
 @pass_cli
 def status(
@@ -130,6 +140,7 @@ def status(
     show_level: str | None,
     at_least: bool,
     limit: int,
+    zone: tzinfo,
     as_json: bool,
 ) -> None:
     """Conditions of the live and disabled tasks (one that gave up after its
@@ -145,16 +156,17 @@ def status(
     background instead."""
     if at_least and show_level is None:
         raise InvalidInput("at_least", "--at-least needs --show LEVEL")
-    summary = conditions.summarise(
-        cli.store,
-        now(),
-        task_type=task_type,
-        kind=ScheduleKind(kind) if kind else None,
-        key_prefix=key_prefix,
-        show=show_level,
-        limit=limit,
-        at_least=at_least,
-    )
+    with render.one_clock(zone, as_json=as_json):
+        summary = conditions.summarise(
+            cli.store,
+            now(),
+            task_type=task_type,
+            kind=ScheduleKind(kind) if kind else None,
+            key_prefix=key_prefix,
+            show=show_level,
+            limit=limit,
+            at_least=at_least,
+        )
     if as_json:
         data = {k: v for k, v in summary.to_dict().items() if k != "now"}
         emit_json({**data, "show": show_level, "at_least": at_least})
@@ -174,6 +186,7 @@ def status(
         click.echo(f"No task in {what}.")
         return
     click.echo(f"Tasks in {what} ({summary.matched:,} in all), {order}:")
+    click.echo(render.zone_line(zone))
     for entry in summary.tasks:
         item, report = entry.task, entry.report
         late = lateness(entry.late)

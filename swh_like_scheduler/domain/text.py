@@ -15,6 +15,19 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
 ELLIPSIS = "\u2026"
 
 
+def celery_id(backend_id: str, width: int = 8) -> str:
+    """The start of a Celery task id (``dbf6279e…``), as people quote it."""
+    return backend_id if len(backend_id) <= width else backend_id[:width] + ELLIPSIS
+
+
+def run_name(number: int | None, backend_id: str) -> str:
+    """``run 216 (celery id dbf6279e…)``: a run by its number, the start of
+    its Celery id beside it (the whole id when it has no number yet)."""
+    if number is None:
+        return f"run (celery id {backend_id})"
+    return f"run {number} (celery id {celery_id(backend_id)})"
+
+
 def headline(text: str | None, width: int | None = None) -> str:
     """The line of an error text that says what happened: its first
     non-blank line, or the last one of a Python traceback (the exception);

@@ -1,11 +1,13 @@
 """Why is my task (not) running? A structured, printable answer.
 
-:func:`explain` gathers can_start_by, should_start_by, the condition and
-every adjustment (cooldown, retry back-off, retries exhausted, blackout), its
+:func:`explain` gathers can_start_by and should_start_by (people read them
+as the *earliest start* and the *latest start*), the condition and every
+adjustment (cooldown, retry back-off, retries exhausted, blackout), its
 catch-up policy and the missed firings it skipped or is about to skip, a
 periodic task's cooldown (the default one, or a client's; a warning when it
 makes every run late: :mod:`.cooldown`), and lists what currently keeps the
-task from being dispatched.
+task from being dispatched. ``lines()`` writes its instants with
+:func:`.times.fmt_instant`: in the reader's zone when one is set.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from ..domain.enums import LONG_RUN, RESERVED_SHARE
 from ..domain.model import CatchUp, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
-from ..domain.text import headline, plural
+from ..domain.text import headline, plural, run_name
 from .blackout import blackout_at, blackout_end
 from .catchup import catch_up_of, missed_firings
 from .condition import ConditionReport, condition
@@ -29,6 +31,11 @@ from .validate import PERIODIC_WINDOW, run_time_basis
 
 #: characters of an error's line shown by ``lines()``
 ERROR_SHOWN = 200
+
+#: what people read for can_start_by (stored as ``next_run``) and
+#: should_start_by (stored as ``deadline``), on every face
+EARLIEST_START = "Earliest start"
+LATEST_START = "Latest start"
 
 
 @dataclass(frozen=True)
@@ -259,16 +266,16 @@ class Explanation:
         if failure is not None:
             ended = failure.ended or failure.started or failure.scheduled
             out.append(
-                f"Last failure: run {failure.id} ({failure.status}), ended {when(ended)}: "
-                f"{headline(failure.error, ERROR_SHOWN) or 'no error text'}"
+                f"Last failure: {run_name(failure.id, failure.backend_id)}, {failure.status}, "
+                f"ended {when(ended)}: {headline(failure.error, ERROR_SHOWN) or 'no error text'}"
             )
         if self.run is not None:
-            out.append(f"Latest run: {self.run.detail}")
+            out.append(f"Latest run: {self.named(self.run.detail)}")
         if self.retry is not None:
             out.append(f"Retries: {self.retry.detail}")
         out += [
-            f"Can start by:    {when(self.can_start_by)}",
-            f"Should start by: {when(self.should_start_by)}",
+            f"{EARLIEST_START}:  {when(self.can_start_by)}",
+            f"{LATEST_START}:    {when(self.should_start_by)}",
         ]
         if self.finish_by is not None:
             out.append(f"Must finish by:  {when(self.finish_by)}")
@@ -298,13 +305,24 @@ class Explanation:
             )
         if self.ready:
             out.append(
-                "Ready: it may run now; the runner takes ready tasks by priority, then "
-                "earliest should_start_by, as queue capacity allows."
+                "Ready: it may run now; the runner takes ready tasks by priority, then by "
+                "latest start (the soonest first), as queue capacity allows."
             )
         else:
             out.append("Not running now because:")
-            out.extend(f"  - {reason}" for reason in self.blocked_by)
+            out.extend(f"  - {self.named(reason)}" for reason in self.blocked_by)
         return out
+
+    def named(self, text: str) -> str:
+        """``text`` (the latest run's state in words, which names the run
+        by its number) with the run's Celery id beside its number."""
+        run = self.run.run if self.run is not None else None
+        if run is None or run.id is None:
+            return text
+        number = f"run {run.id}"
+        if text == number or text.startswith(f"{number} "):
+            return run_name(run.id, run.backend_id) + text[len(number) :]
+        return text
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -403,7 +421,7 @@ def explain(
     basis = times.basis
     if ready_at != times.can_start_by:
         basis += (
-            f"; its stored next run, {fmt_instant(ready_at)}, is what the runner reads (set "
+            f"; its stored earliest start, {fmt_instant(ready_at)}, is what the runner reads (set "
             f"by a respawn, a run now or an edit), not the computed "
             f"{fmt_instant(times.can_start_by)}"
         )

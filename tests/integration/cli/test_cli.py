@@ -131,7 +131,7 @@ def test_bad_input_is_refused_with_a_message_naming_the_field(  # type: ignore[n
 def test_add_list_and_pending_order(run, registered) -> None:  # type: ignore[no-untyped-def]
     past = (datetime.now(tz=UTC) - timedelta(hours=2)).isoformat()
     out = ok(run("task", "add", "sleep", "https://example.org", "seed=2", "cpu=true"))
-    assert out.startswith("Created 1 task\n\nTask 1\n")
+    assert out.startswith("Created 1 task\nTimes in UTC\n\nTask 1\n")
     assert "  Type: sleep" in out and "  Policy: recurring" in out
     assert "    'https://example.org'" in out and "    seed: 2" in out
     ok(run("task", "add", "sleep", "late", "--next-run", past, "--priority", "low"))
@@ -188,10 +188,10 @@ def test_runs_are_listed(run, registered, db_url: str) -> None:  # type: ignore[
     [claimed] = store.claim_ready_tasks("sleep", now=datetime.now(tz=UTC), limit=5)
     store.close()
     out = ok(run("task", "runs", "1")).splitlines()
-    assert out[0] == "Found 1 run of task 1"
-    assert out[1].split() == [
-        "ID",
-        "BACKEND",
+    assert out[:2] == ["Found 1 run of task 1", "Times in UTC"]
+    assert out[2].split() == [
+        "RUN",
+        "CELERY",
         "ID",
         "STATUS",
         "SCHEDULED",
@@ -200,7 +200,7 @@ def test_runs_are_listed(run, registered, db_url: str) -> None:  # type: ignore[
         "WORKER",
         "ERROR",
     ]
-    assert claimed.backend_id in out[2] and "scheduled" in out[2]
+    assert claimed.backend_id in out[3] and "scheduled" in out[3]
     [data] = json.loads(ok(run("task", "runs", "1", "--json")))
     assert data["backend_id"] == claimed.backend_id
 

@@ -55,7 +55,8 @@ def test_task_update_changes_fields_and_times(run: Any, task_id: int) -> None:
     assert "  period: 1:00:00 -> 2:00:00" in lines
     assert "  priority: normal -> high" in lines
     assert "  kwargs: {'duration': 1} -> {'duration': 2}" in lines
-    assert any(line.startswith("  deadline: ") for line in lines)
+    assert lines[1] == "Times in UTC"
+    assert any(line.startswith("  latest start (deadline): ") for line in lines)
     edited = json.loads(
         ok(
             run(

@@ -229,5 +229,5 @@ def test_explain_and_status_warn_of_a_cooldown_that_makes_every_run_late(db_url:
         (given.id, "cooldown_too_long")
     ]
     assert "cooldown 0:42:00 (the default: it follows the run time)" in invoke(
-        "task", "list", "--type", "report"
+        "task", "list", "--type", "report", "-v"
     )

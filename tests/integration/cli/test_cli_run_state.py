@@ -71,7 +71,7 @@ def test_explain_respawn_and_enable_say_where_the_run_is(
     task_id, run_id, backend_id = dispatched(opened)
     said = invoke(db_url, "task", "explain", str(task_id))
     assert said.exit_code == 0, said.output
-    assert f"run {run_id} was dispatched at" in said.output
+    assert f"run {run_id} (celery id {backend_id[:8]}\u2026) was dispatched at" in said.output
     assert "has not started yet: its message waits in queue probe-q for a worker" in said.output
     respawn = invoke(db_url, "task", "respawn", str(task_id))
     assert respawn.exit_code == 0
@@ -87,10 +87,11 @@ def test_explain_respawn_and_enable_say_where_the_run_is(
     opened.record_worker_sightings([WorkerSighting(WORKER, datetime.now(UTC), True, 2.0, 4242)])
     said = invoke(db_url, "task", "explain", str(task_id))
     assert "reported its start" not in said.output
-    start_text = started.replace(microsecond=0).isoformat()
+    start_text = started.replace(microsecond=0).isoformat(sep=" ")
     # 3 minutes ago, and the seconds the command took to answer (on a loaded
-    # machine "3m02s ago")
-    pattern = rf"run {run_id} started at {re.escape(start_text)} \(3m(0\ds)? ago\) by worker "
+    # machine "3m02s ago"); the run by its number, its Celery id beside it
+    named = rf"run {run_id} \(celery id {backend_id[:8]}\u2026\)"
+    pattern = rf"{named} started at {re.escape(start_text)} \(3m(0\ds)? ago\) by worker "
     assert re.search(pattern + re.escape(WORKER), said.output), said.output
     assert "its worker was last heard from at" in said.output
     data = json.loads(invoke(db_url, "task", "explain", str(task_id), "--json").output)
@@ -109,7 +110,7 @@ def test_explain_respawn_and_enable_say_where_the_run_is(
     # the run ends, but its end never reaches the task (no outcome applied)
     opened.end_task_run(backend_id, status=RunStatus.EVENTFUL, ended=datetime.now(UTC))
     said = invoke(db_url, "task", "explain", str(task_id))
-    assert f"run {run_id} ended eventful at" in said.output
+    assert f"run {run_id} (celery id {backend_id[:8]}\u2026) ended eventful at" in said.output
     assert "its end was not applied to the task; cancel it, then respawn it" in said.output
     assert invoke(db_url, "task", "cancel", str(task_id)).exit_code == 0
     respawned = invoke(db_url, "task", "respawn", str(task_id))

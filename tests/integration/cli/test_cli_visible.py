@@ -49,10 +49,13 @@ def spoof_id(run) -> int:  # type: ignore[no-untyped-def]
 
 
 def test_task_list_shows_the_escape_and_its_json_the_key(run, spoof_id: int) -> None:  # type: ignore[no-untyped-def]
-    listing = ok(run("task", "list"))
+    listing = ok(run("task", "list", "-v"))
     assert f"  Key: {ESCAPED}" in listing.splitlines()
     assert f"  Key: {ARABIC}" in listing.splitlines()  # other scripts as they are
     assert RLO not in listing
+    table = ok(run("task", "list")).splitlines()
+    assert table[3].endswith(f"  {ESCAPED}") and table[4].endswith(f"  {ARABIC}")
+    assert RLO not in "".join(table)
     data = json.loads(ok(run("task", "list", "--json")))
     assert [t["key"] for t in data] == [SPOOF, ARABIC]
     pending = ok(run("task", "list-pending", "fetch"))

@@ -41,8 +41,13 @@ def run(db_url: str):  # type: ignore[no-untyped-def]
 
 
 def second(instant: datetime) -> str:
-    """An instant as the explanation writes it (to the second)."""
-    return instant.replace(microsecond=0).isoformat()
+    """An instant as the explanation writes it (to the second, in UTC)."""
+    return instant.replace(microsecond=0).isoformat(sep=" ")
+
+
+def celery(store: SQLAlchemyStore, task_id: int) -> str:
+    """The start of the Celery id of the task's latest run, as people read it."""
+    return store.get_task_runs(task_id, limit=1)[0].backend_id[:8] + "\u2026"
 
 
 def ok(result: Result) -> str:
@@ -104,15 +109,16 @@ def test_runs_show_errors_and_the_total(run, store: SQLAlchemyStore) -> None:  #
     periodic_failing(store, start)
     out = ok(run("task", "runs", "1")).splitlines()
     assert out[0] == "Found 20 of 36 runs of task 1, newest first (--limit 36 lists them all)"
-    assert out[1].split()[-1] == "ERROR"
-    assert len(out) == 22
+    assert out[1] == "Times in UTC"
+    assert out[2].split()[:2] == ["RUN", "CELERY"] and out[2].split()[-1] == "ERROR"
+    assert len(out) == 23
     # each run's error, in the column that starts where the header's does
-    column = out[1].index("ERROR")
-    assert all(line[column:] == TYPE_ERROR for line in out[2:]), out[2]
-    listed = [int(line.split()[0]) for line in out[2:]]
+    column = out[2].index("ERROR")
+    assert all(line[column:] == TYPE_ERROR for line in out[3:]), out[3]
+    listed = [int(line.split()[0]) for line in out[3:]]
     assert listed == list(range(36, 16, -1))  # newest first
     everything = ok(run("task", "runs", "1", "--limit", "50")).splitlines()
-    assert everything[0] == "Found 36 runs of task 1" and len(everything) == 38
+    assert everything[0] == "Found 36 runs of task 1" and len(everything) == 39
     [latest] = json.loads(ok(run("task", "runs", "1", "--limit", "1", "--json")))
     assert (latest["id"], latest["status"], latest["error"]) == (36, "failed", TYPE_ERROR)
 
@@ -128,22 +134,22 @@ def test_runs_cut_a_long_error_and_full_shows_it_all(run, store: SQLAlchemyStore
     )
     fail_runs(store, 1, 2, start, ["first line\nsecond line", traceback])
     out = ok(run("task", "runs", "1", env={"COLUMNS": "80"})).splitlines()
-    column = out[1].index("ERROR")
-    newest, older = out[2][column:], out[3][column:]
+    column = out[2].index("ERROR")
+    newest, older = out[3][column:], out[4][column:]
     # a traceback shows its exception, cut to the column's narrowest width
     assert newest.startswith("ConnectionError: the origin") and newest.endswith("\u2026")
     assert len(newest) == 60
     assert older == "first line \u2026"  # more lines follow
     wide = ok(run("task", "runs", "1", env={"COLUMNS": "400"})).splitlines()
-    assert len(wide[2][column:]) == 400 - 1 - column
+    assert len(wide[3][column:]) == 400 - 1 - column
     full = ok(run("task", "runs", "1", "--full")).splitlines()
-    assert full[2][column:] == "Traceback (most recent call last):"
-    assert full[3:6] == [
+    assert full[3][column:] == "Traceback (most recent call last):"
+    assert full[4:7] == [
         '      File "/srv/worker/tasks.py", line 12, in crawl',  # its own indent kept
         "        fetch(url)",
         "    ConnectionError: " + ("the origin at https://example.org/ refused us " * 10).rstrip(),
     ]
-    assert full[6][column:] == "first line" and full[7] == "    second line"
+    assert full[7][column:] == "first line" and full[8] == "    second line"
 
 
 # -- task explain ----------------------------------------------------------------
@@ -164,7 +170,8 @@ def test_explain_says_every_run_failed_with_what_and_what_comes_next(  # type: i
     )
     failure = next(line for line in text if line.startswith("Last failure:"))
     assert failure == (
-        f"Last failure: run 36 (failed), ended {second(ended)} (10m ago): {TYPE_ERROR}"
+        f"Last failure: run 36 (celery id {celery(store, 1)}), failed, ended {second(ended)} "
+        f"(10m ago): {TYPE_ERROR}"
     )
     retries = next(line for line in text if line.startswith("Retries:"))
     [task] = store.get_tasks([1])
@@ -236,7 +243,10 @@ def test_explain_follows_a_one_shot_through_its_retries(  # type: ignore[no-unty
         f"until `task respawn {task.id}`"
     )
     text = ok(run("task", "explain", str(task.id), "--at", ended.isoformat()))
-    assert f"Last failure: run 4 (failed), ended {second(ended)} (now): boom at last" in text
+    assert (
+        f"Last failure: run 4 (celery id {celery(store, task.id or 0)}), failed, ended "
+        f"{second(ended)} (now): boom at last"
+    ) in text
 
 
 # -- task status -------------------------------------------------------------
@@ -285,8 +295,8 @@ def test_status_shows_exactly_the_level_asked_most_late_first(  # type: ignore[n
         f"{'TYPE':<24} {'OK':>9} {'WARNING':>9} {'ERROR':>9}",
         f"{'crawl':<24} {0:>9} {3:>9} {25:>9}",
     ]
-    assert out[3] == "Tasks in WARNING (3 in all), the most late first:"
-    listed = out[4:]
+    assert out[3:5] == ["Tasks in WARNING (3 in all), the most late first:", "Times in UTC"]
+    listed = out[5:]
     assert [line.split()[1] for line in listed[:2]] == ["27", "26"]
     assert listed[0].startswith("Task 27 (crawl): WARNING likely_late (due in 2") and (
         "(due in 29m" in listed[0] or "(due in 30m" in listed[0]
@@ -310,9 +320,10 @@ def test_status_at_least_lists_the_worst_first_and_counts_the_rest(  # type: ign
     problems(store, datetime.now(tz=UTC))
     out = ok(run("task", "status", "--show", "WARNING", "--at-least", "-l", "3")).splitlines()
     assert out[3] == "Tasks in WARNING or worse (28 in all), worst first, then the most late:"
-    assert [line.split()[1] for line in out[4:7]] == ["25", "24", "23"]
-    assert out[4].startswith("Task 25 (crawl): ERROR never_run (1d2h late) - ")
-    assert out[7] == "... and 25 more (--limit 28 lists them all)"
+    assert out[4] == "Times in UTC"
+    assert [line.split()[1] for line in out[5:8]] == ["25", "24", "23"]
+    assert out[5].startswith("Task 25 (crawl): ERROR never_run (1d2h late) - ")
+    assert out[8] == "... and 25 more (--limit 28 lists them all)"
     data = json.loads(ok(run("task", "status", "--show", "ERROR", "--json", "-l", "30")))
     assert [t["id"] for t in data["tasks"]] == list(range(25, 0, -1))
     assert data["more"] == 0

@@ -103,7 +103,7 @@ def test_readiness_is_read_from_the_stored_next_run_as_the_runner_reads_it() -> 
     answer = explain(task, make_type(), now=at(1))
     assert answer.ready and answer.blocked_by == ()
     assert answer.can_start_by == at(0.5)
-    assert "stored next run" in answer.basis and "respawn" in answer.basis
+    assert "stored earliest start" in answer.basis and "respawn" in answer.basis
     # before it, not ready, and the stored time is the one given
     early = explain(task, make_type(), now=at(0.25))
     assert not early.ready

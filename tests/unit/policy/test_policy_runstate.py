@@ -83,7 +83,9 @@ def test_explain_reads_the_run_not_the_owner_fields() -> None:
     [blocker] = [b for b in answer.blocked_by if "run 12" in b]
     assert "started at" in blocker and "by worker sleep@box" in blocker
     assert not any("reported its start" in b for b in answer.blocked_by)
-    assert any(line.startswith("Latest run: run 12 started") for line in answer.lines())
+    # the run by its number, the start of its Celery id beside it
+    named = f"Latest run: run 12 (celery id {RUNNING.backend_id[:8]}\u2026) started"
+    assert any(line.startswith(named) for line in answer.lines())
     assert answer.to_dict()["run"]["phase"] == "running"
 
 

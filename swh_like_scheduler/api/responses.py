@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 Seconds = float
 
@@ -57,8 +57,13 @@ class TaskOut(Out):
     schedule_kind: Literal["oneshot", "periodic", "cron", "adaptive"]
     status: Literal["waiting", "scheduled", "completed", "disabled", "cancelled"]
     priority: Literal["high", "normal", "low"]
-    next_run: str
-    deadline: str
+    next_run: str = Field(
+        description="The earliest start (can_start_by): it may not start before, ISO 8601"
+    )
+    deadline: str = Field(
+        description="The latest start (should_start_by): it should start by then to finish "
+        "in time, ISO 8601"
+    )
     current_interval: Seconds | None
     period: Seconds | None
     cooldown: Seconds | None
@@ -134,7 +139,7 @@ class InstantOut(Out):
     at: str
     state: Literal["pending", "dispatched", "running", "done", "failed", "expired", "cancelled"]
     task_id: int | None
-    next_run: str
+    next_run: str = Field(description="The task's earliest start (can_start_by), ISO 8601")
     run: InstantRunOut | None
 
 

@@ -70,7 +70,8 @@ def search_tasks(
     kind: ScheduleKind | None = None,
     key_prefix: Annotated[NoNul | None, Query(max_length=500)] = None,
     next_run_before: Annotated[
-        Instant | None, Query(description="ISO 8601: only tasks whose next run is before it")
+        Instant | None,
+        Query(description="ISO 8601: only tasks whose earliest start (next_run) is before it"),
     ] = None,
     after_id: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,

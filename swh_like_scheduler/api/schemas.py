@@ -432,7 +432,8 @@ class TaskIn(Body):
     policy: Literal["recurring", "oneshot"] | None = None
     kind: Literal["oneshot", "periodic", "cron", "adaptive"] | None = None
     next_run: Instant | None = Field(
-        default=None, description="First allowed start, ISO 8601 (default: now)"
+        default=None,
+        description="Its earliest start (can_start_by), ISO 8601 (default: now)",
     )
     interval: PositiveDuration | None = None
     period: PositiveDuration | None = None
@@ -465,7 +466,8 @@ class TasksIn(Body):
 
 class RespawnIn(Body):
     next_run: Instant | None = Field(
-        default=None, description="When the task may run, ISO 8601 (default: now)"
+        default=None,
+        description="Its new earliest start (can_start_by), ISO 8601 (default: now)",
     )
 
 

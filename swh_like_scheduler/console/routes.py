@@ -24,6 +24,7 @@ from ..api.auth import Access
 from ..api.state import ApiState
 from ..domain.exceptions import InvalidInput, NotFound, SchedulerError
 from ..domain.model import RunStatus, Task
+from ..domain.text import celery_id
 from ..domain.validation import parse_datetime
 from ..health import conditions
 from ..policy.times import fmt_duration, fmt_instant
@@ -41,6 +42,7 @@ templates.env.globals.update(
     number=views.number,
     when=views.when,
     fmt_instant=fmt_instant,
+    celery_id=celery_id,
     fmt_duration=fmt_duration,
     status_class=views.status_class,
     overdue_text=views.overdue_text,

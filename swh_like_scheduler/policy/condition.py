@@ -144,7 +144,9 @@ def _status_report(task: Task) -> ConditionReport | None:
                 f"The task was disabled after {plural(task.failure_count, 'consecutive failure')} "
                 "(retries exhausted or permanent failure); its work is not being done.",
             )
-        return _report(Reason.DISABLED, "The task is disabled; it is not scheduled.")
+        return _report(
+            Reason.DISABLED, "The task is disabled: it is not dispatched until it is enabled."
+        )
     return None
 
 
@@ -325,6 +327,12 @@ def _condition(
             f"{_last_failed(task.failure_count)}; next attempt from {when(times.can_start_by)}.",
         )
     if task.last_good_start_at is None and kind is not ScheduleKind.ONESHOT:
+        if task.status is TaskStatus.SCHEDULED:  # not waiting: its run is out
+            return _report(
+                Reason.FIRST_RUN_PENDING,
+                "The task has not completed a run yet; its first run was dispatched and has "
+                "not ended.",
+            )
         return _report(
             Reason.FIRST_RUN_PENDING,
             f"The task has not run yet; it may start from {when(times.can_start_by)}.",

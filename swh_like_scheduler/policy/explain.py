@@ -365,7 +365,8 @@ def _blockers(
         blocked.append(
             "a run has been dispatched and has not ended (`task runs` shows whether it started)"
         )
-    if can_start_by > now:
+    # a scheduled task's run was dispatched: it is not waiting for its start
+    if can_start_by > now and task.status is not TaskStatus.SCHEDULED:
         blocked.append(
             f"it may not start before {fmt_instant(can_start_by)} "
             f"(in {fmt_duration(can_start_by - now)})"

@@ -279,3 +279,38 @@ def test_list_with_condition_shows_the_condition_and_its_reason(
         f"Showing the first 1 task in ERROR (use --limit, or --after-id {paris['cron']} "
         "for the next)"
     )
+
+
+def test_a_scheduled_task_is_not_said_to_wait_for_its_start(run: Any, db_url: str) -> None:
+    """A task whose first run was dispatched is ``scheduled``: explain said
+    "status scheduled" and, in the same output, that it "may start from"
+    and "may not start before" an instant to come, the words of a waiting
+    task."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    store = SQLAlchemyStore.from_url(db_url)
+    try:
+        store.create_task_type(TaskType(type="crawl", backend_name="crawl"))
+        [task] = store.create_tasks(
+            [
+                Task(
+                    type="crawl",
+                    schedule_kind=ScheduleKind.CRON,
+                    cron="0 3 * * *",
+                    cron_max_duration=4 * H,
+                    tz="Europe/Paris",
+                    next_run=now - H,
+                    deadline=now + 3 * H,
+                )
+            ],
+            now=now - 2 * H,
+        )
+        ran = store.schedule_task_run(task.id or 0, now=now - timedelta(minutes=30))
+    finally:
+        store.close()
+    text = ok(run("task", "explain", str(task.id)))
+    assert "status scheduled" in text.splitlines()[1]
+    assert "may start from" not in text and "may not start before" not in text, text
+    assert "its first run was dispatched and has not ended" in text
+    assert f"run {ran.id} (celery id {ran.backend_id[:8]}\u2026) was dispatched at" in text
+    [row] = ok(run("task", "list")).splitlines()[3:]
+    assert row.split()[2] == "scheduled"

@@ -59,6 +59,10 @@ def test_task_and_job_commands_work_through_a_server(
     assert store.count_tasks() == 2  # written in the server's database
     status = cli(url, READER, "task", "status", "--json")
     assert json.loads(status.output)["counts"]["notify"]["OK"] == 2
+    # the one-line list counts what its limit cut through the server's store
+    first = cli(url, READER, "task", "list", "--limit", "1").output.splitlines()
+    assert first[0] == "Showing 1 of 2 tasks (use --limit, or --after-id 1 for the next)"
+    assert first[1] == "Times in UTC" and len(first) == 5
 
 
 def test_a_server_refusal_is_one_line(server: tuple[str, SQLAlchemyStore]) -> None:

@@ -233,7 +233,7 @@ def configuration_markdown() -> str:
         )
         envs = sorted({source.envvar for source in seen if source.envvar})
         described = comments.get(item.name) or next((s.help for s in seen if s.help), "")
-        in_file = item.name != "db_is_default"  # config.read_config_file
+        in_file = item.metadata.get("file", True)  # config.settings.FILE_SETTINGS
         out.append(
             f"| `{item.name}` | `{cell(item.type)}` | {cell(_default(item))} "
             f"| {cell(described)} | {cell(flag_text) or '(none)'} "

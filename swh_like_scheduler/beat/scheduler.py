@@ -13,7 +13,10 @@ A database outage is logged once and retried; beat never dies of it.
 Settings (Celery configuration, read when beat starts the scheduler):
 
 * ``swh_scheduler_db_url`` (else ``SWH_SCHEDULER_DB_URL``, else the
-  scheduler's configuration file and its default);
+  scheduler's configuration file and its default, with a warning); the
+  first line beat logs names the database and the broker and where each
+  came from, and beat stops on a database without the scheduler's schema
+  (run ``swh scheduler db init``);
 * ``swh_scheduler_monitor``: ``True`` (default: the monitor's default
   settings), ``False`` (no monitor duties in beat: run ``swh scheduler
   start-monitor`` beside it), or a mapping of :class:`MonitorSettings`
@@ -40,13 +43,14 @@ from typing import Any, cast
 from celery.beat import Scheduler
 
 from ..config.settings import load_settings
+from ..config.sources import CELERY_DEFAULT_BROKER, Chosen, choose_database, first_line
 from ..dispatch.routing import LiveWorkers
-from ..domain.exceptions import InvalidInput
+from ..domain.exceptions import InvalidInput, SchedulerError
 from ..monitor.duties import MonitorSettings
 from ..runner.interpreter import tune_interpreter
 from ..runner.loop import RunnerLoop
 from ..runner.wakeup import Waker, waker_for
-from ..store import SchedulerStore, SQLAlchemyStore
+from ..store import SchedulerStore, SQLAlchemyStore, migrations
 from ..store.session import daemon_pool
 from .sync import BeatScheduleSync, utc_now
 
@@ -87,6 +91,22 @@ def monitor_settings(value: Any) -> MonitorSettings | None:
         raise InvalidInput(f"{MONITOR_SETTING}.{error.field}", error.message) from error
 
 
+#: what to give beat to choose the database and the broker
+BEAT_HINTS = {
+    "database": "the app's swh_scheduler_db_url setting or SWH_SCHEDULER_DB_URL",
+    "broker": "the app's broker_url setting",
+}
+
+
+def beat_broker(app: Any) -> Chosen:
+    """The broker beat's app names, and where it came from."""
+    own = app.conf.get("broker_url")
+    where = f"the app {app.main or 'of beat'}"
+    if isinstance(own, str) and own:
+        return Chosen(own, f"the broker_url of {where}")
+    return Chosen(CELERY_DEFAULT_BROKER, f"Celery's default: {where} sets no broker_url", True)
+
+
 class RunnerScheduler(Scheduler):
     """A beat scheduler whose every tick is a step of the runner's loop."""
 
@@ -94,11 +114,21 @@ class RunnerScheduler(Scheduler):
     max_interval = 60.0
 
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
-        url = app.conf.get("swh_scheduler_db_url") or os.environ.get("SWH_SCHEDULER_DB_URL")
+        env_url = os.environ.get("SWH_SCHEDULER_DB_URL") or None
+        settings = load_settings(db_url=env_url, db_source="SWH_SCHEDULER_DB_URL")
+        database = choose_database(settings, app=app, app_spec=app.main or "of beat")
+        url = database.url
+        warn, line = first_line("celery beat -S swh", database, beat_broker(app), hints=BEAT_HINTS)
+        logger.log(logging.WARNING if warn else logging.INFO, "%s", line)
         monitor = monitor_settings(app.conf.get(MONITOR_SETTING, True))
-        self._store = SQLAlchemyStore.from_url(
-            load_settings(db_url=url).db_url, role="beat", pool=daemon_pool("beat")
-        )
+        self._store = SQLAlchemyStore.from_url(url, role="beat", pool=daemon_pool("beat"))
+        try:
+            migrations.check(self._store.engine)
+        except SchedulerError as error:
+            # one line, not a traceback: beat stops (exit code 1)
+            logger.critical("beat -S swh cannot start: %s", error)
+            self._store.close()
+            raise SystemExit(1) from None
         self._stop = threading.Event()
         self._waker: Waker = waker_for(self._store.engine, self._stop)
         tune_interpreter()  # beat owns its process

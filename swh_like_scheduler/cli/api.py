@@ -10,9 +10,11 @@ from collections.abc import Callable, Sequence
 import click
 
 from ..config.settings import ENV_PREFIX
+from ..config.sources import Chosen, choose_database
 from ..domain.exceptions import InvalidInput
 from ..store.session import daemon_pool
 from .base import CliContext, pass_cli
+from .daemon import LOG_FORMAT, announce, option_source
 
 #: the defaults of ``api.serving.Bounds``, spelled here so that ``--help``
 #: loads no web framework (a test checks that they agree)
@@ -225,6 +227,16 @@ def rpc_serve(
             err=True,
         )
     broker = broker_url or settings.broker_url
+    chosen = None
+    if broker_url:
+        chosen = Chosen(broker_url, option_source("--broker-url", f"{ENV_PREFIX}_BROKER_URL"))
+    elif broker:
+        chosen = Chosen(broker, settings.broker_source or "the configuration file")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    announce("rpc-serve", choose_database(settings), chosen)
+    if chosen is None:
+        logger.info("rpc-serve: no broker: cancelled runs are refused at start, not revoked")
+    cli.daemon = True
     check, revoke = broker_hooks(broker) if broker else (None, None)
     api = ApiSettings(
         tokens=parsed,
@@ -236,8 +248,6 @@ def rpc_serve(
         access_log=access_log,
         allowed_hosts=hosts,
     )
-    if access_log:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     cli.pool = daemon_pool("api", api=db_pool_size)
     app = create_app(cli.scheduling_store("rpc-serve"), api, broker_check=check, revoke=revoke)
     bounds = Bounds(

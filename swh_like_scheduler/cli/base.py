@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import click
+from click.core import ParameterSource
 
-from ..config.settings import ENV_PREFIX, Settings, load_settings
+from ..config.settings import ENV_PREFIX, FILE_SETTINGS, Settings, load_settings
 from ..domain.exceptions import InvalidInput, SchedulerError
 from ..domain.text import visible
 from ..store.session import CLI_ROLE, PoolSize, daemon_pool
@@ -49,6 +50,9 @@ class CliContext:
     role: str = CLI_ROLE
     #: the pool of the database's engine (a daemon's: :func:`daemon_pool`)
     pool: PoolSize | None = None
+    #: a daemon: it refuses a database without the scheduler's schema, the
+    #: embedded default included (only ``db init`` and ``standalone`` make one)
+    daemon: bool = False
     _store: SchedulerStore | None = field(default=None, repr=False)
     _index: RedisIndex | None = field(default=None, repr=False)
 
@@ -120,15 +124,18 @@ class CliContext:
         """Refuse a SQLite ``--db-url`` whose file does not exist (opening it
         would create it, and its folders): only ``db init``/``db upgrade``,
         ``standalone`` and the embedded default create a database."""
-        if self.settings.db_is_default or self.create_empty or self.remote:
+        if self.create_empty or self.remote:
+            return
+        if self.settings.db_is_default and not self.daemon:
             return
         from ..store import missing_sqlite_file
 
         missing = missing_sqlite_file(self.settings.db_url)
         if missing is not None:
+            what = ", the built-in default" if self.settings.db_is_default else ""
             raise InvalidInput(
                 "db-url",
-                f"no SQLite database at {missing} (the file does not exist; check the "
+                f"no SQLite database at {missing}{what} (the file does not exist; check the "
                 "path, or create it with `swh scheduler db init`)",
             )
 
@@ -142,8 +149,9 @@ class CliContext:
             role=self.role,
             pool=self.pool,
         )
-        if self.settings.db_is_default:
+        if self.settings.db_is_default and not self.daemon:
             # the embedded default is created (and kept current) on first use
+            # by a command, or by standalone; a daemon refuses it empty
             if not migrations.is_current(store.engine):
                 migrations.upgrade(store.engine)
         elif self.create_empty and migrations.is_empty(store.engine):
@@ -165,9 +173,6 @@ def now() -> datetime:
 
 
 pass_cli = click.make_pass_decorator(CliContext)
-
-#: the settings a configuration file may hold (``config.read_config_file``)
-FILE_SETTINGS = tuple(f.name for f in fields(Settings) if f.name != "db_is_default")
 
 
 @click.group(cls=SchedulerGroup, context_settings={"auto_envvar_prefix": "SWH"})
@@ -238,9 +243,11 @@ def scheduler(
     callback_allow: str | None,
 ) -> None:
     """Manage the scheduler: task types, tasks, runs and the database."""
+    by_env = ctx.get_parameter_source("db_url") is ParameterSource.ENVIRONMENT
     try:
         settings = load_settings(
             db_url=db_url,
+            db_source=f"{ENV_PREFIX}_DB_URL" if by_env else "--db-url",
             config_file=config_file,
             max_argument_bytes=max_argument_bytes,
             api_token=api_token,

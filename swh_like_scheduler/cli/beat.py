@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import click
 
+from ..config.sources import choose_database, mask_url
 from ..domain.exceptions import InvalidInput
 from .base import CliContext, emit_json, now, pass_cli
+from .daemon import load_app as load_celery_app
 
 
 def load_app(module: str | None, app_name: str | None) -> Any:
@@ -15,16 +18,12 @@ def load_app(module: str | None, app_name: str | None) -> Any:
     configured from the configuration module ``module``; both are imported
     from the current directory first, as ``celery -A`` does."""
     from celery import Celery
-    from celery.app.utils import find_app
     from celery.utils.imports import import_from_cwd
 
     if (module is None) == (app_name is None):
         raise click.UsageError("give a configuration MODULE or --app APP (one of them)")
     if app_name is not None:
-        try:
-            return find_app(app_name)
-        except Exception as exc:  # ImportError, AttributeError, Celery's own
-            raise InvalidInput("app", f"cannot load the Celery app {app_name!r}: {exc}") from None
+        return load_celery_app(app_name)
     assert module is not None
     try:
         config = import_from_cwd(module)
@@ -91,6 +90,11 @@ def import_beat(
     changed task has a run open (import again once it ended).
     """
     app = load_app(module, app_name)
+    database = choose_database(cli.settings, app=app, app_spec=app_name or module)
+    if database.url != cli.settings.db_url:
+        cli.settings = dataclasses.replace(
+            cli.settings, db_url=database.url, db_is_default=False, db_source=database.source
+        )
     schedule = app.conf.beat_schedule or {}
     unknown = sorted(set(exclude) - set(schedule))
     if unknown:
@@ -108,9 +112,17 @@ def import_beat(
         dry_run=dry_run,
         keep={entry_key(name) for name in exclude},
     )
+    if database.default:
+        click.echo(
+            "warning: nobody chose the database: it is the built-in default (give --db-url, "
+            "SWH_SCHEDULER_DB_URL or the app's swh_scheduler_db_url setting)",
+            err=True,
+        )
     if as_json:
-        emit_json(report.to_dict())
+        emit_json({**report.to_dict(), "database": mask_url(database.url)})
     else:
+        verb = "would write to" if dry_run else "writing to"
+        click.echo(f"{verb} database {database.describe()}")
         for line in report.lines():
             click.echo(line, err=line.startswith("warning: "))
     if report.busy:

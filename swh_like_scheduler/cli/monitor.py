@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 import signal
 import threading
 from collections.abc import Callable, Mapping
@@ -14,6 +13,7 @@ import click
 
 from ..domain.validation import parse_duration
 from .base import CliContext, emit_json, pass_cli
+from .daemon import app_options, start_daemon
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -191,12 +191,7 @@ def republish_delay(value: str) -> timedelta | None:
     help="Send again the messages of runs dispatched this long ago that never started "
     "and are not in their queue ('0' disables).",
 )
-@click.option(
-    "--broker-url",
-    envvar="SWH_SCHEDULER_BROKER_URL",
-    show_envvar=True,
-    help="Celery broker to re-publish to (default: from celeryconfig).",
-)
+@app_options(broker_help="Celery broker to re-publish to")
 @click.option("--json", "as_json", is_flag=True, help="With --once: print the report as JSON.")
 @pass_cli
 def start_monitor(
@@ -204,6 +199,7 @@ def start_monitor(
     once: bool,
     period: float,
     republish_after: str,
+    app_spec: str | None,
     broker_url: str | None,
     as_json: bool,
     **options: Any,
@@ -217,12 +213,11 @@ def start_monitor(
     database lets exactly one of them do the duties at a time."""
     from ..dispatch.routing import LiveWorkers
     from ..monitor import monitor_loop
-    from ..plumbing.celery_factory import make_app
 
     settings = monitor_settings(
         options, period=period, republish_after=republish_delay(republish_after)
     )
-    app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
+    app = start_daemon(cli, "start-monitor", app_spec=app_spec, broker_url=broker_url).app
     workers = LiveWorkers(app)
     store = cli.scheduling_store("start-monitor")
     keeper = None
@@ -239,7 +234,6 @@ def start_monitor(
         else:
             click.echo(report.summary())
         return
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -12,7 +12,8 @@ import click
 
 from ..domain.exceptions import InvalidInput, SchedulerError
 from ..plumbing.outage import Outage
-from .base import CliContext, emit_json, now, pass_cli
+from .base import CliContext, Failed, emit_json, now, pass_cli
+from .daemon import app_options, database_only, start_daemon
 
 logger = logging.getLogger("swh_like_scheduler.recurrent.scheduler")
 
@@ -39,7 +40,7 @@ logger = logging.getLogger("swh_like_scheduler.recurrent.scheduler")
     show_default=True,
     help="Seconds between two counts of the origins (origin update-metrics); 0: never.",
 )
-@click.option("--broker-url", help="Celery broker URL (default: the configuration's).")
+@app_options(broker_help="Celery broker the visits are sent to")
 @click.option("--json", "as_json", is_flag=True, help="With --once: print JSON.")
 @pass_cli
 def schedule_recurrent(
@@ -48,6 +49,7 @@ def schedule_recurrent(
     period: float,
     once: bool,
     update_metrics_every: float,
+    app_spec: str | None,
     broker_url: str | None,
     as_json: bool,
 ) -> None:
@@ -55,11 +57,10 @@ def schedule_recurrent(
     limit of task type load-TYPE, by the mix of policies of the
     configuration's [visits] table; mark them scheduled."""
     from ..broker.port import CeleryBroker
-    from ..plumbing.celery_factory import make_app
     from ..recurrent.scheduler import VisitTypePass, schedule_step, visit_types_of
     from ..visits.model import visit_task_type, visit_type_name
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    app = start_daemon(cli, "schedule-recurrent", app_spec=app_spec, broker_url=broker_url).app
     store = cli.sql_store("schedule-recurrent")
     for name in visit_types:
         visit_type_name("visit-type", name)
@@ -67,7 +68,6 @@ def schedule_recurrent(
             raise InvalidInput(
                 "visit-type", f"{name!r}: no task type {visit_task_type(name)!r} is registered"
             )
-    app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
     broker = CeleryBroker(app)  # a connection per step: a restarted broker is found again
 
     def step() -> list[VisitTypePass]:
@@ -152,9 +152,10 @@ def journal_client(
 ) -> None:
     """Apply the visit statuses of the archive's Kafka journal
     (PREFIX.origin_visit_status) to the visit statistics."""
-    from ..recurrent.journal import journal_step, kafka_consumer
+    from ..recurrent.journal import journal_step, kafka_consumer, unreachable
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    database_only(cli, "journal-client")
+    logger.info("journal-client: Kafka %s, topic %s.origin_visit_status", ",".join(brokers), prefix)
     settings = {}
     for item in consumer_settings:
         key, sep, value = item.partition("=")
@@ -164,6 +165,11 @@ def journal_client(
     store = cli.sql_store("journal-client")
     consumer = kafka_consumer(brokers, group_id=group_id, prefix=prefix, settings=settings)
     try:
+        problem = unreachable(consumer, timeout=wait)
+        if problem is not None and once:
+            raise Failed(f"journal-client: cannot reach Kafka at {','.join(brokers)}: {problem}")
+        if problem is not None:  # a daemon waits for it
+            logger.error("cannot reach Kafka at %s yet: %s", ",".join(brokers), problem)
         if once:
             done = journal_step(store, consumer, batch=batch, timeout=wait)
             if as_json:

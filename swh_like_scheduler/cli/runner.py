@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
 import signal
 import threading
 from typing import Any
@@ -14,6 +13,7 @@ from ..domain.exceptions import UnknownTaskType
 from ..domain.model import RUNNER_ORDER, DispatchOrder, Priority
 from ..store.session import daemon_pool
 from .base import CliContext, emit_json, now, pass_cli
+from .daemon import app_options, start_daemon
 from .monitor import monitor_options, monitor_settings, republish_delay
 
 #: a runner that serves only the high class polls more often
@@ -61,12 +61,7 @@ HIGH_PRIORITY_PERIOD = 5.0
     "first, as swh-scheduler's runner and Celery beat) or random. `swh scheduler "
     "simulate` compares them.",
 )
-@click.option(
-    "--broker-url",
-    envvar="SWH_SCHEDULER_BROKER_URL",
-    show_envvar=True,
-    help="Celery broker (default: from celeryconfig).",
-)
+@app_options(broker_help="Celery broker the tasks are sent to")
 @click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port.")
 @click.option(
     "--republish-after",
@@ -101,6 +96,7 @@ def start_runner(
     once: bool,
     claimers: int | None,
     dispatch_order: str,
+    app_spec: str | None,
     broker_url: str | None,
     metrics_port: int | None,
     republish_after: str,
@@ -114,13 +110,11 @@ def start_runner(
     from ..dispatch.routing import LiveWorkers
     from ..dispatch.serve import CLAIMERS
     from ..monitor.duties import monitor_tick, release
-    from ..plumbing.celery_factory import make_app
     from ..runner import loop
     from ..runner.interpreter import tune_interpreter
     from ..runner.wakeup import waker_for
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
+    app = start_daemon(cli, "start-runner", app_spec=app_spec, broker_url=broker_url).app
     chosen = [Priority(p) for p in priorities] or None
     if period is None:
         period = HIGH_PRIORITY_PERIOD if chosen == [Priority.HIGH] else 60.0

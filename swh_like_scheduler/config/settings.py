@@ -21,6 +21,10 @@ from ..visits.policy import VisitSettings, visit_settings
 
 APP_NAME = "swh-like-scheduler"
 ENV_PREFIX = "SWH_SCHEDULER"
+#: the words that say a value is the built-in default (nobody chose it)
+BUILT_IN = "the built-in default"
+#: a field of :class:`Settings` worked out from the others: never in the file
+_DERIVED = {"file": False}
 
 
 def default_config_file() -> Path:
@@ -40,8 +44,12 @@ def default_db_url() -> str:
 class Settings:
     db_url: str
     #: True when ``db_url`` is the embedded default (created on first use)
-    db_is_default: bool = False
+    db_is_default: bool = field(default=False, metadata=_DERIVED)
+    #: where ``db_url`` came from, in words (a flag, a variable, the file...)
+    db_source: str = field(default=BUILT_IN, metadata=_DERIVED)
     broker_url: str | None = None
+    #: where ``broker_url`` came from, in words (``None`` with no broker_url)
+    broker_source: str | None = field(default=None, metadata=_DERIVED)
     #: JSON bytes of one task's arguments beyond which a new task is refused
     max_argument_bytes: int = MAX_ARGUMENT_BYTES
     #: bearer tokens of the HTTP API (``SECRET:rw`` / ``SECRET:ro`` entries)
@@ -58,6 +66,10 @@ class Settings:
     visits: VisitSettings = field(default_factory=VisitSettings)
 
 
+#: the settings a configuration file may hold
+FILE_SETTINGS = tuple(f.name for f in fields(Settings) if f.metadata.get("file", True))
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     """The ``[scheduler]`` table of a TOML file (the whole file if it has none)."""
     try:
@@ -69,7 +81,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     section = data.get("scheduler", data)
     if not isinstance(section, dict):
         raise InvalidInput("config-file", f"{path}: [scheduler] must be a table")
-    known = {f.name for f in fields(Settings)} - {"db_is_default"}
+    known = set(FILE_SETTINGS)
     unknown = sorted(set(section) - known)
     if unknown:
         raise InvalidInput(
@@ -82,20 +94,36 @@ def read_config_file(path: Path) -> dict[str, Any]:
 def load_settings(
     *,
     db_url: str | None = None,
+    db_source: str | None = None,
     broker_url: str | None = None,
+    broker_source: str | None = None,
     config_file: Path | None = None,
     max_argument_bytes: int | None = None,
     api_token: str | None = None,
     index_url: str | None = None,
     callback_allow: str | None = None,
 ) -> Settings:
-    """Merge flags/environment (already resolved by click) with the file and defaults."""
+    """Merge flags/environment (already resolved by click) with the file and
+    defaults. ``db_source`` and ``broker_source`` say in words where the
+    given ``db_url`` and ``broker_url`` came from (default: "the caller")."""
     from_file: dict[str, Any] = {}
+    file_path = config_file
     if config_file is not None:
         from_file = read_config_file(config_file)
     elif default_config_file().exists():
-        from_file = read_config_file(default_config_file())
+        file_path = default_config_file()
+        from_file = read_config_file(file_path)
+    in_the_file = f"the configuration file {file_path}"
     url = db_url or from_file.get("db_url")
+    if db_url:
+        db_from = db_source or "the caller"
+    else:
+        db_from = f"{in_the_file} (db_url)" if url else BUILT_IN
+    broker = broker_url or from_file.get("broker_url")
+    if broker_url:
+        broker_from: str | None = broker_source or "the caller"
+    else:
+        broker_from = f"{in_the_file} (broker_url)" if broker else None
     limit = max_argument_bytes or from_file.get("max_argument_bytes") or MAX_ARGUMENT_BYTES
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidInput("max_argument_bytes", f"{limit!r} is not a positive number of bytes")
@@ -118,7 +146,9 @@ def load_settings(
         callback_allow=Reach.parse(allow),
         db_url=url or default_db_url(),
         db_is_default=not url,
-        broker_url=broker_url or from_file.get("broker_url"),
+        db_source=db_from,
+        broker_url=broker,
+        broker_source=broker_from,
         max_argument_bytes=limit,
         api_tokens=tuple(tokens),
         api_open_reads=open_reads,

@@ -178,6 +178,16 @@ def rewind(consumer: JournalConsumer, messages: Sequence[JournalMessage]) -> Non
         consumer.seek(TopicPartition(topic, partition, offset))
 
 
+def unreachable(consumer: Any, *, timeout: float) -> str | None:
+    """Why the Kafka brokers of ``consumer`` cannot be reached (the cluster's
+    metadata not read within ``timeout`` seconds), or ``None`` when they can."""
+    try:
+        consumer.list_topics(timeout=timeout)
+    except Exception as exc:  # KafkaException: transport failure, timed out
+        return str(exc) or type(exc).__name__
+    return None
+
+
 def kafka_consumer(
     brokers: Sequence[str],
     *,

@@ -24,29 +24,36 @@ if TYPE_CHECKING:
 
 #: the revision of the newest script in ``sql/versions`` (a test checks it
 #: against Alembic's own reading of the scripts: change both together)
-HEAD = "0018"
+HEAD = "0019"
 
 #: Alembic's record of a database's revision
 _VERSION_TABLE = "alembic_version"
 
 
 class _Preamble(logging.Filter):
-    """Drops the two lines Alembic logs whenever it looks at a database
-    ("Context impl SQLiteImpl.", "Will assume non-transactional DDL."):
-    every daemon and command reads the schema's revision at start. What a
-    migration that runs logs ("Running upgrade 0007 -> 0008") stays."""
+    """Drops the lines Alembic logs whenever it looks at a database
+    ("Context impl SQLiteImpl.", "Will assume non-transactional DDL.") and
+    those of its plug-ins ("setup plugin alembic.autogenerate.schemas", one
+    per plug-in, from Alembic 1.16): every daemon and command reads the
+    schema's revision at start. What a migration that runs logs ("Running
+    upgrade 0007 -> 0008") stays."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(("Context impl ", "Will assume "))
+        return not record.getMessage().startswith(
+            ("Context impl ", "Will assume ", "setup plugin ")
+        )
 
 
 _PREAMBLE = _Preamble()
+#: the loggers whose preamble lines are dropped
+_CHATTY = ("alembic.runtime.migration", "alembic.runtime.plugins")
 
 
 def _quiet_preamble() -> None:
-    logger = logging.getLogger("alembic.runtime.migration")
-    if _PREAMBLE not in logger.filters:
-        logger.addFilter(_PREAMBLE)
+    for name in _CHATTY:
+        logger = logging.getLogger(name)
+        if _PREAMBLE not in logger.filters:
+            logger.addFilter(_PREAMBLE)
 
 
 def alembic_config() -> Config:

@@ -75,7 +75,9 @@ def test_import_into_an_empty_database_then_again(db_url: str, workdir: Path) ->
 
     first = run(db_url, module, "--create-types")
     assert first.exit_code == 0, (first.output, first.stderr)
-    lines = first.stdout.splitlines()
+    where, *lines = first.stdout.splitlines()
+    # the database written to, and where it came from, first
+    assert where.startswith("writing to database ") and where.endswith(" (from --db-url)")
     assert lines[0] == "task type proj.tick created (Celery task proj.tick, queue celery)"
     assert lines[1].startswith(
         "entry 'every-5s': task 1 created (type proj.tick, every 5s, cooldown 4.5s, first run "
@@ -93,7 +95,7 @@ def test_import_into_an_empty_database_then_again(db_url: str, workdir: Path) ->
 
     second = run(db_url, module, "--create-types")
     assert second.exit_code == 0
-    assert second.stdout.splitlines() == [
+    assert second.stdout.splitlines()[1:] == [
         "entry 'every-5s': unchanged (task 1)",
         "entry 'every-minute': unchanged (task 2)",
         "2 beat_schedule entries: 2 unchanged",
@@ -217,7 +219,7 @@ def test_a_run_time_that_makes_every_run_late_with_the_cooldown_warns(
         store.close()
     again = run(db_url, module)
     assert again.exit_code == 0, again.output
-    assert again.stdout.splitlines()[0] == f"entry 'hourly-report': unchanged (task {task.id})"
+    assert again.stdout.splitlines()[1] == f"entry 'hourly-report': unchanged (task {task.id})"
     assert (
         f"warning: entry 'hourly-report' (task {task.id}): Runs take 6m on average: with the "
         "cooldown of 54m, a run may start again 1h after the last one started (6m + 54m), "

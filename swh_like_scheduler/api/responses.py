@@ -173,6 +173,9 @@ class HealthOut(Out):
     reasons: list[str]
     stale_after: float
     database: dict[str, Any]
+    #: live workers taking tasks without sending task events (started
+    #: without -E, their events not turned on): their runs go unrecorded
+    workers_without_task_events: list[str] = []
 
 
 __all__ = [

@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 from ..domain.exceptions import NotFound, SchedulerError
 from ..domain.jsonable import plain, run_json
 from ..health import conditions
+from ..policy.blind import blind_workers
 from ..policy.times import fmt_duration
 from ..store import SchedulerStore
 from .deps import READ, State
@@ -103,7 +104,9 @@ def health(state: State) -> Response:
       life was recorded for that long (no listener, or no worker); runs
       waiting in the broker (dispatched, not started) whose tasks' deadline
       passed more than that long ago (workers not keeping up); the broker
-      does not answer;
+      does not answer; a live worker takes tasks without sending task
+      events (``workers_without_task_events``: started without ``-E``,
+      and the listener could not turn them on);
     * ``unavailable`` (503): the database does not answer.
 
     Figures: the last claim, the last runner pass with room, the last
@@ -187,6 +190,14 @@ def health_report(state: ApiState) -> dict[str, Any]:
                 f"the queue of {name} holds {held} not started, the oldest late by "
                 f"{fmt_duration(timedelta(seconds=round(lag)))} (workers not keeping up)"
             )
+    blind = [w.hostname for w in blind_workers(state.store.get_workers())]
+    body["workers_without_task_events"] = blind
+    if blind:
+        reasons.append(
+            f"worker(s) {', '.join(blind)} take tasks without sending task events (started "
+            "without -E, and they could not be turned on): their runs are never seen to "
+            "start or end; start them with -E"
+        )
     if reasons:
         body["status"] = "degraded"
     body.update(

@@ -112,6 +112,7 @@ WRITE_METHODS = frozenset(
         "yield_lease",
         "steal_expired_leases",
         "record_worker_sightings",
+        "mark_blind_workers",
         "end_worker_runs",
         "sweep_silent_workers",
         "record_room",

@@ -183,7 +183,13 @@ def explain_task(
         raise NotFound(f"no task type named {task.type!r}")
     instant = _instant("at", at) or state.clock()
     failure = conditions.last_failure(state.store, task_id)
-    run = conditions.latest_run_state(state.store, task, instant, queue=task_type.effective_queue)
+    run = conditions.latest_run_state(
+        state.store,
+        task,
+        instant,
+        queue=task_type.effective_queue,
+        backend=task_type.backend_name,
+    )
     answer = policy.explain(task, task_type, instant, last_failure=failure, run=run)
     line = why_it_waits(state.store, task, task_type, instant)
     return plain({**answer.to_dict(), "waits": None if line is None else line.to_dict()})

@@ -14,17 +14,13 @@ import click
 from ..domain.exceptions import InvalidInput
 from ..plumbing.quietlog import QuietLog
 from .base import CliContext, emit_json, now, pass_cli
+from .daemon import app_options, start_daemon
 
 logger = logging.getLogger(__name__)
 
 
 @click.command("start-listener")
-@click.option(
-    "--broker-url",
-    envvar="SWH_SCHEDULER_BROKER_URL",
-    show_envvar=True,
-    help="Celery broker (default: from celeryconfig).",
-)
+@app_options(broker_help="Celery broker whose events are read")
 @click.option(
     "--once",
     is_flag=True,
@@ -76,11 +72,30 @@ logger = logging.getLogger(__name__)
     help="Log the events received, applied (by what they did) and dropped (by why) "
     "every this many seconds (0: never).",
 )
+@click.option(
+    "--enable-events/--no-enable-events",
+    default=True,
+    show_default=True,
+    help="Ask the workers to send task events (Celery's enable_events, as Flower does) "
+    "at start, every --enable-events-every seconds and whenever a worker that has not "
+    "answered is seen: a worker started without -E is then recorded like the others. "
+    "Either way, a worker seen taking tasks without sending task events is named in a "
+    "warning, and the runs it may have taken are not published again while it lives.",
+)
+@click.option(
+    "--enable-events-every",
+    type=click.FloatRange(min=1.0),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds between two requests to every worker to send task events.",
+)
 @click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port.")
 @click.option("--json", "as_json", is_flag=True, help="With --once: print the counts as JSON.")
 @pass_cli
 def start_listener(
     cli: CliContext,
+    app_spec: str | None,
     broker_url: str | None,
     once: bool,
     queue_name: str | None,
@@ -89,18 +104,20 @@ def start_listener(
     catch_up_every: float,
     catch_up_delay: float,
     summary_every: float,
+    enable_events: bool,
+    enable_events_every: float,
     metrics_port: int | None,
     as_json: bool,
 ) -> None:
     """Record what the workers report (Celery events) as runs, statistics and
     the next run times of tasks."""
     from ..listener import EventHandler, Listener, ListenerOptions, catch_up
-    from ..plumbing.celery_factory import make_app
+    from ..listener.blind import BlindWatch
+    from ..listener.switch import EventSwitch
 
     if queue_name is not None and not queue_name.strip():
         raise InvalidInput("queue-name", "must not be empty (leave it out for the installation's)")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    app = make_app(broker_url=broker_url or cli.settings.broker_url, load_workers=False)
+    app = start_daemon(cli, "start-listener", app_spec=app_spec, broker_url=broker_url).app
     store = cli.scheduling_store("start-listener")
     rng = random.Random()
     handler = EventHandler(store, rng=rng)
@@ -135,6 +152,11 @@ def start_listener(
         return
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    switch = None
+    if enable_events:
+        switch = EventSwitch(app, store, every=enable_events_every, stop=stop)
+        switch.start()
+    handler.watch = BlindWatch(switch)
     if metrics_port is not None:
         from prometheus_client import start_http_server
 
@@ -163,5 +185,7 @@ def start_listener(
         catcher = threading.Thread(target=catch_up_loop, name="catch-up", daemon=True)
         catcher.start()
     listener.run()
+    if switch is not None:
+        switch.join(timeout=5)
     if catcher is not None:
         catcher.join(timeout=10)

@@ -87,7 +87,13 @@ def explain(cli: CliContext, task_id: int, at: str | None, zone: tzinfo, as_json
     instant = parse_datetime("at", at) if at else now()
     with render.one_clock(zone, as_json=as_json):
         failure = conditions.last_failure(cli.store, task_id)
-        run = conditions.latest_run_state(cli.store, item, instant, queue=task_type.effective_queue)
+        run = conditions.latest_run_state(
+            cli.store,
+            item,
+            instant,
+            queue=task_type.effective_queue,
+            backend=task_type.backend_name,
+        )
         answer = policy.explain(item, task_type, instant, last_failure=failure, run=run)
         line = why_it_waits(cli.store, item, task_type, instant)
         if as_json:

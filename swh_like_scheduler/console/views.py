@@ -484,7 +484,11 @@ def task_page(state: ApiState, task_id: int) -> TaskPage | None:
             # the latest failure among the runs shown (the runs table has the rest)
             last_failure=next((r for r in runs if r.status in policy.FAILED_STATUSES), None),
             run=conditions.latest_run_state(
-                state.store, task, now, queue=task_type.effective_queue
+                state.store,
+                task,
+                now,
+                queue=task_type.effective_queue,
+                backend=task_type.backend_name,
             ),
         ),
         firings=firings,

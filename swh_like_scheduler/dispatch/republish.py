@@ -34,6 +34,7 @@ from ..broker import BrokerError, publish_batch, queue_depths
 from ..domain.exceptions import SchedulerError
 from ..domain.model import Claimed, TaskType
 from ..plumbing.quietlog import QuietLog
+from ..policy.blind import holds, is_blind
 from ..store import SchedulerStore
 from . import metrics
 from .routing import LiveWorkers
@@ -42,6 +43,8 @@ from .serve import message_for
 logger = logging.getLogger(__name__)
 #: failures that repeat pass after pass during an outage: one line a minute per kind
 _quiet = QuietLog(logger, logging.ERROR)
+#: the runs held for a worker that sends no task events: one line a minute per worker
+_blind = QuietLog(logger, logging.WARNING)
 
 #: how long a claimed batch may stay unpublished before its runs count as
 #: orphans (a claim's messages normally go out within a second or two)
@@ -101,7 +104,8 @@ def _reclaim_lost(
 ) -> list[tuple[str, Claimed]]:
     """The oldest published runs that never started, per queue as many as
     the queue's depth leaves unaccounted for."""
-    counts = store.unstarted_run_counts()
+    held = _held(store, types)
+    counts = store.unstarted_run_counts(held=held or None)
     if not counts:
         return []
     by_queue: dict[str, list[str]] = defaultdict(list)
@@ -123,8 +127,38 @@ def _reclaim_lost(
                 published_before=now - older_than,
                 task_types=names,
                 limit=min(missing, limit - len(taken)),
+                held=held or None,
             )
     return taken
+
+
+def _held(
+    store: SchedulerStore, types: Callable[[], dict[str, TaskType]]
+) -> dict[str, datetime | None]:
+    """The runs not to send again, per type: those a live worker that sends
+    no task events may have taken (:func:`..policy.blind.holds`); said once
+    a minute per worker."""
+    workers = store.get_workers()
+    if not any(w.blind_since is not None for w in workers):
+        return {}
+    held = holds(workers, {t.type: t.backend_name for t in types().values()})
+    for worker in workers:
+        if is_blind(worker) and held:
+            until = (
+                f"dispatched before {worker.blind_until.isoformat()}"
+                if worker.blind_until is not None
+                else "dispatched since it began"
+            )
+            _blind.log(
+                "worker %s takes tasks without sending task events (started without -E): "
+                "runs of %s %s that never started are not published again while it is alive "
+                "(they may have run there); start it with -E",
+                worker.hostname,
+                ", ".join(sorted(held)),
+                until,
+                key=worker.hostname,
+            )
+    return held
 
 
 def _send(

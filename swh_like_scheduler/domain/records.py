@@ -160,13 +160,16 @@ class WorkerSighting:
     ``name@node``), ``at`` (the event's own timestamp, aware UTC),
     ``online`` (False for ``worker-offline``), the heartbeat period
     ``freq`` in seconds and the ``pid`` of the worker's main process when
-    the event tells them."""
+    the event tells them; ``processed``, the tasks the worker has begun
+    since it started (a heartbeat's count; not stored: the listener
+    compares it with the task events it gets)."""
 
     hostname: str
     at: datetime
     online: bool
     freq: float | None = None
     pid: int | None = None
+    processed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,12 @@ class WorkerState:
     (the one of its latest event), first seen at ``pid_since``; and
     ``other_pid``, another main process seen under the same name, last seen
     at ``other_seen_at``: a restart in progress (the old process, until it
-    has been silent long enough) or a second live worker under one name."""
+    has been silent long enough) or a second live worker under one name.
+
+    ``blind_since`` .. ``blind_until``: the worker took tasks without
+    sending task events (started without ``-E``) over that window
+    (``blind_until`` ``None`` while it lasts), running the Celery tasks
+    ``blind_tasks`` (``None``: unknown, any): :mod:`..policy.blind`."""
 
     hostname: str
     last_heartbeat_at: datetime
@@ -186,6 +194,22 @@ class WorkerState:
     pid_since: datetime | None = None
     other_pid: int | None = None
     other_seen_at: datetime | None = None
+    blind_since: datetime | None = None
+    blind_until: datetime | None = None
+    blind_tasks: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class BlindWindow:
+    """What the listener learnt of worker ``hostname``'s task events: it
+    took tasks without sending them from ``since`` (``None``: a window
+    already open is meant) until ``until`` (``None``: it still does),
+    running the Celery tasks ``tasks`` (``None``: unknown, any)."""
+
+    hostname: str
+    since: datetime | None
+    until: datetime | None = None
+    tasks: tuple[str, ...] | None = None
 
 
 class WorkerChangeKind(StrEnum):

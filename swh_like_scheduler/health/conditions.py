@@ -18,6 +18,7 @@ from ..domain.exceptions import UnknownTaskType
 from ..domain.jsonable import hidden_kwargs
 from ..domain.model import ScheduleKind, Task, TaskRun, TaskStatus
 from ..domain.records import WorkerState
+from ..policy.blind import holders
 from ..store import SchedulerStore, TaskFilter
 
 #: the statuses whose tasks the summary reads
@@ -99,11 +100,21 @@ def latest_run(store: SchedulerStore, task_id: int) -> tuple[TaskRun | None, Wor
 
 
 def latest_run_state(
-    store: SchedulerStore, task: Task, now: datetime, *, queue: str | None = None
+    store: SchedulerStore,
+    task: Task,
+    now: datetime,
+    *,
+    queue: str | None = None,
+    backend: str | None = None,
 ) -> policy.RunState | None:
-    """:func:`policy.run_state` of ``task``'s latest run (for ``explain``)."""
+    """:func:`policy.run_state` of ``task``'s latest run (for ``explain``);
+    ``backend``, the Celery task its type runs, names the workers without
+    task events that may hold a run never seen to start."""
     run, worker = latest_run(store, task.id or 0)
-    return policy.run_state(task, run, now, worker=worker, queue=queue)
+    holding: list[WorkerState] = []
+    if run is not None and run.status.is_open and run.started is None and backend:
+        holding = holders(store.get_workers(), backend, run.scheduled)
+    return policy.run_state(task, run, now, worker=worker, queue=queue, holders=holding)
 
 
 def unchanged_reason(store: SchedulerStore, action: str, task_id: int, now: datetime) -> str:

@@ -266,7 +266,8 @@ def parse_worker_event(event: Mapping[str, Any]) -> WorkerSighting | None:
     """The :class:`WorkerSighting` of a Celery worker event
     (``worker-heartbeat``, ``worker-online``, ``worker-offline``): its
     ``hostname`` (``name@node``), its own ``timestamp``, ``freq`` (the
-    heartbeat period, seconds) and ``pid`` (its main process). ``None`` for
+    heartbeat period, seconds), ``pid`` (its main process) and
+    ``processed`` (the tasks it began since it started). ``None`` for
     any other event, or one without a hostname or a usable timestamp."""
     event_type = event.get("type")
     online = WORKER_EVENT_ONLINE.get(event_type) if isinstance(event_type, str) else None
@@ -283,4 +284,7 @@ def parse_worker_event(event: Mapping[str, Any]) -> WorkerSighting | None:
     pid = event.get("pid")
     if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2**31:
         pid = None
-    return WorkerSighting(hostname, at, online, float(freq) if freq else None, pid)
+    processed = event.get("processed")
+    if isinstance(processed, bool) or not isinstance(processed, int) or processed < 0:
+        processed = None
+    return WorkerSighting(hostname, at, online, float(freq) if freq else None, pid, processed)

@@ -66,6 +66,7 @@ from ..store import SchedulerStore
 from ..store.interface import RunEnd
 from . import poison
 from .actions import Action, BatchSummary, HandleResult
+from .blind import BlindWatch
 from .events import EventKind, RunEvent, parse_event, parse_worker_event
 
 logger = logging.getLogger(__name__)
@@ -115,6 +116,9 @@ class EventHandler:
         self._apply = outcome_applier(self.task_types, rng)
         self._visits = VisitFeed(store)
         self._started = _RecentStarts()
+        #: workers taking tasks without task events, from their heartbeats
+        #: (``None``: not watched)
+        self.watch: BlindWatch | None = None
         #: the lanes' threads, kept from batch to batch (see :meth:`handle_batch`)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lanes = 0
@@ -208,6 +212,10 @@ class EventHandler:
         # after the run events: a run that ended just before its worker went
         # offline keeps its real outcome
         self._apply_sightings(sightings)
+        if self.watch is not None:
+            windows = self.watch.observe(run_events, sightings)
+            if windows:
+                self.store.mark_blind_workers(windows)
         return summary
 
     def _lanes(self, lanes: int) -> ThreadPoolExecutor:

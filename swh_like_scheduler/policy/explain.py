@@ -342,7 +342,13 @@ def _failure_json(run: TaskRun | None) -> dict[str, Any] | None:
 
 
 #: the phases of the latest run that keep the task from being dispatched
-_BLOCKING = (RunPhase.QUEUED, RunPhase.RUNNING, RunPhase.END_NOT_APPLIED, RunPhase.NO_RUN)
+_BLOCKING = (
+    RunPhase.QUEUED,
+    RunPhase.UNKNOWN,
+    RunPhase.RUNNING,
+    RunPhase.END_NOT_APPLIED,
+    RunPhase.NO_RUN,
+)
 
 
 def _blockers(

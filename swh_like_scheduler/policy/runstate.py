@@ -14,6 +14,7 @@ Pure: the caller reads the task's latest run (and its worker) and gives ``now``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -28,6 +29,9 @@ class RunPhase(StrEnum):
     """Where a task's latest run is."""
 
     QUEUED = "queued"  # dispatched, not started: its message waits for a worker
+    #: dispatched, never seen to start, and a worker that sends no task
+    #: events may have taken it: whether it runs, ran or waits is unknown
+    UNKNOWN = "unknown"
     RUNNING = "running"  # started by a worker, not ended
     END_NOT_APPLIED = "end_not_applied"  # ended, but the task still says scheduled
     NO_RUN = "no_run"  # the task says scheduled and has no run at all
@@ -44,7 +48,7 @@ class RunState:
 
     @property
     def is_open(self) -> bool:
-        return self.phase in (RunPhase.QUEUED, RunPhase.RUNNING)
+        return self.phase in (RunPhase.QUEUED, RunPhase.RUNNING, RunPhase.UNKNOWN)
 
     def to_dict(self) -> dict[str, Any]:
         run = self.run
@@ -95,11 +99,14 @@ def run_state(
     *,
     worker: WorkerState | None = None,
     queue: str | None = None,
+    holders: Sequence[WorkerState] = (),
 ) -> RunState | None:
     """The state of ``run``, the latest run of ``task`` (``None``: it has
     none), with what ``worker`` (the run's worker's row, if read) says of
-    it; ``queue`` names the queue its message waits in. ``None`` when there
-    is nothing to say (no run, and the task does not wait for one)."""
+    it; ``queue`` names the queue its message waits in; ``holders``, the
+    live workers sending no task events that may have taken it
+    (:func:`.blind.holders`): its state is then unknown. ``None`` when
+    there is nothing to say (no run, and the task does not wait for one)."""
     if run is None:
         if task.status is not TaskStatus.SCHEDULED:
             return None
@@ -109,6 +116,17 @@ def run_state(
             "the task is marked scheduled (dispatched) but has no run: cancel it, then respawn it",
         )
     name = f"run {run.id}" if run.id is not None else f"run {run.backend_id}"
+    if run.status.is_open and run.started is None and holders:
+        names = ", ".join(w.hostname for w in holders)
+        some = "worker" if len(holders) == 1 else "workers"
+        return RunState(
+            RunPhase.UNKNOWN,
+            run,
+            f"{name} was dispatched at {_when(run.scheduled, now)} and no task-started event "
+            f"arrived: its message may have left the queue for {some} {names}, which "
+            "sends no task events (started without -E); whether it runs, ran or waits is "
+            "unknown, and it is not published again while that worker is alive",
+        )
     if run.status.is_open and run.started is None:
         where = f" in queue {queue}" if queue else ""
         return RunState(

@@ -10,6 +10,7 @@ from ..domain.model import Priority, TaskRun, TypeLoad
 
 if TYPE_CHECKING:
     from ..domain.records import (
+        BlindWindow,
         Expiry,
         LockState,
         WorkerChange,
@@ -53,6 +54,16 @@ class MonitorStore(Protocol):
 
     def get_workers(self) -> list[WorkerState]:
         """Every worker the listener has seen, ordered by hostname."""
+        ...
+
+    def mark_blind_workers(self, windows: Sequence[BlindWindow]) -> list[WorkerState]:
+        """Record what the listener learnt of workers' task events: each
+        window is folded into its worker's row in order
+        (:func:`~swh_like_scheduler.policy.blind.fold_window`: a window of a
+        former process replaced, an open one opened or kept open, a close
+        ending an open one, task names added up). A name with no row is
+        ignored (its heartbeats are recorded first). Returns the rows that
+        changed, as they are now."""
         ...
 
     def end_worker_runs(

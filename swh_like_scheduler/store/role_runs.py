@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -200,11 +200,19 @@ class RunStore(Protocol):
         at least that many. A negative bound is :class:`InvalidInput`."""
         ...
 
-    def unstarted_run_counts(self, *, task_types: Sequence[str] | None = None) -> dict[str, int]:
+    def unstarted_run_counts(
+        self,
+        *,
+        task_types: Sequence[str] | None = None,
+        held: Mapping[str, datetime | None] | None = None,
+    ) -> dict[str, int]:
         """Per task type (of ``task_types``, default all), how many runs are
         ``scheduled`` with their message published (or from before dispatch
         batches): the messages that are in a queue, prefetched by a worker,
-        or lost. Types with none are absent."""
+        or lost. Types with none are absent. ``held`` leaves out, per type,
+        every run (``None``) or those dispatched (``scheduled``) before an
+        instant: runs a worker sending no task events may have taken
+        (:func:`~swh_like_scheduler.policy.blind.holds`)."""
         ...
 
     def reclaim_unstarted_runs(
@@ -215,6 +223,7 @@ class RunStore(Protocol):
         published_before: datetime | None = None,
         claimed_before: datetime | None = None,
         task_types: Sequence[str] | None = None,
+        held: Mapping[str, datetime | None] | None = None,
     ) -> list[tuple[str, Claimed]]:
         """Take runs that never started so that their message can be
         published again with the same id: with ``claimed_before``, runs whose
@@ -222,7 +231,9 @@ class RunStore(Protocol):
         (orphans: no message was ever sent); with ``published_before``, runs
         whose message went out before it (it may be lost: broker data gone,
         purged queue), up to ``limit``, oldest first, of ``task_types``
-        (default all).
+        (default all), but for those ``held`` names (as
+        :meth:`unstarted_run_counts`; orphans are never held: no worker
+        could take them).
 
         The runs taken form a new dispatch batch (:attr:`Claimed.batch`, to
         mark published once sent), get ``scheduled = now`` and a

@@ -15,7 +15,7 @@ marks the batch published once the batch's messages are sent. Runs still
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +33,18 @@ _NEW_BATCH = (
     .values(claimed_at=sa.bindparam("claimed_at", type_=batch_t.c.claimed_at.type))
     .returning(batch_t.c.id)
 )
+
+
+def _not_held(held: Mapping[str, datetime | None] | None) -> list[sa.ColumnElement[bool]]:
+    """Conditions that leave out the runs ``held`` names: per task type,
+    every run (``None``) or those dispatched before an instant."""
+    conditions: list[sa.ColumnElement[bool]] = []
+    for type_name, until in sorted((held or {}).items()):
+        if until is None:
+            conditions.append(task_t.c.type != type_name)
+        else:
+            conditions.append(sa.or_(task_t.c.type != type_name, run_t.c.scheduled >= until))
+    return conditions
 
 
 class DispatchMethods(SQLBase):
@@ -57,14 +69,19 @@ class DispatchMethods(SQLBase):
                 .values(published_at=at)
             )
 
-    def unstarted_run_counts(self, *, task_types: Sequence[str] | None = None) -> dict[str, int]:
+    def unstarted_run_counts(
+        self,
+        *,
+        task_types: Sequence[str] | None = None,
+        held: Mapping[str, datetime | None] | None = None,
+    ) -> dict[str, int]:
         published = sa.or_(batch_t.c.id.is_(None), batch_t.c.published_at.is_not(None))
         query = (
             sa.select(task_t.c.type, sa.func.count())
             .select_from(run_t)
             .join(task_t, task_t.c.id == run_t.c.task_id)
             .outerjoin(batch_t, batch_t.c.id == run_t.c.batch_id)
-            .where(_SCHEDULED_RUN, published)
+            .where(_SCHEDULED_RUN, published, *_not_held(held))
             .group_by(task_t.c.type)
         )
         if task_types is not None:
@@ -80,12 +97,13 @@ class DispatchMethods(SQLBase):
         published_before: datetime | None = None,
         claimed_before: datetime | None = None,
         task_types: Sequence[str] | None = None,
+        held: Mapping[str, datetime | None] | None = None,
     ) -> list[tuple[str, Claimed]]:
         if limit <= 0 or (published_before is None and claimed_before is None):
             return []
         with self._write("reclaim unstarted runs") as conn:
             found = conn.execute(
-                self._unstarted(conn, published_before, claimed_before, task_types, limit)
+                self._unstarted(conn, published_before, claimed_before, task_types, limit, held)
             ).all()
             if not found:
                 return []
@@ -120,6 +138,7 @@ class DispatchMethods(SQLBase):
         claimed_before: datetime | None,
         task_types: Sequence[str] | None,
         limit: int,
+        held: Mapping[str, datetime | None] | None = None,
     ) -> sa.Select[Any]:
         """The runs :meth:`reclaim_unstarted_runs` takes, oldest first."""
         kinds: list[sa.ColumnElement[bool]] = []
@@ -148,6 +167,7 @@ class DispatchMethods(SQLBase):
                         batch_t.c.id.is_(None),
                         batch_t.c.published_at < published_before,
                     ),
+                    *_not_held(held),
                 )
             )
         query = (

@@ -18,7 +18,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..domain.records import WorkerChange, WorkerSighting, WorkerState
+from ..domain.records import BlindWindow, WorkerChange, WorkerSighting, WorkerState
+from ..policy.blind import fold_window
 from ..policy.workers import see_workers
 from .sql_base import SQLBase
 from .tables import worker as worker_t
@@ -70,6 +71,36 @@ class WorkerMethods(SQLBase):
                 conn.execute(stmt, values)
         return changes
 
+    def mark_blind_workers(self, windows: Sequence[BlindWindow]) -> list[WorkerState]:
+        by_name: dict[str, list[BlindWindow]] = {}
+        for window in windows:
+            by_name.setdefault(window.hostname, []).append(window)
+        if not by_name:
+            return []
+        changed: list[WorkerState] = []
+        with self._write("record workers without task events") as conn:
+            query = sa.select(worker_t).where(worker_t.c.hostname.in_(sorted(by_name)))
+            for row in conn.execute(self._lock(query.order_by(worker_t.c.hostname))).all():
+                before = worker_state(row._mapping)
+                after = before
+                for window in by_name[before.hostname]:
+                    after = fold_window(after, window)
+                if after == before:
+                    continue
+                conn.execute(
+                    sa.update(worker_t)
+                    .where(worker_t.c.hostname == after.hostname)
+                    .values(
+                        blind_since=after.blind_since,
+                        blind_until=after.blind_until,
+                        blind_tasks=list(after.blind_tasks)
+                        if after.blind_tasks is not None
+                        else None,
+                    )
+                )
+                changed.append(after)
+        return changed
+
     def get_workers(self) -> list[WorkerState]:
         with self._read("list workers") as conn:
             found = conn.execute(sa.select(worker_t).order_by(worker_t.c.hostname)).all()
@@ -91,4 +122,7 @@ def worker_state(row: Any) -> WorkerState:
         pid_since=row["pid_since"],
         other_pid=row["other_pid"],
         other_seen_at=row["other_seen_at"],
+        blind_since=row["blind_since"],
+        blind_until=row["blind_until"],
+        blind_tasks=tuple(row["blind_tasks"]) if row["blind_tasks"] is not None else None,
     )

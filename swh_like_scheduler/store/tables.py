@@ -312,6 +312,12 @@ worker = sa.Table(
     sa.Column("pid_since", UTCDateTime),
     sa.Column("other_pid", sa.Integer),
     sa.Column("other_seen_at", UTCDateTime),
+    # taking tasks without sending task events from ``blind_since`` until
+    # ``blind_until`` (NULL while it lasts), running these Celery task names
+    # (JSON list; NULL: unknown) (sql/versions/0019_worker_task_events.py)
+    sa.Column("blind_since", UTCDateTime),
+    sa.Column("blind_until", UTCDateTime),
+    sa.Column("blind_tasks", _json()),
 )
 
 #: Named locks with an expiry on the database clock (the monitor's: one

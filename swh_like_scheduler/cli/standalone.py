@@ -13,10 +13,25 @@ from types import FrameType
 
 import click
 
+from ..config.sources import Chosen, app_setting, choose_broker, choose_database, first_line
+from ..domain.exceptions import InvalidInput
 from .base import CliContext, Failed, pass_cli
+from .daemon import load_app, option_source
 
 
 @click.command("standalone")
+@click.option(
+    "--app",
+    "-A",
+    "app_spec",
+    envvar="SWH_SCHEDULER_APP",
+    show_envvar=True,
+    metavar="MODULE:APP",
+    help="Your Celery app, as celery -A takes it, imported from the current directory: "
+    "one worker of it runs the task types of the database, the daemons are given it, "
+    "and its broker_url, result_backend and swh_scheduler_db_url are used (no example "
+    "types or tasks are made).",
+)
 @click.option(
     "--broker-url",
     envvar="SWH_SCHEDULER_BROKER_URL",
@@ -78,6 +93,7 @@ from .base import CliContext, Failed, pass_cli
 @pass_cli
 def standalone(
     cli: CliContext,
+    app_spec: str | None,
     broker_url: str | None,
     db_url: str | None,
     duration: float | None,
@@ -106,12 +122,42 @@ def standalone(
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if db_url:
-        cli.settings = dataclasses.replace(cli.settings, db_url=db_url, db_is_default=False)
+        cli.settings = dataclasses.replace(
+            cli.settings, db_url=db_url, db_is_default=False, db_source="--db-url"
+        )
     cli.create_empty = True
+    user_app = load_app(app_spec) if app_spec else None
+    database = choose_database(cli.settings, app=user_app, app_spec=app_spec)
+    if user_app is not None:
+        own = app_setting(user_app, "swh_scheduler_db_url")
+        if own is not None and own != database.url:
+            raise InvalidInput(
+                "db-url",
+                f"the app {app_spec} names another database (swh_scheduler_db_url): the "
+                "daemons given the app would use that one; leave one of them out",
+            )
+        cli.settings = dataclasses.replace(
+            cli.settings, db_url=database.url, db_is_default=database.default
+        )
+    broker: Chosen | None = None
+    if broker_url:
+        broker = Chosen(broker_url, option_source("--broker-url", "SWH_SCHEDULER_BROKER_URL"))
+    elif user_app is not None and app_setting(user_app, "broker_url"):
+        broker = choose_broker(cli.settings, app=user_app, app_spec=app_spec)
+    elif cli.settings.broker_url:
+        broker = choose_broker(cli.settings)
+    embedded = Chosen("an embedded Redis server", "standalone, for this run only")
+    # the embedded database and broker are standalone's own choice: said, not warned of
+    shown = dataclasses.replace(database, default=False)
+    click.echo(first_line("standalone", shown, broker or embedded)[1])
+    backend = os.environ.get("SWH_SCHEDULER_RESULT_BACKEND") or None
+    if user_app is not None:
+        backend = app_setting(user_app, "result_backend") or backend
     options = Options(
         db_url=cli.settings.db_url,
-        broker_url=broker_url or cli.settings.broker_url,
-        result_backend=os.environ.get("SWH_SCHEDULER_RESULT_BACKEND") or None,
+        broker_url=broker.url if broker is not None else None,
+        result_backend=backend,
+        app=app_spec,
         duration=duration,
         examples=not no_examples,
         api=not no_api,

@@ -112,6 +112,9 @@ class Options:
     api: bool = True
     #: delays before a child that exited on its own is started again
     restart: RestartPolicy = field(default_factory=RestartPolicy)
+    #: a Celery app of the user's (``--app``, as ``celery -A`` takes it): its
+    #: workers run the tasks, and the daemons are given it
+    app: str | None = None
 
 
 def _now() -> datetime:
@@ -193,7 +196,14 @@ class Platform:
         self.out.flush()
 
     def prepare_store(self) -> None:
-        """Register the installed task types; create the examples on an empty database."""
+        """Register the installed task types; create the examples on an empty
+        database (neither with an app of the user's: its tasks are its own)."""
+        if self.options.app is not None:
+            self.say(
+                f"Your app {self.options.app}: its workers run the task types in the "
+                "database (no example types or tasks)"
+            )
+            return
         created = register_task_types(self.store)
         if created:
             self.say(f"Registered task types: {', '.join(created)}")
@@ -214,13 +224,20 @@ class Platform:
             env.pop("SWH_SCHEDULER_RESULT_BACKEND", None)
         env["PYTHONUNBUFFERED"] = "1"
         env[RUN_ENV] = str(self.run_dir)
+        if self.options.app is not None:
+            env["SWH_SCHEDULER_APP"] = self.options.app  # the daemons' --app
+        else:
+            env.pop("SWH_SCHEDULER_APP", None)
         return env
 
     def worker_specs(self, env: dict[str, str]) -> list[ChildSpec]:
-        """One Celery worker per queue of the registered task types."""
+        """One Celery worker per queue of the registered task types (with an
+        app of the user's, one worker of that app on all of them)."""
         queues: dict[str, list[str]] = {}
         for task_type in self.store.get_task_types():
             queues.setdefault(task_type.effective_queue, []).append(task_type.type)
+        if self.options.app is not None:
+            return [self._app_worker(sorted(queues), env)] if queues else []
         specs = []
         for queue, names in sorted(queues.items(), key=lambda item: item[1][0]):
             name = _safe("+".join(sorted(names)))
@@ -250,6 +267,33 @@ class Platform:
                 ChildSpec(f"worker {name}", argv, self.run_dir / f"worker-{name}.log", env)
             )
         return specs
+
+    def _app_worker(self, queues: list[str], env: dict[str, str]) -> ChildSpec:
+        """A worker of the user's app (``celery -A APP worker -Q ... -E``)."""
+        assert self.options.app is not None
+        argv = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            self.options.app,
+            "worker",
+            "-Q",
+            ",".join(queues),
+            "-E",
+            "-n",
+            "standalone@%h",
+            "-c",
+            str(self.options.concurrency),
+            "--pool",
+            self.options.pool,
+            "--loglevel",
+            "INFO",
+            "--without-mingle",
+            "--pidfile",
+            str(self.run_dir / "worker-app.pid"),
+        ]
+        return ChildSpec("worker app", argv, self.run_dir / "worker-app.log", env)
 
     def start(self) -> None:
         """Start the broker (if needed) and every daemon; on failure, stop what started."""

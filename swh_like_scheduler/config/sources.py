@@ -41,7 +41,10 @@ class Chosen:
 
 
 def mask_url(url: str) -> str:
-    """``url`` with its password, if any, replaced by ``***``."""
+    """``url`` with its password, if any, replaced by ``***`` (each URL's
+    of a fail-over list, ``;``-separated as Kombu reads it)."""
+    if ";" in url:
+        return ";".join(mask_url(part) for part in url.split(";"))
     try:
         parts = urlsplit(url)
         password = parts.password
@@ -63,6 +66,15 @@ def from_flag(name: str, *, by_environment: bool, variable: str) -> str:
 def app_setting(app: Any, name: str) -> str | None:
     """The app's own value of setting ``name`` (``None`` when it sets none)."""
     value = app.conf.get(name)
+    return value if isinstance(value, str) and value else None
+
+
+def app_broker(app: Any) -> str | None:
+    """The app's own ``broker_url`` (``None`` when it sets none); a fail-over
+    list of URLs, as Celery takes it, in Kombu's ``;``-separated form."""
+    value = app.conf.get("broker_url")
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        return ";".join(value)
     return value if isinstance(value, str) and value else None
 
 
@@ -95,7 +107,7 @@ def choose_broker(
     if flag and flag_source == "--broker-url":
         return Chosen(flag, flag_source)
     if app is not None:
-        own = app_setting(app, "broker_url")
+        own = app_broker(app)
         if own is not None:
             return Chosen(own, f"the broker_url of the app {app_spec}")
     if flag:

@@ -7,6 +7,7 @@ explicitly from its settings, or takes the user's own (``--app``).
 
 from __future__ import annotations
 
+import math
 import types
 from collections.abc import Mapping
 from importlib import import_module
@@ -59,6 +60,8 @@ def environment_settings(environ: Mapping[str, str]) -> dict[str, Any]:
                 raise InvalidInput(variable, f"{value!r} is not a number of seconds") from None
             if not seconds > 0:
                 raise InvalidInput(variable, f"{value!r} must be longer than zero")
+            if not math.isfinite(seconds):  # a lease never renewed: taken from its run
+                raise InvalidInput(variable, f"{value!r} is not a finite number of seconds")
             found[name] = seconds
         else:
             found[name] = value

@@ -87,6 +87,10 @@ def fold_window(state: WorkerState, window: BlindWindow) -> WorkerState:
     if state.blind_until is not None:
         until = max(until, state.blind_until)
     since = min(state.blind_since, window.since) if state.blind_since else window.since
+    if state.pid_since is not None and since < state.pid_since:
+        # an instant of another clock (the listener's): the window stays the
+        # current process's, whose it is
+        since = state.pid_since
     return dataclasses.replace(state, blind_since=since, blind_until=until, blind_tasks=tasks)
 
 

@@ -72,6 +72,7 @@ class BlindWatch:
         if not sighting.online:
             self._beats.pop(name, None)
             self._signs.pop(name, None)
+            self._open.discard(name)  # its process ended: a new one is watched afresh
             if self.switch is not None:
                 self.switch.forget(name)
             return None
@@ -84,7 +85,9 @@ class BlindWatch:
             return None  # late or repeated: the newer one was compared
         self._beats[name] = (sighting.at, sighting.processed)
         if previous is not None and sighting.processed < previous[1]:
-            self._signs.pop(name, None)  # a new process: its count starts again
+            # a new process: its count starts again, and it is watched afresh
+            self._signs.pop(name, None)
+            self._open.discard(name)
             return None
         current = (sighting.at, sighting.processed)
         if name not in self._signs and heartbeat_blind(

@@ -133,6 +133,17 @@ def connect(cli: CliContext, *, app_spec: str | None, broker_url: str | None) ->
     return Connected(user_app, database, broker, app_spec)
 
 
+def connect_database(cli: CliContext, app_spec: str) -> Chosen:
+    """The database the app ``app_spec`` names, unless ``--db-url`` does,
+    put in ``cli``'s settings (a command that uses no broker)."""
+    database = choose_database(cli.settings, app=load_app(app_spec), app_spec=app_spec)
+    if database.url != cli.settings.db_url:
+        cli.settings = dataclasses.replace(
+            cli.settings, db_url=database.url, db_is_default=False, db_source=database.source
+        )
+    return database
+
+
 def announce(command: str, database: Chosen, broker: Chosen | None) -> None:
     """Log a daemon's first line (:func:`..config.sources.first_line`)."""
     warn, text = first_line(command, database, broker)

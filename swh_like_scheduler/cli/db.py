@@ -20,22 +20,40 @@ def _migrations() -> ModuleType:
     return migrations
 
 
-def _engine_for(cli: CliContext) -> sa.Engine:
+def _engine_for(cli: CliContext, app_spec: str | None = None) -> sa.Engine:
     # a command's bounds (no statement timeout); a migration also sets none
     # for its transaction, whatever the URL says (migrations.upgrade)
     from ..store import make_engine
 
+    if app_spec is not None:  # the database the app names, unless --db-url does
+        from .daemon import connect_database
+
+        connect_database(cli, app_spec)
     return make_engine(cli.settings.db_url, role="cli")
 
 
+#: ``--app`` of the schema commands: the database the app names
+app_option = click.option(
+    "--app",
+    "-A",
+    "app_spec",
+    envvar="SWH_SCHEDULER_APP",
+    show_envvar=True,
+    metavar="MODULE:APP",
+    help="Your Celery app (as celery -A takes it): the database is its "
+    "swh_scheduler_db_url setting, unless --db-url names one.",
+)
+
+
 @click.command("init")
+@app_option
 @pass_cli
-def init(cli: CliContext) -> None:
+def init(cli: CliContext, app_spec: str | None) -> None:
     """Create the schema in an empty database (a no-op on a current one)."""
     from ..store import SQLAlchemyStore
 
     migrations = _migrations()
-    engine = _engine_for(cli)
+    engine = _engine_for(cli, app_spec)
     try:
         before = migrations.current_revision(engine)
         if before is not None and before != migrations.head_revision():
@@ -54,13 +72,14 @@ def init(cli: CliContext) -> None:
 
 @click.command("upgrade")
 @click.option("--revision", default="head", show_default=True, help="Target revision.")
+@app_option
 @pass_cli
-def upgrade(cli: CliContext, revision: str) -> None:
+def upgrade(cli: CliContext, revision: str, app_spec: str | None) -> None:
     """Upgrade the schema to the latest (or the given) revision."""
     from ..store import SQLAlchemyStore
 
     migrations = _migrations()
-    engine = _engine_for(cli)
+    engine = _engine_for(cli, app_spec)
     try:
         before = migrations.current_revision(engine)
         migrations.upgrade(engine, revision)

@@ -258,3 +258,74 @@ def test_0018_marks_the_cooldowns_that_are_the_default(empty_db_url: str) -> Non
         assert len(marked) == len(values)
     finally:
         engine.dispose()
+
+
+def test_0019_adds_the_worker_task_event_window_and_drops_it_keeping_the_rows(
+    empty_db_url: str,
+) -> None:
+    """Workers recorded at 0018 keep their rows through 0019 (no window);
+    a window is then recorded; back to 0018 the window's columns go and
+    the rows stay (SQLite copies the table), and up again gives exactly
+    the models."""
+    from datetime import UTC, datetime, timedelta
+
+    import sqlalchemy as sa
+    from alembic import command
+
+    from swh_like_scheduler.domain.records import BlindWindow
+
+    engine = make_engine(empty_db_url)
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    seen = now.replace(tzinfo=None) if engine.dialect.name == "sqlite" else now
+    blind = {"blind_since", "blind_until", "blind_tasks"}
+
+    def columns() -> set[str]:
+        return {c["name"] for c in sa.inspect(engine).get_columns("worker")}
+
+    def down_to_0018() -> None:
+        config = migrations.alembic_config()
+        with engine.connect() as conn:
+            conn.execution_options(swh_write=True)
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0018")
+            conn.commit()
+
+    try:
+        migrations.upgrade(engine, "0018")
+        assert not blind & columns()
+        with engine.begin() as conn:
+            conn.execution_options(swh_write=True)
+            conn.execute(
+                sa.text(
+                    "INSERT INTO worker (hostname, last_heartbeat_at, online, freq, pid,"
+                    " pid_since) VALUES ('w@box', :seen, :online, 2.0, 4242, :seen)"
+                ),
+                {"seen": seen, "online": True},
+            )
+        migrations.upgrade(engine)
+        assert migrations.current_revision(engine) == "0019"
+        assert blind <= columns()
+        store = SQLAlchemyStore(engine)
+        [row] = store.get_workers()
+        assert (row.hostname, row.pid, row.pid_since) == ("w@box", 4242, now)
+        assert (row.blind_since, row.blind_until, row.blind_tasks) == (None, None, None)
+        window = BlindWindow("w@box", now + timedelta(minutes=1), now + timedelta(minutes=2))
+        store.mark_blind_workers([window])
+        [row] = store.get_workers()
+        assert (row.blind_since, row.blind_until) == (window.since, window.until)
+        down_to_0018()
+        assert migrations.current_revision(engine) == "0018"
+        assert not blind & columns()
+        with engine.connect() as conn:
+            kept = conn.execute(sa.text("SELECT hostname, pid FROM worker")).all()
+        assert [tuple(r) for r in kept] == [("w@box", 4242)]
+        migrations.upgrade(engine)
+        with engine.connect() as conn:
+            context = MigrationContext.configure(
+                conn, opts={"compare_type": True, "compare_server_default": True}
+            )
+            assert compare_metadata(context, metadata) == []
+        [row] = SQLAlchemyStore(engine).get_workers()
+        assert (row.hostname, row.blind_since, row.blind_tasks) == ("w@box", None, None)
+    finally:
+        engine.dispose()

@@ -50,7 +50,7 @@ from ..monitor.duties import MonitorSettings
 from ..runner.interpreter import tune_interpreter
 from ..runner.loop import RunnerLoop
 from ..runner.wakeup import Waker, waker_for
-from ..store import SchedulerStore, SQLAlchemyStore, migrations
+from ..store import SchedulerStore, SQLAlchemyStore, migrations, missing_sqlite_file
 from ..store.session import daemon_pool
 from .sync import BeatScheduleSync, utc_now
 
@@ -121,6 +121,14 @@ class RunnerScheduler(Scheduler):
         warn, line = first_line("celery beat -S swh", database, beat_broker(app), hints=BEAT_HINTS)
         logger.log(logging.WARNING if warn else logging.INFO, "%s", line)
         monitor = monitor_settings(app.conf.get(MONITOR_SETTING, True))
+        missing = missing_sqlite_file(url)
+        if missing is not None:  # opening it would create it: refused as empty
+            logger.critical(
+                "beat -S swh cannot start: no SQLite database at %s (create it with "
+                "`swh scheduler db init`)",
+                missing,
+            )
+            raise SystemExit(1)
         self._store = SQLAlchemyStore.from_url(url, role="beat", pool=daemon_pool("beat"))
         try:
             migrations.check(self._store.engine)

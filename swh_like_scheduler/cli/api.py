@@ -186,6 +186,17 @@ def rpc_serve(
     from ..web import create_app
 
     settings = cli.settings
+    broker = broker_url or settings.broker_url
+    chosen = None
+    if broker_url:
+        chosen = Chosen(broker_url, option_source("--broker-url", f"{ENV_PREFIX}_BROKER_URL"))
+    elif broker:
+        chosen = Chosen(broker, settings.broker_source or "the configuration file")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    announce("rpc-serve", choose_database(settings), chosen)  # before anything else
+    if chosen is None:
+        logger.info("rpc-serve: no broker: cancelled runs are refused at start, not revoked")
+    cli.daemon = True
     variable = f"{ENV_PREFIX}_API_TOKENS"
     if tokens is None and variable in os.environ:  # click reads an empty variable as unset
         raise InvalidInput(
@@ -226,17 +237,6 @@ def rpc_serve(
             "text; put the API behind a TLS reverse proxy (docs/howto/http-api.md, 'Behind TLS')",
             err=True,
         )
-    broker = broker_url or settings.broker_url
-    chosen = None
-    if broker_url:
-        chosen = Chosen(broker_url, option_source("--broker-url", f"{ENV_PREFIX}_BROKER_URL"))
-    elif broker:
-        chosen = Chosen(broker, settings.broker_source or "the configuration file")
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    announce("rpc-serve", choose_database(settings), chosen)
-    if chosen is None:
-        logger.info("rpc-serve: no broker: cancelled runs are refused at start, not revoked")
-    cli.daemon = True
     check, revoke = broker_hooks(broker) if broker else (None, None)
     api = ApiSettings(
         tokens=parsed,

@@ -170,11 +170,13 @@ def test_the_real_kafka_client_without_a_broker_waits_and_returns_nothing(
     assert refused.value.field == "consumer-setting"
 
 
-def test_the_command_refuses_a_bad_setting_and_runs_once(db_url: str) -> None:
+def test_the_command_refuses_a_bad_setting_and_an_unreachable_kafka(db_url: str) -> None:
     runner = CliRunner()
     base = ["scheduler", "--db-url", db_url, "journal-client", "--broker", "127.0.0.1:1"]
     bad = runner.invoke(swh, [*base, "--consumer-setting", "nonsense"])
     assert bad.exit_code == 2 and "consumer-setting" in bad.stderr
+    # nothing listens on 127.0.0.1:1: --once fails instead of reporting nothing received
     once = runner.invoke(swh, [*base, "--once", "--wait", "0.5", "--json"])
-    assert once.exit_code == 0, once.output + once.stderr
-    assert '"received": 0' in once.output
+    assert once.exit_code == 1, once.output + once.stderr
+    assert "error: journal-client: cannot reach Kafka at 127.0.0.1:1: " in once.stderr
+    assert '"received"' not in once.output

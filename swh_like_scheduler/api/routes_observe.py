@@ -190,7 +190,10 @@ def health_report(state: ApiState) -> dict[str, Any]:
                 f"the queue of {name} holds {held} not started, the oldest late by "
                 f"{fmt_duration(timedelta(seconds=round(lag)))} (workers not keeping up)"
             )
-    blind = [w.hostname for w in blind_workers(state.store.get_workers())]
+    try:
+        blind = [w.hostname for w in blind_workers(state.store.get_workers())]
+    except SchedulerError:  # the database went away since: said by the next report
+        blind = []
     body["workers_without_task_events"] = blind
     if blind:
         reasons.append(

@@ -123,8 +123,14 @@ def connect(cli: CliContext, *, app_spec: str | None, broker_url: str | None) ->
         else None,
         app=user_app,
         app_spec=app_spec,
-        built_in=str(base.conf.broker_url),
+        built_in=str(base.conf.get("broker_url")),
+        celery_env=os.environ.get("CELERY_BROKER_URL"),
     )
+    # Celery reads CELERY_BROKER_URL before any app's setting: the broker
+    # chosen must be the one it connects to
+    if os.environ.get("CELERY_BROKER_URL") not in (None, broker.url):
+        logger.warning("CELERY_BROKER_URL is left aside: the broker is %s", broker.describe())
+        os.environ.pop("CELERY_BROKER_URL")
     if user_app is None:
         base.conf.broker_url = broker.url
         return Connected(base, database, broker)

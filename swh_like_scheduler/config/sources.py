@@ -13,6 +13,7 @@ Pure: the caller reads the app and the settings and gives them here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -21,6 +22,9 @@ from .settings import BUILT_IN, Settings
 
 #: what a flag given on the command line is called in a source
 FLAG = "flag"
+#: ``user:secret@`` in what may be a URL, and a password given as a parameter
+_SECRET_IN_NETLOC = re.compile(r"(://[^/@:]*:)[^/@]*@")
+_SECRET_IN_QUERY = re.compile(r"((?:^|&)(?:password|passwd|pass|secret|token)=)[^&]*", re.I)
 #: what Celery connects to when an app sets no broker at all
 CELERY_DEFAULT_BROKER = "amqp://guest@localhost:5672//"
 
@@ -48,13 +52,14 @@ def mask_url(url: str) -> str:
     try:
         parts = urlsplit(url)
         password = parts.password
-    except ValueError:
-        return url
+    except ValueError:  # not a URL we can read: hide whatever may be a secret
+        return _SECRET_IN_NETLOC.sub(r"\1***@", url)
+    query = _SECRET_IN_QUERY.sub(r"\1***", parts.query) if parts.query else parts.query
     if not password:
-        return url
+        return urlunsplit(parts._replace(query=query)) if query != parts.query else url
     user = parts.username or ""
     host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}", query=query))
 
 
 def from_flag(name: str, *, by_environment: bool, variable: str) -> str:
@@ -98,14 +103,18 @@ def choose_broker(
     app: Any = None,
     app_spec: str | None = None,
     built_in: str | None = None,
+    celery_env: str | None = None,
 ) -> Chosen:
     """The broker a command uses: ``flag`` when it came from the command
-    line (``flag_source`` is ``--broker-url``), else the app's own broker,
-    else ``flag`` from the environment, else the configuration file's, else
-    the app's Celery default (an app given that sets none) or ``built_in``
-    (ours)."""
+    line (``flag_source`` is ``--broker-url``), else the app's own broker
+    (``celery_env``, the ``CELERY_BROKER_URL`` variable, first: Celery
+    reads it before the app's setting), else ``flag`` from the environment,
+    else the configuration file's, else the app's Celery default (an app
+    given that sets none) or ``built_in`` (ours)."""
     if flag and flag_source == "--broker-url":
         return Chosen(flag, flag_source)
+    if app is not None and celery_env:
+        return Chosen(celery_env, f"CELERY_BROKER_URL, which the app {app_spec} reads first")
     if app is not None:
         own = app_broker(app)
         if own is not None:

@@ -115,7 +115,11 @@ class EventSwitch:
         with self._lock:
             if hostname not in self._answered:
                 return False
-            return pid is None or self._answered[hostname] in (None, pid)
+            answered_as = self._answered[hostname]
+            if pid is not None and answered_as is None:
+                # the first process seen since its answer is the one that answered
+                self._answered[hostname] = answered_as = pid
+            return pid is None or answered_as == pid
 
     def want(self, hostname: str, pid: int | None = None) -> None:
         """A worker was seen: turn its events on soon unless it answered (a
@@ -154,7 +158,7 @@ class EventSwitch:
         try:
             stats = self.app.control.inspect(destination=hostnames, timeout=REPLY_TIMEOUT).stats()
         except Exception as error:  # the broker: the tasks begun stay unknown
-            _failed.log("cannot read the stats of %s: %s", ", ".join(hostnames), error)
+            _failed.log("cannot read the stats of %s: %s", ", ".join(hostnames), error, key="stats")
             stats = None
         now = self.clock()
         windows = []
@@ -198,7 +202,7 @@ class EventSwitch:
             try:
                 self.round()
             except Exception as error:  # the broker or the database: the next round
-                _failed.log("cannot turn the workers' task events on: %s", error)
+                _failed.log("cannot turn the workers' task events on: %s", error, key="round")
             self._wake.wait(self.every)
 
     def join(self, timeout: float | None = None) -> None:

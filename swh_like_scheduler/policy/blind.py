@@ -77,8 +77,15 @@ def fold_window(state: WorkerState, window: BlindWindow) -> WorkerState:
             return state
         return dataclasses.replace(state, blind_until=window.until)
     if not current:
+        # a window is told of the process sending now: an instant before it
+        # was first seen is of another clock (the listener's), not of a
+        # former process
+        since = window.since
+        if state.pid_since is not None and since < state.pid_since:
+            since = state.pid_since
+        until = window.until if window.until is None else max(window.until, since)
         return dataclasses.replace(
-            state, blind_since=window.since, blind_until=window.until, blind_tasks=window.tasks
+            state, blind_since=since, blind_until=until, blind_tasks=window.tasks
         )
     tasks = _merge(state.blind_tasks, window.tasks)
     if window.until is None:

@@ -118,14 +118,23 @@ def run_state(
     name = f"run {run.id}" if run.id is not None else f"run {run.backend_id}"
     if run.status.is_open and run.started is None and holders:
         names = ", ".join(w.hostname for w in holders)
-        some = "worker" if len(holders) == 1 else "workers"
+        one = len(holders) == 1
+        some, sends, that = (
+            ("worker", "sends", "that worker is")
+            if one
+            else (
+                "workers",
+                "send",
+                "they are",
+            )
+        )
         return RunState(
             RunPhase.UNKNOWN,
             run,
             f"{name} was dispatched at {_when(run.scheduled, now)} and no task-started event "
             f"arrived: its message may have left the queue for {some} {names}, which "
-            "sends no task events (started without -E); whether it runs, ran or waits is "
-            "unknown, and it is not published again while that worker is alive",
+            f"{sends} no task events (started without -E); whether it runs, ran or waits is "
+            f"unknown, and it is not published again while {that} alive",
         )
     if run.status.is_open and run.started is None:
         where = f" in queue {queue}" if queue else ""

@@ -220,6 +220,26 @@ def test_the_apps_broker_beats_the_environment_and_the_file(tmp_path: Path) -> N
     assert (chosen.url, chosen.default) == ("amqp://u:pw@rabbit//", False)
 
 
+def test_celery_broker_url_is_the_apps_broker_celery_reads_it_first() -> None:
+    app = an_app(broker_url="redis://app/3")
+    chosen = choose_broker(
+        load_settings(), app=app, app_spec="proj:app", celery_env="redis://celery-env/4"
+    )
+    assert chosen == Chosen(
+        "redis://celery-env/4", "CELERY_BROKER_URL, which the app proj:app reads first"
+    )
+    # the flag still wins; without an app, the variable is not ours to read
+    flagged = choose_broker(
+        load_settings(),
+        flag="redis://flag/1",
+        flag_source="--broker-url",
+        app=app,
+        celery_env="redis://celery-env/4",
+    )
+    assert flagged.url == "redis://flag/1"
+    assert choose_broker(load_settings(), celery_env="redis://x/1", built_in=OURS).url == OURS
+
+
 def test_a_fail_over_list_of_the_app_is_its_broker() -> None:
     """Celery takes a list of URLs as broker_url (fail-over): the app does
     set a broker, it is not Celery's default."""

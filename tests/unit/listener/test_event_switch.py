@@ -100,6 +100,8 @@ def test_answered_after_a_round_forgotten_when_offline() -> None:
     assert switch.round() == [Answer("a@box", False)]
     assert (switch.rounds, switch.done, control.broadcasts) == (1, 1, 1)
     assert switch.answered("a@box") and switch.answered("a@box", 4242)
+    # the process that answered is the first one seen since; another is asked again
+    assert switch.answered("a@box", 4242) and not switch.answered("a@box", 4343)
     assert not switch.answered("b@box")
     switch.forget("a@box")
     assert not switch.answered("a@box")

@@ -12,10 +12,10 @@ this environment's), from that folder, with no ``SWH_SCHEDULER_*`` variable
 and data and configuration folders of its own; its worker is started
 without ``-E``, as the guide says.
 
-Then the worker is replaced by one whose remote control is off (its task
-events cannot be turned on): it is named in a warning, and a run it took is
-not published again while it lives, although beat's monitor re-publishes
-lost messages after 30 s here (the default is 5 minutes)."""
+Then, on another app's folder, a worker whose remote control is off (its
+task events cannot be turned on): it is named in a warning, and a run it
+took is not published again while it lives, although beat's monitor
+re-publishes lost messages after 30 s here (the default is 5 minutes)."""
 
 from __future__ import annotations
 
@@ -202,12 +202,30 @@ def test_the_guide_with_a_users_app_and_a_worker_without_events(
         assert "takes tasks without sending task events" not in listener, listener[-3000:]
         # no warning: the worker began nothing before its events were on
         assert " WARNING " not in listener, listener[-3000:]
+    finally:
+        processes.stop_all()
 
-        # a worker whose task events cannot be turned on (remote control off)
-        processes.stop("worker")
+
+def test_a_worker_whose_task_events_cannot_be_turned_on(
+    user: tuple[Path, dict[str, str]],
+) -> None:
+    """Its remote control off: named in a warning, its runs held."""
+    folder, env = user
+    out = folder / "bodies.txt"
+    setup = [guide_commands()[0], "swh scheduler import-beat --app proj.celery:app --create-types"]
+    for line in setup:
+        done = subprocess.run(
+            argv(line), cwd=folder, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, (line, done.stdout, done.stderr)
+    processes = Processes(folder, env)
+    try:
+        processes.start("listener", *argv("swh scheduler start-listener --app proj.celery:app"))
         processes.env = {**env, "PROJ_REMOTE_CONTROL": "0"}
-        before = len(bodies(out))
+        before = 0
         processes.start("blind", *argv("celery -A proj worker --loglevel INFO -n blind@%h"))
+        processes.env = env
+        processes.start("beat", *argv("celery -A proj beat -S swh"))
         wait_until(
             lambda: (
                 "worker blind@" in processes.log("listener")

@@ -318,6 +318,21 @@ worker = sa.Table(
     sa.Column("blind_since", UTCDateTime),
     sa.Column("blind_until", UTCDateTime),
     sa.Column("blind_tasks", _json()),
+    # the database's clock minus the worker's, seconds, as the listener
+    # measures it from the heartbeats (sql/versions/0020_host_clocks.py)
+    sa.Column("clock_offset", sa.Float),
+)
+
+#: How far each runner's, monitor's and listener's host clock is from the
+#: database's (the database's instant minus the host's, seconds), measured
+#: at ``measured_at`` on the database's clock (sql/versions/0020_host_clocks.py).
+host_clock = sa.Table(
+    "host_clock",
+    metadata,
+    sa.Column("holder", sa.Text, primary_key=True),
+    sa.Column("role", sa.Text, nullable=False),
+    sa.Column("offset_seconds", sa.Float, nullable=False),
+    sa.Column("measured_at", UTCDateTime, nullable=False),
 )
 
 #: Named locks with an expiry on the database clock (the monitor's: one

@@ -176,6 +176,10 @@ class HealthOut(Out):
     #: live workers taking tasks without sending task events (started
     #: without -E, their events not turned on): their runs go unrecorded
     workers_without_task_events: list[str] = []
+    #: hosts whose clock is off the database's by more than the bound, and
+    #: the warnings that say so (the status is unchanged)
+    clocks_off: list[dict[str, Any]] = []
+    warnings: list[str] = []
 
 
 __all__ = [

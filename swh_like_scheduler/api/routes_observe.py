@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 
 from ..domain.exceptions import NotFound, SchedulerError
 from ..domain.jsonable import plain, run_json
+from ..domain.records import HostClock, WorkerState
 from ..health import conditions
 from ..policy.blind import blind_workers
 from ..policy.times import fmt_duration
@@ -109,6 +110,11 @@ def health(state: State) -> Response:
       and the listener could not turn them on);
     * ``unavailable`` (503): the database does not answer.
 
+    ``warnings`` (the status unchanged) name the hosts whose clock is
+    further than the server's bound from the database's (``clocks_off``):
+    the platform decides on the database's clock, but a host that far off
+    should have its clock set right.
+
     Figures: the last claim, the last runner pass with room, the last
     worker sign of life, the oldest open run, the oldest overdue task per
     type (waiting, or dispatched and still in the broker: ``queued`` says
@@ -123,6 +129,38 @@ def health(state: State) -> Response:
 #: "at least" beyond): how late the oldest is does not depend on it, and a
 #: deep queue costs no more than this many index entries
 QUEUED_COUNTED = 1000
+
+
+#: a host's clock offset counts in /health when measured this recently
+CLOCKS_RECENT = timedelta(minutes=10)
+
+
+def clocks_off(
+    workers: Sequence[WorkerState], clocks: Sequence[HostClock], bound: float
+) -> list[dict[str, Any]]:
+    """The hosts (daemons, then live workers) whose clock is further than
+    ``bound`` seconds from the database's."""
+    found: list[dict[str, Any]] = [
+        {"host": c.holder, "role": c.role, "offset_seconds": round(c.offset_seconds, 3)}
+        for c in clocks
+        if abs(c.offset_seconds) > bound
+    ]
+    found += [
+        {"host": w.hostname, "role": "worker", "offset_seconds": round(w.clock_offset, 3)}
+        for w in workers
+        if w.online and w.clock_offset is not None and abs(w.clock_offset) > bound
+    ]
+    return found
+
+
+def clock_warning(item: Mapping[str, Any]) -> str:
+    """A host's clock off, in words."""
+    offset = float(item["offset_seconds"])
+    where = "behind" if offset > 0 else "ahead of"
+    return (
+        f"the clock of {item['role']} {item['host']} is {abs(offset):.1f} s {where} the "
+        "database's: the platform uses the database's clock, but set this host's right (NTP)"
+    )
 
 
 def health_report(state: ApiState) -> dict[str, Any]:
@@ -191,9 +229,13 @@ def health_report(state: ApiState) -> dict[str, Any]:
                 f"{fmt_duration(timedelta(seconds=round(lag)))} (workers not keeping up)"
             )
     try:
-        blind = [w.hostname for w in blind_workers(state.store.get_workers())]
+        workers = state.store.get_workers()
+        clocks = state.store.get_host_clocks(since=now - CLOCKS_RECENT)
     except SchedulerError:  # the database went away since: said by the next report
-        blind = []
+        workers, clocks = [], []
+    blind = [w.hostname for w in blind_workers(workers)]
+    body["clocks_off"] = clocks_off(workers, clocks, state.settings.clock_bound)
+    body["warnings"] = [clock_warning(item) for item in body["clocks_off"]]
     body["workers_without_task_events"] = blind
     if blind:
         reasons.append(

@@ -57,6 +57,10 @@ class ApiSettings:
     #: /health is degraded when work waits this many seconds with no runner
     #: pass, or runs stay open that long with no worker sign of life
     health_stale_after: float = 120.0
+    #: /health warns of a runner's, monitor's, listener's or worker's clock
+    #: further than this many seconds from the database's (measured in the
+    #: last ten minutes)
+    clock_bound: float = 2.0
     #: the host names a request's Host header may give (``*.example.org``,
     #: ``*``); empty: any (a server on loopback)
     allowed_hosts: tuple[str, ...] = ()

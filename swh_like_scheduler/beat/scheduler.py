@@ -51,8 +51,9 @@ from ..runner.interpreter import tune_interpreter
 from ..runner.loop import RunnerLoop
 from ..runner.wakeup import Waker, waker_for
 from ..store import SchedulerStore, SQLAlchemyStore, migrations, missing_sqlite_file
+from ..store.clock import DatabaseClock
 from ..store.session import daemon_pool
-from .sync import BeatScheduleSync, utc_now
+from .sync import BeatScheduleSync
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +158,8 @@ class RunnerScheduler(Scheduler):
             index = RedisIndex.from_url(str(checked))
             store = cast(SchedulerStore, IndexedStore(self._store, index))
             keeper = IndexKeeper(index, store)
+        #: the database's clock, which decides (this host's may be off)
+        self._clock = DatabaseClock(self._store, role="beat")
         self._loop = RunnerLoop(
             store,
             app,
@@ -164,12 +167,13 @@ class RunnerScheduler(Scheduler):
             workers=LiveWorkers(app),
             monitor=monitor,
             index=keeper,
+            clock=self._clock.now,
         )
         #: the app's beat_schedule, imported (or checked) before the first tick
         self._beat_schedule = BeatScheduleSync(app, store)
         if not kwargs.get("lazy"):
             try:
-                self._beat_schedule.start(utc_now())
+                self._beat_schedule.start(self._clock.now())
             except InvalidInput as error:
                 # one line, not a traceback: beat stops (exit code 1)
                 logger.critical("beat -S swh cannot start: %s", error)
@@ -188,7 +192,7 @@ class RunnerScheduler(Scheduler):
         own sleep cannot be woken). SIGTERM/SIGINT interrupt the wait."""
         self._stepping = True
         try:
-            self._beat_schedule.retry(utc_now())
+            self._beat_schedule.retry(self._clock.now())
             wait = self._loop.step()
         finally:
             self._stepping = False

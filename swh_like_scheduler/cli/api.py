@@ -183,6 +183,7 @@ def rpc_serve(
         raise_open_files,
         run,
     )
+    from ..store.clock import DatabaseClock
     from ..web import create_app
 
     settings = cli.settings
@@ -249,7 +250,10 @@ def rpc_serve(
         allowed_hosts=hosts,
     )
     cli.pool = daemon_pool("api", api=db_pool_size)
-    app = create_app(cli.scheduling_store("rpc-serve"), api, broker_check=check, revoke=revoke)
+    store = cli.scheduling_store("rpc-serve")
+    # the database's clock, which decides (this host's may be off)
+    clock = DatabaseClock(store, role="api").now
+    app = create_app(store, api, clock=clock, broker_check=check, revoke=revoke)
     bounds = Bounds(
         header_timeout=header_timeout,
         body_timeout=body_timeout,

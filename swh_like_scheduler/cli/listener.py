@@ -13,7 +13,7 @@ import click
 
 from ..domain.exceptions import InvalidInput
 from ..plumbing.quietlog import QuietLog
-from .base import CliContext, emit_json, now, pass_cli
+from .base import CliContext, emit_json, pass_cli
 from .daemon import app_options, start_daemon
 
 logger = logging.getLogger(__name__)
@@ -113,7 +113,9 @@ def start_listener(
     the next run times of tasks."""
     from ..listener import EventHandler, Listener, ListenerOptions, catch_up
     from ..listener.blind import BlindWatch
+    from ..listener.clocks import WorkerClocks
     from ..listener.switch import EventSwitch
+    from ..store.clock import DatabaseClock
 
     if queue_name is not None and not queue_name.strip():
         raise InvalidInput("queue-name", "must not be empty (leave it out for the installation's)")
@@ -121,6 +123,9 @@ def start_listener(
     store = cli.scheduling_store("start-listener")
     rng = random.Random()
     handler = EventHandler(store, rng=rng)
+    # the workers' instants onto the database's clock, which decides
+    clock = DatabaseClock(store, role="listener")
+    handler.clocks, handler.clock = WorkerClocks(), clock.now
     options = ListenerOptions(
         queue_name=queue_name,
         batch_size=batch_size,
@@ -132,7 +137,7 @@ def start_listener(
     delay = timedelta(seconds=catch_up_delay)
     if once:
         stats = listener.run(once=True)
-        report = catch_up(store, app, older_than=now() - delay, handler=handler)
+        report = catch_up(store, app, older_than=clock.now() - delay, handler=handler)
         counts: dict[str, Any] = {str(k): v for k, v in sorted(stats.applied.counts.items())}
         summary = {
             "received": stats.received,
@@ -170,7 +175,7 @@ def start_listener(
             failed = QuietLog(logger, logging.ERROR)
             while not stop.is_set():
                 try:
-                    report = catch_up(store, app, older_than=now() - delay, handler=handler)
+                    report = catch_up(store, app, older_than=clock.now() - delay, handler=handler)
                 except Exception as error:  # keep the daemon alive; the next round retries
                     failed.log("catch-up failed: %s", error, key=type(error).__name__)
                 else:

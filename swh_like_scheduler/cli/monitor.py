@@ -213,6 +213,7 @@ def start_monitor(
     database lets exactly one of them do the duties at a time."""
     from ..dispatch.routing import LiveWorkers
     from ..monitor import monitor_loop
+    from ..store.clock import DatabaseClock
 
     settings = monitor_settings(
         options, period=period, republish_after=republish_delay(republish_after)
@@ -226,8 +227,11 @@ def start_monitor(
         from ..index.keeper import IndexKeeper
 
         keeper = IndexKeeper(index, store)
+    clock = DatabaseClock(store, role="monitor").now
     if once:
-        report = monitor_loop(store, settings, once=True, app=app, workers=workers, index=keeper)
+        report = monitor_loop(
+            store, settings, once=True, app=app, workers=workers, index=keeper, clock=clock
+        )
         assert report is not None
         if as_json:
             emit_json(report.to_json())
@@ -237,4 +241,4 @@ def start_monitor(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    monitor_loop(store, settings, stop=stop, app=app, workers=workers, index=keeper)
+    monitor_loop(store, settings, stop=stop, app=app, workers=workers, index=keeper, clock=clock)

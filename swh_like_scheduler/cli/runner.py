@@ -12,7 +12,7 @@ import click
 from ..domain.exceptions import UnknownTaskType
 from ..domain.model import RUNNER_ORDER, DispatchOrder, Priority
 from ..store.session import daemon_pool
-from .base import CliContext, emit_json, now, pass_cli
+from .base import CliContext, emit_json, pass_cli
 from .daemon import app_options, start_daemon
 from .monitor import monitor_options, monitor_settings, republish_delay
 
@@ -113,6 +113,7 @@ def start_runner(
     from ..runner import loop
     from ..runner.interpreter import tune_interpreter
     from ..runner.wakeup import waker_for
+    from ..store.clock import DatabaseClock
 
     app = start_daemon(cli, "start-runner", app_spec=app_spec, broker_url=broker_url).app
     chosen = [Priority(p) for p in priorities] or None
@@ -142,12 +143,13 @@ def start_runner(
         from ..index.keeper import IndexKeeper
 
         keeper = IndexKeeper(index, store, background=not once)
+    clock = DatabaseClock(store, role="runner")
     if once:
         workers = LiveWorkers(app)
         report = tick(
             store,
             app,
-            now(),
+            clock.now(),
             types=type_list,
             priorities=chosen,
             workers=workers,
@@ -160,7 +162,7 @@ def start_runner(
         if settings is not None:
             try:
                 duties = monitor_tick(
-                    store, now(), settings=settings, app=app, workers=workers, index=keeper
+                    store, clock.now(), settings=settings, app=app, workers=workers, index=keeper
                 )
             finally:
                 release(store, settings)
@@ -200,6 +202,7 @@ def start_runner(
             claimers=claimers,
             order=DispatchOrder(dispatch_order),
             index=keeper,
+            clock=clock.now,
         )
         loop.run(steps, waker, stop=stop)
     finally:

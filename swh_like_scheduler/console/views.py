@@ -198,9 +198,8 @@ class Overview:
         texts["health:claim"] = ago(self.health.get("last_claim_age_seconds"))
         texts["health:worker"] = ago(self.health.get("last_worker_seen_age_seconds"))
         texts["counts:age"] = ago(self.counts_age)
-        html["health:reasons"] = "".join(
-            f"<li>{_escape(visible(reason))}</li>" for reason in self.health["reasons"]
-        )
+        said = [*self.health["reasons"], *self.health.get("warnings", ())]
+        html["health:reasons"] = "".join(f"<li>{_escape(visible(reason))}</li>" for reason in said)
         return {
             "text": texts,
             "html": html,

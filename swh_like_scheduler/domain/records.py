@@ -197,6 +197,22 @@ class WorkerState:
     blind_since: datetime | None = None
     blind_until: datetime | None = None
     blind_tasks: tuple[str, ...] | None = None
+    #: the database's clock minus the worker's, in seconds, as the listener
+    #: measures it from the heartbeats (``None``: not measured)
+    clock_offset: float | None = None
+
+
+@dataclass(frozen=True)
+class HostClock:
+    """How far a daemon's host clock is from the database's: ``offset_seconds``
+    is the database's instant minus the host's (positive: the host is
+    behind), measured at ``measured_at`` (the database's clock) by the
+    process ``holder`` (its role: runner, monitor, listener...)."""
+
+    holder: str
+    role: str
+    offset_seconds: float
+    measured_at: datetime
 
 
 @dataclass(frozen=True)

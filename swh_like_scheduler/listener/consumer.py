@@ -362,7 +362,9 @@ class Listener:
         started = time.perf_counter()
         try:
             try:
-                summary = self.handler.handle_batch(self._pending, lanes=self._lanes)
+                # a batch that did not fill up was taken with the queue empty
+                fresh = len(self._pending) < self.batch_target
+                summary = self.handler.handle_batch(self._pending, lanes=self._lanes, fresh=fresh)
             except SchedulerError:
                 raise
             except Exception as error:  # an event the store cannot take: find it

@@ -52,8 +52,9 @@ import logging
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 
 from ..domain.model import RunStatus, Task, TaskRun
@@ -67,6 +68,7 @@ from ..store.interface import RunEnd
 from . import poison
 from .actions import Action, BatchSummary, HandleResult
 from .blind import BlindWatch
+from .clocks import WorkerClocks
 from .events import EventKind, RunEvent, parse_event, parse_worker_event
 
 logger = logging.getLogger(__name__)
@@ -119,6 +121,10 @@ class EventHandler:
         #: workers taking tasks without task events, from their heartbeats
         #: (``None``: not watched)
         self.watch: BlindWatch | None = None
+        #: the workers' clocks, and the database's (:mod:`.clocks`): with
+        #: both, events' instants are moved onto the database's clock
+        self.clocks: WorkerClocks | None = None
+        self.clock: Callable[[], datetime] | None = None
         #: the lanes' threads, kept from batch to batch (see :meth:`handle_batch`)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lanes = 0
@@ -165,7 +171,9 @@ class EventHandler:
 
     # -- batches --------------------------------------------------------------
 
-    def handle_batch(self, events: Sequence[Mapping[str, Any]], *, lanes: int = 1) -> BatchSummary:
+    def handle_batch(
+        self, events: Sequence[Mapping[str, Any]], *, lanes: int = 1, fresh: bool = True
+    ) -> BatchSummary:
         """Apply a batch of raw events in order and count what they did.
 
         Within a batch a run's start is applied before its end even when the
@@ -176,7 +184,10 @@ class EventHandler:
         dispatched only after its previous end was written). Worker events
         come after the run events, counted as :attr:`Action.WORKER`. Exceptions (the
         store is down) propagate after every lane stopped; the batch may then
-        be applied again, which is harmless.
+        be applied again, which is harmless. ``fresh``: the batch was taken
+        with the queue empty behind it (not full), so its heartbeats were
+        received about when they were sent: only then do they measure the
+        workers' clocks (:mod:`.clocks`).
         """
         parsed = [poison.guarded(parse_event, e) for e in events]
         summary = BatchSummary()
@@ -197,6 +208,13 @@ class EventHandler:
                 else:
                     summary.add(HandleResult(Action.IGNORED, _uuid(event)))
         run_events = [e for e in parsed if e is not None]
+        offsets: dict[str, float | None] = {}
+        if self.clocks is not None and self.clock is not None:
+            # the workers' instants onto the database's clock (.clocks)
+            if fresh:
+                offsets = self.clocks.observe(sightings, self.clock())
+            run_events = [self.clocks.event(e) for e in run_events]
+            sightings = [self.clocks.sighting(s) for s in sightings]
         if lanes <= 1 or len(run_events) < 2 * lanes:
             summary.merge(self._apply_ordered(run_events))
         else:
@@ -212,6 +230,8 @@ class EventHandler:
         # after the run events: a run that ended just before its worker went
         # offline keeps its real outcome
         self._apply_sightings(sightings)
+        if offsets:
+            self.store.record_worker_clocks(offsets)
         if self.watch is not None:
             windows = self.watch.observe(run_events, sightings)
             if windows:

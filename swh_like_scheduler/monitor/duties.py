@@ -56,6 +56,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -407,11 +408,13 @@ def monitor_loop(
     app: Celery | None = None,
     workers: LiveWorkers | None = None,
     index: IndexKeeper | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> MonitorReport | None:
     """Run :func:`monitor_tick` every ``settings.period`` until ``stop`` is
     set (or once), then release the lock. Store errors are logged and the
     next pass tries again (with ``once`` they are raised). Returns the last
-    pass's report."""
+    pass's report. ``clock``: the passes' ``now`` (a daemon's: the
+    database's clock, :class:`~..store.clock.DatabaseClock`)."""
     stop = stop or threading.Event()
     apply = outcome_applier(TaskTypeCache(store), random.Random())
     last: MonitorReport | None = None
@@ -420,7 +423,13 @@ def monitor_loop(
         while True:
             try:
                 last = monitor_tick(
-                    store, settings=settings, app=app, workers=workers, apply=apply, index=index
+                    store,
+                    clock() if clock is not None else None,
+                    settings=settings,
+                    app=app,
+                    workers=workers,
+                    apply=apply,
+                    index=index,
                 )
             except SchedulerError as error:  # the database is down: one line per outage
                 if once:

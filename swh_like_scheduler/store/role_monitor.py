@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ..domain.records import (
         BlindWindow,
         Expiry,
+        HostClock,
         LockState,
         WorkerChange,
         WorkerSighting,
@@ -54,6 +55,28 @@ class MonitorStore(Protocol):
 
     def get_workers(self) -> list[WorkerState]:
         """Every worker the listener has seen, ordered by hostname."""
+        ...
+
+    def database_now(self) -> datetime:
+        """The database's clock (aware UTC): the one clock that decides."""
+        ...
+
+    def record_host_clock(self, holder: str, *, role: str, offset_seconds: float) -> HostClock:
+        """Record how far the host clock of process ``holder`` (a runner,
+        monitor, listener...) is from the database's: the database's instant
+        minus the host's, in seconds, measured now (the database's clock).
+        One row per holder, replaced. :class:`InvalidInput` for an offset
+        that is not a finite number of seconds."""
+        ...
+
+    def get_host_clocks(self, *, since: datetime | None = None) -> list[HostClock]:
+        """The hosts' offsets recorded (measured at or after ``since``), by holder."""
+        ...
+
+    def record_worker_clocks(self, offsets: Mapping[str, float | None]) -> None:
+        """Set the ``clock_offset`` of workers by name (the database's clock
+        minus the worker's, seconds; ``None``: not known); names with no row
+        are ignored."""
         ...
 
     def mark_blind_workers(self, windows: Sequence[BlindWindow]) -> list[WorkerState]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .sql_bulk import BulkMethods
 from .sql_catchup import CatchUpMethods
 from .sql_census import CensusMethods
+from .sql_clock import ClockMethods
 from .sql_console import ConsoleMethods
 from .sql_edit import EditMethods
 from .sql_grab import GrabMethods
@@ -41,6 +42,7 @@ class SQLAlchemyStore(
     LoadMethods,
     IdentityMethods,
     WorkerMethods,
+    ClockMethods,
     GrabMethods,
     ConsoleMethods,
     CensusMethods,

@@ -125,4 +125,5 @@ def worker_state(row: Any) -> WorkerState:
         blind_since=row["blind_since"],
         blind_until=row["blind_until"],
         blind_tasks=tuple(row["blind_tasks"]) if row["blind_tasks"] is not None else None,
+        clock_offset=row["clock_offset"],
     )

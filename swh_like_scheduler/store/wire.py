@@ -10,6 +10,7 @@ be decoded: a message names a class, it never imports one."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime, time, timedelta
 from enum import Enum
@@ -64,6 +65,10 @@ def _load() -> None:
 
 def encode(value: Any) -> Any:
     """``value`` as JSON values (see the module doc)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        # JSON has no NaN nor infinities: sent as text, so the other side
+        # refuses it as the local store would
+        return {TYPE: "float", "value": repr(value)}
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, Enum):
@@ -125,6 +130,11 @@ def _decode_tagged(kind: Any, value: dict[str, Any], where: str) -> Any:
         return timedelta(days=days, seconds=seconds, microseconds=micro)
     if kind == "time":
         return time.fromisoformat(value["value"])
+    if kind == "float":
+        text = value["value"]
+        if text not in ("nan", "inf", "-inf"):
+            raise ValueError(f"{text!r} is not a float sent as text")
+        return float(text)
     if kind == "tuple":
         return tuple(decode(v, where=where) for v in value["items"])
     if kind == "set":

@@ -3,6 +3,12 @@
 Writers call :func:`notify` (the store does it when it creates, respawns or
 enables tasks); a runner waits on a :class:`Waker`. On PostgreSQL this is
 ``LISTEN``/``NOTIFY`` on one channel; elsewhere the runner simply sleeps.
+
+Behind a pooler in transaction mode (``?pooler=transaction``:
+:mod:`~swh_like_scheduler.store.pooler`) a ``LISTEN`` would be made on a
+server connection the pooler lends to others next: the ``LISTEN``
+connection goes to PostgreSQL itself when the URL gives its address
+(``direct_host``, ``direct_port``), and the runner polls otherwise.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from ..store.engine import connect_parameters
+from ..store.engine import connect_parameters, pooler_of
 from ..store.interface import READY_CHANNEL as CHANNEL
 
 logger = logging.getLogger(__name__)
@@ -54,7 +60,8 @@ class PostgresWaker:
 
     The connection is opened like the engine's own, with its session bounds
     (:func:`~swh_like_scheduler.store.engine.connect_parameters`): a database
-    host that vanishes is noticed by the keepalives.
+    host that vanishes is noticed by the keepalives. Behind a pooler, it goes
+    to PostgreSQL's own address the URL gives (``direct``).
 
     A lost connection (a database restart, a terminated backend) never
     stops the runner: one line is logged, the waker sleeps like
@@ -64,12 +71,17 @@ class PostgresWaker:
     """
 
     def __init__(
-        self, engine: sa.Engine, stop: threading.Event | None = None, *, retry: float = 2.0
+        self,
+        engine: sa.Engine,
+        stop: threading.Event | None = None,
+        *,
+        retry: float = 2.0,
+        direct: bool = False,
     ) -> None:
         import psycopg  # PostgreSQL only (the `postgresql` extra): not at import time
 
         self._psycopg = psycopg
-        self._args, self._parameters = connect_parameters(engine)
+        self._args, self._parameters = connect_parameters(engine, direct=direct)
         self._stop = stop or threading.Event()
         self._retry = retry
         self._retry_at = 0.0
@@ -142,11 +154,24 @@ class PostgresWaker:
 
 
 def waker_for(engine: sa.Engine, stop: threading.Event | None = None) -> Waker:
-    if engine.dialect.name == "postgresql":
-        import psycopg
+    """How a runner on ``engine`` waits: ``LISTEN`` on PostgreSQL (past a
+    pooler when the URL gives PostgreSQL's own address), polling otherwise."""
+    if engine.dialect.name != "postgresql":
+        return SleepWaker(stop)
+    import psycopg
 
-        try:
-            return PostgresWaker(engine, stop)
-        except psycopg.Error as error:
-            logger.warning("cannot LISTEN for new tasks (%s); polling instead", error)
+    pooler = pooler_of(engine)
+    if pooler is not None and not pooler.has_direct:
+        logger.info(
+            "behind a pooler (pooler=%s): new tasks are found by polling every second "
+            "(direct_host / direct_port in the database URL: LISTEN on PostgreSQL itself)",
+            pooler.mode,
+        )
+        return SleepWaker(stop)
+    try:
+        return PostgresWaker(engine, stop, direct=pooler is not None)
+    except psycopg.Error as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        where = " on PostgreSQL past the pooler (direct_host / direct_port)" if pooler else ""
+        logger.warning("cannot LISTEN for new tasks%s (%s); polling instead", where, reason)
     return SleepWaker(stop)

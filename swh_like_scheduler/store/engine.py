@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import weakref
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,15 @@ from sqlalchemy import event
 from ..domain.exceptions import InvalidInput
 from .interface import Capabilities
 from .lockwatch import LockWatch
-from .session import PoolSize, SessionBounds, bounded_parameters
+from .pooler import (
+    Pooler,
+    direct_parameters,
+    pooled_parameters,
+    settings_statement,
+    split_pooler,
+    transaction_settings,
+)
+from .session import PoolSize, SessionBounds, bounded_parameters, duration_ms, named_settings
 
 #: Execution option that makes a SQLite transaction take the write lock at
 #: ``BEGIN`` (``BEGIN IMMEDIATE``) instead of failing later on upgrade.
@@ -85,6 +94,22 @@ class Sessions:
     parameters: dict[str, Any]
     #: reports statements that wait on a lock (``None``: off)
     watch: LockWatch | None
+    #: the server settings every session runs with, by name: those of the
+    #: ``options`` parameter (or, behind a pooler, set in each transaction)
+    settings: Mapping[str, str] = field(default_factory=dict)
+    #: the pooler the URL names (``None``: a direct connection): :mod:`.pooler`
+    pooler: Pooler | None = None
+    #: set at the start of each transaction, for it only (behind a pooler)
+    per_transaction: Mapping[str, str] = field(default_factory=dict)
+    #: the libpq parameters of a connection to PostgreSQL itself, past the
+    #: pooler (``None``: none was given; without a pooler, ``parameters``)
+    direct: dict[str, Any] | None = None
+
+    def timeout_ms(self, name: str) -> float:
+        """The milliseconds of the duration setting ``name`` each session
+        runs with (0: no bound)."""
+        value = self.settings.get(name)
+        return duration_ms(name, value) if value is not None else 0.0
 
 
 _SESSIONS: weakref.WeakKeyDictionary[sa.Engine, Sessions] = weakref.WeakKeyDictionary()
@@ -96,14 +121,30 @@ def sessions_of(engine: sa.Engine) -> Sessions | None:
     return _SESSIONS.get(engine)
 
 
-def connect_parameters(engine: sa.Engine) -> tuple[list[Any], dict[str, Any]]:
+def pooler_of(engine: sa.Engine) -> Pooler | None:
+    """The pooler ``engine``'s URL says it reaches PostgreSQL through
+    (``None``: none, or not a PostgreSQL engine of :func:`make_engine`)."""
+    sessions = sessions_of(engine)
+    return sessions.pooler if sessions is not None else None
+
+
+def connect_parameters(
+    engine: sa.Engine, *, direct: bool = False
+) -> tuple[list[Any], dict[str, Any]]:
     """``(args, kwargs)`` of the driver's ``connect`` for a connection made
     outside ``engine``'s pool with the same bounds (the start guard's held
-    connections, the runner's ``LISTEN``)."""
+    connections, the lock watch's). With ``direct``, one to PostgreSQL
+    itself, past a pooler (the runner's ``LISTEN``): :class:`ValueError`
+    when the URL names a pooler but not PostgreSQL's own address."""
     args, options = engine.dialect.create_connect_args(engine.url)
     sessions = sessions_of(engine)
     if sessions is not None:
-        options.update(sessions.parameters)
+        if direct and sessions.pooler is not None:
+            if sessions.direct is None:
+                raise ValueError("the database URL gives no direct_host / direct_port")
+            options.update(sessions.direct)
+        else:
+            options.update(sessions.parameters)
     return list(args), dict(options)
 
 
@@ -130,9 +171,11 @@ def make_engine(
     ``bounds``, completed by what the URL says (:mod:`.session`); a
     statement waiting on a lock is reported (:mod:`.lockwatch`). ``pool``
     sizes its pool (SQLAlchemy's default without it: 5 kept, 10 more at
-    a burst).
+    a burst). A URL whose query says ``pooler=transaction`` reaches
+    PostgreSQL through a pooler (PgBouncer): no session state, the bounds
+    and time zone set in each transaction (:mod:`.pooler`).
     """
-    parsed = normalise_url(url)
+    parsed, pooler = split_pooler(normalise_url(url))
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, **kwargs)
     kwargs.setdefault("pool_pre_ping", True)
@@ -144,25 +187,42 @@ def make_engine(
     except (ModuleNotFoundError, sa.exc.NoSuchModuleError) as error:
         raise InvalidInput("db_url", _missing_driver(parsed, error)) from error
     if parsed.get_backend_name() == "postgresql":
-        _bound_sessions(engine, bounds or SessionBounds.for_role(role))
-        event.listen(engine, "connect", _utc_session)
+        _bound_sessions(engine, bounds or SessionBounds.for_role(role), pooler)
+        if pooler is None:
+            event.listen(engine, "connect", _utc_session)
     return engine
 
 
-def _bound_sessions(engine: sa.Engine, bounds: SessionBounds) -> None:
-    """Open every connection of ``engine`` with ``bounds`` and watch its
-    statements' lock waits."""
+def _bound_sessions(engine: sa.Engine, bounds: SessionBounds, pooler: Pooler | None) -> None:
+    """Open every connection of ``engine`` with ``bounds`` (behind a
+    pooler: set them in each transaction) and watch its statements' lock
+    waits."""
     _, given = engine.dialect.create_connect_args(engine.url)
     given.pop("context", None)  # psycopg's adapters, not a libpq parameter
     parameters = bounded_parameters(given, bounds, os.environ)
+    settings = named_settings(str(parameters.get("options") or ""))
     watch = None
     if bounds.lock_wait_log is not None and bounds.lock_wait_log.total_seconds() > 0:
         watch = LockWatch(_watch_connect(engine), bounds.lock_wait_log.total_seconds())
-    _SESSIONS[engine] = Sessions(bounds, parameters, watch)
+    if pooler is None:
+        sessions = Sessions(bounds, parameters, watch, settings)
+    else:
+        sessions = Sessions(
+            bounds,
+            pooled_parameters(parameters),
+            watch,
+            settings,
+            pooler,
+            transaction_settings(settings),
+            direct_parameters(parameters, pooler) if pooler.has_direct else None,
+        )
+        _per_transaction(engine, sessions.per_transaction)
+    _SESSIONS[engine] = sessions
+    opened_with = sessions.parameters
 
     @event.listens_for(engine, "do_connect")
     def _bounded(_dialect: Any, _record: Any, _args: Any, params: dict[str, Any]) -> None:
-        params.update(parameters)
+        params.update(opened_with)
 
     if watch is None:
         return
@@ -184,6 +244,22 @@ def _bound_sessions(engine: sa.Engine, bounds: SessionBounds) -> None:
     @event.listens_for(engine, "handle_error")
     def _failed(_context: Any) -> None:
         watch.end()
+
+
+def _per_transaction(engine: sa.Engine, settings: Mapping[str, str]) -> None:
+    """Behind a pooler: set ``settings`` at the start of each transaction of
+    ``engine``, for it only, and note the server process that runs it (the
+    pooler lends another one to each transaction). A connection in
+    autocommit has no transaction to set them in (the store runs none of
+    its statements so behind a pooler)."""
+    statement, values = settings_statement(settings)
+
+    @event.listens_for(engine, "begin")
+    def _set(conn: sa.Connection) -> None:
+        if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+            return
+        row = conn.exec_driver_sql(statement, values).one()
+        conn.info["backend_pid"] = row[-1]
 
 
 def _watch_connect(engine: sa.Engine) -> Any:

@@ -14,13 +14,12 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..domain.model import MAX_ARGUMENT_BYTES, Priority, TaskStatus
-from .engine import WRITE_OPTION, capabilities_of, make_engine, sessions_of
+from .engine import WRITE_OPTION, capabilities_of, make_engine, pooler_of, sessions_of
 from .errors import translated
 from .interface import (
     READY_CHANNEL,
     Capabilities,
 )
-from .session import effective_timeout
 from .sql_held import HeldConnections
 from .tables import task as task_t
 from .tables import task_type as task_type_t
@@ -77,6 +76,8 @@ class SQLBase:
         self._held = (
             HeldConnections(engine) if owns_engine and self._capabilities.writable_ctes else None
         )
+        #: behind a pooler in transaction mode (:mod:`.pooler`): nothing in autocommit
+        self._pooled = pooler_of(engine) is not None
 
     @classmethod
     def from_url(
@@ -138,10 +139,16 @@ class SQLBase:
     def _single(self, where: str) -> Iterator[sa.Connection]:
         """A connection for **one** statement that is atomic on its own,
         committed as it runs (autocommit: no BEGIN and COMMIT round trips);
-        inside a :meth:`transaction`, that transaction's connection."""
+        inside a :meth:`transaction`, that transaction's connection. Behind
+        a pooler, a transaction of its own: the session's bounds are set in
+        each transaction (:mod:`.pooler`)."""
         if self._bound is not None:
             with translated(where):
                 yield self._bound
+            return
+        if self._pooled:
+            with translated(where), self.engine.connect() as conn, conn.begin():
+                yield conn
             return
         with translated(where), self.engine.connect() as conn:
             yield conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -166,7 +173,7 @@ class SQLBase:
         sessions = sessions_of(self.engine)
         if sessions is None or self._bound is not None:
             return
-        session_ms = effective_timeout(sessions.parameters, "statement_timeout")
+        session_ms = sessions.timeout_ms("statement_timeout")
         bound = sessions.bounds.maintenance_timeout
         if session_ms <= 0:
             return

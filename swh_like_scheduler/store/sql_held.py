@@ -19,6 +19,12 @@ path does, and the next call connects again. A process made by ``fork``
 never uses its parent's connections (they belong to the parent's sessions).
 Only a store that owns its engine holds connections, and
 :meth:`HeldConnections.close` (called by the store's ``close``) closes them.
+
+Behind a pooler in transaction mode (:mod:`.pooler`) the connection keeps
+nothing between calls: no session ``SET``, no prepared statement. Each call
+is its own transaction, which sets the session's bounds and time zone for
+itself first (``BEGIN`` and the settings in one round trip, the statement,
+``COMMIT``).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Any
 import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 
-from .engine import connect_parameters, sessions_of
+from .engine import Sessions, connect_parameters, sessions_of
 from .errors import translate
 
 
@@ -52,12 +58,16 @@ class HeldConnections:
         self._statements: dict[str, str] = {}
         #: a fork's copies of the parent's connections: kept, never used or closed
         self._inherited: list[Any] = []
+        sessions = sessions_of(engine)
+        #: behind a pooler: what begins each call's transaction (``None``: no pooler)
+        self._begin = _begin_text(sessions) if sessions is not None else None
 
     def _connect(self) -> Any:
         args, options = connect_parameters(self._engine)
         connection = self._engine.dialect.connect(*args, **options)
         connection.autocommit = True
-        connection.execute("SET TIME ZONE 'UTC'")
+        if self._begin is None:
+            connection.execute("SET TIME ZONE 'UTC'")
         with self._lock:
             self._open.append(connection)
         return connection
@@ -104,18 +114,46 @@ class HeldConnections:
             raise _translated(error, driver_error, text, values, where) from error
         sessions = sessions_of(self._engine)
         watch = sessions.watch if sessions is not None else None
-        if watch is not None:
-            watch.begin(connection.info.backend_pid, text)
         try:
-            row = connection.execute(text, dict(values), prepare=True).fetchone()
+            backend_pid = connection.info.backend_pid
+            if self._begin is not None:
+                backend_pid = self._begin_transaction(connection)
+            if watch is not None:
+                watch.begin(backend_pid, text)
+            try:
+                prepare = self._begin is None  # a pooler's next lender has never seen it
+                row = connection.execute(text, dict(values), prepare=prepare).fetchone()
+            finally:
+                if watch is not None:
+                    watch.end()
+            if self._begin is not None:
+                connection.execute("COMMIT")
         except driver_error as error:
+            if self._begin is not None:
+                self._end_transaction(connection)
             if connection.broken or connection.closed or not _statement_error(error):
                 self._forget(connection)
             raise _translated(error, driver_error, text, values, where) from error
-        finally:
-            if watch is not None:
-                watch.end()
         return tuple(row) if row is not None else None
+
+    def _begin_transaction(self, connection: Any) -> int:
+        """``BEGIN`` and the session's settings for the transaction (one
+        round trip); the server process the pooler lent for it."""
+        cursor = connection.execute(self._begin)
+        cursor.nextset()
+        found = cursor.fetchone()
+        return int(found[-1]) if found else 0
+
+    def _end_transaction(self, connection: Any) -> None:
+        """Roll back a transaction a failure left open (nothing was written),
+        giving the pooler its server connection back."""
+        if connection.closed or connection.broken:
+            return
+        try:
+            connection.execute("ROLLBACK")
+        except Exception:  # the connection is no good: forgotten by the caller
+            with contextlib.suppress(Exception):
+                connection.close()
 
     def close(self) -> None:
         """Close every connection this object opened in this process."""
@@ -125,6 +163,22 @@ class HeldConnections:
             with contextlib.suppress(Exception):  # a broken one: nothing to release
                 connection.close()
         self._local.connection = None
+
+
+def _begin_text(sessions: Sessions) -> str | None:
+    """``BEGIN`` then the ``SELECT`` that sets ``sessions``' settings for
+    the transaction, values written in (one simple query, one round trip);
+    ``None`` without a pooler."""
+    if sessions.pooler is None:
+        return None
+    from psycopg import sql
+
+    calls = [
+        sql.SQL("set_config({}, {}, true)").format(sql.Literal(name), sql.Literal(value))
+        for name, value in sessions.per_transaction.items()
+    ]
+    select = sql.SQL(", ").join([*calls, sql.SQL("pg_backend_pid()")])
+    return sql.SQL("BEGIN; SELECT {}").format(select).as_string(None)
 
 
 def _statement_error(error: BaseException) -> bool:

@@ -129,3 +129,15 @@ class StatementTimeout(StoreError):
 
 class SchemaMismatch(StoreError):
     """The database schema is missing or older than this version expects."""
+
+
+class DiskFull(StoreUnavailable):
+    """The database server (or the SQLite file's volume) has no space left:
+    nothing of the operation was written; it may succeed once space is freed."""
+
+
+class PoolerMismatch(StoreError):
+    """A connection pooler in front of PostgreSQL (PgBouncer) refused what a
+    direct session allows, or lent the session's state to another client (a
+    startup parameter, a prepared statement): the database URL must say that
+    a pooler is in the way (``?pooler=transaction``)."""

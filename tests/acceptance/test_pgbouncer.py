@@ -3,8 +3,8 @@
 Every daemon's database URL goes through a private PgBouncer
 (tests/pooler.py) that lends 3 server connections to all of them, with
 ``?pooler=transaction``: ``swh scheduler start-runner`` (with the monitor's
-duties), ``start-listener``, ``rpc-serve`` and a real ``celery worker`` of a
-leased task type (:mod:`pooledapp`: its start guard, pings and final write
+duties), or ``celery beat -S swh`` in its place, ``start-listener``,
+``rpc-serve`` and a real ``celery worker`` of a leased task type (:mod:`pooledapp`: its start guard, pings and final write
 go through the pooler too). 30 one-shot tasks and 6 periodic ones of a
 3 s period run for a while: each statement runs far more than the 5 times
 after which psycopg would prepare it. Every run must have run its body once
@@ -80,7 +80,7 @@ class Daemons:
         with (self.logs / f"{name}.log").open("ab") as log:
             self.running[name] = subprocess.Popen(
                 command,
-                cwd=HERE,
+                cwd=self.logs,
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -92,7 +92,9 @@ class Daemons:
 
     def check_alive(self) -> None:
         for name, process in self.running.items():
-            assert name in self.stopped or process.poll() is None, f"{name} exited:\n{self.log(name)[-3000:]}"
+            assert name in self.stopped or process.poll() is None, (
+                f"{name} exited:\n{self.log(name)[-3000:]}"
+            )
 
     def stop(self, name: str) -> None:
         self.stopped.add(name)
@@ -176,8 +178,17 @@ def make_tasks(store: SQLAlchemyStore, queue: str) -> None:
     store.create_tasks([*oneshots, *periodic], now=now)
 
 
+#: the two dispatchers: the runner (with the monitor's duties), or Celery beat
+DISPATCHERS = {
+    "runner": (*SWH, "start-runner", "--period", "1", "--monitor-period", "1"),
+    "beat": (sys.executable, "-m", "celery", "-A", "pooledapp", "beat", "-S", "swh",
+             "-l", "INFO", "--max-interval", "1"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("dispatcher", sorted(DISPATCHERS))
 def test_the_platform_runs_every_task_once_behind_pgbouncer_in_transaction_mode(
-    bouncer: PrivatePgBouncer, postgres_url: str, queue: str, tmp_path: Path
+    bouncer: PrivatePgBouncer, postgres_url: str, queue: str, tmp_path: Path, dispatcher: str
 ) -> None:
     database = postgres_url.rpartition("/")[2]
     url = bouncer.url(database, pooler="transaction")
@@ -188,7 +199,7 @@ def test_the_platform_runs_every_task_once_behind_pgbouncer_in_transaction_mode(
     port = free_port()
     daemons = Daemons(tmp_path, environment(url, out))
     try:
-        daemons.start("runner", *SWH, "start-runner", "--period", "1", "--monitor-period", "1")
+        daemons.start(dispatcher, *DISPATCHERS[dispatcher])
         daemons.start("listener", *SWH, "start-listener", "--queue-name", f"{queue}-ev")
         daemons.start("api", *SWH, "rpc-serve", "--port", str(port), "--tokens", f"{TOKEN}:rw")
         daemons.start(
@@ -239,7 +250,7 @@ def test_the_platform_runs_every_task_once_behind_pgbouncer_in_transaction_mode(
         for _ in range(10):  # the API's reads through the pooler too
             assert api.get("/tasks", params={"type": "pooled", "limit": 100}).status_code == 200
         assert api.get("/health").status_code in (200, 503)
-        daemons.stop("runner")  # nothing new is dispatched; what was, ends
+        daemons.stop(dispatcher)  # nothing new is dispatched; what was, ends
 
         def settled() -> bool:
             daemons.check_alive()
@@ -273,7 +284,7 @@ def test_the_platform_runs_every_task_once_behind_pgbouncer_in_transaction_mode(
     for name, text in logs.items():
         for words in FORBIDDEN:
             assert words not in text.lower(), f"{name} says {words!r}:\n{text[-3000:]}"
-    assert "behind a pooler (pooler=transaction)" in logs["runner"]
+    assert "behind a pooler (pooler=transaction)" in logs[dispatcher]
 
 
 @pytest.mark.parametrize("daemon", ["start-runner", "start-listener"])

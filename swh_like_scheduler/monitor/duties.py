@@ -74,6 +74,7 @@ from ..recording import TaskTypeCache, outcome_applier
 from ..store import SchedulerStore
 from ..store.interface import ApplyOutcome
 from .report import NOT_THE_MONITOR, MonitorReport
+from .terms import publish_terms
 
 if TYPE_CHECKING:
     from ..index.keeper import IndexKeeper
@@ -233,6 +234,7 @@ def monitor_tick(
         return MonitorReport(
             now=now, lock=lock, steal=_no_steal(lock.db_now), skipped=NOT_THE_MONITOR
         )
+    publish_terms(store, settings.ping_timeout, settings.grace, holder)  # workers' bound
     if apply is None:
         apply = outcome_applier(TaskTypeCache(store), random.Random())
     batch = settings.batch_size

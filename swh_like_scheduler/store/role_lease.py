@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..domain.model import RunStatus, TaskRun
 
 if TYPE_CHECKING:
+    from ..domain.fencing import LeaseTerms
     from ..domain.records import LeaseGrant, PingReply, Renewal, StealReport
 
 
@@ -129,9 +130,10 @@ class LeaseStore(Protocol):
     ) -> TaskRun | None:
         """Warm shutdown: when ``tag`` owns the task and the run is open, the
         run ends ``lost`` (a neutral outcome: no statistic moves) with the
-        history entry ``yielded``, the ownership is released and the task is
-        runnable at once in a new slot (``waiting``, ``next_run = max(now,
-        slot + 1 µs)``: the run's own slot and backend id are taken; when now
+        history entry ``yielded``, the ownership is released, the task's
+        fencing token moves on and the task is runnable at once in a new
+        slot (``waiting``, ``next_run = max(now, slot + 1 µs)``: the run's
+        own slot and backend id are taken; when now
         is in a blackout window, the policy's time past it). Otherwise nothing
         is written."""
         ...
@@ -150,8 +152,30 @@ class LeaseStore(Protocol):
         ``pinged_late``); owned tasks whose
         ``steal_start_at`` is older than ``grace`` lose their run: it ends
         ``lost`` (history ``stolen``, ``apply`` in the same transaction), the
-        ownership is released and the task is runnable at once as in
-        :meth:`yield_lease`. A late ping from the old owner then answers
-        ``stolen``. Rows another transaction holds are skipped (PostgreSQL),
-        at most ``limit`` tasks per step."""
+        ownership is released, the task's fencing token moves on (the old
+        copy's token is stale at once: :meth:`current_fence`) and the task is
+        runnable at once as in :meth:`yield_lease`. A late ping from the old
+        owner then answers ``stolen``. Rows another transaction holds are
+        skipped (PostgreSQL), at most ``limit`` tasks per step."""
+        ...
+
+    def current_fence(self, task_id: int) -> int | None:
+        """The task's fencing token now (``None``: no such task). It moves on
+        with every start the guard grants (the start's token) and whenever a
+        run is taken from its copy (stolen, yielded, given up by a copy that
+        fenced itself, ended with its worker): a copy whose token is not the
+        current one no longer owns its run. One read by primary key."""
+        ...
+
+    def publish_lease_terms(
+        self, *, ping_timeout: timedelta, grace: timedelta, holder: str
+    ) -> LeaseTerms:
+        """The monitor's steal settings, written for the workers (one row;
+        written only when they differ from the stored ones), with ``holder``
+        and the database's instant; returns what is stored."""
+        ...
+
+    def lease_terms(self) -> LeaseTerms | None:
+        """The steal settings the monitor published (:meth:`publish_lease_terms`),
+        ``None`` when no monitor has yet."""
         ...

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 
+from ..domain.fencing import LEASE_LOST, LEASE_LOST_ERROR
 from ..domain.model import OPEN_RUN_STATUSES, RunStatus, Task, TaskRun, TaskStatus, final_run_status
 from ..domain.records import LATE_OUTCOME, STALE_END, STOLEN, SUPERSEDED, WORKER_OFFLINE
 from . import rows
@@ -21,6 +22,9 @@ from .sql_batch import among, update_rows
 from .sql_lease import _entry
 from .tables import task as task_t
 from .tables import task_run as run_t
+
+if TYPE_CHECKING:
+    from .sql_lease import LeaseMethods
 
 _OPEN = [s.value for s in OPEN_RUN_STATUSES]
 #: an outcome that makes its task ready again within this long wakes the
@@ -98,6 +102,8 @@ class RunEndMethods(SQLBase):
                 run = runs.get(end.backend_id)
                 if run is not None and run.status is RunStatus.LOST and status in _REAL_OUTCOMES:
                     run = runs[end.backend_id] = self._late_end(conn, run, end, status, apply)
+                elif run is not None and run.status.is_open and _gave_up(status, end):
+                    run = runs[end.backend_id] = self._given_up(conn, run, end, apply)
                 elif run is not None and run.status.is_open:
                     run = replace(
                         run,
@@ -191,15 +197,20 @@ class RunEndMethods(SQLBase):
         """The outcome of ``run``, ended ``lost``, arrived after all (its body
         went on: its worker was taken for gone, or the process running it
         went silent and the run was taken from it). When another run of the
-        task started since (a later fencing token), the outcome is stale:
-        the run ends ``superseded``, its result kept, the task untouched.
-        Otherwise, when the loss was a guess (worker offline, run taken
-        away), the outcome replaces ``lost`` (:meth:`_replace_loss`); a body
-        stopped because its run was taken (``RunTaken``, the lease's
-        ``LeaseStopped``) or that yielded reports no outcome: the run stays
-        ``lost`` and the copy dispatched since goes on."""
+        task started since, or the task's fencing token moved on past the
+        run's (taking a run moves it at once), the end is stale: the run
+        ends ``superseded``, its result kept, the task untouched.
+        Otherwise (a run no start guard took: no token), when the loss was
+        a guess (worker offline, run taken away), the outcome replaces
+        ``lost`` (:meth:`_replace_loss`); a body stopped because its run was
+        taken (``RunTaken``, ``LeaseLost``, the lease's ``LeaseStopped``) or
+        that yielded reports no outcome: the run stays ``lost`` and the copy
+        dispatched since goes on."""
+        last = run.history[-1].get("event") if run.history else None
+        if last == LEASE_LOST and _gave_up(status, end):
+            return run  # the copy's own stop again (a duplicate event)
         task_row = conn.execute(
-            self._lock(sa.select(task_t.c.id).where(task_t.c.id == run.task_id))
+            self._lock(sa.select(task_t.c.id, task_t.c.fence).where(task_t.c.id == run.task_id))
         ).first()
         later = conn.execute(
             sa.select(run_t.c.backend_id, run_t.c.fence, run_t.c.started)
@@ -212,8 +223,9 @@ class RunEndMethods(SQLBase):
             .limit(1)
         ).first()
         if task_row is not None and later is not None:
-            return self._supersede(conn, run, end, status, later)
-        last = run.history[-1].get("event") if run.history else None
+            return self._supersede(conn, run, end, status, later.backend_id, later.fence)
+        if task_row is not None and run.fence is not None and int(task_row.fence) > run.fence:
+            return self._supersede(conn, run, end, status, None, int(task_row.fence))
         if last not in (WORKER_OFFLINE, STOLEN) or (
             status is RunStatus.FAILED and any(stop in (end.error or "") for stop in _TAKEN_STOPS)
         ):
@@ -221,15 +233,20 @@ class RunEndMethods(SQLBase):
         return self._replace_loss(conn, run, end, status, apply)
 
     def _supersede(
-        self, conn: sa.Connection, run: TaskRun, end: RunEnd, status: RunStatus, later: Any
+        self,
+        conn: sa.Connection,
+        run: TaskRun,
+        end: RunEnd,
+        status: RunStatus,
+        by: str | None,
+        by_fence: int | None,
     ) -> TaskRun:
+        """``run`` ends ``superseded``: ``by`` (the run started since, if
+        any) and ``by_fence`` (its token, or the task's token that moved
+        past the run's when the run was taken) are in the ``stale_end``
+        entry."""
         entry = _entry(
-            STALE_END,
-            end.ended,
-            status=str(status),
-            fence=run.fence,
-            by=later.backend_id,
-            by_fence=later.fence,
+            STALE_END, end.ended, status=str(status), fence=run.fence, by=by, by_fence=by_fence
         )
         run = replace(
             run,
@@ -313,10 +330,38 @@ class RunEndMethods(SQLBase):
         conn.execute(UPDATE_TASK, [{**rows.task_to_row(after), "id_": task.id}])
         return run
 
+    def _given_up(
+        self, conn: sa.Connection, run: TaskRun, end: RunEnd, apply: ApplyOutcome | None
+    ) -> TaskRun:
+        """The copy of the open ``run`` fenced itself (its process could not
+        renew the run within its bound: ``LeaseLost``) and its body
+        stopped: no outcome of the task. The run ends ``lost`` as when the
+        monitor takes it (history ``lease_lost``, the ownership released,
+        the fencing token moved on, the task runnable at once)."""
+        lease = cast("LeaseMethods", self)
+        entry = _entry(LEASE_LOST, end.ended, worker=run.worker, progress=run.progress)
+        ended = lease._end_owned(
+            conn,
+            run,
+            status=RunStatus.LOST,
+            now=end.ended,
+            error=f"given up by its copy: {end.error}",
+            entry=entry,
+            apply=apply,
+            runnable_now=True,
+            take=True,
+        )
+        return ended if ended is not None else run
+
+
+def _gave_up(status: RunStatus, end: RunEnd) -> bool:
+    """Whether ``end`` is the stop of a copy that fenced itself (``LeaseLost``)."""
+    return status is RunStatus.FAILED and LEASE_LOST_ERROR in (end.error or "")
+
 
 #: what a body stopped because its run was taken raises (the heartbeat's,
-#: the lease's): its failure is no outcome of the task
-_TAKEN_STOPS = ("RunTaken", "LeaseStopped")
+#: a copy that fenced itself, the lease's): its failure is no outcome of the task
+_TAKEN_STOPS = ("RunTaken", LEASE_LOST_ERROR, "LeaseStopped")
 
 _REAL_OUTCOMES = frozenset(
     {

@@ -122,13 +122,17 @@ class LeaseMethods(SQLBase):
         entry: Mapping[str, Any] | None = None,
         apply: ApplyOutcome | None,
         runnable_now: bool = False,
+        take: bool = False,
     ) -> TaskRun | None:
         """End ``run`` (an open run whose task the caller has locked) the way
         :meth:`end_task_run` does, add ``entry`` to its history and release
         the task's ownership. ``runnable_now``: a task left ``waiting`` may
         start at once, in a new slot: ``next_run = max(now, slot + 1 µs)``
         (unless ``now`` is in one of its blackout windows: then the policy's
-        time, past the window)."""
+        time, past the window). ``take``: the run is taken from its copy
+        (stolen, yielded, given up, its worker gone): the task's fencing
+        token moves on in the same transaction, so the copy's token is stale
+        from now on (:meth:`current_fence`; its late end is ``superseded``)."""
 
         def after(task: Task, ended_run: TaskRun) -> Task:
             new = apply(task, ended_run) if apply is not None else task
@@ -159,7 +163,15 @@ class LeaseMethods(SQLBase):
         )
         if ended is not None and entry is not None:
             ended = self._add_history(conn, ended, entry)
+        if ended is not None and take:
+            self._move_fence(conn, run.task_id)
         return ended
+
+    def _move_fence(self, conn: sa.Connection, task_id: int) -> None:
+        """The task's fencing token moves on: every copy started before is stale."""
+        conn.execute(
+            sa.update(task_t).where(task_t.c.id == task_id).values(fence=task_t.c.fence + 1)
+        )
 
     # -- the owner's calls ----------------------------------------------------
 
@@ -387,6 +399,7 @@ class LeaseMethods(SQLBase):
                 entry=_entry(YIELDED, now, worker=run.worker, progress=run.progress),
                 apply=apply,
                 runnable_now=True,
+                take=True,
             )
 
     def release_start(self, backend_id: str, *, tag: str) -> bool:

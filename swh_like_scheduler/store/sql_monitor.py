@@ -264,6 +264,7 @@ class MonitorMethods(LeaseMethods, IdentityMethods):
                 entry=_entry(WORKER_OFFLINE, end, worker=run.worker, detail=detail),
                 apply=apply,
                 runnable_now=True,
+                take=True,
             )
             if done is not None and done.status is RunStatus.LOST:
                 lost.append(done)

@@ -5,25 +5,38 @@ pings, or the heartbeat of every guarded run: :meth:`renew_runs`), never
 inferred from the worker's main process. The monitor's steal step puts on
 notice the owners silent for the ping timeout (by their last renewal, or by
 their start when they never renewed) and, after the grace, ends their run
-``lost`` and makes the task runnable again. Instants are the database's.
+``lost`` and makes the task runnable again, moving the task's fencing
+token on in the same transaction (the copy's token is stale from then on:
+:meth:`current_fence`). Instants are the database's.
+
+The monitor publishes its two settings (:meth:`publish_lease_terms`, one
+row of ``lease_terms``) for the worker processes, which read them
+(:meth:`lease_terms`) to fence themselves before it may take their runs
+(:mod:`swh_like_scheduler.domain.fencing`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 
 from ..domain.exceptions import InvalidInput
+from ..domain.fencing import LeaseTerms
 from ..domain.model import OWNER_CLEARED, RunStatus, TaskRun
 from ..domain.records import PINGED_LATE, STOLEN, Renewal, StealReport
 from . import rows
 from .interface import ApplyOutcome
 from .sql_batch import among
 from .sql_lease import _OPEN, LeaseMethods, _entry
+from .tables import lease_terms as terms_t
 from .tables import task as task_t
 from .tables import task_run as run_t
+
+#: the name of the monitor's row in ``lease_terms``
+_TERMS = "monitor"
 
 
 class StealMethods(LeaseMethods):
@@ -93,7 +106,9 @@ class StealMethods(LeaseMethods):
                 owned = open_runs.get(task_id)
                 if owned is None:  # ownership without an open run: just release it
                     conn.execute(
-                        sa.update(task_t).where(task_t.c.id == task_id).values(**OWNER_CLEARED)
+                        sa.update(task_t)
+                        .where(task_t.c.id == task_id)
+                        .values(**OWNER_CLEARED, fence=task_t.c.fence + 1)
                     )
                     continue
                 ended = self._end_owned(
@@ -108,6 +123,7 @@ class StealMethods(LeaseMethods):
                     entry=_entry(STOLEN, now, worker=owned.worker, progress=owned.progress),
                     apply=apply,
                     runnable_now=True,
+                    take=True,  # the copy's token is stale from now on
                 )
                 if ended is not None:
                     stolen.append(ended)
@@ -167,8 +183,56 @@ class StealMethods(LeaseMethods):
                 )
         return answers
 
+    def current_fence(self, task_id: int) -> int | None:
+        with self._read("read a task's fencing token") as conn:
+            value = conn.scalar(sa.select(task_t.c.fence).where(task_t.c.id == task_id))
+        return None if value is None else int(value)
+
+    # -- the monitor's settings, for the workers ----------------------------------
+
+    def publish_lease_terms(
+        self, *, ping_timeout: timedelta, grace: timedelta, holder: str
+    ) -> LeaseTerms:
+        if ping_timeout <= timedelta(0) or grace <= timedelta(0):
+            raise InvalidInput("ping_timeout", "the ping timeout and the grace must be > 0")
+        values = {
+            "name": _TERMS,
+            "ping_timeout": ping_timeout.total_seconds(),
+            "grace": grace.total_seconds(),
+            "holder": holder,
+        }
+        with self._write("publish the monitor's steal settings") as conn:
+            now = self._db_now(conn)
+            insert = self._upsert(terms_t).values(**values, published_at=now)
+            changed = sa.or_(
+                *(terms_t.c[name] != insert.excluded[name] for name in values if name != "name")
+            )
+            conn.execute(
+                insert.on_conflict_do_update(
+                    index_elements=[terms_t.c.name],
+                    set_={name: insert.excluded[name] for name in (*values, "published_at")},
+                    where=changed,  # the same settings again: nothing written
+                )
+            )
+            row = conn.execute(sa.select(terms_t).where(terms_t.c.name == _TERMS)).one()
+        return _terms(row)
+
+    def lease_terms(self) -> LeaseTerms | None:
+        with self._read("read the monitor's steal settings") as conn:
+            row = conn.execute(sa.select(terms_t).where(terms_t.c.name == _TERMS)).first()
+        return None if row is None else _terms(row)
+
     def _open_runs(self, conn: sa.Connection, task_ids: list[int]) -> list[TaskRun]:
         if not task_ids:
             return []
         query = sa.select(run_t).where(run_t.c.task_id.in_(task_ids), run_t.c.status.in_(_OPEN))
         return [rows.run_from_row(r._mapping) for r in conn.execute(self._lock(query))]
+
+
+def _terms(row: sa.Row[Any]) -> LeaseTerms:
+    return LeaseTerms(
+        ping_timeout=timedelta(seconds=float(row.ping_timeout)),
+        grace=timedelta(seconds=float(row.grace)),
+        holder=str(row.holder),
+        published_at=row.published_at,
+    )

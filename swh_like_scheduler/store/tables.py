@@ -345,6 +345,20 @@ scheduler_lock = sa.Table(
     sa.Column("expires_at", UTCDateTime, nullable=False),
 )
 
+#: The monitor's steal settings, published by the monitor holding its lock
+#: at each pass (one row, ``name = 'monitor'``): the worker processes read
+#: them to fence themselves before the monitor may take their runs
+#: (:mod:`swh_like_scheduler.domain.fencing`; sql/versions/0021_lease_terms.py).
+lease_terms = sa.Table(
+    "lease_terms",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("ping_timeout", sa.Float, nullable=False),  # seconds
+    sa.Column("grace", sa.Float, nullable=False),  # seconds
+    sa.Column("holder", sa.Text, nullable=False),
+    sa.Column("published_at", UTCDateTime, nullable=False),
+)
+
 #: When the latest runner pass that had room for every ready task of a type
 #: and priority class *began*: it claimed them all with capacity to spare
 #: and left none behind (no row held by another transaction). A one-shot

@@ -16,7 +16,7 @@ from datetime import datetime, time, timedelta
 from enum import Enum
 from typing import Any
 
-from ..domain import enums, exceptions, model, run_model
+from ..domain import enums, exceptions, fencing, model, run_model
 from ..domain.exceptions import InvalidInput, SchedulerError
 from ..intake import jobs
 
@@ -44,7 +44,10 @@ def _modules() -> list[Any]:
     from ..visits import model as visits
     from . import values
 
-    return [model, enums, run_model, values, jobs, records, visits, feedback, policy, type_edit]
+    return [
+        *(model, enums, run_model, values, jobs, records, fencing),
+        *(visits, feedback, policy, type_edit),
+    ]
 
 
 _RECORDS: dict[str, type] = {}

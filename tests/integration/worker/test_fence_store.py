@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from swh_like_scheduler.domain.lease import Refusal, Renewal
+from swh_like_scheduler.domain.lease import Renewal
 from swh_like_scheduler.domain.model import (
     RunStatus,
     ScheduleKind,
@@ -142,35 +142,48 @@ def test_a_stale_copys_end_after_another_start_is_superseded(
     assert [r.backend_id for r in good] == [second.backend_id]
 
 
-def test_a_taken_copys_end_before_any_other_start_replaces_lost(
+def test_a_taken_copys_end_before_any_other_start_is_stale_all_the_same(
     store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome
 ) -> None:
+    """Taking the run moves the task's token at once: the old copy's end,
+    though no other copy started yet, comes under a stale token. It is
+    kept as ``superseded`` and decides nothing; the copy dispatched since
+    runs (before, the end replaced ``lost``, completed the task and
+    cancelled that copy: "taken" looked like "still mine")."""
     task, first = dispatched(store)
-    assert store.guard_start(first.backend_id, node="n1", name="w1", tag="old").granted
+    old = store.guard_start(first.backend_id, node="n1", name="w1", tag="old")
+    assert old.granted and old.fence is not None
     taken_away(store, task, apply)
+    assert store.current_fence(task.id or 0) == old.fence + 1  # moved by the take
     queued = store.schedule_task_run(task.id or 0, now=task_of(store, task.id).next_run)
     late = datetime.now(UTC)
-    [real] = store.end_task_runs(
-        [RunEnd(first.backend_id, RunStatus.UNEVENTFUL, late)], apply=apply
+    [stale] = store.end_task_runs(
+        [RunEnd(first.backend_id, RunStatus.UNEVENTFUL, late, {"status": "uneventful"})],
+        apply=apply,
     )
-    assert real is not None and real.status is RunStatus.UNEVENTFUL
-    assert [h["event"] for h in real.history][-2:] == ["stolen", "late_outcome"]
-    assert task_of(store, task.id).status is TaskStatus.COMPLETED
-    # the copy dispatched meanwhile never runs
-    cancelled = run_of(store, queued.backend_id)
-    assert cancelled.status is RunStatus.CANCELLED
-    refused = store.guard_start(queued.backend_id, node="n2", name="w2", tag="new", apply=apply)
-    assert not refused.granted and refused.reason is Refusal.FINISHED_RUN
+    assert stale is not None and stale.status is RunStatus.SUPERSEDED
+    assert stale.result == {"status": "uneventful"}
+    entry = stale.history[-1]
+    assert [h["event"] for h in stale.history][-2:] == ["stolen", "stale_end"]
+    assert entry["fence"] == old.fence and entry["by_fence"] == old.fence + 1
+    assert "by" not in entry  # no copy started since: the take moved the token
+    during = task_of(store, task.id)
+    assert during.status is not TaskStatus.COMPLETED and during.last_good_end_at is None
+    # the copy dispatched meanwhile runs, under a larger token still
+    assert run_of(store, queued.backend_id).status is RunStatus.SCHEDULED
+    new = store.guard_start(queued.backend_id, node="n2", name="w2", tag="new", apply=apply)
+    assert new.granted and new.fence == old.fence + 2
 
 
-@pytest.mark.parametrize("stop", ["RunTaken()", "LeaseStopped('stolen')"])
+@pytest.mark.parametrize("stop", ["RunTaken()", "LeaseStopped('stolen')", "LeaseLost()"])
 def test_a_taken_copy_stopped_before_any_other_start_is_no_failure(
     store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome, stop: str
 ) -> None:
     """The copy learns its run was taken (its process resumed) and is
     stopped before the copy dispatched since has started: its stop is no
     outcome of the task (the soak's seed 5 recorded it ``failed``, counted
-    a failure and cancelled the new copy)."""
+    a failure and cancelled the new copy); it came under a stale token:
+    ``superseded``."""
     task, first = dispatched(store)
     assert store.guard_start(first.backend_id, node="n1", name="w1", tag="old").granted
     taken_away(store, task, apply)
@@ -178,8 +191,8 @@ def test_a_taken_copy_stopped_before_any_other_start_is_no_failure(
     [kept] = store.end_task_runs(
         [RunEnd(first.backend_id, RunStatus.FAILED, datetime.now(UTC), None, stop)], apply=apply
     )
-    assert kept is not None and kept.status is RunStatus.LOST
-    assert [h["event"] for h in kept.history][-1] == "stolen"
+    assert kept is not None and kept.status is RunStatus.SUPERSEDED
+    assert [h["event"] for h in kept.history][-2:] == ["stolen", "stale_end"]
     assert task_of(store, task.id).failure_count == 0
     # the copy dispatched meanwhile runs
     assert run_of(store, queued.backend_id).status is RunStatus.SCHEDULED

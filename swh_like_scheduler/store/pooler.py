@@ -80,13 +80,6 @@ class Pooler:
     def has_direct(self) -> bool:
         return self.direct_host is not None or self.direct_port is not None
 
-    def describe(self) -> str:
-        """One phrase for a log line."""
-        if not self.has_direct:
-            return f"behind a pooler in {self.mode} mode; new tasks found by polling"
-        where = f"{self.direct_host or 'the same host'}:{self.direct_port or 'the same port'}"
-        return f"behind a pooler in {self.mode} mode; wake-ups LISTEN on {where}"
-
 
 def split_pooler(url: sa.URL) -> tuple[sa.URL, Pooler | None]:
     """``url`` without the pooler's query parameters, and what they say

@@ -4,8 +4,9 @@ Every daemon's database URL goes through a private PgBouncer
 (tests/pooler.py) that lends 3 server connections to all of them, with
 ``?pooler=transaction``: ``swh scheduler start-runner`` (with the monitor's
 duties), or ``celery beat -S swh`` in its place, ``start-listener``,
-``rpc-serve`` and a real ``celery worker`` of a leased task type (:mod:`pooledapp`: its start guard, pings and final write
-go through the pooler too). 30 one-shot tasks and 6 periodic ones of a
+``rpc-serve`` and a real ``celery worker`` of a leased task type
+(:mod:`pooledapp`: its start guard, pings and final write go through the
+pooler too). 30 one-shot tasks and 6 periodic ones of a
 3 s period run for a while: each statement runs far more than the 5 times
 after which psycopg would prepare it. Every run must have run its body once
 (the body's own marker file) and ended, nothing stays ``started``, and no
@@ -21,6 +22,7 @@ import os
 import socket
 import subprocess
 import sys
+import urllib.parse
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -60,6 +62,10 @@ TOKEN = "pgbouncer-test-token"
 TASK = "tests.pooled.work"
 #: what no log may say: the pooler mixing up sessions, or refusing one
 FORBIDDEN = ("prepared statement", "startup parameter", "cannot reach the database")
+
+
+def database_of(url: str) -> str:
+    return urllib.parse.unquote(urllib.parse.urlsplit(url).path.lstrip("/"))
 
 
 def free_port() -> int:
@@ -114,7 +120,7 @@ class Daemons:
 
 @pytest.fixture
 def bouncer(postgres_url: str) -> Iterator[PrivatePgBouncer]:
-    database = postgres_url.rpartition("/")[2]
+    database = database_of(postgres_url)
     with pgbouncer(postgres_url, [database], pool_size=3) as running:
         yield running
 
@@ -190,7 +196,7 @@ DISPATCHERS = {
 def test_the_platform_runs_every_task_once_behind_pgbouncer_in_transaction_mode(
     bouncer: PrivatePgBouncer, postgres_url: str, queue: str, tmp_path: Path, dispatcher: str
 ) -> None:
-    database = postgres_url.rpartition("/")[2]
+    database = database_of(postgres_url)
     url = bouncer.url(database, pooler="transaction")
     out = tmp_path / "bodies"
     out.mkdir()
@@ -291,7 +297,7 @@ def test_the_platform_runs_every_task_once_behind_pgbouncer_in_transaction_mode(
 def test_without_the_pooler_mode_a_daemon_names_the_poolers_refusal(
     bouncer: PrivatePgBouncer, postgres_url: str, daemon: str, tmp_path: Path
 ) -> None:
-    database = postgres_url.rpartition("/")[2]
+    database = database_of(postgres_url)
     env = environment(bouncer.url(database), tmp_path)
     done = subprocess.run(
         [*SWH, daemon], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120

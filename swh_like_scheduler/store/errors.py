@@ -78,6 +78,9 @@ _UNREACHABLE = (
     "name or service not known",
 )
 
+#: the server ended a connection that was working
+_ENDED = ("server closed the connection", "terminating connection", "connection is closed")
+
 #: the server or libpq refused a connection parameter or a setting of ``options``
 _BAD_SETTING = (
     "invalid value for parameter",
@@ -240,6 +243,18 @@ def _unavailable(where: str, detail: str, lowered: str) -> StoreError:
         )
     if "does not exist" in lowered:
         return StoreUnavailable(f"{where}: {detail}; create it (`createdb`) or check --db-url")
+    if "the database system is" in lowered:
+        return StoreUnavailable(
+            f"{where}: the database server takes no session now: it is starting, stopping "
+            f"or recovering from a crash ({detail}); its log says why (a full disk, an "
+            "operator's restart); a running daemon tries again at its next pass"
+        )
+    if any(marker in lowered for marker in _ENDED):
+        return StoreUnavailable(
+            f"{where}: the database server ended the connection ({detail}): it restarted "
+            "or crashed, or the session was terminated; its log says why; a running daemon "
+            "tries again at its next pass"
+        )
     if "timeout expired" in lowered:
         return StoreUnavailable(
             f"{where}: cannot reach the database: it did not answer in time ({detail}); "

@@ -142,6 +142,22 @@ def test_an_unreachable_server_says_so() -> None:
     assert "did not answer in time" in str(slow)
 
 
+def test_a_server_that_restarts_or_ends_the_session_is_not_called_unreachable() -> None:
+    recovering = cause(refused_at_connect("FATAL:  the database system is in recovery mode"))
+    assert type(recovering) is StoreUnavailable
+    assert "starting, stopping or recovering from a crash" in str(recovering)
+    assert "cannot reach" not in str(recovering)
+    ended = cause(pg_errors.AdminShutdown("terminating connection due to administrator command"))
+    assert type(ended) is StoreUnavailable
+    assert "ended the connection" in str(ended) and "cannot reach" not in str(ended)
+    closed = cause(
+        psycopg.OperationalError(
+            "consuming input failed: server closed the connection unexpectedly"
+        )
+    )
+    assert "ended the connection" in str(closed)
+
+
 def test_pgbouncers_own_refusals_name_the_pooler() -> None:
     behind = cause(refused_at_connect("ERROR:  pgbouncer cannot connect to server"))
     assert type(behind) is StoreUnavailable

@@ -4,14 +4,16 @@ write reach the database through the pooler.
 
 Configured from the environment: ``POOLED_BROKER``, ``SWH_SCHEDULER_DB_URL``
 (the pooler's URL) and ``POOLED_OUT``, a folder where each execution of the
-body leaves one file named after its run (its Celery task id) holding the
-task's number: what really ran, whatever the store says.
+body leaves one file, ``RUN~EXECUTION`` (its run's Celery task id, then a
+random name), holding the task's number: what really ran, whatever the
+store says.
 """
 
 from __future__ import annotations
 
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,9 @@ app = make_app(
 def work(self: LeasedTask, number: int, duration: float = 0.2) -> dict[str, Any]:
     """Work ``duration`` seconds (pinging meanwhile), then leave the marker."""
     time.sleep(duration)
-    marker = Path(os.environ["POOLED_OUT"]) / str(self.request.id)
-    with marker.open("a") as out:
-        out.write(f"{number}\n")
+    out = Path(os.environ["POOLED_OUT"])
+    written = out / f".{uuid.uuid4().hex}"
+    written.write_text(f"{number}\n")
+    # one file per execution, whole when it appears: RUN-ID~EXECUTION
+    written.rename(out / f"{self.request.id}~{uuid.uuid4().hex}")
     return {"status": "eventful"}

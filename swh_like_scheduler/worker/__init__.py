@@ -7,17 +7,20 @@
   a fencing token per start: :class:`Fence`);
 * :mod:`.heartbeat` — the process running a body renews its run, and
   records its end when the listener did not;
+* :mod:`.ownership` and :mod:`.fencing` — whether that process still owns
+  its runs: self-fencing (:class:`LeaseLost`), stalls, ``self.fence.check()``;
 * the lease (:mod:`swh_like_scheduler.domain.lease`) builds on the guard for long
   tasks: pings, steals, stops.
 """
 
+from .fencing import LeaseLost, RunTaken
 from .guard import Fence, SchedulerTask, StartRefused, is_run_id
-from .heartbeat import RunTaken
 from .result_event import RESULT_EVENT, ResultEventTask, event_result
 
 __all__ = [
     "RESULT_EVENT",
     "Fence",
+    "LeaseLost",
     "ResultEventTask",
     "RunTaken",
     "SchedulerTask",

@@ -51,10 +51,11 @@ import socket
 import sys
 import threading
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, cast
 
-from celery.exceptions import Ignore
+from celery.exceptions import Ignore, TaskPredicate
 
 from ..config.settings import load_settings
 from ..domain.exceptions import SchedulerError
@@ -64,6 +65,7 @@ from ..recording import TaskTypeCache, outcome_applier
 from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
 from ..store.session import daemon_pool
+from .fencing import RunTaken, local_clock
 from .heartbeat import DEFAULT_EVERY, BodyOutcome, Heartbeat, heartbeat_for
 from .outcome import BodyEnded, EndedBodies, KeptOutcomeBackend
 from .result_event import ResultEventTask, main_pid
@@ -145,17 +147,42 @@ def identity(hostname: str | None) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Fence:
-    """The fencing token of a start: ``token`` grows by one with each start
-    the guard grants the task ``task_id``. A side effect that keeps, per
-    task, the largest token it has accepted, and refuses a smaller one,
-    never takes a write from a copy the scheduler has taken away and
-    started again (ZooKeeper's and Chubby's sequencers work so)."""
+    """The fencing token of a start: ``token`` grows with each start the
+    guard grants the task ``task_id``, and moves on at once when the run is
+    taken from its copy. A side effect that keeps, per task, the largest
+    token it has accepted, and refuses a smaller one, never takes a write
+    from a copy the scheduler has taken away and started again (ZooKeeper's
+    and Chubby's sequencers work so); :meth:`check` asks the database itself,
+    before the side effect."""
 
     task_id: int
     token: int
+    #: the question :meth:`check` asks (in the body of the run: its heartbeat)
+    _checker: Callable[[Fence], None] | None = field(
+        default=None, compare=False, hash=False, repr=False
+    )
 
     def __str__(self) -> str:
         return f"task {self.task_id} start {self.token}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Fence, (self.task_id, self.token))  # the question stays in its process
+
+    def check(self) -> None:
+        """Raise :class:`~.fencing.RunTaken` unless this start still owns
+        its run: :class:`~.fencing.LeaseLost` when its process could not
+        renew the run within its self-fencing bound, :class:`RunTaken` when
+        the run was taken (the task's token in the database is no longer
+        this one). Call it right before a side effect the scheduler cannot
+        undo: one read by primary key (when the database does not answer
+        in time, the self-fencing bound decides). What it cannot close is
+        the time between its answer and the side effect; a side effect that
+        takes the token along and refuses a smaller one closes that too."""
+        if self._checker is None:
+            raise RuntimeError(
+                f"{self}: a fencing token is checked in the body of its own run only"
+            )
+        self._checker(self)
 
 
 class _Held(threading.local):
@@ -225,17 +252,33 @@ class SchedulerTask(ResultEventTask):
         backend_id = self.request.id
         if backend_id is None or self.request.called_directly or not is_run_id(backend_id):
             return super().__call__(*args, **kwargs)
+        asked = local_clock()  # the bound counts from before the database stamped the start
         store, apply, grant, tag = self.guard_start(backend_id, lease=False)
         beat = self.heartbeat(store, apply)
         held = self._held
-        held.start, held.fence, held.heartbeat = (store, backend_id, tag), fence_of(grant), beat
+        fence = fence_of(grant)
+        if fence is not None:
+            fence = replace(fence, _checker=lambda f: beat.check(backend_id, f.task_id, f.token))
+        held.start, held.fence, held.heartbeat = (store, backend_id, tag), fence, beat
         self._bodies.ended = None
-        beat.hold(backend_id, tag, stop_when_taken=self.stop_when_taken)
+        beat.hold(backend_id, tag, stop_when_taken=self.stop_when_taken, since=asked)
         outcome = None
         try:
             value = super().__call__(*args, **kwargs)
             outcome = BodyOutcome(value)
             return value
+        except RunTaken as exc:
+            outcome = BodyOutcome(exception=exc)
+            raise
+        except Exception as exc:
+            lost = beat.verdict(backend_id) if held.start is not None else None
+            if lost is None or isinstance(exc, TaskPredicate):  # (retry, ignore, reject)
+                outcome = BodyOutcome(exception=exc)
+                raise
+            # a copy that lost its run: its failure is no outcome either
+            stop = lost(f"run {backend_id}: this copy no longer owns its run ({exc!r})")
+            outcome = BodyOutcome(exception=stop)
+            raise stop from exc
         except BaseException as exc:
             outcome = BodyOutcome(exception=exc)
             raise
@@ -244,6 +287,16 @@ class SchedulerTask(ResultEventTask):
             if held.start is not None:  # the body ran, and gave no run back
                 self._bodies.ended = BodyEnded(store, apply, backend_id, tag)
             held.start = held.fence = held.heartbeat = None
+
+    def body_returned(self) -> None:
+        """Before a guarded body's success is reported: raise
+        :class:`~.fencing.RunTaken` (or :class:`~.fencing.LeaseLost`) when
+        this copy no longer owns its run (its heartbeat knows, or, after a
+        stall, the database says): the run's end is then no outcome of the
+        task (:meth:`~.ownership.Ownership.confirm`)."""
+        held = self._held
+        if held.start is not None and held.heartbeat is not None:
+            held.heartbeat.confirm(held.start[1])
 
     @property
     def backend(self) -> Any:

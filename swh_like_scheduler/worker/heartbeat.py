@@ -26,35 +26,56 @@ the runs this process holds:
 A run is renewed first ``every`` seconds after it was taken (or later: the
 thread wakes every ``every`` seconds), so a body of a few seconds whose end
 is recorded in time costs no write at all. If the database cannot be reached
-the renewals are tried again at the next beat (one warning a minute); the
-monitor's grace covers an outage shorter than it.
+the renewals are tried again at the next beat (one warning a minute).
 
-The steal step counts a copy's silence from its start until its first
-renewal: keep ``every`` well under the monitor's ``--ping-timeout``.
+**Self-fencing.** The monitor takes a run whose copy has not renewed it for
+its ping timeout plus its grace; it publishes both in the database, and
+this process reads them (at its first start, then every minute). A running
+body whose run this process has not renewed for the bound they give
+(:func:`~swh_like_scheduler.domain.fencing.self_fence_bound`: three
+quarters of the ping timeout, counted on the process's monotonic clock from
+when it sent the last renewal that succeeded, or its start request) is no
+longer counted as the run's owner, whatever the database would answer: a
+warning names the run and :class:`LeaseLost` (a :class:`RunTaken`) is raised
+in its thread, at that instant (the thread wakes for it, and never waits on
+the database: renewals are made by another thread, :class:`BoundedCalls`).
+Its end never counts: a body that returns anyway has its success replaced
+by :class:`LeaseLost`, which the store records ``lost`` (or ``superseded``
+once the run was taken). ``every`` is shortened to half the bound when it is
+longer, and the thread wakes twice per ``every``: a run is renewed by 3/4
+of its bound, and tried again before it if the database did not answer.
+
+**Stalls.** The thread sees a stall (the process stopped, frozen or
+starved) as a wake-up that comes late on the monotonic clock; the runs
+held then are suspect until a renewal succeeds, and a body that ends while
+its run is suspect, or while the thread has not woken as it planned, asks
+the database before its success is reported (:meth:`Heartbeat.confirm`).
+``self.fence.check()`` asks the same before a side effect
+(:meth:`Heartbeat.check`).
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
+import contextlib
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from celery.exceptions import Ignore, Reject, SoftTimeLimitExceeded
 from celery.signals import worker_process_shutdown
 
 from ..domain.exceptions import SchedulerError
-from ..domain.model import RunStatus
+from ..domain.fencing import overdue, stalled_for
 from ..domain.records import Renewal
-from ..listener.events import error_text, jsonable, status_of_result
 from ..plumbing.quietlog import QuietLog
 from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
+from .fencing import BoundedCalls, CallTimeout, LeaseLost, RunTaken, TermsCache, local_clock
+from .ownership import CHECK_WAIT, BodyOutcome, Held, Ownership, inject
 
 logger = logging.getLogger(__name__)
 _unreachable = QuietLog(logger, logging.WARNING)
@@ -67,47 +88,6 @@ CHUNK = 1000
 MAX_ENDED = 100_000
 
 
-class RunTaken(Exception):
-    """Raised in a body's thread when its run was taken from this copy."""
-
-
-@dataclass(frozen=True)
-class BodyOutcome:
-    """A body's end, kept as it came (read only if the worker must record
-    it): the value it returned, or the exception it raised."""
-
-    value: Any = None
-    exception: BaseException | None = None
-
-    def recorded(self) -> tuple[RunStatus, Any, str | None] | None:
-        """(status, result, error) as the listener would record them from
-        Celery's events; ``None`` for an end that records nothing (Celery's
-        ``Ignore`` and ``Reject``: no event either)."""
-        exc = self.exception
-        if exc is None:
-            status, invalid = status_of_result(self.value)
-            return status, jsonable(self.value), invalid
-        if isinstance(exc, Ignore | Reject):
-            return None
-        if isinstance(exc, SoftTimeLimitExceeded):
-            why = f"stopped by its soft time limit (the type's max_allowed_duration): {exc!r}"
-            return RunStatus.TIMED_OUT, None, error_text(why)
-        return RunStatus.FAILED, None, error_text(repr(exc))
-
-
-@dataclass
-class _Entry:
-    tag: str
-    thread_id: int
-    stop_when_taken: bool
-    since: float  # monotonic: taken, or last renewed
-    running: bool = True
-    taken: bool = False  # the store said the run is this copy's no more
-    injected: bool = False  # RunTaken raised in the body's thread
-    outcome: BodyOutcome | None = None
-    ended_at: float = 0.0
-
-
 @dataclass
 class BeatReport:
     """What one beat did: runs renewed, let go (ended or taken), taken
@@ -117,10 +97,12 @@ class BeatReport:
     finished: int = 0
     taken: tuple[str, ...] = ()
     recorded: tuple[str, ...] = ()
+    fenced: tuple[str, ...] = ()
 
 
-class Heartbeat:
-    """The runs one worker process holds, renewed by a daemon thread (module doc)."""
+class Heartbeat(Ownership):
+    """The runs one worker process holds, renewed by a daemon thread (module
+    doc); whether it still owns them: :class:`~.ownership.Ownership`."""
 
     def __init__(
         self,
@@ -129,7 +111,7 @@ class Heartbeat:
         *,
         every: float = DEFAULT_EVERY,
         record_after: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = local_clock,
         background: bool = True,
     ) -> None:
         if not every > 0:
@@ -139,20 +121,45 @@ class Heartbeat:
         self.every = float(every)
         self.record_after = float(record_after if record_after is not None else 3 * every)
         self._clock = clock
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, Held] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         #: beat in a daemon thread of its own (else the caller calls :meth:`beat`)
         self.background = background
+        #: the monitor's published settings, read in the thread that calls the store
+        self.terms = TermsCache(store.lease_terms)
+        #: the calls to the store, made by a thread no caller waits on for long
+        self.calls = BoundedCalls(f"swh-heartbeat-db-{os.getpid()}")
+        self._beating: Future[BeatReport] | None = None
+        #: when the thread woke last, and how long it then meant to sleep
+        self._woke: float | None = None
+        self._planned = 0.0
 
     # -- the body's side ------------------------------------------------------
 
-    def hold(self, backend_id: str, tag: str, *, stop_when_taken: bool = True) -> None:
-        """The body of ``backend_id`` starts in this thread under ``tag``."""
-        entry = _Entry(tag, threading.get_ident(), stop_when_taken, self._clock())
+    def hold(
+        self,
+        backend_id: str,
+        tag: str,
+        *,
+        stop_when_taken: bool = True,
+        since: float | None = None,
+    ) -> None:
+        """The body of ``backend_id`` starts in this thread under ``tag``;
+        ``since``: when the start was asked of the database (this
+        heartbeat's clock; default now), from which its bound counts (when
+        the answer took half the bound or more, the run is renewed at once,
+        so that a start granted as a partition heals is not fenced at birth)."""
+        now = self._clock()
+        if self.terms.read_at is None:  # this process's first start: the monitor's terms
+            with contextlib.suppress(CallTimeout):  # the defaults meanwhile: read again later
+                self.calls.call(lambda: self.terms.refresh(now), CHECK_WAIT)
+        entry = Held(tag, threading.get_ident(), stop_when_taken, now if since is None else since)
         with self._lock:
             self._entries[backend_id] = entry
+        if now - entry.since >= self.bound / 2:  # the start was slow to answer: renew now
+            self.renew_now(backend_id)
         self._ensure_thread()
 
     def ended(self, backend_id: str, outcome: BodyOutcome | None) -> None:
@@ -166,11 +173,9 @@ class Heartbeat:
             if entry is None or not entry.running:
                 return
             entry.running = False
-            if entry.taken:
+            if entry.taken or entry.fenced:
                 if entry.injected:  # not delivered: it must not hit what comes next
-                    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                        ctypes.c_ulong(entry.thread_id), None
-                    )
+                    inject(entry.thread_id, None)
                 del self._entries[backend_id]
                 return
             entry.outcome = outcome
@@ -184,7 +189,7 @@ class Heartbeat:
         with self._lock:
             entry = self._entries.pop(backend_id, None)
             if entry is not None and entry.running and entry.injected:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(entry.thread_id), None)
+                inject(entry.thread_id, None)
 
     def held(self) -> dict[str, str]:
         """The runs held now, by backend id, with their tags."""
@@ -215,15 +220,36 @@ class Heartbeat:
             self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.every):
+        """Wake for each beat and each running body's bound; watch for
+        stalls and fence what is due (never waiting on the database); the
+        beats themselves are made by :attr:`calls`' thread, one at a time."""
+        self._woke = self._clock()
+        while True:
+            wait = self._planned = self.next_wait(self._woke)
+            if self._stop.wait(wait):
+                return
+            now = self._clock()
+            late = stalled_for(self._woke + wait, now, wait)
+            self._woke = now
             try:
-                self.beat()
-            except Exception:  # a bug: logged, and the next beat tries again
-                logger.exception("heartbeat: a beat failed")
+                if late:
+                    self.stalled(late)
+                self.watch(now)
+            except Exception:  # a bug: logged, and the next wake-up tries again
+                logger.exception("heartbeat: watching the runs failed")
+            if self._beating is None or self._beating.done():
+                self._beating = self.calls.submit(self._logged_beat)
             with self._lock:
                 if not self._entries:  # nothing held: the next hold starts another
                     self._thread = None
                     return
+
+    def _logged_beat(self) -> BeatReport:
+        try:
+            return self.beat()
+        except Exception:  # a bug: logged, and the next beat tries again
+            logger.exception("heartbeat: a beat failed")
+            return BeatReport()
 
     def close(self) -> None:
         """Stop the thread and forget every run held (a worker process
@@ -238,16 +264,21 @@ class Heartbeat:
     # -- one beat ---------------------------------------------------------------
 
     def beat(self) -> BeatReport:
-        """Renew the runs due (held for ``every`` since taken or last
-        renewed), act on the answers, record the ends left unrecorded."""
+        """Read the monitor's terms when due; fence the running bodies past
+        their bound; renew the runs due (held for :attr:`period` since
+        taken or last renewed), act on the answers, record the ends left
+        unrecorded. Calls the store in the caller's thread."""
         now = self._clock()
+        if self.terms.due(now):
+            self.terms.refresh(now)
+        report = BeatReport(fenced=self.watch(now))
+        period = self.period
         with self._lock:
             due = {
                 b: e
                 for b, e in self._entries.items()
-                if not e.taken and now - e.since >= self.every
+                if not (e.taken or e.fenced) and overdue(e.since, now, period)
             }
-        report = BeatReport()
         if not due:
             return report
         answers: dict[str, Renewal] = {}
@@ -266,7 +297,7 @@ class Heartbeat:
             return report
         _unreachable.ok("database")
         taken: list[str] = []
-        to_record: list[tuple[str, _Entry]] = []
+        to_record: list[tuple[str, Held]] = []
         with self._lock:
             for backend_id, answer in answers.items():
                 entry = self._entries.get(backend_id)
@@ -274,7 +305,7 @@ class Heartbeat:
                     continue  # released or taken again meanwhile
                 if answer is Renewal.OK:
                     report.renewed += 1
-                    entry.since = now
+                    entry.since, entry.suspect = now, False  # (now: before it was sent)
                     if entry.outcome is not None and now - entry.ended_at >= self.record_after:
                         to_record.append((backend_id, entry))
                     continue
@@ -312,23 +343,7 @@ class Heartbeat:
             if answer is Renewal.OK and self._record(b, ended[b], when="before the process exits")
         )
 
-    def _taken(self, backend_id: str, entry: _Entry) -> None:
-        """(with the lock held) Tell the running body its run is gone."""
-        entry.taken = True  # never renewed again
-        logger.warning(
-            "run %s was taken from this copy while its body ran (this process gave no sign "
-            "of life in time: stopped, frozen or cut off); another copy may run now. "
-            "Its end will not count as the task's outcome%s",
-            backend_id,
-            "; stopping the body" if entry.stop_when_taken else "",
-        )
-        if entry.stop_when_taken:
-            entry.injected = True
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(entry.thread_id), ctypes.py_object(RunTaken)
-            )
-
-    def _record(self, backend_id: str, entry: _Entry, *, when: str = "") -> bool:
+    def _record(self, backend_id: str, entry: Held, *, when: str = "") -> bool:
         assert entry.outcome is not None
         outcome = entry.outcome.recorded()
         if outcome is None:  # nothing to record: let it go (the monitor decides)
@@ -416,6 +431,7 @@ __all__ = [
     "BeatReport",
     "BodyOutcome",
     "Heartbeat",
+    "LeaseLost",
     "RunTaken",
     "close_all",
     "flush_all",

@@ -37,6 +37,15 @@ Around the body, each delivery:
    value (:class:`~swh_like_scheduler.worker.ResultEventTask`): the
    listener then finds the run already ended, unless the final write failed.
 
+**Self-fencing.** A lease whose pings have not succeeded for the bound the
+monitor's published settings give (as for every guarded run: see
+:mod:`.heartbeat`) stops (``lease_lost``): :class:`~.fencing.LeaseLost` is
+raised in the body, no final write is made, and its end is no outcome of
+the task. The pings go through the process's bounded calls, so a database
+that hangs never keeps the lease from stopping in time. A body that returns
+after its run was taken (its final write finds another owner) reports
+:class:`~.fencing.RunTaken` instead of its success.
+
 On a warm shutdown (``worker_shutting_down``) the leases held by this
 process are yielded (:meth:`yield_lease`: run ``lost``, history ``yielded``,
 task runnable at once) and their bodies stopped. Celery sends that signal in
@@ -54,26 +63,33 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, ClassVar
 
 from celery.signals import worker_shutting_down
 
 from ..domain.exceptions import InvalidInput, SchedulerError
+from ..domain.fencing import overdue, renewal_period
 from ..domain.lease import LeaseGrant, PingAnswer
-from ..domain.model import RunStatus
+from ..domain.model import RunStatus, TaskRun
 from ..listener.events import jsonable
 from ..plumbing.quietlog import QuietLog
 from ..policy import classify_result, max_allowed_duration, max_expected_duration
 from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
-from .guard import SchedulerTask, StartRefused, fence_of
+from .fencing import CallTimeout, LeaseLost, RunTaken, local_clock
+from .guard import Fence, SchedulerTask, StartRefused, fence_of
+from .heartbeat import Heartbeat
+from .ownership import CHECK_WAIT
 
 logger = logging.getLogger(__name__)
 #: every leased run pings: during an outage, one line a minute
 _ping_failed = QuietLog(logger, logging.WARNING)
 
 DEFAULT_PING = 10.0
+#: the stop reason of a lease whose process fenced itself
+LEASE_LOST = "lease_lost"
 
 
 class LeaseRefused(StartRefused):
@@ -93,17 +109,30 @@ _STOP_STATUS: dict[str, RunStatus | None] = {
     PingAnswer.BLACKOUT: RunStatus.FAILED,
     "timed_out": RunStatus.TIMED_OUT,
     "yielded": None,
+    LEASE_LOST: None,
 }
 
 
 class Lease:
     """One held lease: what the body sees as ``self.lease``."""
 
-    def __init__(self, backend_id: str, tag: str, grant: LeaseGrant, thread_id: int) -> None:
+    def __init__(
+        self,
+        backend_id: str,
+        tag: str,
+        grant: LeaseGrant,
+        thread_id: int,
+        renewed_at: float | None = None,
+    ) -> None:
         self.backend_id = backend_id
         self.tag = tag
         self.grant = grant
         self.thread_id = thread_id
+        #: when the last ping that succeeded was sent (the start request
+        #: before any), on :func:`~.fencing.local_clock`
+        self.renewed_at = local_clock() if renewed_at is None else renewed_at
+        #: the process's heartbeat: the monitor's terms, the bounded calls
+        self.heartbeat: Heartbeat | None = None
         self.stop_reason: str | None = None
         self.progress: float | None = None
         self._stop = threading.Event()
@@ -192,17 +221,22 @@ class LeasedTask(SchedulerTask):
         backend_id = self.request.id
         if backend_id is None:  # called directly, not through a worker
             return self.run(*args, **kwargs)
+        asked = local_clock()
         store, apply, grant, tag = self.guard_start(backend_id, lease=True)
-        lease = Lease(backend_id, tag, grant, threading.get_ident())
+        lease = Lease(backend_id, tag, grant, threading.get_ident(), asked)
+        beat = lease.heartbeat = self.heartbeat(store, apply)  # terms and bounded calls
         self._local.lease = lease
         with _held_lock:
             _held[backend_id] = (lease, store, apply)
         self._held.start = (store, backend_id, tag)
-        self._held.fence = fence_of(grant)
+        fence = fence_of(grant)
+        if fence is not None:
+            fence = replace(fence, _checker=lambda f: _check(beat, lease, f))
+        self._held.fence = fence
         done = threading.Event()
         pinger = threading.Thread(
             target=self._ping_loop,
-            args=(store, lease, done),
+            args=(store, lease, done, beat),
             name=f"lease-ping-{backend_id}",
             daemon=True,
         )
@@ -228,13 +262,14 @@ class LeasedTask(SchedulerTask):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        def finish(status: RunStatus, **fields: Any) -> None:
+        def finish(status: RunStatus, **fields: Any) -> TaskRun | None:
             try:
-                store.finish_lease(
+                return store.finish_lease(
                     lease.backend_id, tag=lease.tag, status=status, apply=apply, **fields
                 )
             except SchedulerError:  # the listener's events remain to record it
                 logger.exception("run %s: the lease's final write failed", lease.backend_id)
+                return None
 
         try:
             try:
@@ -242,56 +277,98 @@ class LeasedTask(SchedulerTask):
                 result = self.run(*args, **kwargs)
             finally:
                 lease._leave_body()
-        except LeaseStopped:
+        except LeaseStopped as exc:
             self._stopped(lease, finish)
+            if lease.stop_reason == LEASE_LOST:
+                raise _stop_error(lease) from exc
             raise
         except Exception as exc:
             if lease.stop_reason is not None:  # the stop broke something on its way out
                 self._stopped(lease, finish)
-                raise LeaseStopped(lease.stop_reason) from exc
+                raise _stop_error(lease) from exc
             finish(RunStatus.FAILED, error=repr(exc)[:2000])
             raise
+        if lease.stop_reason is None and self._past_bound(lease):
+            lease.stop(LEASE_LOST, hard=False)  # no renewal in time: not its success
         if lease.stop_reason is not None:  # the body noticed should_stop and returned
             self._stopped(lease, finish)
-            raise LeaseStopped(lease.stop_reason)
+            raise _stop_error(lease)
         try:
             status, error = classify_result(result), None
         except InvalidInput as exc:
             status, error = RunStatus.FAILED, f"the task returned an invalid result: {exc}"
-        finish(status, result=jsonable(result), error=error)
+        kept = finish(status, result=jsonable(result), error=error)
+        if kept is not None and kept.status in _TAKEN:  # the final write found another owner
+            raise RunTaken(f"run {lease.backend_id} was taken from this copy (it is {kept.status})")
         return result
 
-    def _stopped(self, lease: Lease, finish: Callable[..., None]) -> None:
+    def _past_bound(self, lease: Lease) -> bool:
+        beat = lease.heartbeat
+        return beat is not None and overdue(lease.renewed_at, local_clock(), beat.bound)
+
+    def _stopped(self, lease: Lease, finish: Callable[..., object]) -> None:
         reason = lease.stop_reason or "stopped"
         logger.warning("run %s stopped: %s", lease.backend_id, reason)
         status = _STOP_STATUS.get(reason)
         if status is not None:
             finish(status, error=f"stopped by the lease: {reason}")
 
-    def _ping_loop(self, store: SQLAlchemyStore, lease: Lease, done: threading.Event) -> None:
-        period = float(self.app.conf.get("swh_scheduler_lease_ping") or DEFAULT_PING)
+    def _ping_loop(
+        self, store: SQLAlchemyStore, lease: Lease, done: threading.Event, beat: Heartbeat
+    ) -> None:
+        """Ping every ``swh_scheduler_lease_ping`` seconds (half the
+        self-fencing bound at most; half that again after a failed ping)
+        through the process's bounded calls;
+        stop the lease when a ping says so, when ``max_allowed_duration``
+        has passed, or when no ping succeeded within the bound."""
+        every = float(self.app.conf.get("swh_scheduler_lease_ping") or DEFAULT_PING)
         grant = lease.grant
         started = grant.db_now
         allowed = expected = None
         if grant.task is not None:
-            task_type = store.get_task_type(grant.task.type)
+            task = grant.task
+            try:
+                task_type = beat.calls.call(lambda: store.get_task_type(task.type), CHECK_WAIT)
+            except (SchedulerError, CallTimeout):
+                task_type = None  # its bounds unknown: pings and stops go on
             if task_type is not None:
                 allowed = max_allowed_duration(grant.task, task_type)
                 expected = max_expected_duration(grant.task, task_type)
         db_now, local_at = grant.db_now, time.monotonic()
-        warned = False
+        warned = failed = False
         while True:
-            wait = period
+            bound = beat.bound
+            left = lease.renewed_at + bound - local_clock()
+            period = renewal_period(every, bound)
+            wait = min(period / 2 if failed else period, left)
             if allowed is not None:  # wake in time to enforce the bound
                 elapsed = db_now - started + timedelta(seconds=time.monotonic() - local_at)
-                wait = max(0.0, min(period, (allowed - elapsed).total_seconds()))
-            if done.wait(wait):
+                wait = min(wait, (allowed - elapsed).total_seconds())
+            if done.wait(max(0.0, wait)):
+                return
+            sent = local_clock()
+            if overdue(lease.renewed_at, sent, bound):
+                logger.warning(
+                    "run %s: no ping succeeded for %.1f s, past the self-fencing bound of "
+                    "%.1f s: this copy no longer owns its run; stopping the body",
+                    lease.backend_id,
+                    sent - lease.renewed_at,
+                    bound,
+                )
+                lease.stop(LEASE_LOST, hard=self.hard_stop)
                 return
             try:
-                reply = store.ping_lease(lease.backend_id, tag=lease.tag, progress=lease.progress)
-            except SchedulerError as error:  # the database is away: the grace period covers us
+                reply = beat.calls.call(
+                    lambda: store.ping_lease(
+                        lease.backend_id, tag=lease.tag, progress=lease.progress
+                    ),
+                    lease.renewed_at + bound - sent,
+                )
+            except (SchedulerError, CallTimeout) as error:  # tried again until the bound
                 _ping_failed.log("run %s: ping failed: %s", lease.backend_id, error)
+                failed = True
                 continue
+            lease.renewed_at, failed = sent, False
             db_now, local_at = reply.db_now, time.monotonic()
             if not reply.proceed:
                 lease.stop(str(reply.reason), hard=self.hard_stop)
@@ -308,6 +385,39 @@ class LeasedTask(SchedulerTask):
             if allowed is not None and elapsed >= allowed:
                 lease.stop("timed_out", hard=self.hard_stop)
                 return
+
+
+#: what a run is when the lease's final write found it no longer this copy's
+_TAKEN = (RunStatus.LOST, RunStatus.SUPERSEDED)
+
+
+def _stop_error(lease: Lease) -> Exception:
+    """What a stopped lease's body ends with: :class:`~.fencing.LeaseLost`
+    when its process fenced itself, else :class:`LeaseStopped`."""
+    reason = lease.stop_reason or "stopped"
+    if reason == LEASE_LOST:
+        return LeaseLost(f"run {lease.backend_id}: this copy no longer owns its run")
+    return LeaseStopped(reason)
+
+
+def _check(beat: Heartbeat, lease: Lease, fence: Fence) -> None:
+    """``self.fence.check()`` in a leased body (:meth:`Fence.check`)."""
+    if lease.stop_reason == LEASE_LOST or overdue(lease.renewed_at, local_clock(), beat.bound):
+        raise LeaseLost(f"run {lease.backend_id}: this copy no longer owns its run")
+    if lease.stop_reason in (PingAnswer.STOLEN, "yielded"):
+        raise RunTaken(f"run {lease.backend_id} was taken from this copy")
+    left = lease.renewed_at + beat.bound - local_clock()
+    try:
+        current = beat.calls.call(
+            lambda: beat.store.current_fence(fence.task_id), min(beat.check_wait, left)
+        )
+    except (SchedulerError, CallTimeout):
+        return  # within its bound, the run cannot have been taken yet
+    if current != fence.token:
+        raise RunTaken(
+            f"run {lease.backend_id}: its task's fencing token is {current}, no longer "
+            f"this copy's {fence.token}"
+        )
 
 
 __all__ = ["Lease", "LeaseRefused", "LeaseStopped", "LeasedTask"]

@@ -179,8 +179,14 @@ class ResultEventTask(Task):
             return super().__call__(*args, **kwargs)
         started = time.monotonic()
         result = self.run(*args, **kwargs)
+        self.body_returned()
         self.send_result_event(result, runtime=time.monotonic() - started)
         return result
+
+    def body_returned(self) -> None:
+        """Called when the body has returned, before its success is reported
+        (the ``task-result`` event, then Celery's own): raising here reports
+        that exception instead. Nothing by default."""
 
     def send_result_event(self, result: Any, *, runtime: float | None = None) -> None:
         """Send ``task-result`` for the current request (when events are on).

@@ -132,6 +132,7 @@ class Heartbeat(Ownership):
         #: the calls to the store, made by a thread no caller waits on for long
         self.calls = BoundedCalls(f"swh-heartbeat-db-{os.getpid()}")
         self._beating: Future[BeatReport] | None = None
+        self._reading: Future[object] | None = None
         #: when the thread woke last, and how long it then meant to sleep
         self._woke: float | None = None
         self._planned = 0.0
@@ -152,15 +153,27 @@ class Heartbeat(Ownership):
         the answer took half the bound or more, the run is renewed at once,
         so that a start granted as a partition heals is not fenced at birth)."""
         now = self._clock()
-        if self.terms.read_at is None:  # this process's first start: the monitor's terms
-            with contextlib.suppress(CallTimeout):  # the defaults meanwhile: read again later
-                self.calls.call(lambda: self.terms.refresh(now), CHECK_WAIT)
+        self.read_terms(wait=self.terms.read_at is None)  # (the first start waits for them)
         entry = Held(tag, threading.get_ident(), stop_when_taken, now if since is None else since)
         with self._lock:
             self._entries[backend_id] = entry
         if now - entry.since >= self.bound / 2:  # the start was slow to answer: renew now
             self.renew_now(backend_id)
         self._ensure_thread()
+
+    def read_terms(self, *, wait: bool) -> None:
+        """Read the monitor's published settings when due (every minute):
+        ``wait``, for at most a few seconds (a process's first start);
+        else in the background (the lease's pings)."""
+        now = self._clock()
+        if not self.terms.due(now):
+            return
+        if not wait:
+            if self._reading is None or self._reading.done():
+                self._reading = self.calls.submit(lambda: self.terms.refresh(now))
+            return
+        with contextlib.suppress(CallTimeout):  # the defaults meanwhile: read again later
+            self.calls.call(lambda: self.terms.refresh(now), CHECK_WAIT)
 
     def ended(self, backend_id: str, outcome: BodyOutcome | None) -> None:
         """The body of ``backend_id`` ended with ``outcome``: renew its run

@@ -225,6 +225,9 @@ class LeasedTask(SchedulerTask):
         store, apply, grant, tag = self.guard_start(backend_id, lease=True)
         lease = Lease(backend_id, tag, grant, threading.get_ident(), asked)
         beat = lease.heartbeat = self.heartbeat(store, apply)  # terms and bounded calls
+        beat.read_terms(wait=beat.terms.read_at is None)
+        if local_clock() - asked >= beat.bound / 2:  # granted as a partition healed?
+            _ping_now(beat, store, lease)  # (else fenced at birth)
         self._local.lease = lease
         with _held_lock:
             _held[backend_id] = (lease, store, apply)
@@ -369,6 +372,7 @@ class LeasedTask(SchedulerTask):
                 failed = True
                 continue
             lease.renewed_at, failed = sent, False
+            beat.read_terms(wait=False)  # the monitor's settings, every minute
             db_now, local_at = reply.db_now, time.monotonic()
             if not reply.proceed:
                 lease.stop(str(reply.reason), hard=self.hard_stop)
@@ -398,6 +402,20 @@ def _stop_error(lease: Lease) -> Exception:
     if reason == LEASE_LOST:
         return LeaseLost(f"run {lease.backend_id}: this copy no longer owns its run")
     return LeaseStopped(reason)
+
+
+def _ping_now(beat: Heartbeat, store: SQLAlchemyStore, lease: Lease) -> None:
+    """Ping once, at most half a bound: a lease whose start took that long
+    to answer counts its bound from this ping, when it succeeds."""
+    sent = local_clock()
+    try:
+        reply = beat.calls.call(
+            lambda: store.ping_lease(lease.backend_id, tag=lease.tag), beat.bound / 2
+        )
+    except (SchedulerError, CallTimeout):
+        return
+    if reply.proceed:
+        lease.renewed_at = max(lease.renewed_at, sent)
 
 
 def _check(beat: Heartbeat, lease: Lease, fence: Fence) -> None:

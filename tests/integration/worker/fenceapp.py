@@ -28,12 +28,15 @@ import redis
 
 from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.worker import SchedulerTask
+from swh_like_scheduler.worker.lease import LeasedTask
 
 PROBE_TASK = "tests.fence.probe"
 #: the same body on a class that lets it run on when its run is taken
 #: (``stop_when_taken = False``): only its ``fence.check()`` stands between
 #: a stale copy and its side effect
 RUN_ON_TASK = "tests.fence.probe_run_on"
+#: the same body behind the lease (:class:`LeasedTask`: pings, final write)
+LEASED_TASK = "tests.fence.probe_leased"
 
 
 def notes_key(prefix: str) -> str:
@@ -83,6 +86,13 @@ def probe(self: SchedulerTask, index: int, work: float = 0.0, step: float = 0.05
 @app.task(name=RUN_ON_TASK, base=RunOnTask, bind=True, shared=False)
 def probe_run_on(
     self: SchedulerTask, index: int, work: float = 0.0, step: float = 0.05
+) -> dict[str, str]:
+    return _probe(self, index, work, step)
+
+
+@app.task(name=LEASED_TASK, base=LeasedTask, bind=True, shared=False)
+def probe_leased(
+    self: LeasedTask, index: int, work: float = 0.0, step: float = 0.05
 ) -> dict[str, str]:
     return _probe(self, index, work, step)
 

@@ -162,6 +162,7 @@ class Scenario:
                 type="probe",
                 backend_name=task,
                 queue=self.queue,
+                uses_lease=task == fenceapp.LEASED_TASK,
                 default_interval=timedelta(hours=1),
                 max_queue_length=100,
                 num_retries=0,
@@ -246,8 +247,11 @@ def overlaps(copies: list[dict[str, Any]]) -> list[tuple[str, str, float]]:
     return found
 
 
+@pytest.mark.parametrize(
+    "task", [fenceapp.PROBE_TASK, fenceapp.LEASED_TASK], ids=["guarded", "leased"]
+)
 def test_a_worker_cut_off_from_the_database_stops_its_bodies_before_they_are_taken(
-    pg_store: SQLAlchemyStore, postgres_url: str
+    pg_store: SQLAlchemyStore, postgres_url: str, task: str
 ) -> None:
     """Three one-shot bodies of 8 s on w1, whose database connections go
     through a proxy frozen for 10 s (ping timeout 3 s + grace 2 s: the
@@ -255,13 +259,14 @@ def test_a_worker_cut_off_from_the_database_stops_its_bodies_before_they_are_tak
     database directly. Each cut-off body is stopped within its bound (2.25 s
     after its last renewal was sent), before the monitor could take its
     run; the task runs again elsewhere (or on w1 once the proxy thaws),
-    never beside it, and completes once."""
+    never beside it, and completes once. The same behind the lease (its
+    pings cut off)."""
     ping, grace, beat, count, freeze = 3.0, 2.0, 0.5, 3, 10.0
     with (
         freezable_proxy(postgres_url) as proxy,
         Scenario(pg_store, postgres_url, ping=ping, grace=grace, beat=beat) as scenario,
     ):
-        tasks = scenario.probes(count, work=8.0, held=False, task=fenceapp.PROBE_TASK)
+        tasks = scenario.probes(count, work=8.0, held=False, task=task)
         scenario.worker("w1", db_url=proxy.url(postgres_url), concurrency=count)
         scenario.wait(lambda: scenario.starts() == count, 60, "every body to start on w1")
         scenario.worker("w2", concurrency=count)
@@ -286,7 +291,7 @@ def test_a_worker_cut_off_from_the_database_stops_its_bodies_before_they_are_tak
         runs = {t.id: scenario.runs(t) for t in tasks}
     stops = [round(float(c[0]["left"]) - frozen_at, 2) for c in bodies.values()]
     longest = max((o[2] for c in bodies.values() for o in overlaps(c)), default=0.0)
-    print(f"partition: cut-off bodies left {stops} s into the freeze; effects {effects};")
+    print(f"partition ({task}): cut-off bodies left {stops} s into the freeze; {effects};")
     started = sum(len(c) for c in bodies.values())
     print(f"partition: longest overlap {longest:.2f} s; bodies {started}")
     # no two bodies of a task at once; each one-shot's side effect once

@@ -86,6 +86,9 @@ def make_app(
     are imported so their tasks are registered."""
     from celery import Celery
 
+    from .kombu_redis import install as keep_workers_through_redis_loss
+
+    keep_workers_through_redis_loss()  # kombu's AttributeError exit: see .kombu_redis
     app = Celery("swh_like_scheduler")
     settings: dict[str, Any] = {}
     if config_module:

@@ -355,8 +355,10 @@ class RunEndMethods(SQLBase):
 
 
 def _gave_up(status: RunStatus, end: RunEnd) -> bool:
-    """Whether ``end`` is the stop of a copy that fenced itself (``LeaseLost``)."""
-    return status is RunStatus.FAILED and LEASE_LOST_ERROR in (end.error or "")
+    """Whether ``end`` is the stop of a copy that fenced itself: a failure
+    whose error is the repr of a ``LeaseLost`` (Celery's ``task-failed``,
+    the result backend's, the worker's own)."""
+    return status is RunStatus.FAILED and (end.error or "").startswith(f"{LEASE_LOST_ERROR}(")
 
 
 #: what a body stopped because its run was taken raises (the heartbeat's,

@@ -40,6 +40,7 @@ from ..listener.events import error_text, jsonable, status_of_result
 from ..plumbing.quietlog import QuietLog
 from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
+from .fencing import RunTaken
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +137,9 @@ class KeptOutcomeBackend:
             return self._inner.mark_as_failure(task_id, exc, *args, **kwargs)
         except Exception as error:
             self._failed(task_id, error, "FAILURE")
-            if ended is not None:
+            # a copy that lost its run has no outcome to write (the listener
+            # or the monitor ends the run): never a failure of the task
+            if ended is not None and not isinstance(exc, RunTaken):
                 record_aside(ended, RunStatus.FAILED, result=None, error=error_text(repr(exc)))
             return None
 

@@ -148,11 +148,12 @@ def test_a_success_reported_after_the_copy_gave_its_run_up_is_stale(
     assert task_of(store, task).status is not TaskStatus.COMPLETED
 
 
+@pytest.mark.parametrize("error", ["ValueError('x')", "ValueError('LeaseLost(me)')"])
 def test_a_failure_of_an_open_run_that_names_no_fence_is_a_failure(
-    store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome
+    store: SQLAlchemyStore, plain_type: TaskType, apply: ApplyOutcome, error: str
 ) -> None:
     task, run, token = started(store)
-    end = RunEnd(run.backend_id, RunStatus.FAILED, datetime.now(UTC), None, "ValueError('x')")
+    end = RunEnd(run.backend_id, RunStatus.FAILED, datetime.now(UTC), None, error)
     [failed] = store.end_task_runs([end], apply=apply)
     assert failed is not None and failed.status is RunStatus.FAILED
     assert task_of(store, task).failure_count == 1

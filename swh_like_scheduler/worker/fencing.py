@@ -78,6 +78,9 @@ def _boottime() -> int | None:
 _BOOTTIME = _boottime()
 
 
+_Call = tuple[Future[Any], Callable[[], Any]]
+
+
 class CallTimeout(Exception):
     """A bounded call did not answer in time (the database hangs)."""
 
@@ -94,15 +97,16 @@ class BoundedCalls:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
 
     def submit(self, fn: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
-        self._ensure_thread()
-        self._queue.put((future, fn))
+        with self._lock:
+            self._ensure_thread()
+            self._queue.put((future, fn))
         return future
 
     def call(self, fn: Callable[[], T], timeout: float) -> T:
@@ -113,18 +117,30 @@ class BoundedCalls:
             future.cancel()  # still queued: never made
             raise CallTimeout(f"no answer within {timeout:.1f} s") from None
 
-    def _ensure_thread(self) -> None:
+    def close(self) -> None:
+        """End the thread once the calls queued before are made (a call
+        submitted later starts another)."""
         with self._lock:
-            if self._pid != os.getpid():  # a forked child: the parent's thread is not here
-                self._pid, self._thread = os.getpid(), None
-                self._queue = queue.SimpleQueue()
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-                self._thread.start()
+            self._queue.put(None)  # the thread drains its queue, then ends
+            self._queue, self._thread = queue.SimpleQueue(), None
 
-    def _run(self) -> None:
+    def _ensure_thread(self) -> None:
+        """(lock held) A thread reads the current queue."""
+        if self._pid != os.getpid():  # a forked child: the parent's thread is not here
+            self._pid, self._thread = os.getpid(), None
+            self._queue = queue.SimpleQueue()
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(
+                target=self._run, args=(self._queue,), name=self.name, daemon=True
+            )
+            self._thread.start()
+
+    def _run(self, calls: queue.SimpleQueue[_Call | None]) -> None:
         while True:
-            future, fn = self._queue.get()
+            queued = calls.get()
+            if queued is None:  # closed
+                return
+            future, fn = queued
             if not future.set_running_or_notify_cancel():
                 continue
             try:

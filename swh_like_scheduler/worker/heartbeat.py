@@ -23,10 +23,11 @@ the runs this process holds:
   else), the worker writes the outcome itself (:meth:`finish_lease`, the
   same write as the lease's final one) and lets it go.
 
-A run is renewed first ``every`` seconds after it was taken (or later: the
-thread wakes every ``every`` seconds), so a body of a few seconds whose end
-is recorded in time costs no write at all. If the database cannot be reached
-the renewals are tried again at the next beat (one warning a minute).
+A run is renewed first ``every`` seconds after it was taken (or up to half
+of that later: the thread wakes twice per ``every``), so a body of a few
+seconds whose end is recorded in time costs no write at all. If the
+database cannot be reached the renewals are tried again at the next wake-up
+(one warning a minute).
 
 **Self-fencing.** The monitor takes a run whose copy has not renewed it for
 its ping timeout plus its grace; it publishes both in the database, and
@@ -227,6 +228,7 @@ class Heartbeat(Ownership):
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
                 return
+            self._woke = None  # (the new thread's own, once it runs)
             self._thread = threading.Thread(
                 target=self._run, name=f"swh-heartbeat-{os.getpid()}", daemon=True
             )
@@ -273,6 +275,7 @@ class Heartbeat(Ownership):
             thread.join(timeout=5)
         with self._lock:
             self._entries.clear()
+        self.calls.close()
 
     # -- one beat ---------------------------------------------------------------
 

@@ -351,15 +351,21 @@ class EventHandler:
                 results.append(HandleResult(Action.UNKNOWN_RUN, end.backend_id))
             elif _superseded_now(run, end):
                 stale = run.history[-1]
+                since = (
+                    f"run {stale.get('by')} (fencing token {stale.get('by_fence')}) had started "
+                    "since"
+                    if stale.get("by") is not None
+                    else f"the task's fencing token had moved past it (to {stale.get('by_fence')})"
+                    if stale.get("by_fence") is not None
+                    else "its token had moved"
+                )
                 logger.warning(
-                    "run %s of task %s ended %s after it was taken from its copy, and run %s "
-                    "(fencing token %s) had started since: recorded as superseded (token %s), "
-                    "not applied",
+                    "run %s of task %s ended %s after it was taken from its copy, and %s: "
+                    "recorded as superseded (token %s), not applied",
                     run.backend_id,
                     run.task_id,
                     end.status,
-                    stale.get("by"),
-                    stale.get("by_fence"),
+                    since,
                     run.fence,
                 )
                 results.append(HandleResult(Action.SUPERSEDED, end.backend_id, run, end.status))

@@ -48,6 +48,7 @@ from celery.utils.saferepr import saferepr
 
 from ..domain.exceptions import InvalidInput
 from ..listener.events import jsonable
+from ..plumbing.kombu_redis import install as install_kombu_patch
 from ..policy import classify_result
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,10 @@ _workers_lock = threading.Lock()
 
 @worker_init.connect
 def _remember_worker(sender: Any = None, **_: Any) -> None:
+    # a worker of any app whose tasks use the platform's base class keeps
+    # running when its Redis broker goes away (the platform's own apps get
+    # it from make_app): plumbing.kombu_redis
+    install_kombu_patch()
     hostname = getattr(sender, "hostname", None)
     if isinstance(hostname, str):
         with _workers_lock:

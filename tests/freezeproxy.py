@@ -2,13 +2,17 @@
 leaves every connection open.
 
 :class:`FreezableProxy` forwards each connection it accepts to a target
-(PostgreSQL, in the self-fencing scenarios). :meth:`FreezableProxy.freeze`
+(PostgreSQL: a worker cut off from the database only, in
+``tests/integration/worker/test_self_fence_workers.py`` and the fault soak's
+``db_partition``, ``tests/faults/soakfaults.py``). :meth:`FreezableProxy.freeze`
 stops the forwarding in both directions: nothing is read from either side
 any more, nothing is closed, so the client's statements neither answer nor
 fail (its kernel still acknowledges what it sends, so TCP keepalives and
 ``tcp_user_timeout`` see nothing wrong), and new connections are accepted
 but their startup never reaches the server. :meth:`FreezableProxy.thaw`
-lets everything through again, in order.
+lets everything through again, in order. A connection whose two sides
+have both closed is closed here too (a proxy may live as long as a soak,
+through restarts of its server and kills of its clients).
 """
 
 from __future__ import annotations
@@ -80,14 +84,26 @@ class FreezableProxy:
                 continue
             upstream.settimeout(None)
             client.settimeout(None)
+            pair = [client, upstream]
             with self._lock:
-                self._sockets += [client, upstream]
+                self._sockets += pair
+            # the pump that ends last closes the pair
+            ends = threading.Semaphore(1)
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(
-                    target=self._pump, args=(source, sink), name="proxy-pump", daemon=True
+                    target=self._pump,
+                    args=(source, sink, pair, ends),
+                    name="proxy-pump",
+                    daemon=True,
                 ).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(
+        self,
+        source: socket.socket,
+        sink: socket.socket,
+        pair: list[socket.socket],
+        ends: threading.Semaphore,
+    ) -> None:
         try:
             while True:
                 data = source.recv(65536)
@@ -102,6 +118,15 @@ class FreezableProxy:
         finally:
             with contextlib.suppress(OSError):
                 sink.shutdown(socket.SHUT_WR)
+            if not ends.acquire(blocking=False):  # the other side ended first
+                self._drop(pair)
+
+    def _drop(self, pair: list[socket.socket]) -> None:
+        with self._lock:
+            self._sockets = [s for s in self._sockets if s not in pair]
+        for sock in pair:
+            with contextlib.suppress(OSError):
+                sock.close()
 
 
 @contextlib.contextmanager

@@ -15,15 +15,26 @@ the counter's Redis, the soak's ground truth:
 * ``end``: after ``duration`` seconds of work, in steps of 0.05 s (so that a
   :class:`~swh_like_scheduler.worker.RunTaken` raised in the body lands
   within a step), its outcome (decided from the run's id: the same run
-  always ends the same way) and, for a good one, whether its side effect
-  was accepted;
-* ``stopped``: the body was stopped by an exception (``why``).
+  always ends the same way); a good one made its side effect, after its
+  ``self.fence.check()`` passed (``checked``), and says whether the
+  register below took it (``accepted``);
+* ``stopped``: the body was stopped by an exception (``why``), while it
+  worked (``where``: ``work``), by its fence check, which refused its side
+  effect (``check``: the copy fenced itself, ``LeaseLost``, or its run was
+  taken, ``RunTaken``), or while it wrote (``effect``: when the write went
+  through, its ``end`` note is already there and comes first).
 
-The side effect is fenced, as a careful body writes one: a register per
-task keeps the largest token that started, and a completion counts only
-under that token (``accepted``); a stale copy's completion is refused. The
-register, the counters and the note change in one script, so that no note
-is missing for a side effect done, and none is written for one not done.
+Before its side effect a good body asks the platform whether it still
+owns its run (``self.fence.check()``, as the reliability page tells a body
+to): a stale copy is refused there, and the checker counts every side
+effect made past that check as a completion. The side effect itself is
+also written as a careful body writes one: a register per task keeps the
+largest token that started, and a write counts there only under that token
+(``accepted``). That register is the sink's own defence and decides
+nothing for the checker: a write it refused was still made by a copy the
+platform let through. The register, the counters and the note change in
+one script, so that no note is missing for a side effect done, and none is
+written for one not done.
 """
 
 from __future__ import annotations
@@ -150,16 +161,23 @@ def work(self: SchedulerTask, tid: str, duration: float = 0.0, fail_rate: float 
     }
     register = fence_key(_prefix, fence.task_id)
     _FENCED_START(keys=[register, notes], args=[fence.token, _note("start", base)])
+    stage = "work"  # where an exception that stops the body lands
     try:
         for _ in range(round(duration / STEP)):  # steps: a stopped process resumes its count
             time.sleep(STEP)
-    except BaseException as stop:
-        _counter.rpush(notes, _note("stopped", base, why=type(stop).__name__))
+        outcome = outcome_of(run, fail_rate)
+        if outcome == "failed":  # no side effect
+            _counter.rpush(notes, _note("end", base, outcome=outcome))
+            raise SoakFailure(f"{tid}: failing on purpose")
+        stage = "check"
+        fence.check()  # the platform's word, right before the side effect
+        stage = "effect"  # (a stop landing in the write: the end note, if written, comes first)
+        keys = [register, completed_key(_prefix), refused_key(_prefix), notes]
+        note = _note("end", base, outcome=outcome, checked=True)
+        _FENCED_END(keys=keys, args=[fence.token, fence.task_id, note])
+    except SoakFailure:
         raise
-    outcome = outcome_of(run, fail_rate)
-    if outcome == "failed":  # no side effect
-        _counter.rpush(notes, _note("end", base, outcome=outcome))
-        raise SoakFailure(f"{tid}: failing on purpose")
-    keys = [register, completed_key(_prefix), refused_key(_prefix), notes]
-    _FENCED_END(keys=keys, args=[fence.token, fence.task_id, _note("end", base, outcome=outcome)])
+    except BaseException as stop:  # RunTaken, LeaseLost (told, or refused by the check), ...
+        _counter.rpush(notes, _note("stopped", base, why=type(stop).__name__, where=stage))
+        raise
     return {"status": outcome}

@@ -11,17 +11,24 @@ measure. The checks, per installation:
 1. **executions**: each is counted by itself (never merged by run id): a run
    executed twice, or a token granted to two executions, is a double; every
    execution belongs to a run the guard started under its token for its
-   worker (the ``assigned`` entry); every execution ends, stops, or died
-   with its process;
+   worker (the ``assigned`` entry), and starts no earlier than the instant
+   its run was due (its ``slot``, on the database's clock: a runner whose
+   clock is off must not start anything early); every execution ends,
+   stops, or died with its process;
 2. **runs against bodies**: a run recorded good has a body that ended so,
    and whose completion was accepted; a failed run, a body that failed; a
    superseded run, a stale end of the same outcome; a lost run whose body
-   had ended needs the chain of :func:`soakproof.end_unrecorded`;
-3. **every due instant done once**: each one-shot has exactly one accepted
-   completion; a second one is a double unless :func:`soakproof.ran_again`
-   shows the first's end died with its process (counted apart, by name:
-   see the randomized soak in ``docs/reference/reliability.md`` for why
-   that is not a failure);
+   had ended needs the chain of :func:`soakproof.end_unrecorded`; a body of
+   a recurring task that made its side effect after its run was taken is a
+   double (the task runs again for that instant);
+3. **every due instant done once**: a one-shot's completions are its bodies
+   that made their side effect (their ``self.fence.check()`` passed and they
+   ended well), whether the probe's own register took the write or not, and
+   whenever they came: exactly one. A second one is a double unless
+   :func:`soakproof.ran_again` shows the first's end died with its process
+   before anything could record it (counted apart, by name: see the
+   randomized soak in ``docs/reference/reliability.md`` for why that one
+   excuse stays);
 4. **one copy at a time**: two executions of a task never run at once
    (stopped time excluded), unless the older is a stale copy proven
    harmless (:func:`soakproof.stale_copy`; counted, with how long it ran on);
@@ -80,6 +87,10 @@ _GOOD = {"eventful": RunStatus.EVENTFUL, "uneventful": RunStatus.UNEVENTFUL}
 #: the runs that neither renew a task's freshness nor count as its failures
 _NOT_OUTCOMES = (RunStatus.LOST, RunStatus.CANCELLED, RunStatus.SUPERSEDED)
 DOUBLED, OVERLAP, LOST, WRONG = "doubled", "overlap", "lost", "wrong record"
+EARLY = "early"
+#: how early a body may seem to start: the database's clock as a daemon
+#: measures it (a round trip's midpoint) against the body's, on one machine
+EARLY_SLACK = 1.0
 
 
 @dataclass
@@ -133,9 +144,12 @@ class Verdict:
     #: stale copies proven harmless beside a newer one, and the longest one ran on
     stale: list[str] = field(default_factory=list)
     stale_seconds: float = 0.0
-    #: executions told their run was taken (stopped), completions the fence refused
+    #: executions told their run was taken while they worked (stopped), side
+    #: effects refused by ``self.fence.check()``, and side effects made that the
+    #: probe's own register refused (each one counted as a completion)
     told: int = 0
     refused: int = 0
+    register_refused: int = 0
 
     def fail(self, kind: str, text: str) -> None:
         self.counts[kind] += 1
@@ -153,9 +167,11 @@ class Verdict:
             "doubled": self.counts[DOUBLED],
             "overlapping": self.counts[OVERLAP],
             "lost": self.counts[LOST],
+            "started early": self.counts[EARLY],
             "failures": len(self.failures),
-            "stale copies told (RunTaken)": self.told,
-            "completions refused by the fence": self.refused,
+            "stale copies told (RunTaken, LeaseLost)": self.told,
+            "side effects refused by fence.check()": self.refused,
+            "side effects the probe's register refused (counted)": self.register_refused,
             "stale copies beside a newer one (harmless)": len(self.stale),
             "stale copy ran on s": round(self.stale_seconds, 2),
             "explained by a fault": {k: len(v) for k, v in sorted(self.explained.items())},
@@ -186,6 +202,7 @@ def executions_of(notes: list[dict[str, Any]], life: Life) -> list[Execution]:
             execution.outcome = note.get("outcome")
             execution.accepted = note.get("accepted")
             execution.why = note.get("why")
+            execution.where = note.get("where")
     for execution in found.values():
         incarnation = life.of(execution.ppid)
         if execution.how == "running" and incarnation is not None:
@@ -260,8 +277,11 @@ class Checker:
         """Checks 1 to 4: the probe's executions against the runs."""
         executions = executions_of(notes, self.life)
         self.verdict.executions = len(executions)
-        self.verdict.told = sum(e.how == "stopped" and e.why in STOPS for e in executions)
-        self.verdict.refused = sum(e.how == "end" and e.accepted is False for e in executions)
+        self.verdict.told = sum(
+            e.how == "stopped" and e.why in STOPS and not e.refused for e in executions
+        )
+        self.verdict.refused = sum(e.refused for e in executions)
+        self.verdict.register_refused = sum(e.good and e.accepted is False for e in executions)
         self.check_executions(executions)
         self.check_runs(executions)
         self.check_oneshots(executions, tids)
@@ -307,6 +327,18 @@ class Checker:
                 WRONG,
                 f"{where}: never ended, and its worker was not killed (started {e.start:.1f})",
             )
+        due = run.slot.timestamp()
+        if e.start < due - EARLY_SLACK:
+            skewed = [
+                f"{i.name} with its clock {i.skew:+.0f} s"
+                for i in self.life.skewed(run.scheduled.timestamp() - 5, e.start)
+            ]
+            why = f" (then: {', '.join(skewed)})" if skewed else ""
+            self.verdict.fail(
+                EARLY,
+                f"{where}: started {due - e.start:.1f} s before its run was due "
+                f"(at {due:.1f}){why}",
+            )
 
     # -- 2. runs against bodies ---------------------------------------------------
 
@@ -320,6 +352,8 @@ class Checker:
                 continue
             bodies = by_run.get(run.backend_id, [])
             what = f"{task.kwargs.get('tid')} run {run.backend_id} ({run.status})"
+            if task.schedule_kind is not ScheduleKind.ONESHOT:
+                self.check_taken_effects(what, run, bodies)
             if run.status.is_good:
                 if not bodies:
                     guard = "a start" if assigned(run, run.fence) else "no start of the guard"
@@ -341,6 +375,22 @@ class Checker:
                 self.check_lost(what, run, bodies)
             elif bodies and not run.status.is_open:
                 self.verdict.fail(WRONG, f"{what}: a body ran for it")
+
+    def check_taken_effects(self, what: str, run: TaskRun, bodies: list[Execution]) -> None:
+        """A recurring task's body that made its side effect after its run
+        was taken: the task runs again for that instant, a second side
+        effect (a one-shot's are counted in :meth:`check_oneshots`)."""
+        taken = taken_at(run)
+        if taken is None:
+            return
+        for e in bodies:
+            if e.good and e.finish > taken:
+                register = " (the probe's register refused it)" if e.accepted is False else ""
+                self.verdict.fail(
+                    DOUBLED,
+                    f"{what}: {e.name()} made its side effect at {e.finish:.1f}, after its "
+                    f"run was taken at {taken:.1f}{register}",
+                )
 
     def check_superseded(self, what: str, run: TaskRun, bodies: list[Execution]) -> None:
         entry = stale_end(run)
@@ -387,7 +437,7 @@ class Checker:
         everything: dict[int, list[Execution]] = defaultdict(list)
         for e in executions:
             everything[e.task].append(e)
-            if e.good and e.accepted:
+            if e.good:  # its side effect made, whatever the register said
                 done[e.task].append(e)
         for task_id, tid in tids.items():
             task = self.records.tasks.get(task_id)

@@ -6,14 +6,19 @@ clock (the probes' notes use the same clock: one machine). :class:`Life`
 replays them to answer the checker's questions about a worker's
 *incarnation* (the process started under a name, known by its main process
 id, which the probe bodies note as their parent): when its pool was stopped
-(its process group stopped, SIGSTOP, until SIGCONT), when it died, when the
-database was down. Instants are taken on the safe side: a stop is noted
-once its signal was sent, a SIGCONT before it is sent, a kill once sent.
+(its process group stopped, SIGSTOP, until SIGCONT), when it died, whether
+its clock was moved (a runner started under libfaketime: its spawn says
+``faketime +90s``), when the database was down, for everyone or for one
+worker only (its connections through a proxy that was frozen: the server
+``postgres@work-1`` down, see :func:`cut_name`). Instants are taken on the
+safe side: a stop is noted once its signal was sent, a SIGCONT before it is
+sent, a kill once sent; a cut once the proxy froze, its end before it thaws.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +39,29 @@ EXIT = "exit"  # seen gone
 DOWN = "down"
 UP = "up"
 WIPED = "wiped"  # emptied (FLUSHALL) or restarted without persistence
+
+#: a spawn's detail for a process whose clock libfaketime moves: ``faketime +90s``
+FAKETIME = "faketime"
+#: what joins a worker's name and the suffix of a second process under it
+#: (``work-1~twin3``): both reach the database through the worker's proxy
+SUFFIX = "~"
+
+
+def worker_of(name: str) -> str:
+    """The worker a process name belongs to (a twin's is its worker's)."""
+    return name.split(SUFFIX, 1)[0]
+
+
+def cut_name(worker: str) -> str:
+    """The server, in the journal, that is down while ``worker`` alone is
+    cut off from PostgreSQL (its database connections' proxy frozen)."""
+    return f"postgres@{worker_of(worker)}"
+
+
+def skew_of(detail: str) -> float:
+    """Seconds a spawn's detail says its clock was moved (0: true time)."""
+    found = re.match(rf"{FAKETIME} ([+-]\d+(?:\.\d+)?)s", detail)
+    return float(found.group(1)) if found else 0.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +89,8 @@ class Incarnation:
     main_stops: list[tuple[float, float]]
     killed: float | None = None
     exited: float | None = None
+    #: seconds its clock was moved (libfaketime), 0 on true time
+    skew: float = 0.0
 
     @property
     def end(self) -> float:
@@ -104,7 +134,9 @@ class Life:
                     self.wipes[h.name].append(h.t)
                 continue
             if h.what == SPAWN:
-                self.incarnations[h.pid] = Incarnation(h.name, h.pid, h.t, [], [])
+                self.incarnations[h.pid] = Incarnation(
+                    h.name, h.pid, h.t, [], [], skew=skew_of(h.detail)
+                )
                 continue
             life = self.incarnations.get(h.pid)
             if life is None:
@@ -149,6 +181,44 @@ class Life:
                 return a, b
         return None
 
+    def database_away(
+        self, name: str | None, start: float, end: float
+    ) -> tuple[str, float, float] | None:
+        """When the process ``name`` could not reach PostgreSQL within
+        ``[start, end]``: the server down, or that worker cut off alone;
+        (what, from, to) of the first such outage, if any."""
+        found = []
+        outage = self.down_within("postgres", start, end)
+        if outage is not None:
+            found.append(("the database down", *outage))
+        if name is not None:
+            outage = self.down_within(cut_name(name), start, end)
+            if outage is not None:
+                found.append((f"{worker_of(name)} cut off from the database", *outage))
+        return min(found, key=lambda f: f[1]) if found else None
+
+    def away_between(self, name: str | None, start: float, end: float) -> float:
+        """Seconds within ``[start, end]`` the process ``name`` could not
+        reach PostgreSQL (the server down, or that worker cut off)."""
+        spans = list(self.server_down.get("postgres", []))
+        if name is not None:
+            spans += self.server_down.get(cut_name(name), [])
+        merged: list[tuple[float, float]] = []
+        for a, b in sorted((max(a, start), min(b, end)) for a, b in spans):
+            if b <= a:
+                continue
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        return sum(b - a for a, b in merged)
+
+    def skewed(self, start: float, end: float) -> list[Incarnation]:
+        """The processes alive within ``[start, end]`` whose clock was moved."""
+        return [
+            i for i in self.incarnations.values() if i.skew and i.spawned <= end and i.end >= start
+        ]
+
     # -- the file --------------------------------------------------------------
 
     def dump(self, path: Path) -> None:
@@ -167,15 +237,20 @@ __all__ = [
     "CONT_MAIN",
     "DOWN",
     "EXIT",
+    "FAKETIME",
     "INF",
     "KILL",
     "SPAWN",
     "STOP_GROUP",
     "STOP_MAIN",
+    "SUFFIX",
     "TERM",
     "UP",
     "WIPED",
     "Happening",
     "Incarnation",
     "Life",
+    "cut_name",
+    "skew_of",
+    "worker_of",
 ]

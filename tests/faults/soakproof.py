@@ -7,19 +7,23 @@ run's history in the store — and fails with the first link that does not
 hold. Two kinds:
 
 * :func:`stale_copy`: a copy whose run was taken while its process was
-  stopped (or cut from the database), that ran beside the newer copy after
-  it resumed. Harmless when its token is older than the newer copy's, its
-  run was taken before the newer copy started, it stopped (``RunTaken``),
-  or its completion was refused by the fence (or it failed: no side
-  effect), within one beat (plus :attr:`Timeouts.slack`) of the moment its
+  stopped (or cut from the database: the server down, or that worker's
+  connections frozen), that ran beside the newer copy after it resumed.
+  Harmless when its token is older than the newer copy's, its run was taken
+  before the newer copy started, it made no side effect — it stopped
+  (``RunTaken``, ``LeaseLost``: told by its heartbeat, or refused by its
+  ``self.fence.check()`` right before the side effect), it failed, or it was
+  killed — within one beat (plus :attr:`Timeouts.slack`) of the moment its
   process could hear that its run was taken, and its run is ``lost`` or
-  ``superseded``, never good.
+  ``superseded``, never good. A stale copy whose check passed made its side
+  effect: nothing excuses that, whether or not the probe's own register
+  then refused the write.
 * :func:`end_unrecorded` (and :func:`ran_again`): a body that ended, whose
-  process then died (SIGKILL) or stopped (SIGSTOP of its group), or lost the
-  database, before its end was recorded — within the bound the worker gives
-  itself to record an end (:attr:`Timeouts.recorded_within`, plus the
-  database's down time) — so that its run was taken after it went silent
-  and the task ran again under a larger token.
+  process then died (SIGKILL) or stopped (SIGSTOP of its group) before its
+  end was recorded — within the bound the worker gives itself to record an
+  end (:attr:`Timeouts.recorded_within`, plus the time it could not reach
+  the database) — so that its run was taken after it went silent and the
+  task ran again under a larger token.
 """
 
 from __future__ import annotations
@@ -35,8 +39,10 @@ from swh_like_scheduler.domain.model import RunStatus, TaskRun
 
 #: how a run is taken from its copy (the steal step; a worker gone offline)
 TAKINGS = ("stolen", "worker_offline")
-#: a copy stopped because its run was taken
-STOPS = ("RunTaken", "LeaseStopped")
+#: a copy stopped because its run was taken (``RunTaken``), because its
+#: process could not renew it within the self-fencing bound (``LeaseLost``),
+#: or a lease's ping was refused (``LeaseStopped``)
+STOPS = ("RunTaken", "LeaseLost", "LeaseStopped")
 _TAKEN_STATUSES = (RunStatus.LOST, RunStatus.SUPERSEDED)
 
 
@@ -57,8 +63,13 @@ class Execution:
     left: float = INF
     how: str = "running"  # "end", "stopped", or "running" (no note after its start)
     outcome: str | None = None
+    #: whether the probe's own register took its write (a larger token had
+    #: not started): its side effect was made either way
     accepted: bool | None = None
     why: str | None = None
+    #: where it stopped: ``"check"`` when its ``self.fence.check()`` refused
+    #: its side effect, ``"work"`` when it was stopped while it worked
+    where: str | None = None
     #: when its process was killed, for one that left no note
     died: float | None = None
 
@@ -71,7 +82,14 @@ class Execution:
 
     @property
     def good(self) -> bool:
+        """It made its side effect: its fence check passed, then it ended
+        well (whatever the probe's register then said)."""
         return self.how == "end" and self.outcome in ("eventful", "uneventful")
+
+    @property
+    def refused(self) -> bool:
+        """Its ``self.fence.check()`` refused its side effect."""
+        return self.how == "stopped" and self.where == "check"
 
     def name(self) -> str:
         return f"run {self.run} (token {self.token}, process {self.pid})"
@@ -122,15 +140,18 @@ class Unproven(Exception):
 
 def _hear(a_ppid: int, taken: float, life: Life, t: Timeouts) -> tuple[str, float]:
     """Why a copy was silent when its run was taken, and when its process
-    could hear of it again (its group resumed, the database came back)."""
+    could hear of it again (its group resumed, the database came back, or
+    its own connections thawed)."""
     incarnation = life.of(a_ppid)
     if incarnation is not None:
         stop = incarnation.frozen_at(taken)
         if stop is not None:
             return f"its worker's processes stopped {stop[0]:.1f}..{stop[1]:.1f}", stop[1]
-    outage = life.down_within("postgres", taken - t.silent - t.beat, taken)
-    if outage is not None:
-        return f"the database down {outage[0]:.1f}..{outage[1]:.1f}", max(outage[1], taken)
+    name = incarnation.name if incarnation is not None else None
+    away = life.database_away(name, taken - t.silent - t.beat, taken)
+    if away is not None:
+        what, start, end = away
+        return f"{what} {start:.1f}..{end:.1f}", max(end, taken)
     raise Unproven(
         "its process was neither stopped nor cut from the database when its run was taken"
     )
@@ -159,19 +180,25 @@ def stale_copy(
         raise Unproven("the newer copy started before the older one's run was taken")
     why, heard = _hear(a.ppid, taken, life, t)
     heard = max(heard, taken)
-    outage = life.down_within("postgres", heard, heard)
-    if outage is not None:  # it hears of it from the database
-        why, heard = f"{why}, the database down until {outage[1]:.1f}", outage[1]
-    if a.how == "stopped" and a.why in STOPS:
+    incarnation = life.of(a.ppid)
+    away = life.database_away(incarnation.name if incarnation else None, heard, heard)
+    if away is not None:  # it hears of it from the database
+        why, heard = f"{why}, {away[0]} until {away[2]:.1f}", away[2]
+    if a.refused and a.why in STOPS:
+        how = f"its side effect refused by its fence check ({a.why})"
+    elif a.how == "stopped" and a.why in STOPS:
         how = f"stopped ({a.why})"
     elif a.how == "end" and a.outcome == "failed":
         how = "failed (no side effect)"
-    elif a.how == "end" and a.accepted is False:
-        how = "its completion refused by the fence"
     elif a.how == "running" and a.died is not None:
         how = "killed before any side effect"
+    elif a.how == "stopped":
+        raise Unproven(f"it was stopped by {a.why}, not told its run was taken")
     else:
-        raise Unproven(f"it {a.how} and its side effect was accepted")
+        register = "" if a.accepted is not False else " (the probe's register refused it)"
+        raise Unproven(
+            f"it ended {a.outcome} after its fence check passed: its side effect was made{register}"
+        )
     if a.finish > heard + t.beat + t.slack:
         raise Unproven(
             f"it ran {a.finish - heard:.1f} s after it could hear its run was taken "
@@ -217,7 +244,7 @@ def silenced_after(
         )
     at, what = min(found)
     at = max(at, since)
-    bound = t.recorded_within + life.down_between("postgres", since, at)
+    bound = t.recorded_within + life.away_between(incarnation.name, since, at)
     if at - since > bound:
         raise Unproven(
             f"it was {what} {at - since:.1f} s after it ended: its end should have been "

@@ -5,6 +5,21 @@ Every signal goes through the soak's journal (:meth:`soakrun.Soak.signal`,
 there too: the checker's proofs read it (:mod:`soaklife`). A fault that
 lasts a while keeps what :func:`end` needs (the process it stopped: a
 worker restarted meanwhile is another process, and is left alone).
+
+The faults of the self-fencing protocol and of the database's clock:
+
+* ``stall_resume``: a probe worker's whole group stopped (SIGSTOP) at a
+  moment each body under way on it has little work left (:data:`LITTLE`),
+  longer than every bound, then resumed: each stale copy reaches its side
+  effect right after SIGCONT, and must be told or refused by its
+  ``self.fence.check()``;
+* ``db_partition``: a probe worker cut off from PostgreSQL alone: the proxy
+  its connections go through (:class:`freezeproxy.FreezableProxy`) frozen
+  longer than the monitor's ping timeout and grace, its broker reachable;
+  written as the outage of the server ``postgres@<worker>``;
+* ``skewed_runner``: a runner restarted under libfaketime (its clock ahead
+  or behind by the fault's offset, its monotonic clock true), then
+  restarted on true time; its spawn in the journal says ``faketime +90s``.
 """
 
 from __future__ import annotations
@@ -13,13 +28,14 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 import redis
 from private import PrivateRedis
-from soaklife import CONT_MAIN, DOWN, UP, WIPED
+from soaklife import CONT_MAIN, DOWN, UP, WIPED, cut_name
 from soakother import PROCESSES as OTHER_PROCESSES
 from soakplan import OTHER, Fault
 
@@ -28,6 +44,13 @@ if TYPE_CHECKING:
 
 #: seconds spent trying to stop a runner inside a transaction
 CATCH = 5.0
+#: ``stall_resume``: the most work a body under way may have left when its
+#: worker is stopped, and how long to wait for such a moment
+LITTLE = 0.6
+RESUME_CATCH = 30.0
+#: ``db_partition``: the work a body under way should have left when its
+#: worker is cut off (past its self-fencing bound, 0.75 x the ping timeout)
+CUT_LEFT = 8.0
 #: a session of ``ports`` inside a transaction that holds an id (it wrote or locked rows)
 _IN_TRANSACTION = (
     "SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%s) AND backend_xid IS NOT NULL"
@@ -38,12 +61,14 @@ def begin(soak: Soak, fault: Fault, n: int) -> dict[str, Any] | None:
     """Begin ``fault``; what :func:`end` needs when it lasts a while, else ``None``."""
     kind, target = fault.kind, fault.target
     if kind == "kill9":  # the whole process group: a worker's pool dies with it
-        soak.stop_process(target, signal.SIGKILL)
-        time.sleep(fault.seconds)
+        with resting(soak, target):
+            soak.stop_process(target, signal.SIGKILL)
+            soak.idle(fault.seconds)
     elif kind == "term":  # the main process only: a worker's warm shutdown
-        soak.signal(target, signal.SIGCONT)  # a stopped worker cannot shut down
-        soak.stop_process(target, signal.SIGTERM, group=False)
-        time.sleep(fault.seconds)
+        with resting(soak, target):
+            soak.signal(target, signal.SIGCONT)  # a stopped worker cannot shut down
+            soak.stop_process(target, signal.SIGTERM, group=False)
+            soak.idle(fault.seconds)
     elif kind == "restart":
         restart(soak, target, fault.seconds)
     elif kind == "flushall":
@@ -56,6 +81,14 @@ def begin(soak: Soak, fault: Fault, n: int) -> dict[str, Any] | None:
         return {}
     elif kind in ("pause", "stall_worker", "stall_main"):
         return stop_worker(soak, target, main=kind == "stall_main")
+    elif kind == "stall_resume":
+        return stop_ending(soak, target)
+    elif kind == "db_partition":
+        return cut_off(soak, target)
+    elif kind == "skewed_runner":
+        soak.skewed[target] = fault.offset
+        restart_process(soak, target)
+        return {"skewed": target}
     elif kind == "runner_pause":
         return pause_runner(soak, target)
     elif kind == "twin":
@@ -79,6 +112,12 @@ def end(soak: Soak, fault: Fault, state: dict[str, Any]) -> None:
     """The end of a fault that lasts a while."""
     if fault.kind == "listener_down":
         soak.held_down.discard(fault.target)
+    elif "proxy" in state:
+        soak.note(cut_name(state["proxy"]), 0, UP, "proxy thawed")
+        soak.proxies[state["proxy"]].thaw()
+    elif "skewed" in state:
+        soak.skewed.pop(state["skewed"], None)
+        restart_process(soak, state["skewed"])
     elif "twin" in state:
         soak.stop_process(state["twin"], signal.SIGTERM, timeout=60, group=False)
     elif "pid" in state and soak.alive(fault.target) and soak.pid(fault.target) == state["pid"]:
@@ -105,13 +144,63 @@ def stop_worker(soak: Soak, name: str, *, main: bool) -> dict[str, Any]:
     caught = False
     if name.startswith("work"):
         while not (caught := soak.busy(name, left=left)) and time.monotonic() < deadline:
-            time.sleep(0.05)
+            soak.idle(0.05)
     if main:
         soak.signal_main(name, signal.SIGSTOP)
     else:
         soak.signal(name, signal.SIGSTOP)
     say = ", a body running" if caught else ""
     return {"pid": soak.pid(name), "main": main, "say": say}
+
+
+def stop_ending(soak: Soak, name: str) -> dict[str, Any]:
+    """Stop a probe worker's whole group at a moment each body under way on
+    it has at most :data:`LITTLE` seconds of work left (waited for at most
+    :data:`RESUME_CATCH` seconds, else stopped wherever it is)."""
+    if not soak.alive(name):
+        return {}
+    deadline = time.monotonic() + RESUME_CATCH
+    caught = 0
+    while not (caught := soak.ending(name, most=LITTLE)) and time.monotonic() < deadline:
+        soak.idle(0.01)
+    soak.signal(name, signal.SIGSTOP)
+    say = f", {caught} bodies with little left" if caught else ", no body about to end"
+    return {"pid": soak.pid(name), "main": False, "say": say}
+
+
+def cut_off(soak: Soak, name: str) -> dict[str, Any]:
+    """Freeze the proxy between a probe worker and PostgreSQL, when a body
+    with a while to go runs on it if one does within three times
+    :data:`CATCH` seconds (the broker stays reachable)."""
+    deadline = time.monotonic() + 3 * CATCH
+    caught = False
+    while not (caught := soak.busy(name, left=CUT_LEFT)) and time.monotonic() < deadline:
+        soak.idle(0.05)
+    soak.proxies[name].freeze()
+    soak.note(cut_name(name), 0, DOWN, "proxy frozen")
+    return {"proxy": name, "say": ", a body running" if caught else ""}
+
+
+@contextlib.contextmanager
+def resting(soak: Soak, name: str) -> Iterator[None]:
+    """No other fault's end starts ``name`` again within the block."""
+    soak.resting.add(name)
+    try:
+        yield
+    finally:
+        soak.resting.discard(name)
+
+
+def restart_process(soak: Soak, name: str) -> None:
+    """Stop a process (woken first if paused; SIGTERM, its group) and start
+    it again at once (its command as the soak says now)."""
+    with resting(soak, name):
+        if soak.alive(name):
+            soak.signal(name, signal.SIGCONT)
+            soak.stop_process(name, signal.SIGTERM, timeout=30)
+        soak.seen_gone(name)
+    if name not in soak.held_down and not soak.alive(name):
+        soak.spawn(name)
 
 
 def restart(soak: Soak, target: str, seconds: float) -> None:
@@ -122,7 +211,7 @@ def restart(soak: Soak, target: str, seconds: float) -> None:
     soak.note(target, 0, DOWN)
     if isinstance(server, PrivateRedis) and target == "broker":
         soak.note(target, 0, WIPED, "restarted without persistence")
-    time.sleep(seconds)
+    soak.idle(seconds)
     soak.note(target, 0, UP)
     server.start()
 

@@ -7,8 +7,9 @@ run is replayed by its seed (printed with the fault schedule).
 The stalls are drawn longer than every bound the platform has to notice a
 silent process (:data:`TIMEOUTS`: the monitor's ping timeout plus its grace,
 the worker timeout), so that each one ends with the run taken away, or
-(when only a worker's main process stops) with nothing taken. Every fault
-kind the plan can draw at its scale appears at least once.
+(when only a worker's main process stops) with nothing taken; so is a
+worker's partition from the database. Every fault kind the plan can draw at
+its scale appears at least once.
 """
 
 from __future__ import annotations
@@ -83,6 +84,13 @@ class Scale:
     runner_pause: tuple[float, float] | None = None
     #: seconds a second worker process runs under a worker's name
     twin: tuple[float, float] = (15.0, 30.0)
+    #: seconds a probe worker is cut off from PostgreSQL alone (its broker
+    #: reachable): longer than the monitor's ping timeout and grace
+    partition: tuple[float, float] = (20.0, 30.0)
+    #: seconds a runner runs with its clock moved (libfaketime), and by how
+    #: much (seconds, ahead or behind)
+    skewed: tuple[float, float] = (20.0, 40.0)
+    skew: tuple[int, int] = (30, 120)
     #: the second installation's one-shots and recurring tasks of each kind
     other_oneshots: int = 6
     other_recurring: int = 1
@@ -104,6 +112,8 @@ FULL = Scale(
     stall=(22.0, 60.0),
     runner_pause=(70.0, 100.0),
     twin=(20.0, 90.0),
+    partition=(20.0, 60.0),
+    skewed=(60.0, 240.0),
     other_oneshots=60,
     other_recurring=2,
     long_oneshots=60,
@@ -154,18 +164,21 @@ class JobPlan:
 @dataclass(frozen=True)
 class Fault:
     """One fault: at ``at`` seconds after the start, ``kind`` on ``target``,
-    lasting ``seconds`` (down time, pause, ...)."""
+    lasting ``seconds`` (down time, pause, ...); ``offset``: the seconds a
+    ``skewed_runner``'s clock is moved by (ahead when positive)."""
 
     at: float
     kind: str
     target: str
     seconds: float = 0.0
+    offset: int = 0
 
     def describe(self) -> str:
         if self.kind == "burst":
             return f"t+{self.at:6.1f}s burst: {self.seconds:.0f} one-shots due at once"
         lasting = f" for {self.seconds:.0f} s" if self.seconds else ""
-        return f"t+{self.at:6.1f}s {self.kind} {self.target}{lasting}"
+        clock = f" (its clock {self.offset:+d} s)" if self.offset else ""
+        return f"t+{self.at:6.1f}s {self.kind} {self.target}{clock}{lasting}"
 
 
 @dataclass(frozen=True)
@@ -194,9 +207,16 @@ class Plan:
 #: ``pause``: a worker's process group stopped (SIGSTOP) for a while, maybe
 #: shorter than the monitor's bounds; ``stall_main``: a worker's main process
 #: alone stopped, its pool going on; ``stall_worker``: its whole group
-#: stopped, both longer than every bound; ``runner_pause``: a runner stopped
-#: longer than a claim may be held (caught inside a transaction when it can
-#: be); ``twin``: a second worker process under a live worker's name
+#: stopped, both longer than every bound (with a body under way that has a
+#: while to go); ``stall_resume``: the same, caught when a body has little
+#: work left, so that it finishes right after it resumes (its side effect
+#: must be refused); ``runner_pause``: a runner stopped longer than a claim
+#: may be held (caught inside a transaction when it can be); ``twin``: a
+#: second worker process under a live worker's name; ``skewed_runner``: a
+#: runner restarted under libfaketime, its clock ahead or behind, then
+#: restarted on true time; ``db_partition``: a probe worker cut off from
+#: PostgreSQL alone (its connections' proxy frozen, the broker reachable)
+#: longer than the monitor's ping timeout and grace
 FAULT_WEIGHTS = {
     "kill9": 28,
     "term": 16,
@@ -209,10 +229,23 @@ FAULT_WEIGHTS = {
     "stall_worker": 8,
     "runner_pause": 4,
     "twin": 6,
+    "stall_resume": 8,
+    "db_partition": 8,
+    "skewed_runner": 6,
 }
 #: kinds every plan holds at least once when its scale allows them (added
 #: at drawn instants when the draw did not make them)
-REQUIRED = ("stall_main", "stall_worker", "runner_pause", "twin")
+REQUIRED = (
+    "stall_main",
+    "stall_worker",
+    "runner_pause",
+    "twin",
+    "stall_resume",
+    "db_partition",
+    "skewed_runner",
+)
+#: the kinds that hit a probe worker (its bodies leave notes)
+ON_PROBES = ("stall_worker", "stall_resume", "db_partition")
 #: the second installation starts in the first part of the soak and runs to its end
 OTHER = "second_install"
 
@@ -242,8 +275,10 @@ def make_plan(
     listeners: list[str],
     runners: list[str],
     flushable: bool,
+    skewable: bool = True,
 ) -> Plan:
-    """The workload and the faults of one soak (see the module doc)."""
+    """The workload and the faults of one soak (see the module doc);
+    ``skewable``: a runner's clock may be moved (libfaketime is there)."""
     rng = random.Random(seed)
     span = scale.seconds
     oneshots = _oneshots(rng, scale.oneshots, span)
@@ -268,13 +303,14 @@ def make_plan(
         del weights["flushall"]
     if scale.runner_pause is None:
         del weights["runner_pause"]
+    if not skewable:
+        del weights["skewed_runner"]
     targets = Targets(processes, workers, listeners, runners)
     faults = []
     at = rng.uniform(5, scale.mean_gap)
     while at < span:
         kind = rng.choices(list(weights), weights=list(weights.values()))[0]
-        target, seconds = _target(rng, kind, scale, targets)
-        faults.append(Fault(round(at, 1), kind, target, round(seconds, 1)))
+        faults.append(_fault(rng, at, kind, scale, targets))
         at += rng.uniform(0.5, 1.5) * scale.mean_gap
     for kind in REQUIRED:
         if kind in weights and all(f.kind != kind for f in faults):
@@ -330,7 +366,22 @@ def _ensure(
     the soak's faults do when it can."""
     target, seconds = _target(rng, kind, scale, targets)
     at = rng.uniform(5, max(5.0, scale.seconds - seconds))
-    faults.append(Fault(round(at, 1), kind, target, round(seconds, 1)))
+    faults.append(_fault(rng, at, kind, scale, targets, (target, seconds)))
+
+
+def _fault(
+    rng: random.Random,
+    at: float,
+    kind: str,
+    scale: Scale,
+    targets: Targets,
+    drawn: tuple[str, float] | None = None,
+) -> Fault:
+    target, seconds = drawn or _target(rng, kind, scale, targets)
+    offset = 0
+    if kind == "skewed_runner":
+        offset = rng.choice((-1, 1)) * rng.randint(*scale.skew)
+    return Fault(round(at, 1), kind, target, round(seconds, 1), offset)
 
 
 def _target(rng: random.Random, kind: str, scale: Scale, targets: Targets) -> tuple[str, float]:
@@ -346,9 +397,12 @@ def _target(rng: random.Random, kind: str, scale: Scale, targets: Targets) -> tu
         return rng.choice(targets.workers), rng.uniform(*scale.pause)
     if kind == "stall_main":
         return rng.choice(targets.workers), rng.uniform(*scale.stall)
-    if kind == "stall_worker":  # a probe worker: its bodies leave notes
+    if kind in ON_PROBES:  # a probe worker: its bodies leave notes
         probes = [w for w in targets.workers if w.startswith("work")] or targets.workers
-        return rng.choice(probes), rng.uniform(*scale.stall)
+        span = scale.partition if kind == "db_partition" else scale.stall
+        return rng.choice(probes), rng.uniform(*span)
+    if kind == "skewed_runner":
+        return rng.choice(targets.runners), rng.uniform(*scale.skewed)
     if kind == "runner_pause":
         assert scale.runner_pause is not None
         return rng.choice(targets.runners), rng.uniform(*scale.runner_pause)
@@ -359,6 +413,7 @@ def _target(rng: random.Random, kind: str, scale: Scale, targets: Targets) -> tu
 
 __all__ = [
     "FULL",
+    "ON_PROBES",
     "OTHER",
     "QUICK",
     "TIMEOUTS",

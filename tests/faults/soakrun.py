@@ -6,9 +6,12 @@ Processes: two runners (``--no-monitor``), one ``start-monitor``, two
 listeners sharing their default event queue, and ``celery worker``
 processes per task type (two for the probe type, one each for ``notify``
 and ``webhook``); later a second installation (:mod:`soakother`) on the
-same broker. Every process started, signalled or seen gone, and every
-server stopped, started or emptied, is written in the journal
-(:mod:`soaklife`), for the checker.
+same broker. Each probe worker reaches PostgreSQL through a proxy of its
+own (:mod:`freezeproxy`, frozen by the ``db_partition`` fault); a runner may
+run under libfaketime for a while (``skewed_runner``). Every process
+started, signalled or seen gone, and every server stopped, started or
+emptied (a worker's proxy frozen: its own server down), is written in the
+journal (:mod:`soaklife`), for the checker.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,9 +33,24 @@ from typing import Any, TypeVar
 import redis
 import soakapp
 import soakfaults
+import sqlalchemy as sa
+from freezeproxy import FreezableProxy
 from private import PrivateServer
 from processes import HERE, ProcessTable
-from soaklife import CONT, EXIT, KILL, SPAWN, STOP_GROUP, STOP_MAIN, TERM, Happening, Life
+from soaklife import (
+    CONT,
+    EXIT,
+    FAKETIME,
+    KILL,
+    SPAWN,
+    STOP_GROUP,
+    STOP_MAIN,
+    SUFFIX,
+    TERM,
+    Happening,
+    Life,
+    worker_of,
+)
 from soakother import OtherInstallation
 from soakplan import TIMEOUTS, Fault, JobPlan, Plan
 from soakrecv import Receivers
@@ -53,12 +72,20 @@ WORKERS = {
     "notify": ("swh_like_workers.notify.notify", 2),
     "webhook": ("swh_like_workers.webhook.post", 2),
 }
+#: the probe workers: their bodies leave notes; each reaches the database
+#: through its own proxy
+PROBES = [name for name, (queue, _) in WORKERS.items() if queue == WORK_TYPE]
 RUNNERS = ["runner-1", "runner-2"]
 LISTENERS = ["listener-1", "listener-2"]
 DAEMONS = [*RUNNERS, "monitor", *LISTENERS]
 PROCESSES = [*DAEMONS, *WORKERS]
 #: a second process under a worker's name (the ``twin`` fault): ``work-1~twin3``
-TWIN = "~twin"
+TWIN = f"{SUFFIX}twin"
+
+
+def faketime() -> str | None:
+    """libfaketime's ``faketime`` command, if this machine has it."""
+    return shutil.which("faketime")
 
 
 def retrying(what: Callable[[], T], seconds: float = 120.0) -> T:
@@ -118,9 +145,19 @@ class Soak(ProcessTable):
         self.pending: list[tuple[float, Fault, float, dict[str, Any]]] = []
         #: processes a fault keeps down (not restarted by :meth:`ensure_running`)
         self.held_down: set[str] = set()
+        #: processes being stopped or kept down a moment by a fault under way
+        #: (another fault's end, meanwhile, must not start them again)
+        self.resting: set[str] = set()
         #: processes :meth:`ensure_running` keeps running
         self.kept = list(PROCESSES)
         self.tids: dict[int, str] = {}
+        #: each probe worker's way to PostgreSQL (``db_partition`` freezes it)
+        url = sa.engine.make_url(db_url)
+        self.proxies = {
+            name: FreezableProxy(url.host or "127.0.0.1", url.port or 5432) for name in PROBES
+        }
+        #: runners started under libfaketime, and by how many seconds
+        self.skewed: dict[str, int] = {}
 
     # -- the journal ----------------------------------------------------------
 
@@ -132,10 +169,13 @@ class Soak(ProcessTable):
 
     # -- processes ------------------------------------------------------------
 
-    def environment(self) -> dict[str, str]:
+    def environment(self, name: str | None = None) -> dict[str, str]:
+        """The environment of every process, or of process ``name`` (a probe
+        worker's database through its proxy)."""
+        proxy = self.proxies.get(worker_of(name)) if name is not None else None
         return {
             **os.environ,
-            "SWH_SCHEDULER_DB_URL": self.db_url,
+            "SWH_SCHEDULER_DB_URL": proxy.url(self.db_url) if proxy else self.db_url,
             "SWH_SCHEDULER_BROKER_URL": self.broker_url,
             "SWH_SCHEDULER_RESULT_BACKEND": self.result_backend or "",
             "SOAK_BROKER": self.broker_url,
@@ -144,6 +184,8 @@ class Soak(ProcessTable):
             "SOAK_BEAT": str(TIMEOUTS.beat),
             # the HTTP receiver listens on loopback: allowed for this platform
             "SWH_SCHEDULER_CALLBACK_ALLOW": "127.0.0.1",
+            # a runner under libfaketime: its timers (monotonic) stay true
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
             "PYTHONPATH": os.pathsep.join(
                 filter(None, [str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH")])
             ),
@@ -153,7 +195,10 @@ class Soak(ProcessTable):
         if self.other is not None and name.startswith("x-"):
             return self.other.command(name, SWH, CELERY)
         if name.startswith("runner"):
-            return [*SWH, "start-runner", "--no-monitor", "--period", "1"]
+            runner = [*SWH, "start-runner", "--no-monitor", "--period", "1"]
+            if name in self.skewed:
+                return [str(faketime()), "-f", f"{self.skewed[name]:+d}s", *runner]
+            return runner
         if name == "monitor":
             return [
                 *SWH,
@@ -179,11 +224,12 @@ class Soak(ProcessTable):
         ]
 
     def spawn(self, name: str) -> None:
-        env = None
+        env = self.environment(name)
         if self.other is not None and name.startswith("x-"):
             env = self.other.environment(self.environment())
         process = self.launch(name, self.command(name), env)
-        self.note(name, process.pid, SPAWN)
+        skew = f"{FAKETIME} {self.skewed[name]:+d}s" if name in self.skewed else ""
+        self.note(name, process.pid, SPAWN, skew)
 
     def pid(self, name: str) -> int:
         return self.processes[name].pid
@@ -216,16 +262,22 @@ class Soak(ProcessTable):
         self, name: str, sig: int, timeout: float = 90.0, *, group: bool = True
     ) -> None:
         """``sig`` to the process (its group, or its main process only), then
-        SIGKILL to the group if it is still there after ``timeout``."""
+        SIGKILL to the group if it is still there after ``timeout``; the
+        faults due meanwhile end on time (:meth:`idle`)."""
+        process = self.processes.get(name)
+        if process is None:
+            return
         if group:
             self.signal(name, sig)
         else:
             self.signal_main(name, sig)
-        try:
-            self.processes[name].wait(timeout)
-        except subprocess.TimeoutExpired:
+        deadline = time.monotonic() + timeout
+        while process.poll() is None and time.monotonic() < deadline:
+            self.idle(0.05)
+        if process.poll() is None:
             self.signal(name, signal.SIGKILL)
-            self.processes[name].wait(20)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(20)
         self.seen_gone(name)
 
     def seen_gone(self, name: str) -> None:
@@ -238,13 +290,15 @@ class Soak(ProcessTable):
 
     def ensure_running(self) -> None:
         for name in self.kept:
-            if name in self.held_down or self.alive(name):
+            if name in self.held_down or name in self.resting or self.alive(name):
                 continue
             self.seen_gone(name)
             self.spawn(name)
 
     def close(self) -> None:
         self.stop_all(30)
+        for proxy in self.proxies.values():
+            proxy.close()
         self.receivers.close()
         self.store.close()
         if self.other is not None:
@@ -382,7 +436,9 @@ class Soak(ProcessTable):
             began = time.time()
             state = soakfaults.begin(self, fault, n)
             if state is not None:  # it ends later, while the next faults go on
-                self.pending.append((began + fault.seconds, fault, began, state))
+                # (it lasts as drawn from when it took hold: a stall waits
+                # for its moment first)
+                self.pending.append((time.time() + fault.seconds, fault, began, state))
                 say(f"{fault.describe()} (begun{state.get('say', '')})")
             else:
                 self.fault_log.append((fault, began, time.time()))
@@ -397,11 +453,15 @@ class Soak(ProcessTable):
 
     def wait_until(self, offset: float) -> None:
         """Sleep until ``offset`` seconds after the start, ending the faults
-        that last a while when their time comes (the schedule's own clock)."""
+        that last a while when their time comes (the schedule's own clock).
+        A fault that begins or ends waits with :meth:`idle`, so that the
+        others still end on time (an end may so run inside another's)."""
         target = self.start + offset
         while True:
             now = time.time()
             for item in [p for p in self.pending if p[0] <= now]:
+                if item not in self.pending:  # ended inside another one's wait
+                    continue
                 self.pending.remove(item)
                 _, fault, began, state = item
                 soakfaults.end(self, fault, state)
@@ -411,18 +471,18 @@ class Soak(ProcessTable):
             wake = min([target, *(at for at, *_ in self.pending)])
             time.sleep(max(0.0, wake - now))
 
+    def idle(self, seconds: float) -> None:
+        """Wait ``seconds``, ending the faults due meanwhile."""
+        self.wait_until(time.time() - self.start + seconds)
+
     # -- what happened ----------------------------------------------------------------
 
     def notes(self, prefix: str | None = None) -> list[dict[str, Any]]:
         raw = self.counter.lrange(soakapp.bodies_key(prefix or self.prefix), 0, -1)
         return [json.loads(item) for item in raw]
 
-    def busy(self, name: str, *, left: float = 1.0) -> bool:
-        """Whether a probe body with at least ``left`` seconds of work to do
-        runs on worker ``name`` now (read from the notes written since the
-        last call)."""
-        if not self.alive(name):
-            return False
+    def read_bodies(self) -> None:
+        """Bring :attr:`running` up to date with the notes written since."""
         key = soakapp.bodies_key(self.prefix)
         for raw in self.counter.lrange(key, self.read_upto, -1):
             self.read_upto += 1
@@ -431,11 +491,33 @@ class Soak(ProcessTable):
                 self.running[note["exec"]] = note
             else:
                 self.running.pop(note["exec"], None)
+
+    def work_left(self, name: str) -> list[float]:
+        """The seconds of work each probe body under way on worker ``name``
+        has left now (from the notes: its start and its duration)."""
+        if not self.alive(name):
+            return []
+        self.read_bodies()
         pid, now = self.pid(name), time.time()
-        return any(
-            n["ppid"] == pid and float(n["t"]) + float(n.get("duration") or 0) - now >= left
+        return [
+            float(n["t"]) + float(n.get("duration") or 0) - now
             for n in self.running.values()
-        )
+            if n["ppid"] == pid
+        ]
+
+    def busy(self, name: str, *, left: float = 1.0) -> bool:
+        """Whether a probe body with at least ``left`` seconds of work to do
+        runs on worker ``name`` now."""
+        return any(each >= left for each in self.work_left(name))
+
+    def ending(self, name: str, *, most: float) -> int:
+        """How many probe bodies run on worker ``name`` when each of them
+        (one at least) has some work left, at most ``most`` seconds: 0 when
+        none runs, or one has more to do or is already over its time."""
+        lefts = self.work_left(name)
+        if lefts and all(0.02 < each <= most for each in lefts):
+            return len(lefts)
+        return 0
 
     def dump(self, runs: list[Any]) -> Path:
         """What happened, for a failing run's post-mortem: the faults, the

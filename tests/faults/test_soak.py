@@ -10,9 +10,16 @@ installation on another database sharing the broker (:mod:`soakother`).
 The faults (:mod:`soakfaults`): SIGKILL and SIGTERM of any process,
 restarts of PostgreSQL and of the broker, FLUSHALL (Redis), a listener
 stopped for a while, a worker paused (SIGSTOP/SIGCONT), a worker's main
-process alone or its whole group stopped longer than the monitor's bounds,
+process alone or its whole group stopped longer than the monitor's bounds
+(with a body under way that has a while to go, or when every body on it has
+little left: the stale copies reach their side effect right after they
+resume), a probe worker cut off from PostgreSQL alone (its connections'
+proxy frozen, its broker reachable) longer than the monitor's bounds, a
+runner restarted under libfaketime (its clock ahead or behind) for a while,
 a runner stopped longer than a claim may be held, a second worker process
-under a live worker's name, bursts of instants due at once.
+under a live worker's name, bursts of instants due at once. Without
+``faketime`` the skewed runner is left out of the plan (said), and under CI
+the soak fails instead.
 
 Brokers: Redis as broker **and** result backend (one server, the common
 setup) in the quick cut and the full run; RabbitMQ (no result backend) in
@@ -36,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import services
 import soakother
 import sqlalchemy as sa
 from conftest import FULL, TABLE
@@ -43,7 +51,7 @@ from private import PrivatePostgres, PrivateRabbitMQ, PrivateRedis, PrivateServe
 from soakcheck import Checker, Verdict, read_records
 from soakplan import FULL as FULL_SCALE
 from soakplan import QUICK, TIMEOUTS, Scale, make_plan
-from soakrun import DAEMONS, LISTENERS, PROCESSES, RUNNERS, WORK_TYPE, WORKERS, Soak
+from soakrun import DAEMONS, LISTENERS, PROCESSES, RUNNERS, WORK_TYPE, WORKERS, Soak, faketime
 
 pytestmark = [pytest.mark.faults, pytest.mark.postgresql, pytest.mark.redis]
 
@@ -150,6 +158,11 @@ def run(
     logs: Path,
 ) -> None:
     url = server.url  # type: ignore[attr-defined]
+    skewable = faketime() is not None
+    if not skewable:
+        if services.in_ci():
+            pytest.fail("no faketime on this machine (apt install faketime; .ci/run does)")
+        print("\nno faketime on this machine: no skewed runner in this soak", flush=True)
     plan = make_plan(
         seed,
         SCALE,
@@ -158,6 +171,7 @@ def run(
         listeners=LISTENERS,
         runners=RUNNERS,
         flushable=broker == "redis",
+        skewable=skewable,
     )
     print(f"\n{plan.describe()}\n(replay: SWH_SOAK_SEED={seed})", flush=True)
     soak = Soak(

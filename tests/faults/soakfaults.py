@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 CATCH = 5.0
 #: ``stall_resume``: the most work a body under way may have left when its
 #: worker is stopped, and how long to wait for such a moment
-LITTLE = 0.6
+LITTLE = 0.3
 RESUME_CATCH = 30.0
 #: ``db_partition``: the work a body under way should have left when its
 #: worker is cut off (past its self-fencing bound, 0.75 x the ping timeout)
@@ -155,16 +155,23 @@ def stop_worker(soak: Soak, name: str, *, main: bool) -> dict[str, Any]:
 
 def stop_ending(soak: Soak, name: str) -> dict[str, Any]:
     """Stop a probe worker's whole group at a moment each body under way on
-    it has at most :data:`LITTLE` seconds of work left (waited for at most
-    :data:`RESUME_CATCH` seconds, else stopped wherever it is)."""
+    it has at most :data:`LITTLE` seconds of work left (waited for a third
+    of :data:`RESUME_CATCH`), else one of them at least (the rest of it),
+    else wherever it is."""
     if not soak.alive(name):
         return {}
-    deadline = time.monotonic() + RESUME_CATCH
+    start = time.monotonic()
     caught = 0
-    while not (caught := soak.ending(name, most=LITTLE)) and time.monotonic() < deadline:
+    while time.monotonic() < start + RESUME_CATCH:
+        every = time.monotonic() < start + RESUME_CATCH / 3
+        if caught := soak.ending(name, most=LITTLE, every=every):
+            break
         soak.idle(0.01)
+    more = len(soak.work_left(name)) - caught
     soak.signal(name, signal.SIGSTOP)
     say = f", {caught} bodies with little left" if caught else ", no body about to end"
+    if caught and more > 0:
+        say += f", {more} with more"
     return {"pid": soak.pid(name), "main": False, "say": say}
 
 

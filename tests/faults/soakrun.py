@@ -17,6 +17,7 @@ journal (:mod:`soaklife`), for the checker.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -86,6 +87,27 @@ TWIN = f"{SUFFIX}twin"
 def faketime() -> str | None:
     """libfaketime's ``faketime`` command, if this machine has it."""
     return shutil.which("faketime")
+
+
+@functools.cache
+def faketime_preload() -> str:
+    """The library ``faketime -f`` preloads (``LD_PRELOAD``, as it sets it).
+
+    A skewed runner is started with that library and ``FAKETIME`` in its own
+    environment rather than under the ``faketime`` command: the command
+    forks the program and waits for it, so a signal to the process the soak
+    started (a warm shutdown's SIGTERM to the main process alone) would
+    reach the wrapper and orphan the runner, which would go on dispatching
+    under no one's watch."""
+    command = faketime()
+    assert command is not None, "no faketime on this machine"
+    shown = subprocess.run(
+        [command, "-f", "+0s", "env"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
+    for line in shown.splitlines():
+        if line.startswith("LD_PRELOAD="):
+            return line.split("=", 1)[1]
+    raise AssertionError(f"faketime sets no LD_PRELOAD: {shown!r}")
 
 
 def retrying(what: Callable[[], T], seconds: float = 120.0) -> T:
@@ -173,6 +195,14 @@ class Soak(ProcessTable):
         """The environment of every process, or of process ``name`` (a probe
         worker's database through its proxy)."""
         proxy = self.proxies.get(worker_of(name)) if name is not None else None
+        skewed = {}
+        if name in self.skewed:  # libfaketime: its clock moved, its monotonic clock true
+            preload = [faketime_preload(), os.environ.get("LD_PRELOAD", "")]
+            skewed = {
+                "LD_PRELOAD": " ".join(filter(None, preload)),
+                "FAKETIME": f"{self.skewed[name]:+d}s",
+                "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            }
         return {
             **os.environ,
             "SWH_SCHEDULER_DB_URL": proxy.url(self.db_url) if proxy else self.db_url,
@@ -184,21 +214,17 @@ class Soak(ProcessTable):
             "SOAK_BEAT": str(TIMEOUTS.beat),
             # the HTTP receiver listens on loopback: allowed for this platform
             "SWH_SCHEDULER_CALLBACK_ALLOW": "127.0.0.1",
-            # a runner under libfaketime: its timers (monotonic) stay true
-            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
             "PYTHONPATH": os.pathsep.join(
                 filter(None, [str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH")])
             ),
+            **skewed,
         }
 
     def command(self, name: str) -> list[str]:
         if self.other is not None and name.startswith("x-"):
             return self.other.command(name, SWH, CELERY)
         if name.startswith("runner"):
-            runner = [*SWH, "start-runner", "--no-monitor", "--period", "1"]
-            if name in self.skewed:
-                return [str(faketime()), "-f", f"{self.skewed[name]:+d}s", *runner]
-            return runner
+            return [*SWH, "start-runner", "--no-monitor", "--period", "1"]
         if name == "monitor":
             return [
                 *SWH,
@@ -510,14 +536,15 @@ class Soak(ProcessTable):
         runs on worker ``name`` now."""
         return any(each >= left for each in self.work_left(name))
 
-    def ending(self, name: str, *, most: float) -> int:
-        """How many probe bodies run on worker ``name`` when each of them
-        (one at least) has some work left, at most ``most`` seconds: 0 when
-        none runs, or one has more to do or is already over its time."""
+    def ending(self, name: str, *, most: float, every: bool = True) -> int:
+        """How many probe bodies on worker ``name`` are about to end (some
+        work left, at most ``most`` seconds); 0 unless one is at least, and
+        (``every``) each body under way on it is."""
         lefts = self.work_left(name)
-        if lefts and all(0.02 < each <= most for each in lefts):
-            return len(lefts)
-        return 0
+        about = [each for each in lefts if 0.02 < each <= most]
+        if not about or (every and len(about) < len(lefts)):
+            return 0
+        return len(about)
 
     def dump(self, runs: list[Any]) -> Path:
         """What happened, for a failing run's post-mortem: the faults, the

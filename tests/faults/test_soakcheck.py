@@ -485,3 +485,37 @@ def test_an_error_its_bodies_failing_on_purpose_explain() -> None:
     steady = dataclasses.replace(recurring, kwargs={"tid": "a1"})
     assert failed_on_purpose(steady, [good, *streak], promised) is None
     assert failed_on_purpose(task(5), [good, *streak], promised) is None
+
+
+@pytest.mark.parametrize("seed", [5, 11, 12])
+@pytest.mark.parametrize("skewable", [True, False], ids=["faketime", "no faketime"])
+def test_every_plan_holds_the_self_fencing_and_clock_faults(seed: int, skewable: bool) -> None:
+    """The quick cut and the full run each hold a whole worker stopped when
+    its bodies have little left, a probe worker cut off from the database
+    longer than the monitor's bounds, and (with libfaketime) a runner whose
+    clock is moved; each aimed where it tests something."""
+    from soakplan import FULL, QUICK, REQUIRED, make_plan
+    from soakrun import LISTENERS, PROBES, PROCESSES, RUNNERS, WORKERS
+
+    for scale in (QUICK, FULL):
+        plan = make_plan(
+            seed,
+            scale,
+            processes=PROCESSES,
+            workers=list(WORKERS),
+            listeners=LISTENERS,
+            runners=RUNNERS,
+            flushable=True,
+            skewable=skewable,
+        )
+        kinds = {f.kind for f in plan.faults}
+        expected = set(REQUIRED) - {"runner_pause"} - (set() if skewable else {"skewed_runner"})
+        assert expected <= kinds, (scale, kinds)
+        assert ("skewed_runner" in kinds) is skewable
+        for fault in plan.faults:
+            if fault.kind in ("stall_resume", "db_partition"):
+                assert fault.target in PROBES
+                assert fault.seconds > TIMEOUTS.silent
+            if fault.kind == "skewed_runner":
+                assert fault.target in RUNNERS and 30 <= abs(fault.offset) <= 120
+                assert "its clock" in fault.describe()

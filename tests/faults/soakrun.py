@@ -173,6 +173,8 @@ class Soak(ProcessTable):
         #: processes :meth:`ensure_running` keeps running
         self.kept = list(PROCESSES)
         self.tids: dict[int, str] = {}
+        #: the jobs' replacements still to make: (seconds after the start, job)
+        self.replacements: list[tuple[float, JobPlan]] = []
         #: each probe worker's way to PostgreSQL (``db_partition`` freezes it)
         url = sa.engine.make_url(db_url)
         self.proxies = {
@@ -447,17 +449,17 @@ class Soak(ProcessTable):
 
     def run(self, say: Callable[[str], None]) -> None:
         """Start everything, then inject the faults on schedule; the jobs'
-        replacements happen at their offsets, between faults."""
+        replacements happen at their offsets, whatever fault is beginning or
+        ending then (:meth:`wait_until`)."""
         self.register_types()
         self.start = time.time()
         self.create_workload()
         self.ensure_running()
-        replacements = sorted((j.replace_at, j) for j in self.plan.jobs if j.replace_at is not None)
+        self.replacements = sorted(
+            ((j.replace_at, j) for j in self.plan.jobs if j.replace_at is not None),
+            key=lambda pair: pair[0],
+        )
         for n, fault in enumerate(self.plan.faults):
-            while replacements and replacements[0][0] <= fault.at:
-                _, job = replacements.pop(0)
-                self.wait_until(job.replace_at or 0.0)
-                self.put_job(job, job.replaced_by)
             self.wait_until(fault.at)
             began = time.time()
             state = soakfaults.begin(self, fault, n)
@@ -469,22 +471,25 @@ class Soak(ProcessTable):
             else:
                 self.fault_log.append((fault, began, time.time()))
                 say(f"{fault.describe()} (done in {time.time() - began:.1f} s)")
-        for _, job in replacements:
-            self.wait_until(job.replace_at or 0.0)
-            self.put_job(job, job.replaced_by)
+        while self.replacements:
+            self.wait_until(self.replacements[0][0])
         self.wait_until(self.plan.scale.seconds)
         while self.pending:
             self.wait_until(min(at for at, *_ in self.pending) - self.start)
         self.ensure_running()
 
     def wait_until(self, offset: float) -> None:
-        """Sleep until ``offset`` seconds after the start, ending the faults
-        that last a while when their time comes (the schedule's own clock).
-        A fault that begins or ends waits with :meth:`idle`, so that the
-        others still end on time (an end may so run inside another's)."""
+        """Sleep until ``offset`` seconds after the start, replacing the
+        jobs and ending the faults that last a while when their time comes
+        (the schedule's own clock). A fault that begins or ends waits with
+        :meth:`idle`, so that the rest still happens on time (an end may so
+        run inside another's)."""
         target = self.start + offset
         while True:
             now = time.time()
+            while self.replacements and self.start + self.replacements[0][0] <= now:
+                _, job = self.replacements.pop(0)
+                self.put_job(job, job.replaced_by)
             for item in [p for p in self.pending if p[0] <= now]:
                 if item not in self.pending:  # ended inside another one's wait
                     continue
@@ -494,7 +499,8 @@ class Soak(ProcessTable):
                 self.fault_log.append((fault, began, time.time()))
             if now >= target:
                 return
-            wake = min([target, *(at for at, *_ in self.pending)])
+            replacing = [self.start + at for at, _ in self.replacements[:1]]
+            wake = min([target, *replacing, *(at for at, *_ in self.pending)])
             time.sleep(max(0.0, wake - now))
 
     def idle(self, seconds: float) -> None:

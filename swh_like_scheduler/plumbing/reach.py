@@ -5,7 +5,9 @@ chosen by whoever may write tasks; the worker that calls it runs inside the
 operator's network. Without a rule, a client could make the worker call what
 only that network reaches: a cloud's metadata service (``169.254.169.254``),
 a database on loopback, an admin page on a private address. So a callback
-goes only to public (global) addresses, unless the operator allows more:
+goes only to public addresses (in none of the IANA special-purpose and
+non-unicast blocks: :mod:`.blocks`, one list whatever the interpreter),
+unless the operator allows more:
 networks (``10.0.0.0/8``, ``127.0.0.1``) or host names (``hooks.internal``),
 with the setting ``callback_allow`` (``SWH_SCHEDULER_CALLBACK_ALLOW``,
 comma-separated).
@@ -41,6 +43,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from ..domain.exceptions import InvalidInput
+from .blocks import is_public, special_block
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -69,10 +72,9 @@ class Refused(ValueError):
 
 
 def _kind(address: Address) -> str:
-    for name in ("unspecified", "loopback", "link_local", "multicast", "reserved", "private"):
-        if getattr(address, f"is_{name}", False):
-            return name.replace("_", "-")
-    return "non-public"
+    """What ``address`` is, and the block that says so."""
+    block = special_block(address)
+    return "not public" if block is None else f"{block.kind}, in {block.network}"
 
 
 def _ipv4_part(part: str) -> int:
@@ -271,13 +273,13 @@ class Reach:
             return True
         inner = embedded(address)
         if inner:
-            return all(self._listed(v4) or v4.is_global for v4 in inner)
-        return address.is_global
+            return all(self._listed(v4) or is_public(v4) for v4 in inner)
+        return is_public(address)
 
     def _refusal(self, host: Host, address: Address) -> str | None:
         if self.allows(address):
             return None
-        inner = [v4 for v4 in embedded(address) if not (self._listed(v4) or v4.is_global)]
+        inner = [v4 for v4 in embedded(address) if not (self._listed(v4) or is_public(v4))]
         shown, kind = str(address), _kind(address)
         if inner:
             shown, kind = f"{inner[0]}, carried by {address},", _kind(inner[0])

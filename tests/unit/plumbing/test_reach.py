@@ -24,12 +24,12 @@ from swh_like_scheduler.plumbing.reach import Reach, embedded, numeric_ipv4, url
         ("http://0.0.0.0/", "unspecified"),
         ("http://localhost/", "loopback"),
         ("http://api.localhost/", "loopback"),
-        ("https://[fd00::1]/", "private"),
+        ("https://[fd00::1]/", "private (unique local)"),
     ],
 )
 def test_non_public_addresses_are_refused(url: str, kind: str) -> None:
     problem = Reach().problem(url)
-    assert problem is not None and f"is {kind})" in problem
+    assert problem is not None and f"is {kind}, in " in problem
 
 
 #: loopback and metadata written every way a resolver or a client reads them

@@ -3,7 +3,8 @@ remote store (:mod:`..client`), swh-scheduler's RPC pattern.
 
 The body is ``{"args": [...], "kwargs": {...}}`` in the wire format
 (:mod:`..wire`); the answer ``{"result": ...}``. Reads need a read token,
-everything else a read-write one. A scheduler error travels as itself
+everything else a read-write one; every argument that sizes a read's work
+is capped (:mod:`.rpc_caps`). A scheduler error travels as itself
 (its class and fields, with the status the other routes give it), so the
 client raises what the local store would have raised."""
 
@@ -27,8 +28,7 @@ from ..recording import APPLY_WIRE_NAME, TaskTypeCache, outcome_applier
 from ..store import wire
 from .auth import Access
 from .deps import READ, Credentials, State, bearer_header, require
-from .routes_bulk import MAX_SCAN
-from .routes_tasks import MAX_PAGE
+from .rpc_caps import READ_CAPS, bounded
 from .rpc_types import check_call
 
 logger = logging.getLogger(__name__)
@@ -68,10 +68,6 @@ READ_METHODS = frozenset(
         "origin_visit_stats_get",
         "get_metrics",
         "peek_next_visits",
-        "conditions_to_assess",
-        "condition_frontier",
-        "sweep_conditions",
-        "count_conditions",
         "latest_census",
         "census_history",
         "problem_page",
@@ -137,60 +133,24 @@ WRITE_METHODS = frozenset(
         "put_conditions",
         "drop_conditions",
         "save_census",
+        # the census step's scans: whole-ledger reads that only the process
+        # refreshing the census needs, and it writes what they find
+        "conditions_to_assess",
+        "condition_frontier",
+        "sweep_conditions",
+        "count_conditions",
     }
 )
 METHODS = READ_METHODS | WRITE_METHODS
+__all__ = ["METHODS", "READ_CAPS", "READ_METHODS", "WRITE_METHODS", "router"]
 
 
-#: what bounds a read's work, per method: the argument and its largest
-#: value, REST's own. A page of whole rows (tasks, runs, origins) holds at
-#: most MAX_PAGE of them, as ``GET /tasks``; a scan, or a list of ids or of
-#: index entries, at most MAX_SCAN, as ``POST /tasks/bulk/...``. The remote
-#: store pages what it can (:mod:`..client`).
-READ_CAPS: dict[str, dict[str, int]] = {
-    "search_tasks": {"limit": MAX_PAGE},
-    "list_pending": {"limit": MAX_PAGE},
-    "get_task_runs": {"limit": MAX_PAGE},
-    "get_listed_origins": {"limit": MAX_PAGE, "urls": MAX_PAGE},
-    "get_tasks": {"ids": MAX_PAGE},
-    "origin_visit_stats_get": {"ids": MAX_PAGE},
-    "preview_bulk": {"scan": MAX_SCAN},
-    "waiting_entries": {"limit": MAX_SCAN},
-    "ready_task_ids": {"limit": MAX_SCAN},
-    "conditions_to_assess": {"limit": MAX_SCAN},
-    "problem_page": {"limit": MAX_SCAN},
-    "peek_next_visits": {"count": MAX_SCAN},
-}
-#: how a caller goes on past a cap, where it can
-_PAGING = {
-    "search_tasks": " (page with after_id)",
-    "waiting_entries": " (page with after)",
-    "preview_bulk": " (go on with after_id = next_after_id)",
-}
 #: deepest nesting of a call's ``args`` or ``kwargs``, checked without
 #: recursion before anything that recurses (the check of stored text, the
 #: decoder): deep enough that the store's own rule (task arguments at most
 #: MAX_JSON_DEPTH deep) answers what it can; a value that still exhausts the
 #: interpreter's recursion below it is refused as well
 MAX_RPC_DEPTH = 16 * MAX_JSON_DEPTH
-
-
-def bounded(method: str, bound: inspect.BoundArguments) -> None:
-    """A read's arguments within :data:`READ_CAPS` (a read token must not be
-    able to make the server read more than REST would in one request); the
-    method's own default counts when the caller gave none."""
-    bound.apply_defaults()
-    for name, cap in READ_CAPS.get(method, {}).items():
-        if name not in bound.arguments or bound.arguments[name] is None:
-            continue
-        value = bound.arguments[name]
-        if isinstance(value, int | float):
-            if value > cap:
-                raise InvalidInput(
-                    f"kwargs.{name}", f"is at most {cap:,} per call{_PAGING.get(method, '')}"
-                )
-        elif not hasattr(value, "__len__") or len(value) > cap:
-            raise InvalidInput(f"kwargs.{name}", f"names at most {cap:,} per call")
 
 
 def error_status(error: SchedulerError) -> int:
@@ -251,8 +211,7 @@ def call(
     except TypeError as exc:
         raise InvalidInput("kwargs", str(exc)) from None
     check_call(target, bound)
-    if method in READ_METHODS:
-        bounded(method, bound)
+    bounded(method, bound)
     try:
         result = target(*args, **kwargs)
     except SchedulerError as error:

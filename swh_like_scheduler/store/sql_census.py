@@ -20,7 +20,14 @@ from .sql_base import SQLBase
 from .tables import census as census_t
 from .tables import task as task_t
 from .tables import task_condition as cond_t
-from .values import LEVEL_RANKS, CensusRecord, ConditionRow, ProblemEntry, ProblemQuery
+from .values import (
+    LEVEL_RANKS,
+    MAX_TYPE_VERSIONS,
+    CensusRecord,
+    ConditionRow,
+    ProblemEntry,
+    ProblemQuery,
+)
 
 #: the statuses whose tasks have a ledger row (the census's "watched")
 WATCHED = ("waiting", "scheduled", "disabled")
@@ -142,6 +149,15 @@ def _since(
     return scans
 
 
+def _few_types(type_versions: Mapping[str, str], retyped: Sequence[str] = ()) -> None:
+    """Refuse more task types than one statement's parameters can hold."""
+    for name, value in (("type_versions", type_versions), ("retyped", retyped)):
+        if len(value) > MAX_TYPE_VERSIONS:
+            raise InvalidInput(
+                name, f"names {len(value):,} task types; at most {MAX_TYPE_VERSIONS:,} per call"
+            )
+
+
 def _matching(query: ProblemQuery) -> list[sa.ColumnElement[bool]]:
     if query.level and query.level not in LEVEL_RANKS:
         raise InvalidInput("level", f"must be one of {', '.join(LEVEL_RANKS)}")
@@ -179,6 +195,7 @@ class CensusMethods(SQLBase):
         check_aware("now", now)
         if limit < 1:
             raise InvalidInput("limit", "must be at least 1")
+        _few_types(type_versions, retyped)
         if after_id is not None:
             # new tasks in id order, through the primary key: a pass costs
             # what it finds, however large the table
@@ -204,6 +221,7 @@ class CensusMethods(SQLBase):
     ) -> list[int]:
         if span < 1:
             raise InvalidInput("span", "must be at least 1")
+        _few_types(type_versions)
         within_tasks = task_t.c.id.between(after_id + 1, after_id + span)
         within_rows = cond_t.c.task_id.between(after_id + 1, after_id + span)
         orphans = (

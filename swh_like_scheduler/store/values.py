@@ -162,6 +162,10 @@ CONDITION_LEVELS = ("OK", "WARNING", "ERROR")
 BULK_MAX_IDS = 10_000
 #: most tasks one :meth:`SchedulerStore.apply_bulk` call reads
 BULK_MAX_SCAN = 100_000
+#: most task types one census scan compares (``type_versions``, ``retyped``):
+#: each costs the statement a few parameters, and a database takes some
+#: tens of thousands (PostgreSQL 65,535; SQLite 32,766 by default)
+MAX_TYPE_VERSIONS = 5_000
 #: task ids a :class:`BulkReport` gives as a sample
 BULK_SAMPLE = 10
 

@@ -149,6 +149,7 @@ class CliContext:
             role=self.role,
             pool=self.pool,
         )
+        store.origin_schemes = self.settings.visits.origin_schemes
         if self.settings.db_is_default and not self.daemon:
             # the embedded default is created (and kept current) on first use
             # by a command, or by standalone; a daemon refuses it empty

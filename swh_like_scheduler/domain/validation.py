@@ -165,6 +165,63 @@ def storable(field: str, value: object) -> None:
         raise InvalidInput(field, problem)
 
 
+#: the integers a JSON document may hold: signed 64 bits, what every reader
+#: takes whole (a database's bigint, a loader written in another language)
+JSON_INT_MIN, JSON_INT_MAX = -(2**63), 2**63 - 1
+
+
+def _json_where(path: tuple[object, ...]) -> str:
+    return "".join(f"[{step!r}]" for step in path)
+
+
+def _json_scalar_problem(item: object) -> str | None:
+    if item is None or isinstance(item, bool):
+        return None
+    if isinstance(item, int):
+        if JSON_INT_MIN <= item <= JSON_INT_MAX:
+            return None
+        return "holds an integer outside signed 64 bits (-2**63 to 2**63 - 1)"
+    if isinstance(item, float):
+        if math.isfinite(item):
+            return None
+        return f"holds {item!r}: NaN and infinities are not JSON numbers"
+    if isinstance(item, str):
+        return unstorable(item)
+    return f"holds a {type(item).__name__}, which is not a JSON value"
+
+
+def json_problem(value: object, *, depth: int) -> str | None:
+    """What in ``value`` (a JSON document: mappings with text keys, lists,
+    text, numbers, true, false, null) cannot be written as JSON and read
+    back the same by every reader: NaN or an infinity, an integer outside
+    signed 64 bits, text no database stores (:func:`unstorable`), a key
+    that is not text, nesting deeper than ``depth``, a value of another
+    kind; with where it is (``at ['a'][0]``). ``None``: nothing. Walked
+    without recursion, so any depth is safe to ask about."""
+    stack: list[tuple[object, tuple[object, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            if len(path) >= depth:
+                return f"nests lists and objects more than {depth} levels deep"
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if not isinstance(key, str):
+                        return f"has a key {key!r} that is not text"
+                    problem = unstorable(key)
+                    if problem is not None:
+                        return f"has a key that {problem}"
+                    stack.append((child, (*path, key)))
+            else:
+                stack.extend((child, (*path, index)) for index, child in enumerate(item))
+            continue
+        problem = _json_scalar_problem(item)
+        if problem is not None:
+            where = _json_where(path)
+            return f"{problem} (at {where})" if where else problem
+    return None
+
+
 def zone(field: str, name: str) -> ZoneInfo:
     """The IANA time zone ``name`` (``Europe/Paris``)."""
     if not isinstance(name, str) or not name.strip():

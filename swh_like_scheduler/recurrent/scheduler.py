@@ -31,7 +31,7 @@ from ..broker.message import Message, time_limits
 from ..broker.port import QueuePort
 from ..domain.exceptions import SchedulerError
 from ..domain.model import TaskType
-from ..visits.model import ListedOrigin, visit_task_type
+from ..visits.model import SCHEDULER_KEYS, ListedOrigin, visit_task_type
 from ..visits.policy import VisitPolicy, VisitSettings, shares
 
 if TYPE_CHECKING:  # the store is a room above: a type only
@@ -74,12 +74,16 @@ class VisitTypePass:
 
 def visit_message(task_type: TaskType, origin: ListedOrigin) -> Message:
     """The Celery message of one visit: the loader gets ``url`` and the
-    origin's extra arguments; its id is new (there is no run row)."""
+    origin's extra arguments; its id is new (there is no run row). The url
+    the loader visits is the url the origin shows: an extra argument of
+    the scheduler's own keys (refused when recorded since issue 60, but
+    perhaps stored before) is dropped, never merged over it."""
+    extra = origin.extra_loader_arguments
     return Message(
         task_id=str(uuid.uuid4()),
         task_name=task_type.backend_name,
         queue=task_type.effective_queue,
-        kwargs={"url": origin.url, **origin.extra_loader_arguments},
+        kwargs={"url": origin.url, **{k: v for k, v in extra.items() if k not in SCHEDULER_KEYS}},
         time_limits=time_limits(task_type),
     )
 

@@ -56,8 +56,10 @@ class OriginStore(Protocol):
         the order given (an origin given twice: the last one counts).
         ``first_seen`` is kept, ``last_seen`` is ``now``; the other fields
         are the ones given. Raises :class:`InvalidInput` naming
-        ``lister_id`` (no such lister) or ``visit_type`` (no task type
-        ``load-<visit type>`` registered); nothing is written then."""
+        ``lister_id`` (no such lister), ``visit_type`` (no task type
+        ``load-<visit type>`` registered) or ``origins[n].url`` (a scheme
+        not in the setting ``[visits] origin_schemes``); nothing is
+        written then."""
         ...
 
     def get_listed_origins(

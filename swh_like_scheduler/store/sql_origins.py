@@ -21,6 +21,7 @@ from ..visits.model import (
     Lister,
     OriginVisitStats,
     aware,
+    origin_scheme,
     origin_url,
     visit_task_type,
 )
@@ -187,6 +188,10 @@ class OriginMethods(SQLBase):
         for n, origin in enumerate(given):
             if not isinstance(origin, ListedOrigin):
                 raise InvalidInput(f"origins[{n}]", f"{type(origin).__name__} is not an origin")
+            origin_scheme(f"origins[{n}].url", origin.url, self.origin_schemes)
+            if origin.forked_from_url is not None:
+                where = f"origins[{n}].forked_from_url"
+                origin_scheme(where, origin.forked_from_url, self.origin_schemes)
         latest = {o.key: o for o in given}  # an origin given twice: the last counts
         rows = [
             {

@@ -25,13 +25,44 @@ from typing import Any
 
 from ..domain import validation
 from ..domain.exceptions import InvalidInput
+from ..domain.model import MAX_JSON_DEPTH
 
 #: a URL: a scheme, ``://`` and something, no blank or control character
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s\x00-\x1f\x7f]+$")
+#: a url's scheme
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]{0,31}$")
 #: the longest url accepted (forges' own limits are below it)
 MAX_URL = 4096
 #: a snapshot id: the 40 hexadecimal digits of a SHA-1 (``swh:1:snp:<id>``)
 _SNAPSHOT = re.compile(r"^[0-9a-f]{40}$")
+#: the schemes of the urls a loader can visit: the default of the setting
+#: ``[visits] origin_schemes`` (a ``file:``, ``javascript:`` or ``data:``
+#: url is no origin, and would be shown as a link by every face)
+ORIGIN_SCHEMES = frozenset(
+    {
+        "https",
+        "http",
+        "git",
+        "svn",
+        "svn+http",
+        "svn+https",
+        "svn+ssh",
+        "hg",
+        "bzr",
+        "cvs",
+        "pserver",
+        "rsync",
+        "ftp",
+        "ftps",
+        "sftp",
+        "deb",
+        "opam",
+    }
+)
+#: the keyword arguments the scheduler gives a visit itself
+#: (:func:`..recurrent.scheduler.visit_message`): a listed origin's
+#: ``extra_loader_arguments`` cannot set them
+SCHEDULER_KEYS = ("url",)
 #: the task type that runs the visits of a visit type (the reference's name)
 VISIT_TASK_PREFIX = "load-"
 #: the queue-position offset of an origin never visited (:mod:`.feedback`)
@@ -68,6 +99,7 @@ def origin_url(where: str, value: object) -> str:
         raise InvalidInput(where, f"{value!r} is not a URL (a text like https://host/path)")
     if len(value) > MAX_URL:
         raise InvalidInput(where, f"is {len(value):,} characters long; at most {MAX_URL:,}")
+    validation.storable(where, value)
     if not _URL.match(value):
         raise InvalidInput(
             where,
@@ -75,6 +107,37 @@ def origin_url(where: str, value: object) -> str:
             "https://gitlab.com/group/project)",
         )
     return value
+
+
+def scheme_of(url: str) -> str:
+    """The scheme of a url :func:`origin_url` took, in lower case."""
+    return url.partition("://")[0].lower()
+
+
+def origin_scheme(where: str, url: str, schemes: frozenset[str]) -> str:
+    """``url`` if its scheme is one of ``schemes`` (the setting
+    ``[visits] origin_schemes``: the schemes a loader can visit)."""
+    scheme = scheme_of(url)
+    if scheme not in schemes:
+        raise InvalidInput(
+            where,
+            f"{scheme + '://'!r} is not a scheme a loader visits (allowed: "
+            f"{', '.join(sorted(schemes))}: the setting [visits] origin_schemes)",
+        )
+    return url
+
+
+def origin_schemes(where: str, value: object) -> frozenset[str]:
+    """The setting ``origin_schemes``: a list of url schemes (``https``,
+    ``svn+ssh``), taken in lower case."""
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
+        raise InvalidInput(where, f"{value!r} is not a list of url schemes (['https', 'git'])")
+    schemes = set()
+    for item in value:
+        if not isinstance(item, str) or not _SCHEME.match(item):
+            raise InvalidInput(where, f"{item!r} is not a url scheme (like https or svn+ssh)")
+        schemes.add(item.lower())
+    return frozenset(schemes)
 
 
 def visit_type_name(where: str, value: object) -> str:
@@ -111,10 +174,17 @@ def snapshot_id(where: str, value: object) -> str | None:
 
 
 def _json_object(where: str, value: object) -> dict[str, Any]:
+    """``value`` if it is a JSON object every reader reads back the same:
+    no NaN nor infinity, integers in signed 64 bits, storable text, at most
+    :data:`MAX_JSON_DEPTH` levels deep (the rules of a task's arguments)."""
     if not isinstance(value, Mapping):
         raise InvalidInput(where, f"{value!r} is not an object")
     validation.storable(where, value)
-    return dict(value)
+    found = dict(value)
+    problem = validation.json_problem(found, depth=MAX_JSON_DEPTH)
+    if problem is not None:
+        raise InvalidInput(where, problem)
+    return found
 
 
 def _flag(where: str, value: object, *, optional: bool = False) -> bool | None:
@@ -181,11 +251,15 @@ class ListedOrigin:
             raise InvalidInput("lister_id", f"{self.lister_id!r} is not a lister id")
         origin_url("url", self.url)
         visit_type_name("visit_type", self.visit_type)
-        object.__setattr__(
-            self,
-            "extra_loader_arguments",
-            _json_object("extra_loader_arguments", self.extra_loader_arguments),
-        )
+        extra = _json_object("extra_loader_arguments", self.extra_loader_arguments)
+        for key in SCHEDULER_KEYS:
+            if key in extra:
+                raise InvalidInput(
+                    f"extra_loader_arguments.{key}",
+                    f"is set by the scheduler (the origin's {key}): a loader argument cannot "
+                    "replace it",
+                )
+        object.__setattr__(self, "extra_loader_arguments", extra)
         for name in ("last_update", "first_seen", "last_seen"):
             object.__setattr__(self, name, aware(name, getattr(self, name)))
         _flag("enabled", self.enabled)

@@ -40,7 +40,7 @@ from typing import Any
 
 from ..domain import validation
 from ..domain.exceptions import InvalidInput
-from .model import LastVisitStatus, OriginVisitStats
+from .model import ORIGIN_SCHEMES, LastVisitStatus, OriginVisitStats, origin_schemes
 
 
 class VisitPolicy(StrEnum):
@@ -125,11 +125,13 @@ DEFAULT_MIX: Mapping[VisitPolicy, int] = {
 
 @dataclass(frozen=True)
 class VisitSettings:
-    """The ``[visits]`` table of the configuration file: cooldowns, and a
-    weighted mix of policies per visit type (``default`` for the others)."""
+    """The ``[visits]`` table of the configuration file: cooldowns, a
+    weighted mix of policies per visit type (``default`` for the others),
+    and the url schemes a listed origin may have (``origin_schemes``)."""
 
     cooldowns: Cooldowns = field(default_factory=Cooldowns)
     mixes: Mapping[str, Mapping[VisitPolicy, int]] = field(default_factory=dict)
+    origin_schemes: frozenset[str] = ORIGIN_SCHEMES
 
     def mix(self, visit_type: str) -> Mapping[VisitPolicy, int]:
         return self.mixes.get(visit_type) or self.mixes.get("default") or DEFAULT_MIX
@@ -156,9 +158,10 @@ def visit_settings(raw: Mapping[str, Any] | None) -> VisitSettings:
     if not raw:
         return VisitSettings()
     known = {"cooldown_scheduled", "cooldown_no_result", "cooldown_failed", "cooldown_not_found"}
-    unknown = sorted(set(raw) - known - {"policies"})
+    unknown = sorted(set(raw) - known - {"policies", "origin_schemes"})
     if unknown:
-        raise InvalidInput(f"visits.{unknown[0]}", f"is not a setting (known: {sorted(known)})")
+        everything = sorted({*known, "policies", "origin_schemes"})
+        raise InvalidInput(f"visits.{unknown[0]}", f"is not a setting (known: {everything})")
     cooldowns = Cooldowns(**{k.removeprefix("cooldown_"): raw[k] for k in known if k in raw})
     policies = raw.get("policies", {})
     if not isinstance(policies, Mapping):
@@ -166,7 +169,10 @@ def visit_settings(raw: Mapping[str, Any] | None) -> VisitSettings:
     mixes = {
         str(kind): _weights(f"visits.policies.{kind}", table) for kind, table in policies.items()
     }
-    return VisitSettings(cooldowns, mixes)
+    schemes = raw.get("origin_schemes")
+    if schemes is None:
+        return VisitSettings(cooldowns, mixes)
+    return VisitSettings(cooldowns, mixes, origin_schemes("visits.origin_schemes", schemes))
 
 
 def shares(count: int, mix: Mapping[VisitPolicy, int]) -> dict[VisitPolicy, int]:

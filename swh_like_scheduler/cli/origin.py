@@ -1,10 +1,14 @@
 """``swh scheduler lister …`` and ``swh scheduler origin …``: listers, the
 origins they list, and what visits of them found (:mod:`..visits`).
 
-A file is read twice: every line is checked first, and nothing is written
-unless all of them are right (a bad line is named by its number); then it
-is written in batches, each in one transaction. Writing is idempotent: a
-run cut short is finished by running it again."""
+A file is read twice: every line is checked first, by the rules its write
+applies (storable text, JSON numbers, the url schemes of the setting
+``[visits] origin_schemes``...), and nothing is written unless all of them
+are right (a bad line is named by its number, an unreadable one too: not
+UTF-8, not JSON, nested too deep, longer than
+:data:`~..visits.lines.MAX_LINE_BYTES`); then it is written in batches,
+each in one transaction. Writing is idempotent: a run cut short is
+finished by running it again."""
 
 from __future__ import annotations
 
@@ -20,7 +24,6 @@ import click
 
 from ..domain.exceptions import InvalidInput, NotFound
 from ..domain.text import plural
-from ..intake.importer import read_rows
 from ..visits.intake import (
     LISTED_KNOWN,
     lister_of,
@@ -28,7 +31,15 @@ from ..visits.intake import (
     status_from_input,
     unknown_lister,
 )
-from ..visits.model import Lister, origin_url, visit_task_type, visit_type_name
+from ..visits.lines import json_lines
+from ..visits.model import (
+    ListedOrigin,
+    Lister,
+    origin_scheme,
+    origin_url,
+    visit_task_type,
+    visit_type_name,
+)
 from .base import CliContext, emit_json, now, pass_cli, say
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -70,20 +81,21 @@ def lister_list(cli: CliContext, as_json: bool) -> None:
 
 
 @contextmanager
-def _seekable(file: IO[str]) -> Iterator[IO[str]]:
-    """``file``, read from its start each time it is asked; stdin is spooled first."""
+def _seekable(file: IO[bytes]) -> Iterator[IO[bytes]]:
+    """``file``, read from its start each time it is asked; stdin is
+    spooled first (to a temporary file, in chunks)."""
     if file.seekable():
         yield file
         return
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as copy:
+    with tempfile.TemporaryFile("w+b") as copy:
         shutil.copyfileobj(file, copy)
         yield copy
 
 
-def _lines(file: IO[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+def _lines(file: IO[bytes]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each line's object, read bounded (:func:`..visits.lines.json_lines`)."""
     file.seek(0)
-    for number, raw in read_rows(file, "jsonl"):
-        yield number, dict(raw)
+    yield from json_lines(file)
 
 
 def _checked(number: int, check: Any, *args: Any) -> Any:
@@ -108,8 +120,27 @@ def _require_listers(cli: CliContext, wanted: dict[tuple[str, str], int]) -> Non
     )
 
 
+def _check_origin(
+    number: int, raw: dict[str, Any], known: set[str], schemes: frozenset[str]
+) -> ListedOrigin:
+    """The origin of line ``number`` checked by the rules its write applies
+    (the store's own: a visit type with its task type, the url schemes)."""
+    parsed: ListedOrigin = _checked(number, origin_from_input, raw, "-")
+    if visit_task_type(parsed.visit_type) not in known:
+        raise InvalidInput(
+            "visit_type",
+            f"{parsed.visit_type!r} is not a known visit type: no task type "
+            f"{visit_task_type(parsed.visit_type)!r} is registered",
+            line=number,
+        )
+    _checked(number, origin_scheme, "url", parsed.url, schemes)
+    if parsed.forked_from_url is not None:
+        _checked(number, origin_scheme, "forked_from_url", parsed.forked_from_url, schemes)
+    return parsed
+
+
 @click.command("record")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("rb"))
 @click.option(
     "--create-lister",
     is_flag=True,
@@ -118,27 +149,21 @@ def _require_listers(cli: CliContext, wanted: dict[tuple[str, str], int]) -> Non
 )
 @json_option
 @pass_cli
-def origin_record(cli: CliContext, file: IO[str], create_lister: bool, as_json: bool) -> None:
+def origin_record(cli: CliContext, file: IO[bytes], create_lister: bool, as_json: bool) -> None:
     """Record the listed origins of FILE (JSON lines: lister_name,
     lister_instance_name, url, visit_type, last_update, extra_loader_arguments,
     enabled, is_fork). Their listers must be registered (`lister add`)
     unless --create-lister is given."""
     started = time.monotonic()
     known = {t.type for t in cli.store.get_task_types()}
+    schemes = cli.settings.visits.origin_schemes
     with _seekable(file) as source:
         listers: dict[tuple[str, str], int] = {}
         total = 0
         for number, raw in _lines(source):
             names = _checked(number, lister_of, raw)
             listers.setdefault(names, number)
-            parsed = _checked(number, origin_from_input, raw, "-")
-            if visit_task_type(parsed.visit_type) not in known:
-                raise InvalidInput(
-                    "visit_type",
-                    f"{parsed.visit_type!r} is not a known visit type: no task type "
-                    f"{visit_task_type(parsed.visit_type)!r} is registered",
-                    line=number,
-                )
+            _check_origin(number, raw, known, schemes)
             total += 1
         if not create_lister:
             _require_listers(cli, listers)
@@ -168,10 +193,10 @@ def origin_record(cli: CliContext, file: IO[str], create_lister: bool, as_json: 
 
 
 @click.command("record-visit-status")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("rb"))
 @json_option
 @pass_cli
-def origin_record_visit_status(cli: CliContext, file: IO[str], as_json: bool) -> None:
+def origin_record_visit_status(cli: CliContext, file: IO[bytes], as_json: bool) -> None:
     """Apply the visit statuses of FILE (JSON lines, the journal's message:
     origin, visit_type, date, status, snapshot) to the visit statistics."""
     changed = ignored = 0

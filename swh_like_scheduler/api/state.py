@@ -19,8 +19,17 @@ from .condition_counts import Counts, Refreshed, RunCounts
 DOCS_STATIC = "/static-offline-docs"
 #: largest request body accepted (bytes)
 MAX_BODY_BYTES = 2_000_000
-#: largest form the console takes (a login, an action)
-CONSOLE_BODY_BYTES = 16_000
+#: largest form a console door takes (bytes): a CSRF token and a field or
+#: two (logging out, acting on a task or a type), a login link's code
+CONSOLE_BODY_BYTES = 1024
+#: the doors that take more: a login (a token, and the console page to go
+#: back to, its query included), a recount and a bulk action (the problem
+#: list's filters, each at most 200 characters, percent-encoded)
+CONSOLE_FORM_BYTES = {
+    "/console/login": 8192,
+    "/console/recount": 8192,
+    "/console/bulk": 8192,
+}
 #: largest body of a remote store's call that writes (an import of many
 #: tasks is one call); a read's is :data:`MAX_BODY_BYTES`
 MAX_RPC_BODY_BYTES = 256_000_000
@@ -62,7 +71,7 @@ class ApiSettings:
     #: last ten minutes)
     clock_bound: float = 2.0
     #: the host names a request's Host header may give (``*.example.org``,
-    #: ``*``); empty: any (a server on loopback)
+    #: ``*``); empty: any (``rpc-serve`` on loopback gives its loopback names)
     allowed_hosts: tuple[str, ...] = ()
     #: a console session unused this many seconds is over (at most its
     #: 12-hour lifetime)

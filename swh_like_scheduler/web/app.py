@@ -20,6 +20,7 @@ from ..api import (
     routes_jobs,
     routes_observe,
     routes_rpc,
+    routes_swh,
     routes_tasks,
     routes_types,
 )
@@ -32,11 +33,13 @@ from ..api.limits import BodyLimit
 from ..api.schemas import ERROR_RESPONSES
 from ..api.state import (
     CONSOLE_BODY_BYTES,
+    CONSOLE_FORM_BYTES,
     DOCS_STATIC,
     ApiSettings,
     ApiState,
     utcnow,
 )
+from ..api.swh_refusals import SwhRefusals
 from ..console import mount_console
 from ..domain.exceptions import SchedulerError
 from ..store import SchedulerStore
@@ -90,6 +93,7 @@ def create_app(
         routes_jobs,
         routes_observe,
         routes_rpc,
+        routes_swh,
     ):
         app.include_router(module.router)
 
@@ -103,9 +107,15 @@ def create_app(
     app.add_middleware(
         BodyLimit,
         limit=settings.max_body_bytes,
-        larger={"/rpc/": settings.max_rpc_body_bytes, "/console/": CONSOLE_BODY_BYTES},
-        # a store read takes ids and a filter: the plain limit, not an import's
-        exact={f"/rpc/{name}": settings.max_body_bytes for name in routes_rpc.READ_METHODS},
+        # the large limit for a POST of a store call that writes (an import is
+        # one call) only: a read takes ids and a filter, a GET no body at all
+        posts={
+            **{f"/rpc/{name}": settings.max_rpc_body_bytes for name in routes_rpc.WRITE_METHODS},
+            # and the reference's writes under /swh/ (a lister records a page of origins)
+            **{f"/swh/{path}": settings.max_rpc_body_bytes for path in routes_swh.WRITE_PATHS},
+        },
+        exact=CONSOLE_FORM_BYTES,
+        prefixes={"/console/": CONSOLE_BODY_BYTES},
     )
     # the token is checked before the body limit reads anything
     app.add_middleware(
@@ -113,11 +123,14 @@ def create_app(
         tokens=settings.tokens,
         open_reads=settings.open_reads,
         rpc_reads=routes_rpc.READ_METHODS,
+        read_posts=[f"/swh/{path}" for path in routes_swh.READ_PATHS],
         rate=settings.rate_limit,
         access_log=settings.access_log,
     )
     if settings.allowed_hosts:  # another host's request gets nothing
         app.add_middleware(HostCheck, allowed=settings.allowed_hosts)
+    # the refusals above, under /swh/, as swh-scheduler's client reads them
+    app.add_middleware(SwhRefusals)
     # outermost: every answer has the safe headers, refusals and errors included
     app.add_middleware(
         SecurityHeaders,

@@ -19,6 +19,7 @@ from .daemon import LOG_FORMAT, announce, option_source
 #: the defaults of ``api.serving.Bounds``, spelled here so that ``--help``
 #: loads no web framework (a test checks that they agree)
 HEADER_TIMEOUT, BODY_TIMEOUT, KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS = 10.0, 30.0, 5, 4096
+BODY_DEADLINE, BODY_MIN_RATE = 60.0, 65536
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,24 @@ def broker_hooks(
     help="A connection whose request body stalls this long is closed.",
 )
 @click.option(
+    "--body-deadline",
+    type=click.FloatRange(min=0.1),
+    default=BODY_DEADLINE,
+    show_default=True,
+    metavar="SECONDS",
+    help="A request body not complete this long after its headers is cut (a 408, the "
+    "connection closed), unless it has come at --body-min-rate and is not answered yet.",
+)
+@click.option(
+    "--body-min-rate",
+    type=click.IntRange(min=1),
+    default=BODY_MIN_RATE,
+    show_default=True,
+    metavar="BYTES_PER_SECOND",
+    help="The average rate a request body past --body-deadline must have come at to go "
+    "on (a large import on a slow link).",
+)
+@click.option(
     "--keep-alive-timeout",
     type=click.IntRange(min=1),
     default=KEEP_ALIVE_TIMEOUT,
@@ -149,6 +168,15 @@ def broker_hooks(
     show_default=True,
     help="Open connections at most (fewer when the open-file limit is lower); a new "
     "one past them gets a 503 and is closed.",
+)
+@click.option(
+    "--max-connections-per-address",
+    type=click.IntRange(min=1),
+    default=None,
+    show_default="a quarter of --max-connections",
+    help="Open connections from one client address (an IPv6 client's /64) at most; a "
+    "new one past them gets a 429 and is closed. The proxies of --forwarded-allow-ips "
+    "have no cap.",
 )
 @click.option("--log-level", default="info", show_default=True)
 @pass_cli
@@ -167,8 +195,11 @@ def rpc_serve(
     forwarded_allow_ips: str | None,
     header_timeout: float,
     body_timeout: float,
+    body_deadline: float,
+    body_min_rate: int,
     keep_alive_timeout: int,
     max_connections: int,
+    max_connections_per_address: int | None,
     log_level: str,
 ) -> None:
     """Serve the scheduler over HTTP: task types, tasks, runs, conditions,
@@ -212,6 +243,12 @@ def rpc_serve(
             f"serving on {host}, beyond loopback, needs --allowed-hosts: the host names "
             "clients reach this server by (e.g. --allowed-hosts scheduler.example.org); "
             "requests naming another host are refused",
+        )
+    if max_connections_per_address is not None and max_connections_per_address > max_connections:
+        raise InvalidInput(
+            "max-connections-per-address",
+            f"{max_connections_per_address} is more than --max-connections "
+            f"({max_connections}): one address could still take every connection",
         )
     forwarded = None
     if forwarded_allow_ips is not None:
@@ -257,8 +294,17 @@ def rpc_serve(
     bounds = Bounds(
         header_timeout=header_timeout,
         body_timeout=body_timeout,
+        body_deadline=body_deadline,
+        body_min_rate=body_min_rate,
         keep_alive_timeout=keep_alive_timeout,
         max_connections=connections,
+        max_connections_per_address=(
+            None
+            if max_connections_per_address is None
+            else min(max_connections_per_address, connections)
+        ),
+        # a proxy's connections are its clients': it caps them itself
+        uncapped=tuple(forwarded or ()),
     )
     try:
         run(app, host=host, port=port, log_level=log_level, bounds=bounds, forwarded=forwarded)

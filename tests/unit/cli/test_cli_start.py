@@ -168,6 +168,7 @@ def test_rpc_serve_spells_the_connection_bounds_of_the_server() -> None:
     from swh_like_scheduler.cli import api
 
     assert (Bounds.header_timeout, Bounds.body_timeout) == (api.HEADER_TIMEOUT, api.BODY_TIMEOUT)
+    assert (Bounds.body_deadline, Bounds.body_min_rate) == (api.BODY_DEADLINE, api.BODY_MIN_RATE)
     assert (
         Bounds.keep_alive_timeout,
         Bounds.max_connections,

@@ -345,6 +345,19 @@ def forwarded_ips(entries: Sequence[str], *, field: str) -> list[str]:
     return checked
 
 
+#: the names a server on loopback answers for when none are given
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def loopback_hosts(host: str) -> tuple[str, ...]:
+    """The ``Host`` names a server bound to loopback ``host`` answers for
+    when none are given: the loopback names and its own address (a page
+    whose name an attacker rebinds to 127.0.0.1 names itself, and is
+    refused)."""
+    bound = host.strip().strip("[]").lower()
+    return LOOPBACK_NAMES if bound in LOOPBACK_NAMES else (*LOOPBACK_NAMES, bound)
+
+
 def beyond_loopback(host: str) -> bool:
     """Whether a server bound to ``host`` is reachable from other machines."""
     if host.lower() == "localhost":

@@ -109,7 +109,8 @@ def broker_hooks(
     metavar="NAMES",
     help="Comma-separated host names the Host header of a request may give "
     "(scheduler.example.org, *.example.org; * for any); another is a 400. Required "
-    "with a --host beyond loopback.",
+    "with a --host beyond loopback; on loopback, default: localhost, 127.0.0.1, ::1 "
+    "and the --host address.",
 )
 @click.option(
     "--forwarded-allow-ips",
@@ -211,6 +212,7 @@ def rpc_serve(
         beyond_loopback,
         connections_within,
         forwarded_ips,
+        loopback_hosts,
         raise_open_files,
         run,
     )
@@ -244,6 +246,8 @@ def rpc_serve(
             "clients reach this server by (e.g. --allowed-hosts scheduler.example.org); "
             "requests naming another host are refused",
         )
+    if not hosts:  # on loopback: its own names only (a rebound name gets nothing)
+        hosts = loopback_hosts(host)
     if max_connections_per_address is not None and max_connections_per_address > max_connections:
         raise InvalidInput(
             "max-connections-per-address",

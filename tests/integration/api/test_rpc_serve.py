@@ -10,27 +10,18 @@ import signal
 import socket
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+from rpc_process import SWH, answers, free_port, peak_kib, serving_process
 from waiting import wait_until
-
-SWH = str(Path(sys.executable).with_name("swh"))
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_serves_with_a_generated_token(sqlite_url: str, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWH_SCHEDULER_")}
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
@@ -75,14 +66,6 @@ def test_short_tokens_are_refused(sqlite_url: str) -> None:
     )
 
 
-def _peak_kib(pid: int) -> int:
-    """The process's peak resident memory (VmHWM), in KiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmHWM")
-
-
 def _send_without_token(port: int, head: bytes, body: Iterator[bytes]) -> bytes:
     """Send ``head`` and as much of ``body`` as the server takes; its answer."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
@@ -107,25 +90,26 @@ def test_a_large_body_without_a_token_costs_the_server_nothing(
     reading it (its peak memory does not grow by the body), and a malformed
     body without a token is a 401, not a 422."""
     secret = "gate-secret-0123456789"
-    with _serving(sqlite_url, tmp_path, "--tokens", f"{secret}:rw") as (server, port):
+    with serving_process(sqlite_url, tmp_path, "--tokens", f"{secret}:rw") as (server, port):
         url = f"http://127.0.0.1:{port}"
-        before = _peak_kib(server.pid)
+        before = peak_kib(server.pid)
         megabyte = b"x" * 2**20
         declared = _send_without_token(
             port,
-            b"POST /tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST /tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n" % (200 * 2**20),
             iter([megabyte] * 200),
         )
         chunked = _send_without_token(
             port,
-            b"POST /rpc/import_tasks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST /rpc/import_tasks HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n",
             iter([b"%x\r\n%s\r\n" % (len(megabyte), megabyte)] * 200),
         )
         for answer in (declared, chunked):
             assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
             assert b"www-authenticate: bearer" in answer.lower()
-        grown = _peak_kib(server.pid) - before
+        grown = peak_kib(server.pid) - before
         assert grown < 20 * 1024, f"the server's peak memory grew by {grown} KiB"
         malformed = httpx.post(f"{url}/tasks", content=b"{not json")
         assert malformed.status_code == 401
@@ -137,38 +121,13 @@ def test_a_large_body_without_a_token_costs_the_server_nothing(
         assert reader.status_code == 422
 
 
-@contextmanager
-def _serving(
-    sqlite_url: str, tmp_path: Path, *options: str
-) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """``rpc-serve`` with ``options`` (its log in ``serve.log``), until it answers."""
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWH_SCHEDULER_")}
-    command = [SWH, "scheduler", "--db-url", sqlite_url, "rpc-serve", "--port", str(port)]
-    with open(tmp_path / "serve.log", "wb") as out:
-        server = subprocess.Popen([*command, *options], stdout=out, stderr=out, env=env)
-    try:
-        wait_until(lambda: _answers(f"http://127.0.0.1:{port}"), 30, "the server to start")
-        yield server, port
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(30)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health").status_code in (200, 503)
-    except httpx.HTTPError:
-        return False
-
-
 def test_a_client_past_its_rate_gets_429_and_each_request_is_logged(
     sqlite_url: str, tmp_path: Path
 ) -> None:
     secret = "rate-secret-0123456789"
     log = tmp_path / "serve.log"
     options = ("--tokens", f"{secret}:ro", "--rate-limit", "5", "--access-log")
-    with _serving(sqlite_url, tmp_path, *options) as (_, port):
+    with serving_process(sqlite_url, tmp_path, *options) as (_, port):
         headers = {"Authorization": f"Bearer {secret}"}
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers) as client:
             codes = [client.get("/task-types").status_code for _ in range(40)]
@@ -202,7 +161,7 @@ def test_beyond_loopback_the_hosts_must_be_named(sqlite_url: str, tmp_path: Path
         in subprocess.run(command, capture_output=True, text=True, timeout=60).stderr
     )
     options = ("--host", "0.0.0.0", "--allowed-hosts", "127.0.0.1,api.example.org")
-    with _serving(sqlite_url, tmp_path, *options) as (_, port):
+    with serving_process(sqlite_url, tmp_path, *options) as (_, port):
         url = f"http://127.0.0.1:{port}"
         assert httpx.get(f"{url}/health", headers={"Host": "api.example.org"}).status_code in (
             200,
@@ -222,7 +181,7 @@ def test_forwarded_addresses_count_from_named_proxies_only(sqlite_url: str, tmp_
         options = ["--rate-limit", "1", "--access-log"]
         if proxy:
             options += ["--forwarded-allow-ips", "127.0.0.1"]
-        with _serving(sqlite_url, folder, *options) as (_, port):
+        with serving_process(sqlite_url, folder, *options) as (_, port):
             with httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
                 codes = [
                     http.get("/health", headers={"X-Forwarded-For": f"203.0.113.{n}"}).status_code
@@ -269,10 +228,12 @@ def test_slow_clients_neither_starve_the_server_nor_stay(sqlite_url: str, tmp_pa
     if soft < 1500:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
     timeout = 8.0
+    # one address may hold them all here (its cap is another test's)
     options = ("--header-timeout", str(timeout), "--rate-limit", "0")
+    options += ("--max-connections-per-address", "4096")
     slow: list[socket.socket] = []
     try:
-        with _serving(sqlite_url, tmp_path, *options) as (_, port):
+        with serving_process(sqlite_url, tmp_path, *options) as (_, port):
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
                 baseline = _health_seconds(http)
                 started = time.monotonic()
@@ -292,7 +253,7 @@ def test_slow_clients_neither_starve_the_server_nor_stay(sqlite_url: str, tmp_pa
                 assert http.get("/health").status_code in (200, 503)
             # one more: its connection ends at the timeout, not before
             with socket.create_connection(("127.0.0.1", port), timeout=timeout + 60) as sock:
-                sock.sendall(b"POST /rpc/search_tasks HTTP/1.1\r\nHost: x\r\nContent-Le")
+                sock.sendall(b"POST /rpc/search_tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le")
                 opened = time.monotonic()
                 assert sock.recv(1) == b""
                 assert time.monotonic() - opened > timeout - 1
@@ -306,8 +267,9 @@ def test_past_the_connection_limit_a_new_connection_gets_a_503(
     sqlite_url: str, tmp_path: Path
 ) -> None:
     options = ("--max-connections", "20", "--header-timeout", "60", "--keep-alive-timeout", "60")
+    options += ("--max-connections-per-address", "20")  # all from 127.0.0.1
     idle: list[socket.socket] = []
-    with _serving(sqlite_url, tmp_path, *options) as (_, port):
+    with serving_process(sqlite_url, tmp_path, *options) as (_, port):
         try:
             # the start's own /health checks may linger: fill the rest
             idle = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(20)]
@@ -318,7 +280,7 @@ def test_past_the_connection_limit_a_new_connection_gets_a_503(
         finally:
             for sock in idle:
                 sock.close()
-        wait_until(lambda: _answers(f"http://127.0.0.1:{port}"), 30, "room again")
+        wait_until(lambda: answers(f"http://127.0.0.1:{port}"), 30, "room again")
 
 
 def _stream(port: int, head: bytes, chunks: Iterator[bytes]) -> bytes:
@@ -337,11 +299,11 @@ def test_large_read_bodies_at_once_cost_the_server_little(sqlite_url: str, tmp_p
     token (each was read whole: 1.97 GB at peak) are refused past the
     plain limit; the server's peak memory hardly grows."""
     secret = "reader-secret-0123456789"
-    with _serving(sqlite_url, tmp_path, "--tokens", f"{secret}:ro") as (server, port):
-        before = _peak_kib(server.pid)
+    with serving_process(sqlite_url, tmp_path, "--tokens", f"{secret}:ro") as (server, port):
+        before = peak_kib(server.pid)
         megabyte = b"x" * 2**20
         head = (
-            b"POST /rpc/search_tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+            b"POST /rpc/search_tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
             b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
             % secret.encode()
         )
@@ -356,5 +318,5 @@ def test_large_read_bodies_at_once_cost_the_server_little(sqlite_url: str, tmp_p
             )
         for answer in answers:
             assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
-        grown = _peak_kib(server.pid) - before
+        grown = peak_kib(server.pid) - before
         assert grown < 50 * 1024, f"the server's peak memory grew by {grown} KiB"

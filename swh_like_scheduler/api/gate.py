@@ -6,7 +6,8 @@ costs the server no more than its headers, whatever it sends after them,
 and malformed input without a token is a 401 like any other. What a
 request needs follows from its method and path: ``GET``/``HEAD`` read,
 other methods write, and a ``POST /rpc/NAME`` reads or writes as the store
-method ``NAME`` does. The open paths (``/health``, ``/`` and the API's own
+method ``NAME`` does, a ``POST`` to one of ``read_posts`` (the reference's
+read methods under ``/swh/``) reads. The open paths (``/health``, ``/`` and the API's own
 documentation) need no token, nor does the console (``/console``), which
 checks its own session cookie; with ``open_reads`` neither do reads. The
 routes check again (their dependencies also document the security in the
@@ -53,6 +54,7 @@ class Gate:
         tokens: Iterable[Token],
         open_reads: bool,
         rpc_reads: Collection[str],
+        read_posts: Collection[str] = (),
         rate: float = 0.0,
         access_log: bool = False,
     ) -> None:
@@ -60,6 +62,7 @@ class Gate:
         self.tokens = tuple(tokens)
         self.open_reads = open_reads
         self.rpc_reads = frozenset(rpc_reads)
+        self.read_posts = frozenset(read_posts)
         self.buckets = Buckets(rate, max(10.0, 2 * rate)) if rate > 0 else None
         self.access_log = access_log
 
@@ -71,6 +74,8 @@ class Gate:
             return Access.NONE if public else Access.READ
         if method == "POST" and path.startswith("/rpc/"):
             return Access.READ if path[len("/rpc/") :] in self.rpc_reads else Access.WRITE
+        if method == "POST" and path in self.read_posts:
+            return Access.READ
         return Access.WRITE
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -24,9 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgpack
 import pytest
 import services
 from waiting import wait_until
+
+from swh_like_scheduler.api.swh_methods import ENDPOINTS, UNSERVED
 
 SWH = str(Path(sys.executable).with_name("swh"))
 REFERENCE = "swh-scheduler==3.6.0"
@@ -377,3 +380,89 @@ def test_task_types_and_tasks_through_the_reference_client(
     # a read takes the plain body limit (2 MB), refused before it is read
     assert out["huge_read_body"]["class"] == "swh.scheduler.exc.SchedulerException"
     assert "request body larger than" in out["huge_read_body"]["message"]
+
+
+def test_every_method_of_the_interface_answers_and_none_is_a_404(
+    reference_python: str, server: str, tmp_path: Path
+) -> None:
+    """Walked from the reference's own SchedulerInterface, so a method it
+    adds cannot be forgotten: each path answers (served, or refused with the
+    reference's exception), never the client's '404 not found'."""
+    out = _run(
+        reference_python,
+        server,
+        """
+        from swh.scheduler.interface import SchedulerInterface
+        out["paths"] = {}
+        for name, method in vars(SchedulerInterface).items():
+            path = getattr(method, "_endpoint_path", None)
+            if path is None:
+                continue
+            answer = rw.session.post(URL + path, data=b"\\x80",
+                                     headers={"content-type": "application/x-msgpack"})
+            out["paths"][path] = [name, answer.status_code, answer.headers["content-type"]]
+        """,
+        tmp_path,
+    )
+    paths = out["paths"]
+    # every method of the reference is served here or refused with why
+    assert set(paths) == set(ENDPOINTS) | set(UNSERVED)
+    for path, (name, status, kind) in paths.items():
+        assert kind == "application/x-msgpack", (path, kind)
+        if path in UNSERVED:
+            assert (UNSERVED[path][0], status) == (name, 400), path
+        else:  # an empty map: served (a read without arguments) or refused naming one
+            assert ENDPOINTS[path].method == name, path
+            assert status == 200 or (400 <= status < 500 and status != 404), (path, status)
+
+
+def _post(url: str, body: bytes, token: str = RW) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/x-msgpack"}
+    return httpx.post(url, content=body, headers=headers, timeout=30)
+
+
+def _refusal(answer: httpx.Response) -> dict[str, Any]:
+    assert answer.headers["content-type"] == "application/x-msgpack"
+    found: dict[str, Any] = msgpack.unpackb(answer.content)
+    assert found["module"] == "swh.scheduler.exc", found
+    return found
+
+
+def test_a_hostile_body_is_a_4xx_in_the_reference_s_form_and_writes_nothing(
+    server: str,
+) -> None:
+    """No reference install needed: the bodies are made here. Each is
+    refused with a 4xx the client re-raises as SchedulerException, and the
+    lister it would have created is not there after."""
+    create = f"{server}lister/get_or_create"
+    far = msgpack.packb({"name": "x", "instance_name": msgpack.Timestamp(2**62, 0)})
+    bodies = {
+        "not msgpack": b"\xc1\xc1",
+        "a date past any calendar": far,
+        "an integer of 100 bytes": msgpack.packb(
+            {"name": "x", "first_visits_queue_prefix": msgpack.ExtType(1, b"\x01" * 100)}
+        ),
+        "a 64-bit integer where a text goes": msgpack.packb({"name": 2**63 - 1}),
+        "nesting 10,000 deep": b"\x81\xa4name" + b"\x91" * 10_000 + b"\xc0",
+        "nesting 500 deep": b"\x81\xa4name" + b"\x91" * 500 + b"\xc0",
+        "an unknown argument": msgpack.packb({"name": "x", "colour": "red"}),
+        "a list, not a map": msgpack.packb(["x"]),
+        "no name": msgpack.packb({}),
+        "a NUL in the name": msgpack.packb({"name": "x\x00y"}),
+    }
+    for what, body in bodies.items():
+        answer = _post(create, body)
+        assert 400 <= answer.status_code < 500, (what, answer.status_code, answer.content)
+        refused = _refusal(answer)
+        assert refused["type"] == "SchedulerException", (what, refused)
+        assert refused["args"] == [refused["message"]] and refused["message"], what
+    listers = _post(f"{server}listers/get", msgpack.packb({}), RO)
+    assert listers.status_code == 200 and msgpack.unpackb(listers.content) == []
+    # JSON is not what the client sends: 415, in the client's form
+    answer = httpx.post(
+        create, json={"name": "x"}, headers={"Authorization": f"Bearer {RW}"}, timeout=30
+    )
+    assert answer.status_code == 415 and "application/x-msgpack" in _refusal(answer)["message"]
+    # a path that is no method of the interface: a refusal, not the client's bare 404
+    unknown = _refusal(_post(f"{server}task/explode", b""))
+    assert "no method of swh-scheduler's SchedulerInterface" in unknown["message"]

@@ -6,13 +6,18 @@ The check follows what the annotations say of plain values (numbers, texts,
 flags, instants, durations, the model's records and enums, sequences and
 mappings of them, unions, ``None``); a callable or ``Any`` takes anything.
 A text stands for one of the values of a text enum (the wire may carry
-``"failed"`` for ``RunStatus.FAILED``).
+``"failed"`` for ``RunStatus.FAILED``). A whole number is one a database
+column holds (a signed 64-bit integer: ``after_id`` -10**30 was a 503 on
+PostgreSQL, "bigint out of range", and a 500 on SQLite); a number with a
+fraction is finite (JSON has no NaN nor infinity; Python's parser reads
+``NaN`` and ``1e999`` as such).
 """
 
 from __future__ import annotations
 
 import collections.abc as abc
 import inspect
+import math
 import reprlib
 import types
 import typing
@@ -27,6 +32,8 @@ _ANYTHING = (Any, abc.Callable)
 #: how a refused value is shown: three levels, sixty characters of text
 _SHOWN = reprlib.Repr()
 _SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 3, 60, 60
+#: the whole numbers a database column holds (PostgreSQL's bigint, SQLite's INTEGER)
+INT64 = range(-(2**63), 2**63)
 
 
 @cache
@@ -52,7 +59,24 @@ def check_call(function: Any, bound: inspect.BoundArguments) -> None:
             continue
         field, value, hint = _first_misfit(name, value, hint)
         shown = _SHOWN.repr(value)  # bounded: never recurses deep
+        if _out_of_range(value):
+            raise InvalidInput(field, f"must be {_range(value)}, not {shown}")
         raise InvalidInput(field, f"must be {describe(hint)}, not {type(value).__name__} {shown}")
+
+
+def _range(value: Any) -> str:
+    if isinstance(value, int):
+        return f"a whole number from {INT64.start:,} to {INT64.stop - 1:,} (64 bits)"
+    return "a finite number (NaN and infinities are not JSON numbers)"
+
+
+def _out_of_range(value: Any) -> bool:
+    """A number of no column: a whole one past 64 bits, NaN, an infinity."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value not in INT64
+    return isinstance(value, float) and not math.isfinite(value)
 
 
 def _first_misfit(name: str, value: Any, hint: Any) -> tuple[str, Any, Any]:
@@ -112,9 +136,10 @@ def _plain(value: Any, hint: Any) -> bool:
     if not isinstance(hint, type):
         return True
     if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return number and not _out_of_range(value)
     if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return isinstance(value, int) and not isinstance(value, bool) and value in INT64
     if issubclass(hint, StrEnum) and isinstance(value, str):
         return value in {member.value for member in hint}
     if issubclass(hint, Enum):

@@ -9,7 +9,9 @@ the message otherwise (a connection that failed has none; neither has
 SQLite): a full disk, a pooler that refuses a startup parameter or lends a
 prepared statement's session to others, a table that does not exist, a
 refused login and a server out of reach are each named as what they are,
-never one for another.
+never one for another. A value the database refuses (SQLSTATE class 22,
+an integer past 64 bits, more parameters than a statement takes) is the
+caller's mistake (:class:`InvalidInput`), never an outage.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ UNDEFINED_TABLE = "42P01"
 UNDEFINED_COLUMN = "42703"
 TOO_MANY_CONNECTIONS = "53300"
 LOGIN_REFUSED = ("28000", "28P01")
+#: SQLSTATE class 22, a data exception: a value the statement cannot take
+#: (a number past its column's range, a text that is no number or date)
+DATA_EXCEPTION = "22"
 
 _DISK_FULL = ("no space left on device", "database or disk is full", "disk full")
 #: a missing table as SQLite and PostgreSQL word it (no SQLSTATE at hand)
@@ -76,6 +81,13 @@ _UNREACHABLE = (
     "the database system is",
     "no route to host",
     "name or service not known",
+)
+
+#: a statement with more parameters than the driver or the database takes
+_TOO_MANY_PARAMETERS = (
+    "number of parameters must be between",
+    "too many sql variables",
+    "expression tree is too large",
 )
 
 #: the server ended a connection that was working
@@ -126,6 +138,13 @@ def translate(exc: sa_exc.SQLAlchemyError, where: str) -> SchedulerError:
         return found
     if any(marker in lowered for marker in _BAD_SETTING):
         return InvalidInput("db-url", f"{where}: the database refused a setting ({detail})")
+    # the caller's values, not an outage: a 4xx, never a 503
+    if _sqlstate(exc).startswith(DATA_EXCEPTION) or isinstance(exc, sa_exc.DataError):
+        return InvalidInput("arguments", f"{where}: the database refused a value ({detail})")
+    if any(marker in lowered for marker in _TOO_MANY_PARAMETERS):
+        return InvalidInput(
+            "arguments", f"{where}: too many values for one statement; ask for fewer ({detail})"
+        )
     if "statement timeout" in lowered:
         return StatementTimeout(
             f"{where}: cancelled after its time limit (statement_timeout); nothing was written"
@@ -276,3 +295,8 @@ def translated(where: str) -> Iterator[None]:
         raise
     except sa_exc.SQLAlchemyError as exc:
         raise translate(exc, where) from exc
+    except OverflowError as exc:
+        # sqlite3 binds no integer past 64 bits (not a DB-API error)
+        raise InvalidInput(
+            "arguments", f"{where}: a number too large for the database ({exc})"
+        ) from exc

@@ -441,6 +441,8 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
         limit: int = 20,
         statuses: Collection[RunStatus] | None = None,
     ) -> list[TaskRun]:
+        if limit < 1:  # SQLite reads LIMIT -1 as no limit at all
+            raise InvalidInput("limit", f"{limit} must be a positive number")
         query = (
             sa.select(run_t)
             .where(run_t.c.task_id == task_id)

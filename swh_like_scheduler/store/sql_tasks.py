@@ -362,6 +362,8 @@ class TaskMethods(SQLBase):
         limit: int = 100,
         priorities: Sequence[Priority] | None = None,
     ) -> list[Task]:
+        if limit < 1:  # SQLite reads LIMIT -1 as no limit at all
+            raise InvalidInput("limit", f"{limit} must be a positive number")
         with self._read("list pending tasks") as conn:
             return self._ready(conn, task_type, now, limit, priorities)
 

@@ -1,7 +1,7 @@
 """The cost model of /rpc (issue 60): every argument that sizes the work of
 a method a read-only token may call has a cap, found by walking the method
 registry, so a new read cannot forget one; and the checks of the door
-itself (caps, floors)."""
+itself (caps, floors, 64-bit integers, finite numbers)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from swh_like_scheduler.api.rpc_caps import (
     bounded,
     sizing_arguments,
 )
+from swh_like_scheduler.api.rpc_types import check_call
 from swh_like_scheduler.domain.enums import TaskStatus
 from swh_like_scheduler.domain.exceptions import InvalidInput
 from swh_like_scheduler.store import SQLAlchemyStore
@@ -125,3 +126,39 @@ def test_the_door_takes_what_the_caps_allow() -> None:
     bounded("problem_page", _call("problem_page", query=None, limit=0))
     bounded("delete_old_runs", _call("delete_old_runs", ended_before=None, limit=0))
     bounded("get_task_runs", _call("get_task_runs", task_id=1))  # its default
+
+
+@pytest.mark.parametrize(
+    ("method", "kwargs", "field", "message"),
+    [
+        ("search_tasks", {"after_id": -(10**30)}, "after_id", "from -9,223,372,036,854,775,808"),
+        ("search_tasks", {"after_id": 2**63}, "after_id", "(64 bits)"),
+        ("get_tasks", {"ids": [1, 2**64]}, "ids[1]", "(64 bits)"),
+        (
+            "record_host_clock",
+            {"holder": "h", "role": "r", "offset_seconds": float("nan")},
+            "offset_seconds",
+            "a finite number",
+        ),
+        (
+            "record_host_clock",
+            {"holder": "h", "role": "r", "offset_seconds": float("inf")},
+            "offset_seconds",
+            "NaN and infinities are not JSON numbers",
+        ),
+    ],
+)
+def test_numbers_no_column_holds_are_refused_at_the_type_check(
+    method: str, kwargs: dict[str, Any], field: str, message: str
+) -> None:
+    target = getattr(SQLAlchemyStore, method)
+    with pytest.raises(InvalidInput) as refused:
+        check_call(target, _call(method, **kwargs))
+    assert refused.value.field == field
+    assert message in refused.value.message
+
+
+def test_the_largest_64_bit_integers_pass_the_type_check() -> None:
+    target = SQLAlchemyStore.search_tasks
+    for after_id in (2**63 - 1, -(2**63)):
+        check_call(target, _call("search_tasks", after_id=after_id))

@@ -2,16 +2,18 @@
 
 The reference's client (``swh-scheduler`` 3.6.0 and swh-core) runs in a
 virtual environment of its own, never this one (its ``swh`` script would
-replace ours): ``SWH_REFERENCE_VENV`` if set, else ``/work/refvenv``, else
-one made once in ``~/.cache/swh_like_scheduler/refvenv`` (pip, a few
-minutes). Without it the tests skip, and fail under ``CI``. Each test
-writes a script, runs it with that environment's python against a real
+replace ours): ``SWH_REFERENCE_VENV`` if set, else one made once in
+``~/.cache/swh_like_scheduler/refvenv`` (pip, a minute or two; ``.ci/run``
+makes it before the suite, and the test workers make it under a file
+lock). Without it the tests skip, and fail under ``CI``. Each test writes
+a script, runs it with that environment's python against a real
 ``swh scheduler rpc-serve`` (SQLite and PostgreSQL), and reads what the
 client got back (class names and values) from the script's JSON.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -52,13 +54,22 @@ def _has_client(venv: Path) -> bool:
 def _reference_python() -> str:
     """The python of an environment with the reference's client, made if need be."""
     given = os.environ.get(VENV_ENV)
-    candidates = [Path(given)] if given else [Path("/work/refvenv"), CACHED]
-    for venv in candidates:
-        if _has_client(venv):
-            return str(venv / "bin" / "python")
-    venv = candidates[-1]
+    venv = Path(given) if given else CACHED
+    if _has_client(venv):
+        return str(venv / "bin" / "python")
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    # one maker at a time (the suite's workers each ask for it)
+    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _has_client(venv):
+            _make(venv)
+    if not _has_client(venv):
+        raise services.ServiceUnavailable(f"{REFERENCE} installed in {venv} does not import")
+    return str(venv / "bin" / "python")
+
+
+def _make(venv: Path) -> None:
     try:
-        venv.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             ["python3", "-m", "venv", "--clear", str(venv)], check=True, capture_output=True
         )
@@ -73,9 +84,6 @@ def _reference_python() -> str:
         raise services.ServiceUnavailable(
             f"no environment with {REFERENCE} ({error}; {detail.decode(errors='replace')[-500:]})"
         ) from None
-    if not _has_client(venv):
-        raise services.ServiceUnavailable(f"{REFERENCE} installed in {venv} does not import")
-    return str(venv / "bin" / "python")
 
 
 @pytest.fixture(scope="session")

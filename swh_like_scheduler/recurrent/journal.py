@@ -14,8 +14,13 @@ re-delivers the batch, which changes nothing the second time (a status no
 newer than the origin's last visit is ignored); a database failure moves
 the consumer back to the batch's first offsets, so the next step reads it
 again. A message that cannot be
-read (not msgpack, a field refused) is logged with its topic, partition and
-offset, counted, and skipped: it never holds the stream back.
+read (not msgpack, nested deeper than msgpack unpacks, a date no calendar
+holds, a field of the wrong type or missing, a status the store refuses) is
+logged with its topic, partition and offset, counted, and skipped, and its
+offset is committed with the batch: one message never holds the stream back.
+When the store refuses a batch as a value (:class:`InvalidInput`), the
+batch's statuses are applied one at a time, in date order (what the batch
+would have done), and only the refused ones skipped.
 """
 
 from __future__ import annotations
@@ -62,19 +67,25 @@ class JournalConsumer(Protocol):
 
 def _old_datetime(value: dict[Any, Any]) -> Any:
     if value.get("__datetime__") is True and isinstance(value.get("s"), str):
-        return datetime.fromisoformat(value["s"])
+        try:
+            return datetime.fromisoformat(value["s"])
+        except ValueError:  # left as the map: the date's check names it
+            return value
     return value
 
 
 def decode_value(data: bytes) -> Mapping[str, Any]:
     """A journal message's value (:class:`InvalidInput` ``value`` when it is
-    not a msgpack map)."""
+    not a msgpack map). Timestamps stay msgpack's own: :func:`status_of`
+    turns the date into a date-time, refusing one that no calendar holds."""
     import msgpack
 
     try:
         value = msgpack.unpackb(
-            data, raw=False, timestamp=3, strict_map_key=False, object_hook=_old_datetime
+            data, raw=False, timestamp=0, strict_map_key=False, object_hook=_old_datetime
         )
+    except msgpack.StackError:
+        raise InvalidInput("value", "is nested deeper than msgpack unpacks") from None
     except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
         raise InvalidInput("value", f"is not msgpack ({exc})") from None
     if not isinstance(value, dict):
@@ -82,10 +93,26 @@ def decode_value(data: bytes) -> Mapping[str, Any]:
     return value
 
 
+def _timestamp(value: Any) -> datetime:
+    """A msgpack timestamp as an aware date-time (``InvalidInput`` ``date``
+    when it lies outside the years 1-9999 that a date-time holds)."""
+    try:
+        return value.to_datetime()
+    except (OverflowError, ValueError, OSError):
+        raise InvalidInput(
+            "date",
+            f"the msgpack timestamp {value.seconds} s from 1970 is outside the years 1-9999",
+        ) from None
+
+
 def status_of(value: Mapping[str, Any]) -> VisitStatusMessage:
     """The visit status a decoded journal value holds."""
+    import msgpack
+
     known = {k: v for k, v in value.items() if k in STATUS_FIELDS}
     date = known.get("date")
+    if isinstance(date, msgpack.Timestamp):
+        date = _timestamp(date)
     if isinstance(date, datetime):  # naive: left for the check to refuse
         known["date"] = (date if date.tzinfo is None else date.astimezone(UTC)).isoformat()
     return status_from_input(known)
@@ -111,7 +138,14 @@ def _where(message: JournalMessage) -> str:
 
 def read_batch(messages: Sequence[JournalMessage]) -> tuple[list[VisitStatusMessage], int]:
     """The statuses of ``messages``, and how many were unreadable (logged)."""
-    statuses: list[VisitStatusMessage] = []
+    read, unreadable = _read(messages)
+    return [status for _, status in read], unreadable
+
+
+def _read(
+    messages: Sequence[JournalMessage],
+) -> tuple[list[tuple[JournalMessage, VisitStatusMessage]], int]:
+    read: list[tuple[JournalMessage, VisitStatusMessage]] = []
     unreadable = 0
     for message in messages:
         error = message.error()
@@ -125,11 +159,39 @@ def read_batch(messages: Sequence[JournalMessage]) -> tuple[list[VisitStatusMess
         try:
             if data is None:
                 raise InvalidInput("value", "is empty (a tombstone)")
-            statuses.append(status_of(decode_value(data)))
+            read.append((message, status_of(decode_value(data))))
         except InvalidInput as refused:
             logger.warning("journal: %s skipped: %s", _where(message), refused)
             unreadable += 1
-    return statuses, unreadable
+        except Exception as exc:  # reading is pure: whatever it raises is the message's
+            logger.warning("journal: %s skipped: %s: %s", _where(message), type(exc).__name__, exc)
+            unreadable += 1
+    return read, unreadable
+
+
+def _apply(
+    store: SchedulerStore, read: Sequence[tuple[JournalMessage, VisitStatusMessage]]
+) -> tuple[int, int, int]:
+    """Apply the statuses of ``read``: ``(changed, ignored, refused)``. A
+    batch the store refuses as a value is applied one status at a time in
+    date order, each refused one logged and skipped; an outage propagates."""
+    if not read:
+        return 0, 0, 0
+    try:
+        changed, ignored = store.record_visit_statuses([status for _, status in read])
+        return changed, ignored, 0
+    except InvalidInput as refused:
+        logger.warning("journal: a batch of %d refused (%s): one at a time", len(read), refused)
+    changed = ignored = refused_count = 0
+    for message, status in sorted(read, key=lambda pair: pair[1].date):
+        try:
+            one_changed, one_ignored = store.record_visit_statuses([status])
+        except InvalidInput as refused:
+            logger.warning("journal: %s skipped: %s", _where(message), refused)
+            refused_count += 1
+        else:
+            changed, ignored = changed + one_changed, ignored + one_ignored
+    return changed, ignored, refused_count
 
 
 def _partition_eof() -> Any:
@@ -152,14 +214,14 @@ def journal_step(
     messages = consumer.consume(num_messages=batch, timeout=timeout)
     if not messages:
         return JournalStep()
-    statuses, unreadable = read_batch(messages)
+    read, unreadable = _read(messages)
     try:
-        changed, ignored = store.record_visit_statuses(statuses) if statuses else (0, 0)
+        changed, ignored, refused = _apply(store, read)
     except SchedulerError:
         rewind(consumer, messages)  # the database failed: this batch comes again
         raise
     consumer.commit(asynchronous=False)
-    return JournalStep(len(messages), changed, ignored, unreadable)
+    return JournalStep(len(messages), changed, ignored, unreadable + refused)
 
 
 def rewind(consumer: JournalConsumer, messages: Sequence[JournalMessage]) -> None:

@@ -16,8 +16,8 @@ What cannot cross the network:
 
 The server bounds each read (:data:`~.api.routes_rpc.READ_CAPS`); what can
 be paged is paged here, so a caller asks as much as of a local store:
-``search_tasks`` by id, ``get_tasks`` and ``origin_visit_stats_get`` in
-chunks of ids, ``preview_bulk`` window after window. A read that cannot
+``search_tasks`` by id, ``get_tasks``, ``origin_visit_stats_get`` and
+``get_listers_by_id`` in chunks of ids, ``preview_bulk`` window after window. A read that cannot
 be paged (``list_pending``, ``get_task_runs``) past its cap is the
 server's 422 naming the argument.
 """
@@ -158,8 +158,11 @@ class RemoteStore:
                 return report
             after_id = part.next_after_id
 
-    def _chunked(self, method: str, ids: Any) -> Any:
-        cap = READ_CAPS[method]["ids"]
+    def get_listers_by_id(self, lister_ids: Any) -> Any:
+        return self._chunked("get_listers_by_id", lister_ids, "lister_ids")
+
+    def _chunked(self, method: str, ids: Any, name: str = "ids") -> Any:
+        cap = READ_CAPS[method][name]
         if not isinstance(ids, list | tuple) or len(ids) <= cap:
             return self._call(method, ids)
         return [

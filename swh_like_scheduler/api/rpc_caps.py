@@ -59,6 +59,7 @@ READ_CAPS: dict[str, dict[str, int]] = {
     "get_listed_origins": {"limit": MAX_PAGE, "urls": MAX_PAGE},
     "get_tasks": {"ids": MAX_PAGE},
     "origin_visit_stats_get": {"ids": MAX_PAGE},
+    "get_listers_by_id": {"lister_ids": MAX_PAGE},
     "preview_bulk": {
         "scan": MAX_SCAN,
         "criteria.status": len(TaskStatus),

@@ -35,8 +35,26 @@ class OriginStore(Protocol):
         if there is none; two first callers get the same one."""
         ...
 
-    def get_listers(self) -> list[Lister]:
-        """Every lister, by name and instance."""
+    def get_listers(self, with_first_visits_to_schedule: bool = False) -> list[Lister]:
+        """Every lister, by name and instance; ``with_first_visits_to_schedule``:
+        only those that finished a listing, have a queue for their first
+        visits (``first_visits_queue_prefix``) and have not had them
+        scheduled yet (``first_visits_scheduled_at`` unset)."""
+        ...
+
+    def get_lister(self, name: str, instance_name: str | None = None) -> Lister | None:
+        """The lister ``name``/``instance_name`` (``None``: the empty
+        instance), ``None`` when there is none; nothing is created."""
+        ...
+
+    def get_listers_by_id(self, lister_ids: Sequence[str]) -> list[Lister]:
+        """The listers of these ids that exist, by name and instance (an
+        unknown id is left out)."""
+        ...
+
+    def get_visit_types_for_listed_origins(self, lister_id: str) -> list[str]:
+        """The visit types of the origins lister ``lister_id`` listed, each
+        once, in order (none for an unknown lister)."""
         ...
 
     def update_lister(self, lister: Lister, *, now: datetime | None = None) -> Lister:
@@ -108,12 +126,17 @@ class OriginStore(Protocol):
         lister_id: str | None = None,
         enabled: bool = True,
         cooldowns: Cooldowns | None = None,
+        lister_name: str | None = None,
+        lister_instance_name: str | None = None,
     ) -> list[ListedOrigin]:
         """The next ``count`` origins of ``visit_type`` that ``policy``
         (:mod:`~swh_like_scheduler.visits.policy`) would visit, out of every
         cooldown, in its order; nothing is written. ``lister_id``: that
         lister's origins only (required by ``first_visits_after_listing``);
-        ``enabled=False``: disabled origins too. At most 10,000."""
+        ``enabled=False``: disabled origins too; ``lister_name`` (and
+        ``lister_instance_name``): the one lister they name (none: no
+        origins; several instances of a name: refused naming
+        ``lister_instance_name``). At most 10,000."""
         ...
 
     def grab_next_visits(
@@ -126,12 +149,25 @@ class OriginStore(Protocol):
         lister_id: str | None = None,
         enabled: bool = True,
         cooldowns: Cooldowns | None = None,
+        lister_name: str | None = None,
+        lister_instance_name: str | None = None,
     ) -> list[ListedOrigin]:
         """As :meth:`peek_next_visits`, and mark them scheduled (``last_scheduled
         = now``) in the same transaction, one grab of a visit type at a time
         (several schedulers never send one origin twice within the cooldown).
         ``origins_without_last_update`` moves the visit type's queue to the
         furthest position it took."""
+        ...
+
+    def visit_scheduler_queue_position_get(self) -> dict[str, datetime]:
+        """Per visit type, the position of its queue of origins without a
+        forge date (an instant: an origin is due once the queue passed its
+        own ``next_visit_queue_position``)."""
+        ...
+
+    def visit_scheduler_queue_position_set(self, visit_type: str, position: datetime) -> None:
+        """Set the queue position of ``visit_type`` to ``position`` (back or
+        forth: the operator's word; grabs then move it forth from there)."""
         ...
 
     def update_metrics(

@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..domain.exceptions import InvalidInput, NotFound
-from ..visits.model import ListedOrigin, visit_type_name
+from ..visits.model import ListedOrigin, aware, visit_type_name
 from ..visits.policy import Cooldowns, Hold, VisitPolicy, visit_policy
 from .sql_base import _chunks
 from .sql_origins import MAX_PAGE, _now, optional_name, origin_from_row
@@ -240,10 +240,17 @@ class GrabMethods(VisitStatsMethods):
         lister_id: str | None = None,
         enabled: bool = True,
         cooldowns: Cooldowns | None = None,
+        lister_name: str | None = None,
+        lister_instance_name: str | None = None,
     ) -> list[ListedOrigin]:
         visit_type, chosen, cools = self._grab_arguments(
             visit_type, count, policy, cooldowns, lister_id, enabled
         )
+        if lister_name is not None or lister_instance_name is not None:
+            named = self._lister_by_name(lister_name, lister_instance_name)
+            if named is None or (lister_id is not None and named != lister_id):
+                return []  # no such lister, or not the one lister_id names
+            lister_id = named
         at = _now(now)
         with self._read("peek next visits") as conn:
             found = self._next_visits(
@@ -268,10 +275,17 @@ class GrabMethods(VisitStatsMethods):
         lister_id: str | None = None,
         enabled: bool = True,
         cooldowns: Cooldowns | None = None,
+        lister_name: str | None = None,
+        lister_instance_name: str | None = None,
     ) -> list[ListedOrigin]:
         visit_type, chosen, cools = self._grab_arguments(
             visit_type, count, policy, cooldowns, lister_id, enabled
         )
+        if lister_name is not None or lister_instance_name is not None:
+            named = self._lister_by_name(lister_name, lister_instance_name)
+            if named is None or (lister_id is not None and named != lister_id):
+                return []  # no such lister, or not the one lister_id names
+            lister_id = named
         at = _now(now)
         with self.transaction() as tx:
             tx._serialise("grab next visits", f"visits:{visit_type}")
@@ -291,6 +305,48 @@ class GrabMethods(VisitStatsMethods):
                 if chosen is VisitPolicy.ORIGINS_WITHOUT_LAST_UPDATE:
                     tx._advance_queue(conn, visit_type, [p for _, p in found if p is not None])
         return [origin for origin, _ in found]
+
+    def _lister_by_name(self, name: str | None, instance_name: str | None) -> str | None:
+        """The id of the one lister ``name`` and ``instance_name`` name (either
+        may be left out), ``None`` when none does; several: refused."""
+        where = []
+        for field, value, column in (
+            ("lister_name", name, lister_t.c.name),
+            ("lister_instance_name", instance_name, lister_t.c.instance_name),
+        ):
+            if value is not None:
+                if not isinstance(value, str):
+                    raise InvalidInput(field, f"{value!r} is not a name")
+                where.append(column == value)
+        query = sa.select(lister_t.c.id, lister_t.c.instance_name).where(*where).limit(6)
+        with self._read("find a lister by name") as conn:
+            found = conn.execute(query.order_by(lister_t.c.instance_name)).all()
+        if len(found) > 1:
+            instances = ", ".join(repr(row.instance_name) for row in found[:5])
+            raise InvalidInput(
+                "lister_instance_name",
+                f"lister {name!r} has several instances ({instances}...): a grab is for "
+                "one lister, name its instance too",
+            )
+        return found[0].id if found else None
+
+    def visit_scheduler_queue_position_get(self) -> dict[str, datetime]:
+        query = sa.select(position_t).order_by(position_t.c.visit_type)
+        with self._read("read the queue positions") as conn:
+            return {row.visit_type: row.position for row in conn.execute(query)}
+
+    def visit_scheduler_queue_position_set(self, visit_type: str, position: datetime) -> None:
+        visit_type_name("visit_type", visit_type)
+        at = aware("position", position)
+        if at is None:
+            raise InvalidInput("position", "a queue position is an instant, not null")
+        insert = self._upsert(position_t).values(visit_type=visit_type, position=at)
+        with self._write("set a queue position") as conn:
+            conn.execute(
+                insert.on_conflict_do_update(
+                    index_elements=[position_t.c.visit_type], set_={"position": at}
+                )
+            )
 
     def _mark_scheduled(
         self, conn: sa.Connection, visit_type: str, origins: list[ListedOrigin], at: datetime

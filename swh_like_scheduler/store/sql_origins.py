@@ -119,10 +119,61 @@ class OriginMethods(SQLBase):
             found = conn.execute(sa.select(lister_t).where(where)).one()
         return lister_from_row(found._mapping)
 
-    def get_listers(self) -> list[Lister]:
+    def get_listers(self, with_first_visits_to_schedule: bool = False) -> list[Lister]:
+        if not isinstance(with_first_visits_to_schedule, bool):
+            raise InvalidInput(
+                "with_first_visits_to_schedule",
+                f"{with_first_visits_to_schedule!r} is not true or false",
+            )
         query = sa.select(lister_t).order_by(lister_t.c.name, lister_t.c.instance_name)
+        if with_first_visits_to_schedule:
+            c = lister_t.c
+            query = query.where(
+                c.last_listing_finished_at.is_not(None),
+                c.first_visits_queue_prefix.is_not(None),
+                c.first_visits_scheduled_at.is_(None),
+            )
         with self._read("list listers") as conn:
             return [lister_from_row(r._mapping) for r in conn.execute(query)]
+
+    def get_lister(self, name: str, instance_name: str | None = None) -> Lister | None:
+        if not isinstance(name, str):
+            raise InvalidInput("name", f"{name!r} is not a lister name")
+        if instance_name is not None and not isinstance(instance_name, str):
+            raise InvalidInput("instance_name", f"{instance_name!r} is not an instance name")
+        query = sa.select(lister_t).where(
+            lister_t.c.name == name, lister_t.c.instance_name == (instance_name or "")
+        )
+        with self._read("get a lister") as conn:
+            found = conn.execute(query).first()
+        return None if found is None else lister_from_row(found._mapping)
+
+    def get_listers_by_id(self, lister_ids: Sequence[str]) -> list[Lister]:
+        if isinstance(lister_ids, str | bytes) or not isinstance(lister_ids, Sequence):
+            raise InvalidInput("lister_ids", f"{type(lister_ids).__name__} is not a list of ids")
+        wanted = sorted(
+            {optional_name(f"lister_ids[{n}]", v) or "" for n, v in enumerate(lister_ids)}
+        )
+        if len(wanted) > MAX_PAGE:
+            raise InvalidInput("lister_ids", f"names at most {MAX_PAGE:,} listers per call")
+        found: list[Lister] = []
+        with self._read("get listers by id") as conn:
+            for chunk in _chunks(wanted, 1000):
+                query = sa.select(lister_t).where(lister_t.c.id.in_(list(chunk)))
+                found.extend(lister_from_row(r._mapping) for r in conn.execute(query))
+        return sorted(found, key=lambda x: (x.name, x.instance_name))
+
+    def get_visit_types_for_listed_origins(self, lister_id: str) -> list[str]:
+        if not isinstance(lister_id, str) or len(lister_id) > 4096:
+            raise InvalidInput("lister_id", f"{lister_id!r} is not a lister id")
+        query = (
+            sa.select(origin_t.c.visit_type)
+            .where(origin_t.c.lister_id == lister_id)
+            .distinct()
+            .order_by(origin_t.c.visit_type)
+        )
+        with self._read("get a lister's visit types") as conn:
+            return list(conn.scalars(query))
 
     def update_lister(self, lister: Lister, *, now: datetime | None = None) -> Lister:
         if not isinstance(lister, Lister):

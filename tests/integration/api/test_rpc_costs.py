@@ -43,6 +43,7 @@ def base_calls(now: datetime) -> dict[str, dict[str, Any]]:
         "get_listed_origins": {},
         "get_tasks": {"ids": [1]},
         "origin_visit_stats_get": {"ids": [("https://e.org/a", "git")]},
+        "get_listers_by_id": {"lister_ids": ["0" * 32]},
         "preview_bulk": {
             "action": BulkAction.DISABLE,
             "criteria": BulkFilter(type="sleep"),
@@ -68,6 +69,7 @@ def base_calls(now: datetime) -> dict[str, dict[str, Any]]:
 SAMPLES: dict[str, Callable[[int], Any]] = {
     "ids": lambda n: list(range(1, n + 1)),
     "origin_visit_stats_get:ids": lambda n: [(f"https://e.org/{i}", "git") for i in range(n)],
+    "lister_ids": lambda n: [f"{i:032x}" for i in range(n)],
     "urls": lambda n: [f"https://e.org/{i}" for i in range(n)],
     "statuses": lambda n: [RunStatus.FAILED] * n,
     "priorities": lambda n: [Priority.NORMAL] * n,

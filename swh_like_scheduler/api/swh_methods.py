@@ -22,8 +22,8 @@ from ..domain.jsonable import without_secrets
 from ..domain.model import Task
 from ..intake.builders import task_from_input, task_type_from_input
 from ..store.values import TaskFilter
-from ..visits.model import Lister
 from ..visits.policy import Cooldowns, VisitPolicy
+from . import swh_listers
 from . import swh_models as m
 from .routes_bulk import MAX_SCAN
 from .routes_tasks import MAX_PAGE
@@ -132,40 +132,16 @@ def _now(state: ApiState, timestamp: Any = None) -> datetime:
 # -- listers ---------------------------------------------------------------
 
 
-@endpoint("listers/get", reads=True, with_first_visits_to_schedule=False)
-def get_listers(state: ApiState, with_first_visits_to_schedule: Any) -> list[Any]:
-    listers = state.store.get_listers()
-    if _flag("with_first_visits_to_schedule", with_first_visits_to_schedule):
-        # the reference's rule: listed at least once, a queue for its first
-        # visits, and those not scheduled yet
-        listers = [
-            x
-            for x in listers
-            if x.last_listing_finished_at is not None
-            and x.first_visits_queue_prefix is not None
-            and x.first_visits_scheduled_at is None
-        ]
-    return [m.lister_out(x) for x in listers]
-
-
-@endpoint("listers/get_by_id", reads=True, lister_ids=REQUIRED)
-def get_listers_by_id(state: ApiState, lister_ids: Any) -> list[Any]:
-    ids = _listed("lister_ids", lister_ids, MAX_PAGE)
-    wanted = {m.lister_id_of(f"lister_ids[{n}]", v) for n, v in enumerate(ids)}
-    return [m.lister_out(x) for x in state.store.get_listers() if x.id in wanted]
-
-
-def _lister_named(state: ApiState, name: Any, instance_name: Any) -> Lister | None:
-    name = _text("name", name)
-    instance = _text("instance_name", instance_name, optional=True) or ""
-    found = (x for x in state.store.get_listers() if (x.name, x.instance_name) == (name, instance))
-    return next(found, None)
-
-
-@endpoint("lister/get", reads=True, name=REQUIRED, instance_name=None)
-def get_lister(state: ApiState, name: Any, instance_name: Any) -> Any:
-    found = _lister_named(state, name, instance_name)
-    return None if found is None else m.lister_out(found)
+endpoint("listers/get", reads=True, with_first_visits_to_schedule=False)(swh_listers.get_listers)
+endpoint("listers/get_by_id", reads=True, lister_ids=REQUIRED)(swh_listers.get_listers_by_id)
+endpoint("lister/get", reads=True, name=REQUIRED, instance_name=None)(swh_listers.get_lister)
+endpoint("lister/visit_types", reads=True, lister=REQUIRED)(
+    swh_listers.get_visit_types_for_listed_origins
+)
+endpoint("visit_scheduler/get", reads=True)(swh_listers.visit_scheduler_queue_position_get)
+endpoint("visit_scheduler/set", reads=False, visit_type=REQUIRED, position=REQUIRED)(
+    swh_listers.visit_scheduler_queue_position_set
+)
 
 
 @endpoint(
@@ -297,11 +273,6 @@ def grab_next_visits(
             "sample of the table (give None)",
         )
     lister_id = None if lister_uuid is None else m.lister_id_of("lister_uuid", lister_uuid)
-    if lister_name is not None or lister_instance_name is not None:
-        named = _one_lister(state, lister_name, lister_instance_name)
-        if named is None or (lister_id is not None and named != lister_id):
-            return []  # no lister of that name (or not the one lister_uuid names)
-        lister_id = named
     cooldowns = Cooldowns(
         scheduled=absolute_cooldown or timedelta(0),
         no_result=scheduled_cooldown or timedelta(0),
@@ -319,28 +290,11 @@ def grab_next_visits(
         lister_id=lister_id,
         enabled=_flag("enabled", enabled),
         cooldowns=cooldowns,
+        # one lister of that name (several instances: refused; none: no origins)
+        lister_name=_text("lister_name", lister_name, optional=True),
+        lister_instance_name=_text("lister_instance_name", lister_instance_name, optional=True),
     )
     return [m.origin_out(x) for x in origins]
-
-
-def _one_lister(state: ApiState, name: Any, instance_name: Any) -> str | None:
-    """The id of the one lister ``name`` (and ``instance_name``) names."""
-    wanted_name = _text("lister_name", name, optional=True)
-    instance = _text("lister_instance_name", instance_name, optional=True)
-    found = [
-        x
-        for x in state.store.get_listers()
-        if (wanted_name is None or x.name == wanted_name)
-        and (instance is None or x.instance_name == instance)
-    ]
-    if len(found) > 1:
-        raise InvalidInput(
-            "lister_name",
-            f"names {len(found)} listers (instances "
-            f"{', '.join(repr(x.instance_name) for x in found[:5])}): this scheduler grabs "
-            "for one lister at a time, give lister_instance_name too",
-        )
-    return found[0].id if found else None
 
 
 # -- visit statistics and metrics -----------------------------------------
@@ -560,7 +514,6 @@ _RUNS = (
     "read them with GET /tasks/{id}/runs"
 )
 _ARCHIVE = "finished runs are pruned by this scheduler's own retention, not archived"
-_NOT_YET = "the store has no such method yet (issue 59)"
 #: the reference's methods not served, by path: (method, why)
 UNSERVED: dict[str, tuple[str, str]] = {
     "task/set_status": ("set_status_tasks", _RUNNER),
@@ -575,18 +528,12 @@ UNSERVED: dict[str, tuple[str, str]] = {
     "task_run/get": ("get_task_runs", _RUNS),
     "task/filter_for_archive": ("filter_task_to_archive", _ARCHIVE),
     "task/delete_archived": ("delete_archived_tasks", _ARCHIVE),
-    "lister/visit_types": ("get_visit_types_for_listed_origins", _NOT_YET),
-    "visit_scheduler/get": (
-        "visit_scheduler_queue_position_get",
-        _NOT_YET + "; the queue positions move with each grab of origins_without_last_update",
-    ),
-    "visit_scheduler/set": ("visit_scheduler_queue_position_set", _NOT_YET),
 }
 #: the paths whose calls only read (a read token may call them)
 READ_PATHS = frozenset(
     {p for p, e in ENDPOINTS.items() if e.reads}
     | {"task/peek_ready", "task/peek_ready_with_priority", "task_run/get"}
-    | {"task/filter_for_archive", "lister/visit_types", "visit_scheduler/get"}
+    | {"task/filter_for_archive"}
 )
 WRITE_PATHS = frozenset(set(ENDPOINTS) | set(UNSERVED)) - READ_PATHS
 __all__ = ["ENDPOINTS", "READ_PATHS", "UNSERVED", "WRITE_PATHS"]

@@ -239,8 +239,19 @@ def test_listers_origins_stats_and_metrics_through_the_reference_client(
             [("https://forge.example/r1", "git"), ("https://forge.example/none", "git")]))
         out["metrics_update"] = shown(rw.update_metrics(lister_id=lister.id, timestamp=NOW))
         out["metrics"] = shown(ro.get_metrics(lister_id=lister.id, visit_type="git"))
-        out["positions"] = raised(lambda: ro.visit_scheduler_queue_position_get())
-        out["visit_types"] = raised(lambda: ro.get_visit_types_for_listed_origins(lister))
+        out["visit_types"] = ro.get_visit_types_for_listed_origins(lister)
+        out["positions_before"] = ro.visit_scheduler_queue_position_get()
+        rw.visit_scheduler_queue_position_set("git", 86400 * 10)
+        out["positions"] = ro.visit_scheduler_queue_position_get()
+        out["set_read_only"] = raised(lambda: ro.visit_scheduler_queue_position_set("git", 0))
+        out["set_bad"] = raised(lambda: rw.visit_scheduler_queue_position_set("git", "soon"))
+        pending = rw.get_or_create_lister(name="cgit", first_visits_queue_prefix="cgit-first")
+        rw.update_lister(pending.evolve(last_listing_finished_at=NOW))
+        rw.get_or_create_lister(name="cgit", instance_name="other")
+        out["with_first"] = [(x.name, x.first_visits_queue_prefix)
+                             for x in ro.get_listers(with_first_visits_to_schedule=True)]
+        out["two_instances"] = raised(lambda: rw.grab_next_visits(
+            "git", 1, "oldest_scheduled_first", lister_name="cgit", timestamp=LATER))
         """,
         tmp_path,
     )
@@ -299,9 +310,16 @@ def test_listers_origins_stats_and_metrics_through_the_reference_client(
     assert (metrics["origins_known"], metrics["origins_enabled"]) == (5, 5)
     assert metrics["lister_id"] == lister["id"]
     assert out["metrics"] == out["metrics_update"]
-    for refused in ("positions", "visit_types"):
-        assert out[refused]["class"] == "swh.scheduler.exc.SchedulerException"
-        assert "no such method yet" in out[refused]["message"]
+    assert out["visit_types"] == ["git"]
+    # no grab of origins_without_last_update yet: no position
+    assert out["positions_before"] == {}
+    assert out["positions"] == {"git": 86400 * 10}
+    assert out["set_read_only"]["class"] == "swh.scheduler.exc.SchedulerException"
+    assert out["set_bad"]["class"] == "swh.scheduler.exc.SchedulerException"
+    assert "position" in out["set_bad"]["message"]
+    assert out["with_first"] == [["cgit", "cgit-first"]]
+    assert out["two_instances"]["class"] == "swh.scheduler.exc.SchedulerException"
+    assert "lister_instance_name" in out["two_instances"]["message"]
 
 
 def test_task_types_and_tasks_through_the_reference_client(

@@ -1,6 +1,6 @@
-"""``journal-client`` on recorded journal messages (no Kafka broker can be
-installed here: the Kafka client is exercised for real where it can run
-without one, and the messages' handling on recorded values), against the
+"""``journal-client`` on recorded journal messages (the Kafka client is
+exercised for real where it can run without a broker, and against Tansu in
+test_journal_tansu.py; the messages' handling on recorded values), against the
 real store on SQLite and PostgreSQL: both date encodings, unreadable
 messages skipped and counted, a batch applied twice changes nothing, a
 database failure rewinds the consumer to the batch."""

@@ -150,6 +150,7 @@ class CliContext:
             pool=self.pool,
         )
         store.origin_schemes = self.settings.visits.origin_schemes
+        store.disable_after_failures = self.settings.visits.disable_after_failures
         if self.settings.db_is_default and not self.daemon:
             # the embedded default is created (and kept current) on first use
             # by a command, or by standalone; a daemon refuses it empty

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..domain.model import MAX_ARGUMENT_BYTES, Priority, TaskStatus
-from ..visits.model import ORIGIN_SCHEMES
+from ..visits.model import DISABLE_AFTER_FAILURES, ORIGIN_SCHEMES
 from .engine import WRITE_OPTION, capabilities_of, make_engine, pooler_of, sessions_of
 from .errors import translated
 from .interface import (
@@ -66,6 +66,8 @@ class SQLBase:
         self.max_argument_bytes = max_argument_bytes
         #: the url schemes a listed origin may have (``[visits] origin_schemes``)
         self.origin_schemes: frozenset[str] = ORIGIN_SCHEMES
+        #: failures in a row that disable an origin (``[visits] disable_after_failures``)
+        self.disable_after_failures: int = DISABLE_AFTER_FAILURES
         self._capabilities = capabilities_of(engine)
         #: the connection of an open :meth:`transaction`, shared by every call
         self._bound: sa.Connection | None = None

@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..domain.exceptions import InvalidInput
-from ..visits.feedback import MAX_OFFSET, VisitStatusMessage, apply_status
+from ..visits.feedback import MAX_OFFSET, VisitStatusMessage, apply_status, disables
 from ..visits.model import (
     DEFAULT_OFFSET,
     OriginMetrics,
@@ -24,6 +24,7 @@ from ..visits.policy import hold_of
 from .sql_base import _chunks
 from .sql_origins import OriginMethods, _now, optional_name
 from .tables import UTCDateTime
+from .tables import listed_origin as origin_t
 from .tables import origin_metrics as metrics_t
 from .tables import origin_visit_stats as stats_t
 from .tables import visit_queue_position as position_t
@@ -185,6 +186,7 @@ class VisitStatsMethods(OriginMethods):
                 conn.execute(insert, list(chunk))
             current = self._stats_of(conn, keys, lock=True)
             positions = self._positions(conn, sorted({t for _, t in keys}))
+            failing: list[tuple[str, str]] = []
             for key in keys:
                 stats = current[key]
                 moved = False
@@ -194,10 +196,34 @@ class VisitStatsMethods(OriginMethods):
                         stats, moved, changed = after, True, changed + 1
                 if moved:
                     changed_rows.append({**stats_row(stats), **hold_row(stats)})
+                    if disables(stats, self.disable_after_failures):
+                        failing.append(key)
             statement = self._stats_upsert(keep_stored=False)
             for chunk in _chunks(changed_rows, 1000):
                 conn.execute(statement, list(chunk))
+            self._disable(conn, failing)
         return (changed, len(given) - changed)
+
+    def _disable(self, conn: sa.Connection, keys: list[tuple[str, str]]) -> None:
+        """Every listing of these origins disabled, and their statistics row
+        with them (a lister listing one again enables it: sql_origins.py,
+        ``_sum_listings``)."""
+        urls_of: dict[str, list[str]] = defaultdict(list)
+        for url, visit_type in keys:
+            urls_of[visit_type].append(url)
+        o = origin_t.c
+        for visit_type, urls in sorted(urls_of.items()):
+            for chunk in _chunks(sorted(urls), 1000):
+                conn.execute(
+                    sa.update(origin_t)
+                    .where(o.visit_type == visit_type, o.url.in_(list(chunk)), o.enabled.is_(True))
+                    .values(enabled=False)
+                )
+                conn.execute(
+                    sa.update(stats_t)
+                    .where(stats_t.c.visit_type == visit_type, stats_t.c.url.in_(list(chunk)))
+                    .values(enabled=False)
+                )
 
     def _positions(self, conn: sa.Connection, visit_types: list[str]) -> dict[str, datetime]:
         query = sa.select(position_t).where(position_t.c.visit_type.in_(visit_types))

@@ -21,6 +21,11 @@ The rules, for a status message ``(origin, visit_type, date, status, snapshot)``
 * ``full`` or ``partial`` without a snapshot (nor a verdict) loaded
   nothing: a failure.
 * ``not_found`` and ``failed`` are those outcomes; the offset stays.
+* An origin whose last ``N`` visits in a row were ``failed`` (or
+  ``not_found``) is disabled (:func:`disables`; ``N`` the setting
+  ``[visits] disable_after_failures``, 3 as the reference): no policy
+  picks it until a lister lists it again (enabled), as the reference's
+  journal client does.
 * ``successive_visits`` counts the visits in a row with the same outcome
   (a failure after a failure: 2), and the origin's next queue position is
   the visit type's queue position (the visit's date before the queue ever
@@ -142,6 +147,16 @@ def apply_status(
         next_visit_due=message.date + interval(offset),
         successive_visits=stats.successive_visits + 1 if same else 1,
         **changes,  # type: ignore[arg-type]
+    )
+
+
+def disables(stats: OriginVisitStats, threshold: int) -> bool:
+    """Whether ``stats`` (after a visit) disable the origin: its last
+    ``threshold`` visits or more in a row were ``failed``, or were
+    ``not_found`` (``threshold`` 0: never)."""
+    gone = (LastVisitStatus.FAILED, LastVisitStatus.NOT_FOUND)
+    return (
+        threshold > 0 and stats.last_visit_status in gone and stats.successive_visits >= threshold
     )
 
 

@@ -67,6 +67,9 @@ SCHEDULER_KEYS = ("url",)
 VISIT_TASK_PREFIX = "load-"
 #: the queue-position offset of an origin never visited (:mod:`.feedback`)
 DEFAULT_OFFSET = 4
+#: ``failed`` or ``not_found`` visits in a row that disable an origin, as
+#: the reference's journal client (``[visits] disable_after_failures``)
+DISABLE_AFTER_FAILURES = 3
 
 
 class VisitStatus(StrEnum):

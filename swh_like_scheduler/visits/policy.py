@@ -40,7 +40,13 @@ from typing import Any
 
 from ..domain import validation
 from ..domain.exceptions import InvalidInput
-from .model import ORIGIN_SCHEMES, LastVisitStatus, OriginVisitStats, origin_schemes
+from .model import (
+    DISABLE_AFTER_FAILURES,
+    ORIGIN_SCHEMES,
+    LastVisitStatus,
+    OriginVisitStats,
+    origin_schemes,
+)
 
 
 class VisitPolicy(StrEnum):
@@ -127,11 +133,16 @@ DEFAULT_MIX: Mapping[VisitPolicy, int] = {
 class VisitSettings:
     """The ``[visits]`` table of the configuration file: cooldowns, a
     weighted mix of policies per visit type (``default`` for the others),
-    and the url schemes a listed origin may have (``origin_schemes``)."""
+    the url schemes a listed origin may have (``origin_schemes``) and the
+    failures in a row that disable an origin (``disable_after_failures``)."""
 
     cooldowns: Cooldowns = field(default_factory=Cooldowns)
     mixes: Mapping[str, Mapping[VisitPolicy, int]] = field(default_factory=dict)
     origin_schemes: frozenset[str] = ORIGIN_SCHEMES
+    #: an origin whose last visits were this many ``failed`` (or
+    #: ``not_found``) in a row is disabled until a lister lists it again
+    #: (0: never; visits/feedback.py, ``disables``)
+    disable_after_failures: int = DISABLE_AFTER_FAILURES
 
     def mix(self, visit_type: str) -> Mapping[VisitPolicy, int]:
         return self.mixes.get(visit_type) or self.mixes.get("default") or DEFAULT_MIX
@@ -158,9 +169,10 @@ def visit_settings(raw: Mapping[str, Any] | None) -> VisitSettings:
     if not raw:
         return VisitSettings()
     known = {"cooldown_scheduled", "cooldown_no_result", "cooldown_failed", "cooldown_not_found"}
-    unknown = sorted(set(raw) - known - {"policies", "origin_schemes"})
+    others = {"policies", "origin_schemes", "disable_after_failures"}
+    unknown = sorted(set(raw) - known - others)
     if unknown:
-        everything = sorted({*known, "policies", "origin_schemes"})
+        everything = sorted({*known, *others})
         raise InvalidInput(f"visits.{unknown[0]}", f"is not a setting (known: {everything})")
     cooldowns = Cooldowns(**{k.removeprefix("cooldown_"): raw[k] for k in known if k in raw})
     policies = raw.get("policies", {})
@@ -170,9 +182,22 @@ def visit_settings(raw: Mapping[str, Any] | None) -> VisitSettings:
         str(kind): _weights(f"visits.policies.{kind}", table) for kind, table in policies.items()
     }
     schemes = raw.get("origin_schemes")
-    if schemes is None:
-        return VisitSettings(cooldowns, mixes)
-    return VisitSettings(cooldowns, mixes, origin_schemes("visits.origin_schemes", schemes))
+    failures = raw.get("disable_after_failures", DISABLE_AFTER_FAILURES)
+    return VisitSettings(
+        cooldowns,
+        mixes,
+        ORIGIN_SCHEMES if schemes is None else origin_schemes("visits.origin_schemes", schemes),
+        failures_in_a_row("visits.disable_after_failures", failures),
+    )
+
+
+def failures_in_a_row(where: str, value: object) -> int:
+    """The setting ``disable_after_failures``: a whole number from 0 (never)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
+        raise InvalidInput(
+            where, f"{value!r} is not a number of failures in a row (0: never disable)"
+        )
+    return value
 
 
 def shares(count: int, mix: Mapping[VisitPolicy, int]) -> dict[VisitPolicy, int]:

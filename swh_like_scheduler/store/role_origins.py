@@ -174,7 +174,8 @@ class OriginStore(Protocol):
         self, lister_id: str | None = None, *, now: datetime | None = None
     ) -> list[OriginMetrics]:
         """Count, per lister and visit type, the origins known, enabled, never
-        visited and with pending changes (a forge date after the last
+        visited (enabled, no successful visit: the reference's count) and
+        with pending changes (a forge date after the last
         success), store the counts and return them; ``lister_id``: that
         lister only."""
         ...

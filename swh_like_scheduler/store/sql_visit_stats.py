@@ -252,7 +252,9 @@ class VisitStatsMethods(OriginMethods):
                 s.visit_type,
                 sa.func.count().label("origins_known"),
                 count(enabled).label("origins_enabled"),
-                count(enabled & s.last_visit.is_(None)).label("origins_never_visited"),
+                # the reference's: enabled, never visited successfully (no
+                # snapshot loaded, nor a loader's verdict): a failing one too
+                count(enabled & s.last_successful.is_(None)).label("origins_never_visited"),
                 count(pending).label("origins_with_pending_changes"),
                 count(enabled & (due > at)).label("origins_ok"),
                 count(due_now & sa.or_(gone.is_(True), sa.not_(window_over))).label(

@@ -354,9 +354,11 @@ class OriginVisitStats:
 @dataclass(frozen=True)
 class OriginMetrics:
     """How one lister's origins of one visit type stand, as of ``last_update``:
-    known, enabled, never visited, with pending changes (the forge's last
-    update after the last successful visit), and the enabled ones per
-    condition (OK, WARNING, ERROR)."""
+    known, enabled, never visited (enabled and never visited successfully,
+    as the reference counts them: an origin whose every visit failed is
+    one), with pending changes (the forge's last update after the last
+    successful visit), and the enabled ones per condition (OK, WARNING,
+    ERROR)."""
 
     lister_id: str
     visit_type: str

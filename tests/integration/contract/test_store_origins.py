@@ -235,7 +235,8 @@ def test_metrics_count_known_enabled_never_visited_and_pending(
     metrics = store.update_metrics(now=now + 2 * H)
     by_type = {m.visit_type: m for m in metrics}
     git = by_type["git"]
-    assert (git.origins_known, git.origins_enabled, git.origins_never_visited) == (6, 5, 2)
+    # never visited as the reference counts it: enabled, no success (p0002 failed)
+    assert (git.origins_known, git.origins_enabled, git.origins_never_visited) == (6, 5, 3)
     assert git.origins_with_pending_changes == 1  # p0000: changed after its success
     assert (by_type["hg"].origins_known, by_type["hg"].origins_never_visited) == (2, 2)
     assert store.get_metrics(visit_type="git") == [git]

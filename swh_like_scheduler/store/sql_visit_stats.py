@@ -255,6 +255,7 @@ class VisitStatsMethods(OriginMethods):
                 # the reference's: enabled, never visited successfully (no
                 # snapshot loaded, nor a loader's verdict): a failing one too
                 count(enabled & s.last_successful.is_(None)).label("origins_never_visited"),
+                count(enabled & s.last_visit.is_(None)).label("origins_never_attempted"),
                 count(pending).label("origins_with_pending_changes"),
                 count(enabled & (due > at)).label("origins_ok"),
                 count(due_now & sa.or_(gone.is_(True), sa.not_(window_over))).label(

@@ -600,6 +600,8 @@ origin_metrics = sa.Table(
     sa.Column("origins_enabled", sa.BigInteger, nullable=False),
     sa.Column("origins_never_visited", sa.BigInteger, nullable=False),
     sa.Column("origins_with_pending_changes", sa.BigInteger, nullable=False),
+    # enabled, no visit ended (0022_metrics_never_attempted.py)
+    sa.Column("origins_never_attempted", sa.BigInteger, nullable=False, server_default="0"),
     # the enabled origins per condition (visits/condition.py)
     sa.Column("origins_ok", sa.BigInteger, nullable=False),
     sa.Column("origins_warning", sa.BigInteger, nullable=False),

@@ -371,3 +371,6 @@ class OriginMetrics:
     origins_ok: int = 0
     origins_warning: int = 0
     origins_error: int = 0
+    #: the enabled origins no visit ended for (what ``origins_never_visited``
+    #: counted before it counted as the reference does)
+    origins_never_attempted: int = 0

@@ -237,6 +237,7 @@ def test_metrics_count_known_enabled_never_visited_and_pending(
     git = by_type["git"]
     # never visited as the reference counts it: enabled, no success (p0002 failed)
     assert (git.origins_known, git.origins_enabled, git.origins_never_visited) == (6, 5, 3)
+    assert git.origins_never_attempted == 2  # what it counted before: no visit ended
     assert git.origins_with_pending_changes == 1  # p0000: changed after its success
     assert (by_type["hg"].origins_known, by_type["hg"].origins_never_visited) == (2, 2)
     assert store.get_metrics(visit_type="git") == [git]

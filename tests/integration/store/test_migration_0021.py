@@ -52,7 +52,7 @@ def test_0021_adds_the_lease_terms_and_drops_them(empty_db_url: str) -> None:
         migrations.upgrade(engine, "0020")
         assert "lease_terms" not in tables()
         migrations.upgrade(engine)
-        assert migrations.current_revision(engine) == migrations.HEAD == "0021"
+        assert migrations.current_revision(engine) == migrations.HEAD
         store = SQLAlchemyStore(engine)
         assert store.lease_terms() is None
         published = store.publish_lease_terms(ping_timeout=30 * S, grace=30 * S, holder="m")

@@ -33,6 +33,7 @@ each exit is said in the log and under the table.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -76,9 +77,11 @@ def default_run_dir(now: datetime) -> Path:
 
 
 def swh_command() -> list[str]:
-    """The ``swh`` console script next to this Python, else the same through ``-c``."""
+    """The ``swh`` console script next to this Python, else the same through
+    ``-c``; through ``-c`` too beside a ``swh.*`` package (swh-core's ``swh``,
+    whose ``swh scheduler`` is swh-scheduler's, may be the script there)."""
     script = Path(sys.executable).with_name("swh")
-    if script.exists():
+    if script.exists() and importlib.util.find_spec("swh") is None:
         return [str(script)]
     return [sys.executable, "-c", _SWH_FALLBACK]
 

@@ -4,13 +4,15 @@ Apache Kafka. What it proves: our confluent-kafka consumer subscribes to
 ``<prefix>.origin_visit_status`` through a consumer group, receives the
 producers' msgpack values from two partitions, commits its offsets to the
 group (a bad message's offset too), and a new consumer of the same group
-starts from those committed offsets: nothing is read twice or lost. What it
+starts from those committed offsets: nothing is read twice or lost; the
+command (``journal-client --once``, run twice) does the same. What it
 does not prove: anything of Apache Kafka's own brokers (rebalances between
 several consumers, replication, retention, SASL/TLS)."""
 
 from __future__ import annotations
 
 import importlib.resources
+import json
 import socket
 import subprocess
 import time
@@ -22,7 +24,9 @@ from typing import Any
 import msgpack
 import pytest
 import services
+from click.testing import CliRunner
 
+from swh_like_scheduler.cli import swh
 from swh_like_scheduler.recurrent.journal import JournalStep, journal_step, kafka_consumer
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.visits.model import LastVisitStatus
@@ -166,3 +170,28 @@ def test_subscribe_consume_commit_and_restart_from_the_committed_offsets(
         again.close()
     (a,) = store.origin_visit_stats_get([(A, "git")])
     assert a.last_visit_status is LastVisitStatus.FAILED and a.last_visit == T0 + timedelta(hours=1)
+
+
+def test_the_command_once_twice_reads_on_from_the_committed_offset(
+    broker: str, sqlite_url: str
+) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker})
+    for created in admin.create_topics([NewTopic(TOPIC, num_partitions=1)]).values():
+        created.result(10)
+    produce(
+        broker,
+        [(0, status(A, T0, "full", SNAP)), (0, past_year_9999()), (0, status(B, T0, "failed"))],
+    )
+    fast = [x for k, v in FAST_GROUP.items() for x in ("--consumer-setting", f"{k}={v}")]
+    command = ["scheduler", "--db-url", sqlite_url, "journal-client", "--broker", broker]
+    command += ["--prefix", PREFIX, "--group-id", GROUP, *fast, "--once", "--wait", "15", "--json"]
+    runner = CliRunner()
+    first = runner.invoke(swh, [*command, "--batch", "3"])
+    assert first.exit_code == 0, first.output + first.stderr
+    assert json.loads(first.stdout) == {"received": 3, "changed": 2, "ignored": 0, "unreadable": 1}
+    produce(broker, [(0, status(B, T0 + timedelta(hours=1), "not_found"))])
+    second = runner.invoke(swh, [*command, "--batch", "1"])
+    assert second.exit_code == 0, second.output + second.stderr
+    assert json.loads(second.stdout) == {"received": 1, "changed": 1, "ignored": 0, "unreadable": 0}

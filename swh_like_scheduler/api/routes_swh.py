@@ -82,7 +82,10 @@ def error_answer(error: SchedulerError) -> Response:
     return refusal(500, str(error))
 
 
-@router.post("/{endpoint:path}")
+# not in the OpenAPI document: its bodies and answers are msgpack, one method
+# per path of the reference's interface, not a JSON operation (the HTTP
+# page documents it, and the reference's client is its schema)
+@router.post("/{endpoint:path}", include_in_schema=False)
 async def call(request: Request, endpoint: str) -> Response:
     """Call the reference's method served at ``endpoint`` with the
     arguments of the msgpack body (a map by name)."""

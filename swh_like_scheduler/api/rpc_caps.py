@@ -88,9 +88,11 @@ READ_CAPS: dict[str, dict[str, int]] = {
     "sweep_conditions": {"span": SWEEP, "type_versions": MAX_TYPE_VERSIONS},
 }
 #: the numbers whose least value is not 1: a page of problems of 0 rows
-#: gives the total alone, the others count from 0
+#: gives the total alone, the others count from 0, and a runner's pass with
+#: no room asks for 0 ready tasks (the store's contract answers ``[]``)
 FLOORS: dict[tuple[str, str], int] = {
     ("problem_page", "limit"): 0,
+    ("ready_task_ids", "limit"): 0,
     ("problem_page", "offset"): 0,
     ("problem_page", "known_total"): 0,
     ("schedule_health", "queued_upto"): 0,

@@ -160,7 +160,7 @@ def test_a_whole_worker_stalled(
         _, group = platform_with_two_workers(running, count, leased=leased)
         os.killpg(group, signal.SIGSTOP)  # main and pool processes: nothing renews
         running.wait_for(
-            lambda: running.starts() == 2 * count, 60, "the second worker to run every task again"
+            lambda: running.starts() >= 2 * count, 60, "the second worker to run every task again"
         )
         os.killpg(group, signal.SIGCONT)
         resumed, resumed_at = time.time(), time.monotonic()
@@ -181,9 +181,15 @@ def test_a_whole_worker_stalled(
         completions, refused = running.completions(), running.refused()
     tails = []
     for task, copies in windows.items():
-        assert len(copies) == 2, (task, copies)
-        stale, fresh = copies
+        # the stale copy, then the fresh one; a later fresh copy only when one
+        # fenced itself (its renewals late past its bound on a starved
+        # machine: seen with a soak beside the suite), never beside it
+        assert len(copies) >= 2, (task, copies)
+        stale, fresh, *later = copies
         assert int(fresh["token"]) > int(stale["token"])
+        for before, after in zip([fresh, *later], later, strict=False):
+            assert int(after["token"]) > int(before["token"]), copies
+            assert float(before["left"]) <= float(after["start"]), copies
         if stale["how"] == "end":  # it ended before its heartbeat told it: refused
             assert refused.get(task) == 1
         else:

@@ -133,24 +133,6 @@ def lister_in(where: str, value: Any) -> Lister:
     return Lister(**fields)
 
 
-def origin_out(origin: ListedOrigin) -> Model:
-    return Model(
-        "ListedOrigin",
-        {
-            "lister_id": lister_uuid(origin.lister_id),
-            "url": origin.url,
-            "visit_type": origin.visit_type,
-            "extra_loader_arguments": dict(origin.extra_loader_arguments),
-            "last_update": origin.last_update,
-            "is_fork": origin.is_fork,
-            "forked_from_url": origin.forked_from_url,
-            "enabled": origin.enabled,
-            "first_seen": origin.first_seen,
-            "last_seen": origin.last_seen,
-        },
-    )
-
-
 _ORIGIN_FIELDS = (
     "lister_id",
     "url",
@@ -163,6 +145,13 @@ _ORIGIN_FIELDS = (
     "first_seen",
     "last_seen",
 )
+
+
+def origin_out(origin: ListedOrigin) -> Model:
+    fields = {name: getattr(origin, name) for name in _ORIGIN_FIELDS}
+    fields["lister_id"] = lister_uuid(origin.lister_id)
+    fields["extra_loader_arguments"] = dict(origin.extra_loader_arguments)
+    return Model("ListedOrigin", fields)
 
 
 def origin_in(where: str, value: Any) -> ListedOrigin:

@@ -113,7 +113,12 @@ class OriginStore(Protocol):
         transaction, each origin's row locked while it changes, so that two
         feeds at once (the listener and the journal client) lose neither's
         status; ``(changed, ignored)``: the messages that moved a row, and
-        those that did not (unfinished, older than the last visit, repeated)."""
+        those that did not (unfinished, older than the last visit, repeated).
+        A message that changes nothing writes nothing: an origin whose
+        statuses are all unfinished (``created``, ``ongoing``) gets no row
+        and no lock. A finished status of an origin no lister listed makes
+        its row, as the reference's journal client does (a lister listing it
+        later finds its visits: it is not taken for never visited)."""
         ...
 
     def peek_next_visits(

@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..domain.exceptions import InvalidInput
-from ..visits.feedback import MAX_OFFSET, VisitStatusMessage, apply_status, disables
+from ..visits.feedback import MAX_OFFSET, VisitStatusMessage, apply_status, disables, finished
 from ..visits.model import (
     DEFAULT_OFFSET,
     OriginMetrics,
@@ -172,9 +172,12 @@ class VisitStatsMethods(OriginMethods):
             if not isinstance(message, VisitStatusMessage):
                 raise InvalidInput(f"messages[{n}]", f"{type(message).__name__} is no status")
             by_key[(message.origin, message.visit_type)].append(message)
-        if not by_key:
-            return (0, 0)
-        keys = sorted(by_key)
+        # a key whose statuses are all unfinished (created, ongoing) changes
+        # nothing: no row is made or locked for it, as the reference's journal
+        # client drops them before reading anything
+        keys = sorted(k for k, found in by_key.items() if any(map(finished, found)))
+        if not keys:
+            return (0, len(given))
         changed_rows: list[dict[str, Any]] = []
         changed = 0
         with self._write("record visit statuses") as conn:

@@ -108,6 +108,12 @@ def outcome(message: VisitStatusMessage) -> LastVisitStatus | None:
     return LastVisitStatus.FAILED
 
 
+def finished(message: VisitStatusMessage) -> bool:
+    """Whether ``message`` tells a visit's end (anything but ``created`` and
+    ``ongoing``): only such a status can change the statistics."""
+    return message.status not in UNFINISHED
+
+
 def apply_status(
     stats: OriginVisitStats | None,
     message: VisitStatusMessage,
@@ -181,6 +187,7 @@ __all__ = [
     "MAX_OFFSET",
     "VisitStatusMessage",
     "apply_status",
+    "finished",
     "fold",
     "interval",
     "outcome",

@@ -16,7 +16,7 @@ from swh_like_scheduler.domain.model import TaskType
 from swh_like_scheduler.visits.policy import VisitPolicy
 
 from .common import DEFAULT_POSTGRES, log, scratch_store
-from .visits.visits import COUNT, claim_plan, fill, statement_seconds
+from .visits.visits import COUNT, claim_plan, fill, of_lister, statement_seconds
 
 
 def main() -> None:
@@ -30,12 +30,12 @@ def main() -> None:
         lister = str(store.get_or_create_lister("bench").id)
         log(f"profile: filling {size:,} origins")
         fill(store, lister, 0, size)
-        plan = claim_plan(store, policy)
+        plan = claim_plan(store, policy, of_lister(policy, lister))
         print(json.dumps({"size": size, "policy": policy.value, "plan": plan}))
         spent = statement_seconds(store.engine)
         started = time.perf_counter()
         for _ in range(3):
-            store.grab_next_visits("git", COUNT, policy)
+            store.grab_next_visits("git", COUNT, policy, lister_id=of_lister(policy, lister))
         total = time.perf_counter() - started
         top = sorted(spent.items(), key=lambda kv: -kv[1])[:8]
         print(

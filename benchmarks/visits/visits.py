@@ -2,10 +2,13 @@
 
 * ``record``: ``record_listed_origins`` in pages of 1,000 (origins/s), a
   page of the smallest world as the baseline;
-* per world size (100k, 1M and 10M origins; ``--quick``: 10k and 100k), filled
-  by SQL (a lister, its origins with and without a forge date, a third of
-  them never visited, the others with statistics of every outcome):
-  ``peek_next_visits`` of 1,000 per policy (seconds; the ratio against the
+* per world size (100k, 1M and 10M origins; ``--quick``: 10k and 100k;
+  ``SWH_BENCH_VISITS_SIZES=100000,1000000``: those), filled by SQL (a lister
+  whose last listing just ended, its origins with and without a forge date,
+  a third of them never visited, the others with statistics of every
+  outcome):
+  ``peek_next_visits`` of 1,000 per policy (``first_visits_after_listing``:
+  of that lister; seconds; the ratio against the
   smallest world is the growth the issue bounds at 1.2 times from 100k to 10M)
   and whether its plan reads ``listed_origin`` or ``origin_visit_stats`` by a
   sequential scan; ``grab_next_visits`` of 1,000 per policy (it marks
@@ -15,6 +18,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections import defaultdict
@@ -33,8 +37,23 @@ from ..common import Context, log, ratio, raw, scratch_store, utcnow
 SIZES = (100_000, 1_000_000, 10_000_000)
 QUICK_SIZES = (10_000, 100_000)
 COUNT = 1000
-#: the policies a visit type's mix uses (first_visits_after_listing needs a lister)
-POLICIES = [p for p in VisitPolicy if p is not VisitPolicy.FIRST_VISITS_AFTER_LISTING]
+#: every policy (first_visits_after_listing with the world's lister: :func:`of_lister`)
+POLICIES = list(VisitPolicy)
+
+
+def sizes(quick: bool) -> tuple[int, ...]:
+    """The world sizes: ``SWH_BENCH_VISITS_SIZES`` (comma-separated, the
+    first is the baseline) if set, else by ``--quick``."""
+    given = os.environ.get("SWH_BENCH_VISITS_SIZES", "").strip()
+    if given:
+        return tuple(int(size) for size in given.split(","))
+    return QUICK_SIZES if quick else SIZES
+
+
+def of_lister(policy: VisitPolicy, lister: str) -> str | None:
+    """The lister a grab of ``policy`` names: the world's for the policy
+    that needs one, none for the others (every lister's origins)."""
+    return lister if policy is VisitPolicy.FIRST_VISITS_AFTER_LISTING else None
 
 
 def fill(store: SQLAlchemyStore, lister: str, start: int, stop: int) -> None:
@@ -42,7 +61,8 @@ def fill(store: SQLAlchemyStore, lister: str, start: int, stop: int) -> None:
     never visited, the others visited 1 to 40 days ago, a seventh of them
     failing since a success 100 days ago (the largest lags: the top of the
     lag policy's order), held while their failure is under 14 days old (as
-    grabs leave them, store/sql_grab.py)."""
+    grabs leave them, store/sql_grab.py); the lister's last listing ends now
+    (``first_visits_after_listing`` takes its origins not scheduled since)."""
     raw(
         store,
         """
@@ -96,6 +116,11 @@ def fill(store: SQLAlchemyStore, lister: str, start: int, stop: int) -> None:
         """,
         {"lister": lister, "start": start, "stop": stop},
     )
+    raw(
+        store,
+        "UPDATE lister SET last_listing_finished_at = now() WHERE id = %(lister)s",
+        {"lister": lister},
+    )
     raw(store, "ANALYZE listed_origin")
     raw(store, "ANALYZE origin_visit_stats")
 
@@ -109,14 +134,14 @@ def _seq_scan_counts(store: SQLAlchemyStore) -> dict[str, int]:
     return {name: int(count) for name, count in rows}
 
 
-def seq_scans(store: SQLAlchemyStore, policy: VisitPolicy) -> list[str]:
+def seq_scans(store: SQLAlchemyStore, policy: VisitPolicy, lister: str) -> list[str]:
     """The tables the policy's statement reads by a sequential scan (the
     server's counters; a backend reports them at the latest when it exits:
     the store's connections are closed before reading them)."""
     store.engine.dispose()
     time.sleep(0.5)
     before = _seq_scan_counts(store)
-    store.peek_next_visits("git", COUNT, policy)
+    store.peek_next_visits("git", COUNT, policy, lister_id=of_lister(policy, lister))
     store.engine.dispose()
     time.sleep(0.5)
     after = _seq_scan_counts(store)
@@ -133,7 +158,7 @@ def timed(ctx: Context, call: Any) -> list[float]:
 
 
 def run(ctx: Context) -> None:
-    sizes = QUICK_SIZES if ctx.quick else SIZES
+    worlds = sizes(ctx.quick)
     with scratch_store(ctx.postgres, "swh_bench_visits") as store:
         store.create_task_type(
             TaskType(type="load-git", backend_name="loader.git", default_interval=timedelta(days=1))
@@ -144,12 +169,16 @@ def run(ctx: Context) -> None:
         record(ctx, store, recorder, 0, pages, size=0)
         baseline: dict[str, float] = {}
         filled = 0
-        for size in sizes:
+        for size in worlds:
             log(f"visits: filling to {size:,} origins")
             fill(store, lister, filled, size)
             filled = size
             for policy in POLICIES:
-                samples = timed(ctx, lambda p=policy: store.peek_next_visits("git", COUNT, p))
+                at = of_lister(policy, lister)
+                samples = timed(
+                    ctx,
+                    lambda p=policy, at=at: store.peek_next_visits("git", COUNT, p, lister_id=at),
+                )
                 median = statistics.median(samples)
                 baseline.setdefault(policy.value, median)
                 ctx.measurement(
@@ -157,13 +186,17 @@ def run(ctx: Context) -> None:
                     "peek_next_visits",
                     "s",
                     samples,
-                    ratios={f"vs {sizes[0]:,}": ratio(median, baseline[policy.value])},
+                    ratios={f"vs {worlds[0]:,}": ratio(median, baseline[policy.value])},
                     size=size,
                     policy=policy.value,
-                    seq_scans=seq_scans(store, policy),
+                    seq_scans=seq_scans(store, policy, lister),
                 )
             for policy in POLICIES:
-                samples = timed(ctx, lambda p=policy: store.grab_next_visits("git", COUNT, p))
+                at = of_lister(policy, lister)
+                samples = timed(
+                    ctx,
+                    lambda p=policy, at=at: store.grab_next_visits("git", COUNT, p, lister_id=at),
+                )
                 median = statistics.median(samples)
                 baseline.setdefault(f"grab {policy.value}", median)
                 ctx.measurement(
@@ -171,12 +204,12 @@ def run(ctx: Context) -> None:
                     "grab_next_visits",
                     "s",
                     samples,
-                    ratios={f"vs {sizes[0]:,}": ratio(median, baseline[f"grab {policy.value}"])},
+                    ratios={f"vs {worlds[0]:,}": ratio(median, baseline[f"grab {policy.value}"])},
                     size=size,
                     policy=policy.value,
                 )
-            if size == sizes[-1]:
-                where_it_goes(ctx, store, size)
+            if size == worlds[-1]:
+                where_it_goes(ctx, store, lister, size)
             samples = timed(ctx, lambda: store.update_metrics(now=utcnow()))
             median = statistics.median(samples)
             baseline.setdefault("update_metrics", median)
@@ -185,7 +218,7 @@ def run(ctx: Context) -> None:
                 "update_metrics",
                 "s",
                 samples,
-                ratios={f"vs {sizes[0]:,}": ratio(median, baseline["update_metrics"])},
+                ratios={f"vs {worlds[0]:,}": ratio(median, baseline["update_metrics"])},
                 size=size,
             )
         record(ctx, store, recorder, pages, pages, size=filled)
@@ -207,12 +240,12 @@ def record(
     ctx.measurement("visits", "record_listed_origins", "origins/s", rates, pages=pages, world=size)
 
 
-def where_it_goes(ctx: Context, store: SQLAlchemyStore, size: int) -> None:
+def where_it_goes(ctx: Context, store: SQLAlchemyStore, lister: str, size: int) -> None:
     """The largest world's profile: per policy, one more grab's seconds per
     statement, and the claim's plan with its buffers (EXPLAIN ANALYZE)."""
     for policy in POLICIES:
         spent = statement_seconds(store.engine)
-        store.grab_next_visits("git", COUNT, policy)
+        store.grab_next_visits("git", COUNT, policy, lister_id=of_lister(policy, lister))
         top = dict(sorted(spent.items(), key=lambda kv: -kv[1])[:4])
         sa.event.remove(store.engine, "before_cursor_execute", spent.before)
         sa.event.remove(store.engine, "after_cursor_execute", spent.after)
@@ -222,7 +255,7 @@ def where_it_goes(ctx: Context, store: SQLAlchemyStore, size: int) -> None:
             size=size,
             policy=policy.value,
             statements={k: round(v, 3) for k, v in top.items()},
-            plan=claim_plan(store, policy),
+            plan=claim_plan(store, policy, of_lister(policy, lister)),
         )
 
 
@@ -246,7 +279,7 @@ def statement_seconds(engine: sa.Engine) -> Spent:
     return spent
 
 
-def claim_plan(store: Any, policy: VisitPolicy) -> list[str]:
+def claim_plan(store: Any, policy: VisitPolicy, lister_id: str | None = None) -> list[str]:
     """The claim's plan, run (EXPLAIN ANALYZE, BUFFERS)."""
     with store.engine.connect() as conn:
         query = store._claim_query(
@@ -255,7 +288,7 @@ def claim_plan(store: Any, policy: VisitPolicy) -> list[str]:
             COUNT,
             policy,
             now=utcnow(),
-            lister_id=None,
+            lister_id=lister_id,
             enabled=True,
             cooldowns=Cooldowns(),
         )

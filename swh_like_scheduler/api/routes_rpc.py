@@ -129,6 +129,7 @@ WRITE_METHODS = frozenset(
         "release_lock",
         "get_or_create_lister",
         "update_lister",
+        "mark_first_visits_scheduled",
         "record_listed_origins",
         "origin_visit_stats_upsert",
         "record_visit_statuses",

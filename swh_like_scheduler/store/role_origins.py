@@ -66,6 +66,23 @@ class OriginStore(Protocol):
         is written then."""
         ...
 
+    def mark_first_visits_scheduled(
+        self, lister_id: str, *, now: datetime | None = None
+    ) -> Lister | None:
+        """Set lister ``lister_id``'s ``first_visits_scheduled_at`` to ``now``
+        once every origin it lists (enabled) was scheduled at or after its
+        ``last_listing_finished_at`` (``last_scheduled``), so that
+        ``get_listers(with_first_visits_to_schedule=True)`` no longer gives
+        it; checked and written in one transaction, the lister's row locked.
+        The lister as stored, with a new ``updated`` token (a copy read
+        before is stale: :meth:`update_lister` refuses it rather than write
+        the mark back to null); ``None`` when nothing was written: some
+        origin still waits, or the lister awaits no first visits (no
+        ``first_visits_queue_prefix``, no finished listing, or marked
+        already). Raises :class:`NotFound` for an unknown id,
+        :class:`InvalidInput` (``lister_id``) for a value that is no id."""
+        ...
+
     def record_listed_origins(
         self, origins: Sequence[ListedOrigin], *, now: datetime | None = None
     ) -> list[ListedOrigin]:

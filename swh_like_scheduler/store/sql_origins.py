@@ -85,6 +85,24 @@ def _by_first(keys: list[tuple[str, str, str]]) -> dict[tuple[str, str], list[st
     return grouped
 
 
+def _first_visit_waiting(lister_id: str, finished: datetime) -> sa.Select[Any]:
+    """One enabled origin of the lister not scheduled since ``finished``
+    (its statistics row says so; an origin without one waits too): the
+    lister's rows by its key, each looked up in the statistics by key."""
+    o, st = origin_t.c, stats_t.c
+    joined = origin_t.outerjoin(stats_t, sa.and_(st.url == o.url, st.visit_type == o.visit_type))
+    return (
+        sa.select(o.url)
+        .select_from(joined)
+        .where(
+            o.lister_id == lister_id,
+            o.enabled.is_(True),
+            sa.or_(st.last_scheduled.is_(None), st.last_scheduled < finished),
+        )
+        .limit(1)
+    )
+
+
 class OriginMethods(SQLBase):
     """Listers and listed origins of :class:`SchedulerStore`."""
 
@@ -205,6 +223,34 @@ class OriginMethods(SQLBase):
             }
             conn.execute(sa.update(lister_t).where(lister_t.c.id == lister.id).values(values))
             found = conn.execute(sa.select(lister_t).where(lister_t.c.id == lister.id)).one()
+        return lister_from_row(found._mapping)
+
+    def mark_first_visits_scheduled(
+        self, lister_id: str, *, now: datetime | None = None
+    ) -> Lister | None:
+        if not isinstance(lister_id, str) or len(lister_id) > 4096:
+            raise InvalidInput("lister_id", f"{lister_id!r} is not a lister id")
+        at = _now(now)
+        c = lister_t.c
+        with self._write("mark a lister's first visits scheduled") as conn:
+            stored = conn.execute(self._lock(sa.select(lister_t).where(c.id == lister_id))).first()
+            if stored is None:
+                raise NotFound(f"no lister {lister_id!r}")
+            finished = stored.last_listing_finished_at
+            if (
+                finished is None
+                or stored.first_visits_queue_prefix is None
+                or stored.first_visits_scheduled_at is not None
+            ):
+                return None  # not waiting for its first visits
+            if conn.execute(_first_visit_waiting(lister_id, finished)).first() is not None:
+                return None
+            # a new token as update_lister gives: a lister's copy read before
+            # is stale, so it cannot write the mark back to null unseen
+            updated = at if at > stored.updated else stored.updated + timedelta(microseconds=1)
+            values = {"first_visits_scheduled_at": at, "updated": updated}
+            conn.execute(sa.update(lister_t).where(c.id == lister_id).values(values))
+            found = conn.execute(sa.select(lister_t).where(c.id == lister_id)).one()
         return lister_from_row(found._mapping)
 
     # -- listed origins ---------------------------------------------------------

@@ -29,6 +29,8 @@ o, s = origin_t.c, stats_t.c
 #: as the partial indexes say it (SQLite matches an index's condition by its
 #: terms: ``enabled = 1`` would not match ``enabled``)
 _ENABLED = sa.text("origin_visit_stats.enabled")
+#: as the index of ``first_visits_after_listing`` says it (store/tables.py)
+_LISTING_ENABLED = sa.text("listed_origin.enabled")
 
 
 ASC, DESC, ASC_NULLS_LAST = "asc", "desc", "asc nulls last"
@@ -78,7 +80,10 @@ class GrabMethods(VisitStatsMethods):
     ) -> tuple[list[Any], list[tuple[Any, str]]]:
         """The policy's own conditions and order, over the statistics row
         every listed origin has (each pair matches one partial index of
-        store/tables.py: a claim reads the first rows of that index)."""
+        store/tables.py: a claim reads the first rows of that index);
+        ``first_visits_after_listing`` orders by the lister's own listing
+        (its forge date and first sighting of the origin), the order of
+        its index on ``listed_origin``."""
         if policy is VisitPolicy.OLDEST_SCHEDULED_FIRST:
             return [], [(s.scheduled_order, ASC)]
         if policy is VisitPolicy.NEVER_VISITED_OLDEST_UPDATE_FIRST:
@@ -103,7 +108,7 @@ class GrabMethods(VisitStatsMethods):
             since = [s.last_scheduled.is_(None)]
             if finished is not None:
                 since.append(s.last_scheduled < finished)
-            return [sa.or_(*since)], [(s.last_update, ASC_NULLS_LAST), (s.first_seen, ASC)]
+            return [sa.or_(*since)], [(o.last_update, ASC_NULLS_LAST), (o.first_seen, ASC)]
         return [s.due_at <= now], [(s.due_at, ASC)]  # the promise's due (visits/condition.py)
 
     def _claim_query(
@@ -122,29 +127,47 @@ class GrabMethods(VisitStatsMethods):
         the first rows of the policy's index (origins in no long cooldown),
         merged with the held origins whose cooldown is over (a range of the
         holds' index per kind of hold: few, once grabs release them,
-        :meth:`_release`)."""
+        :meth:`_release`). ``first_visits_after_listing`` reads the lister's
+        rows of ``listed_origin`` in its index's order instead, each looked
+        up in the statistics by key: its dated origins, then its undated
+        ones (SQLite's indexes put nulls first)."""
         conditions, keys = self._policy_query(conn, policy, now=now, lister_id=lister_id)
         common: list[Any] = [s.visit_type == visit_type, s.first_seen.is_not(None)]
         common += [*_cooled(now, cooldowns), *conditions]
         if enabled:
             common.append(_ENABLED)
-        if lister_id is not None:
+        tie, ready = s.url, [[s.held.is_(None)]]
+        if policy is VisitPolicy.FIRST_VISITS_AFTER_LISTING:
+            common += [o.lister_id == lister_id, o.visit_type == visit_type, o.url == s.url]
+            if enabled:
+                common.append(_LISTING_ENABLED)
+            tie = o.url
+            ready = [
+                [s.held.is_(None), o.last_update.is_not(None)],
+                [s.held.is_(None), o.last_update.is_(None)],
+            ]
+        elif lister_id is not None:
             listed = [o.lister_id == lister_id, o.url == s.url, o.visit_type == s.visit_type]
             if enabled:
                 listed.append(o.enabled.is_(True))
             common.append(sa.exists().where(*listed))
         labelled = [key.label(f"k{n}") for n, (key, _) in enumerate(keys)]
 
-        def part(*where: Any) -> sa.Subquery:
+        def part(*where: Any, split: bool = False) -> sa.Subquery:
+            # (a split part's first key is all null or none: plain order)
+            order = [
+                _ordered(key, ASC if split and how == ASC_NULLS_LAST else how) for key, how in keys
+            ]
             return (
                 sa.select(s.url, s.next_visit_queue_position, *labelled)
                 .where(*common, *where)
-                .order_by(*(_ordered(key, how) for key, how in keys), s.url)
+                .order_by(*order, tie)
                 .limit(count)
                 .subquery()
             )
 
-        parts = [part(s.held.is_(None)), *(part(*over) for over in _holds_over(now, cooldowns))]
+        parts = [part(*where, split=len(ready) > 1) for where in ready]
+        parts += [part(*over) for over in _holds_over(now, cooldowns)]
         both = sa.union_all(*(sa.select(p) for p in parts)).subquery()
         order = [_ordered(both.c[f"k{n}"], how) for n, (_, how) in enumerate(keys)]
         rank = sa.func.row_number().over(order_by=[*order, both.c.url])

@@ -430,6 +430,18 @@ listed_origin = sa.Table(
     sa.Column("forked_from_url", sa.Text),
     # an origin's rows by url (its statistics' key), whatever the lister
     sa.Index("ix_listed_origin_url_visit_type", "url", "visit_type"),
+    # first_visits_after_listing's order, one lister's enabled origins
+    # (store/sql_grab.py; sql/versions/0023_first_visits_index.py)
+    sa.Index(
+        "ix_listed_origin_first_visits",
+        "lister_id",
+        "visit_type",
+        "last_update",
+        "first_seen",
+        "url",
+        postgresql_where=sa.text("enabled"),
+        sqlite_where=sa.text("enabled"),
+    ),
 )
 
 

@@ -21,7 +21,9 @@ way (the store's claim statement does the ordering, :mod:`..store.sql_grab`):
     a tarball, a release), never scheduled first.
 ``first_visits_after_listing``
     origins of one lister not scheduled since that lister's last listing
-    ended (the first visits of what a listing found), oldest forge date first.
+    ended (the first visits of what a listing found), oldest forge date
+    first as that lister gives it (undated last), then by its first sighting
+    by that lister: the order of its index on ``listed_origin``.
 ``deadline``
     ours: each origin has a freshness promise, its interval (2**offset hours,
     shortened as visits find changes, lengthened as they do not); it is due

@@ -140,6 +140,10 @@ def test_first_visits_after_listing(store: Any, lister: str, now: datetime) -> N
     store.update_lister(finished, now=now - 2 * D)
     relaxed = Cooldowns(scheduled=D, no_result=D)
     assert peek(store, first, now, lister_id=lister, cooldowns=relaxed) == ["old", "new", "undated"]
+    # in this lister's order: its own forge dates, whatever another lister says
+    other = str(store.get_or_create_lister("gitea", now=now).id)
+    record(store, other, now - 2 * D, old=now, undated=now - 30 * D)
+    assert peek(store, first, now, lister_id=lister, cooldowns=relaxed) == ["old", "new", "undated"]
     with pytest.raises(InvalidInput) as refused:
         peek(store, first, now)
     assert refused.value.field == "lister_id"

@@ -119,6 +119,7 @@ def test_first_visits_after_listing_reads_its_listers_index_without_a_sort(
     with listed.engine.begin() as conn:
         conn.exec_driver_sql("ANALYZE")
     first = VisitPolicy.FIRST_VISITS_AFTER_LISTING
+    assert {*INDEXES, first} == set(VisitPolicy)  # every policy's plan is checked
     found = plan(listed, first, now, lister, count=10, forced=False)
     assert found.count("ix_origin_visit_stats_held") == 3, found
     for table in ("origin_visit_stats", "listed_origin"):

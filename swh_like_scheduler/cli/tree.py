@@ -61,6 +61,10 @@ ORIGIN = group(
         "record-visit-status": Lazy(
             "origin:origin_record_visit_status", "Apply the visit statuses of FILE."
         ),
+        "schedule-first-visits": Lazy(
+            "recurrent:schedule_first_visits_command",
+            "Send new listings' first visits to their own queues.",
+        ),
         "update-metrics": Lazy(
             "origin:origin_update_metrics", "Count the origins per lister and visit type."
         ),

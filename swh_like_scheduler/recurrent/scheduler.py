@@ -72,8 +72,9 @@ class VisitTypePass:
         return dict(vars(self))
 
 
-def visit_message(task_type: TaskType, origin: ListedOrigin) -> Message:
-    """The Celery message of one visit: the loader gets ``url`` and the
+def visit_message(task_type: TaskType, origin: ListedOrigin, *, queue: str = "") -> Message:
+    """The Celery message of one visit, to ``queue`` (none: the task type's
+    queue): the loader gets ``url`` and the
     origin's extra arguments; its id is new (there is no run row). The url
     the loader visits is the url the origin shows: an extra argument of
     the scheduler's own keys (refused when recorded since issue 60, but
@@ -82,7 +83,7 @@ def visit_message(task_type: TaskType, origin: ListedOrigin) -> Message:
     return Message(
         task_id=str(uuid.uuid4()),
         task_name=task_type.backend_name,
-        queue=task_type.effective_queue,
+        queue=queue or task_type.effective_queue,
         kwargs={"url": origin.url, **{k: v for k, v in extra.items() if k not in SCHEDULER_KEYS}},
         time_limits=time_limits(task_type),
     )

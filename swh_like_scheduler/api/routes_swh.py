@@ -66,7 +66,8 @@ def error_answer(error: SchedulerError) -> Response:
     """A scheduler error as the reference's exception, with its status: never
     404, which the reference's client reads as a missing endpoint."""
     if isinstance(error, StaleUpdate):
-        return refusal(409, str(error), "StaleData")
+        # the reference's words first (its own tests look for them), then ours
+        return refusal(409, f"Stale data; state not updated: {error}", "StaleData")
     if isinstance(error, UnknownPolicy):
         return refusal(422, str(error), "UnknownPolicy")
     if isinstance(error, InvalidInput):

@@ -184,7 +184,9 @@ def record_listed_origins(state: ApiState, listed_origins: Any, update_last_seen
         for n, v in enumerate(_listed("listed_origins", listed_origins, 10 * MAX_SCAN))
     ]
     recorded = state.store.record_listed_origins(origins, now=state.clock())
-    return [m.origin_out(x) for x in recorded]
+    # an origin given twice in one call is one row: returned once, as the reference does
+    unique = {x.key: x for x in recorded}
+    return [m.origin_out(x) for x in unique.values()]
 
 
 _ORIGIN_CAPS = READ_CAPS["get_listed_origins"]

@@ -1,0 +1,214 @@
+"""swh-scheduler's own test cases for listers, listed origins, grab policies,
+visit statistics, queue positions and metrics, run through its own client
+against a real ``rpc-serve`` (``/swh/``), on SQLite and PostgreSQL.
+
+The cases live in ``swh_reference_cases/`` (one script per area, run by the
+reference's python: ``test_swh_rpc.py`` says where that environment comes
+from); each names the reference test it stands for, and where ours differs
+on purpose it checks our documented behaviour and names the document. A
+database kind's scripts run once, against one server (the cases keep to
+corners of their own), and each case is one test here, failing with the
+case's traceback. Under xdist one worker runs them and the others read its
+results (a file lock, the run's shared temporary folder).
+"""
+
+from __future__ import annotations
+
+import ast
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import services
+from waiting import wait_until
+
+HERE = Path(__file__).parent / "swh_reference_cases"
+SWH = str(Path(sys.executable).with_name("swh"))
+TOKEN = "swh-reference-cases-rw-0123456789"
+#: run in this order: ``whole`` reads the whole database, so it goes first
+AREAS = ("whole", "listers", "grabs", "stats")
+Results = dict[str, dict[str, str | None]]
+
+
+def cases_of(area: str) -> list[str]:
+    """The names of the functions ``@case`` registers in ``AREA.py``."""
+    tree = ast.parse((HERE / f"{area}.py").read_text())
+    return [
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and any(isinstance(d, ast.Name) and d.id == "case" for d in node.decorator_list)
+    ]
+
+
+#: cases that fail on a defect of ours not fixed yet: each must still fail
+#: (strict), so that its fix is seen and the mark taken off
+KNOWN_DEFECTS = {
+    "origins_without_last_update_are_grabbed_and_move_the_queue": (
+        "a grab of origins_without_last_update whose origins have no queue position yet "
+        "records none for the visit type (store/sql_grab.py _advance_queue returns on no "
+        "positions); the reference sets it to COALESCE(MAX(position), 0)"
+    ),
+}
+
+
+def params_of(area: str) -> list[Any]:
+    """The area's cases as parameters, a known defect marked as one."""
+    return [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_DEFECTS[name]))
+        if name in KNOWN_DEFECTS
+        else name
+        for name in cases_of(area)
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def _serving(db_url: str, log: Path) -> Iterator[str]:
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWH_SCHEDULER_")}
+    command = [SWH, "scheduler", "--db-url", db_url, "rpc-serve", "--port", str(port)]
+    command += ["--tokens", f"{TOKEN}:rw"]
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=out, env=env)
+    url = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        assert process.poll() is None, log.read_text()
+        try:
+            return httpx.get(f"{url}/health").status_code in (200, 503)
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(answers, 60, "the server to start")
+        yield f"{url}/swh/"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+
+
+def _run_area(python: str, url: str, area: str) -> dict[str, str | None]:
+    done = subprocess.run(
+        [python, str(HERE / f"{area}.py"), url, TOKEN],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        failed = f"{area}.py exited {done.returncode}: {done.stderr[-3000:]}"
+        return dict.fromkeys(cases_of(area), failed)
+    found: dict[str, str | None] = json.loads(lines[-1])
+    return found
+
+
+def _run_areas(python: str, db_url: str, folder: Path) -> Results:
+    """``whole`` first, alone; then the other areas at once (their cases
+    keep to corners of their own, as several clients of one server would)."""
+    with _serving(db_url, folder / "serve.log") as url:
+        results = {AREAS[0]: _run_area(python, url, AREAS[0])}
+        with ThreadPoolExecutor(len(AREAS) - 1) as pool:
+            running = {area: pool.submit(_run_area, python, url, area) for area in AREAS[1:]}
+            results.update({area: future.result() for area, future in running.items()})
+    return results
+
+
+def _results_on(kind: str, request: pytest.FixtureRequest, python: str, folder: Path) -> Results:
+    """The areas run on a fresh database of ``kind`` (dropped after)."""
+    if kind == "sqlite":
+        path = folder / "scheduler.sqlite"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        return _run_areas(python, f"sqlite:///{path}", folder)
+    databases = request.getfixturevalue("_databases")
+    name, url = databases.take()
+    try:
+        return _run_areas(python, url, folder)
+    finally:
+        databases.drop(name)
+
+
+@pytest.fixture(
+    scope="session",
+    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)],
+)
+def reference_cases(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Results:
+    """Every area's results on one kind of database (run once per test run)."""
+    from test_swh_rpc import REFERENCE, _reference_python
+
+    kind: str = request.param
+    python = services.require(REFERENCE, _reference_python)
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's folder, every worker's parent
+    cached = shared / f"swh-reference-cases-{kind}.json"
+    with open(shared / f"swh-reference-cases-{kind}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not cached.exists():
+            folder = tmp_path_factory.mktemp(f"reference-cases-{kind}")
+            results = _results_on(kind, request, python, folder)
+            cached.write_text(json.dumps(results))
+    found: Results = json.loads(cached.read_text())
+    return found
+
+
+def _check(results: Results, area: str, name: str) -> None:
+    assert name in results[area], f"{area}.py did not run {name}: {sorted(results[area])}"
+    failure = results[area][name]
+    if failure is not None:
+        pytest.fail(f"{area}.py::{name} failed through the reference's client:\n{failure}")
+
+
+@pytest.mark.parametrize("name", params_of("whole"))
+def test_the_whole_database_of_listed_origins_as_the_reference_checks_it(
+    reference_cases: Results, name: str
+) -> None:
+    _check(reference_cases, "whole", name)
+
+
+@pytest.mark.parametrize("name", params_of("listers"))
+def test_listers_and_listed_origins_as_the_reference_checks_them(
+    reference_cases: Results, name: str
+) -> None:
+    _check(reference_cases, "listers", name)
+
+
+@pytest.mark.parametrize("name", params_of("grabs"))
+def test_grab_next_visits_as_the_reference_checks_it(reference_cases: Results, name: str) -> None:
+    _check(reference_cases, "grabs", name)
+
+
+@pytest.mark.parametrize("name", params_of("stats"))
+def test_visit_stats_positions_and_metrics_as_the_reference_checks_them(
+    reference_cases: Results, name: str
+) -> None:
+    _check(reference_cases, "stats", name)
+
+
+def test_each_area_names_its_cases_once_and_each_case_its_reference() -> None:
+    """A case without its reference line, or a name given twice, fails here."""
+    for area in AREAS:
+        names = cases_of(area)
+        assert len(names) == len(set(names)), area
+        text = (HERE / f"{area}.py").read_text()
+        for chunk in text.split("@case\n")[1:]:
+            assert "# reference: test_scheduler.py::test_" in chunk.split("\n\n\n")[0], chunk[:80]

@@ -326,7 +326,8 @@ class GrabMethods(VisitStatsMethods):
                 )
                 tx._mark_scheduled(conn, visit_type, [origin for origin, _ in found], at)
                 if chosen is VisitPolicy.ORIGINS_WITHOUT_LAST_UPDATE:
-                    tx._advance_queue(conn, visit_type, [p for _, p in found if p is not None])
+                    taken = [p for _, p in found if p is not None]
+                    tx._advance_queue(conn, visit_type, taken, at if found else None)
         return [origin for origin, _ in found]
 
     def _lister_by_name(self, name: str | None, instance_name: str | None) -> str | None:
@@ -382,10 +383,20 @@ class GrabMethods(VisitStatsMethods):
             conn.execute(mark.where(s.visit_type == visit_type, s.url.in_(list(chunk))))
 
     def _advance_queue(
-        self, conn: sa.Connection, visit_type: str, positions: list[datetime]
+        self,
+        conn: sa.Connection,
+        visit_type: str,
+        positions: list[datetime],
+        start: datetime | None = None,
     ) -> None:
-        """The visit type's queue moves to the furthest position just taken."""
+        """The visit type's queue moves to the furthest position just taken.
+        Origins taken without a position of their own (never visited) start
+        a queue that has none at ``start``, the grab's instant (the
+        reference's starts at 0, its first second)."""
         if not positions:
+            if start is not None:
+                first = self._upsert(position_t).values(visit_type=visit_type, position=start)
+                conn.execute(first.on_conflict_do_nothing(index_elements=[position_t.c.visit_type]))
             return
         furthest = max(positions)
         insert = self._upsert(position_t).values(visit_type=visit_type, position=furthest)

@@ -55,13 +55,7 @@ def cases_of(area: str) -> list[str]:
 
 #: cases that fail on a defect of ours not fixed yet: each must still fail
 #: (strict), so that its fix is seen and the mark taken off
-KNOWN_DEFECTS = {
-    "origins_without_last_update_are_grabbed_and_move_the_queue": (
-        "a grab of origins_without_last_update whose origins have no queue position yet "
-        "records none for the visit type (store/sql_grab.py _advance_queue returns on no "
-        "positions); the reference sets it to COALESCE(MAX(position), 0)"
-    ),
-}
+KNOWN_DEFECTS: dict[str, str] = {}
 
 
 def params_of(area: str) -> list[Any]:

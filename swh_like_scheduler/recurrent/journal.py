@@ -21,13 +21,21 @@ offset is committed with the batch: one message never holds the stream back.
 When the store refuses a batch as a value (:class:`InvalidInput`), the
 batch's statuses are applied one at a time, in date order (what the batch
 would have done), and only the refused ones skipped.
+
+The Kafka client's own failures do not stop the client: a batch that
+cannot be read (:class:`JournalUnavailable`, a :class:`SchedulerError` the
+daemon waits out like a database outage) is read again later; a commit
+that fails (the coordinator gone, a rebalance under way) is logged and the
+step reports the batch ``uncommitted``: its statuses are applied, the next
+commit covers its offsets, and should the consumer restart or lose the
+partition first, the batch is read again and changes nothing.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -44,6 +52,29 @@ logger = logging.getLogger(__name__)
 DEFAULT_PREFIX = "swh.journal.objects"
 OBJECT_TYPE = "origin_visit_status"
 DEFAULT_GROUP = "swh-scheduler-journal-client"
+
+
+class JournalUnavailable(SchedulerError):
+    """The Kafka client could not read a batch (a broker unreachable, a
+    fatal consumer error): nothing was applied, the step can be retried."""
+
+
+def _kafka_errors() -> tuple[type[Exception], ...]:
+    """The Kafka client's exception classes (none without the client)."""
+    try:
+        from confluent_kafka import KafkaException
+    except ImportError:  # pragma: no cover (the journal extra is missing)
+        return ()
+    return (KafkaException,)
+
+
+def _nothing_to_commit(exc: Exception) -> bool:
+    """``exc`` says there was no offset to commit (every message of the
+    batch was an error event): not a failure."""
+    from confluent_kafka import KafkaError
+
+    error = exc.args[0] if exc.args else None
+    return getattr(error, "code", lambda: None)() == KafkaError._NO_OFFSET
 
 
 class JournalMessage(Protocol):
@@ -127,6 +158,8 @@ class JournalStep:
     changed: int = 0
     ignored: int = 0
     unreadable: int = 0
+    #: messages applied whose offsets the Kafka client failed to commit
+    uncommitted: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return dict(vars(self))
@@ -211,7 +244,10 @@ def journal_step(
 ) -> JournalStep:
     """Read up to ``batch`` messages (waiting at most ``timeout`` s), apply
     their statuses, then commit their offsets (module doc)."""
-    messages = consumer.consume(num_messages=batch, timeout=timeout)
+    try:
+        messages = consumer.consume(num_messages=batch, timeout=timeout)
+    except _kafka_errors() as exc:
+        raise JournalUnavailable(f"journal: reading a batch failed: {exc}") from exc
     if not messages:
         return JournalStep()
     read, unreadable = _read(messages)
@@ -220,8 +256,21 @@ def journal_step(
     except SchedulerError:
         rewind(consumer, messages)  # the database failed: this batch comes again
         raise
-    consumer.commit(asynchronous=False)
-    return JournalStep(len(messages), changed, ignored, unreadable + refused)
+    done = JournalStep(len(messages), changed, ignored, unreadable + refused)
+    try:
+        consumer.commit(asynchronous=False)
+    except _kafka_errors() as exc:
+        if _nothing_to_commit(exc):
+            return done
+        logger.warning(
+            "journal: committing the offsets of %d messages failed (%s): their statuses "
+            "are applied; the next commit covers them, or they are read again after a "
+            "restart or a rebalance and change nothing",
+            len(messages),
+            exc,
+        )
+        return replace(done, uncommitted=len(messages))
+    return done
 
 
 def rewind(consumer: JournalConsumer, messages: Sequence[JournalMessage]) -> None:

@@ -180,3 +180,68 @@ def test_the_command_refuses_a_bad_setting_and_an_unreachable_kafka(db_url: str)
     assert once.exit_code == 1, once.output + once.stderr
     assert "error: journal-client: cannot reach Kafka at 127.0.0.1:1: " in once.stderr
     assert '"received"' not in once.output
+
+
+@dataclass
+class FailingCommits(Recorded):
+    """A partition whose first ``failures`` commits fail as confluent-kafka's
+    do when the group coordinator is gone (a ``KafkaException``)."""
+
+    failures: int = 1
+
+    def commit(self, *args: Any, **kwargs: Any) -> None:
+        from confluent_kafka import KafkaError, KafkaException
+
+        if self.failures:
+            self.failures -= 1
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "coordinator gone"))
+        super().commit()
+
+
+def test_a_failed_commit_is_logged_and_the_next_one_covers_the_batch(
+    store: SQLAlchemyStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="swh_like_scheduler.recurrent.journal")
+    consumer = FailingCommits(stream())
+    first = journal_step(store, consumer, batch=3)
+    assert (first.received, first.uncommitted) == (3, 3) and consumer.committed == 0
+    assert any(
+        "committing the offsets of 3 messages failed" in r.getMessage() for r in caplog.records
+    )
+    # the statuses were applied all the same
+    [a] = store.origin_visit_stats_get([("https://forge.example/a", "git")])
+    assert a.last_visit is not None
+    second = journal_step(store, consumer, batch=100)
+    assert second.uncommitted == 0 and consumer.committed == 7
+    # read again from the last committed offset (a restart): nothing changes
+    again = journal_step(store, Recorded(stream()), batch=100)
+    assert again.changed == 0
+
+
+def test_nothing_to_commit_is_no_failure(store: SQLAlchemyStore) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    class NoOffset(Recorded):
+        def commit(self, *args: Any, **kwargs: Any) -> None:
+            raise KafkaException(KafkaError(KafkaError._NO_OFFSET))
+
+    done = journal_step(store, NoOffset(stream()), batch=2)
+    assert done.received == 2 and done.uncommitted == 0
+
+
+def test_a_batch_the_client_cannot_read_is_an_outage_the_daemon_waits_out(
+    store: SQLAlchemyStore,
+) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from swh_like_scheduler.domain.exceptions import SchedulerError
+    from swh_like_scheduler.recurrent.journal import JournalUnavailable
+
+    class Unreadable(Recorded):
+        def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
+            raise KafkaException(KafkaError(KafkaError._FATAL, "fenced"))
+
+    with pytest.raises(JournalUnavailable, match="reading a batch failed") as raised:
+        journal_step(store, Unreadable(stream()), batch=2)
+    assert isinstance(raised.value, SchedulerError)  # the daemon's loop waits and retries
+    assert store.origin_visit_stats_get([("https://forge.example/a", "git")]) == []

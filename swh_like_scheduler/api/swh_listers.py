@@ -3,7 +3,8 @@
 (issue 59), its arguments read from the reference's forms.
 
 - ``listers/get``, ``listers/get_by_id``, ``lister/get``: listers as the
-  reference's ``Lister`` (their ids as UUIDs);
+  reference's ``Lister`` (their ids as UUIDs), ``listers/get`` in the order
+  they were created;
 - ``lister/visit_types``: the visit types of a lister's origins, the
   lister given as the reference's ``Lister`` (only its id is read);
 - ``visit_scheduler/get`` and ``/set``: a queue position is a number of
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from ..domain.exceptions import InvalidInput
@@ -21,6 +23,7 @@ from . import swh_models as m
 from .rpc_caps import READ_CAPS
 from .state import ApiState
 
+_NEVER = datetime.min.replace(tzinfo=UTC)
 #: most ids in one ``listers/get_by_id`` (as over ``/rpc``)
 MAX_LISTER_IDS = READ_CAPS["get_listers_by_id"]["lister_ids"]
 
@@ -41,7 +44,10 @@ def _name(where: str, value: Any, *, optional: bool = False) -> str | None:
 
 def get_listers(state: ApiState, with_first_visits_to_schedule: Any) -> list[Any]:
     wanted = _flag("with_first_visits_to_schedule", with_first_visits_to_schedule)
-    return [m.lister_out(x) for x in state.store.get_listers(with_first_visits_to_schedule=wanted)]
+    found = state.store.get_listers(with_first_visits_to_schedule=wanted)
+    # in the order they were created, as the reference's table hands them out
+    # (its own tests compare in that order); ours are by name otherwise
+    return [m.lister_out(x) for x in sorted(found, key=lambda x: (x.created or _NEVER, x.id))]
 
 
 def get_listers_by_id(state: ApiState, lister_ids: Any) -> list[Any]:

@@ -265,13 +265,16 @@ def _metrics_table(metrics: list[Any], as_json: bool) -> None:
     if as_json:
         emit_json([vars(m) for m in metrics])
         return
-    columns = ("known", "enabled", "never", "pending", "OK", "WARNING", "ERROR")
+    # never: no successful visit (the reference's origins_never_visited);
+    # untried: no visit ended at all (origins_never_attempted)
+    columns = ("known", "enabled", "never", "untried", "pending", "OK", "WARNING", "ERROR")
     click.echo(f"{'lister':<34}{'type':<10}" + "".join(f"{c:>9}" for c in columns))
     for m in metrics:
         counts = (
             m.origins_known,
             m.origins_enabled,
             m.origins_never_visited,
+            m.origins_never_attempted,
             m.origins_with_pending_changes,
             m.origins_ok,
             m.origins_warning,

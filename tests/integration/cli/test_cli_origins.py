@@ -143,6 +143,10 @@ def test_visit_statuses_then_stats_and_metrics(  # type: ignore[no-untyped-def]
     # p0001, p0003, p0005: changed on the forge after their visit
     assert metrics["origins_with_pending_changes"] == 3
     assert json.loads(ok(run("origin", "metrics", "--json"))) == [metrics]
+    # the table: p0008 and p0009 were never tried (no visit ended at all)
+    header, row = ok(run("origin", "metrics")).splitlines()
+    assert header.split()[2:6] == ["known", "enabled", "never", "untried"]
+    assert row.split()[2:6] == ["10", "10", "4", "2"]
     bad = lines([{**statuses[0], "snapshot": "zz"}])
     refused(run("origin", "record-visit-status", "-", input=bad), "line 1", "snapshot")
     missing = run("origin", "visit-stats", "https://framagit.org/none", "git")

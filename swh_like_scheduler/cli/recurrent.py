@@ -119,9 +119,11 @@ def schedule_recurrent(
     while not stop.is_set():
         started, full = time.monotonic(), False
         try:
-            failed_firsts = [f.skipped for f in first() if f.failed]
+            firsts = first()
+            failed_firsts = [f.skipped for f in firsts if f.failed]
             if failed_firsts:
                 raise SchedulerError(str(failed_firsts[0]))
+            full = any(f.full for f in firsts)
         except SchedulerError as error:  # the recurrent step goes on
             firsts_outage.failed(error)
         else:
@@ -131,7 +133,7 @@ def schedule_recurrent(
             failed = [d.skipped for d in done if d.failed]
             if failed:
                 raise SchedulerError(str(failed[0]))
-            full = any(d.full for d in done)  # a large room: the next step at once
+            full = full or any(d.full for d in done)  # a large room: the next step at once
         except SchedulerError as error:  # the database or the broker: try again
             outage.failed(error)
         else:
@@ -204,19 +206,19 @@ def schedule_first_visits_command(
     outage = Outage(logger, f"{name} step")
     while not stop.is_set():
         started = time.monotonic()
+        full = False
         try:
-            failed = [
-                d.skipped
-                for d in schedule_first_visits(store, broker, cli.settings.visits, now())
-                if d.failed
-            ]
+            done = schedule_first_visits(store, broker, cli.settings.visits, now())
+            failed = [d.skipped for d in done if d.failed]
             if failed:
                 raise SchedulerError(str(failed[0]))
+            full = any(d.full for d in done)  # a large room: the next step at once
         except SchedulerError as error:  # the database or the broker: try again
             outage.failed(error)
         else:
             outage.ok()
-        stop.wait(max(0.0, period - (time.monotonic() - started)))
+        if not full:
+            stop.wait(max(0.0, period - (time.monotonic() - started)))
 
 
 @click.command("journal-client")

@@ -11,7 +11,8 @@ finished listing, first visits not marked scheduled yet):
 
 * for each visit type of its origins, the room in the queue
   ``<prefix>:<backend name of task type load-<visit type>>`` (its
-  ``max_queue_length`` less what waits there, as for the type's own queue)
+  ``max_queue_length`` less what waits there, at most ``STEP_LIMIT``;
+  ``UNBOUNDED_ROOM`` for a type without a limit: as for the type's own queue)
   is filled with the lister's origins that policy
   ``first_visits_after_listing`` picks (enabled, never scheduled or not since
   the listing finished, out of every cooldown), one message each; grab and
@@ -39,7 +40,7 @@ from ..domain.exceptions import SchedulerError
 from ..domain.model import TaskType
 from ..visits.model import Lister, visit_task_type
 from ..visits.policy import VisitPolicy, VisitSettings
-from .scheduler import room_of, visit_message
+from .scheduler import STEP_LIMIT, room_of, visit_message
 
 if TYPE_CHECKING:  # the store is a room above: a type only
     from ..store import SchedulerStore
@@ -63,10 +64,18 @@ class FirstVisitsPass:
     sent: dict[str, int] = field(default_factory=dict)
     marked: bool = False
     skipped: str | None = None
+    #: per queue, the room the step had
+    rooms: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
         return sum(self.sent.values())
+
+    @property
+    def full(self) -> bool:
+        """Some queue took all a step may send (as :class:`VisitTypePass`:
+        the most one step sends): more room may be left for the next."""
+        return any(n == STEP_LIMIT == self.rooms.get(q) for q, n in self.sent.items())
 
     @property
     def failed(self) -> bool:
@@ -74,7 +83,7 @@ class FirstVisitsPass:
         return self.skipped is not None and self.skipped.startswith("failed")
 
     def to_dict(self) -> dict[str, object]:
-        return {**vars(self), "total": self.total}
+        return {**vars(self), "total": self.total, "full": self.full}
 
 
 def _name(lister: Lister) -> str:
@@ -113,13 +122,13 @@ def schedule_lister(
     if problem is not None:
         return FirstVisitsPass(lister.id, name, skipped=problem)
     sent: dict[str, int] = {}
+    rooms: dict[str, int] = {}
     for visit_type, task_type in task_types.items():
         queue = first_visits_queue(lister.first_visits_queue_prefix, task_type)
+        sent[queue] = rooms[queue] = 0
         if task_type.paused_at is not None:
-            sent[queue] = 0
             continue
-        room = room_of(task_type, broker.depths([queue]).get(queue, 0))
-        sent[queue] = 0
+        room = rooms[queue] = room_of(task_type, broker.depths([queue]).get(queue, 0))
         if room <= 0:
             continue
         with store.transaction() as tx:
@@ -137,7 +146,7 @@ def schedule_lister(
     marked = store.mark_first_visits_scheduled(lister.id, now=now) is not None
     if marked:
         logger.info("first visits of lister %s (%s): all scheduled", name, lister.id)
-    return FirstVisitsPass(lister.id, name, sent, marked)
+    return FirstVisitsPass(lister.id, name, sent, marked, rooms=rooms)
 
 
 def schedule_first_visits(

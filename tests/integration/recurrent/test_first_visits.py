@@ -20,6 +20,7 @@ from typing import Any
 
 import amqp.exceptions
 import pytest
+import sqlalchemy as sa
 from celery import Celery
 from click.testing import CliRunner
 
@@ -28,6 +29,7 @@ from swh_like_scheduler.cli import swh
 from swh_like_scheduler.domain.model import TaskType
 from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.recurrent.first_visits import schedule_first_visits
+from swh_like_scheduler.recurrent.scheduler import STEP_LIMIT
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.visits.model import ListedOrigin, Lister
 from swh_like_scheduler.visits.policy import VisitSettings
@@ -161,6 +163,27 @@ def test_a_lister_whose_origins_were_all_scheduled_is_marked_without_a_message(
     done = schedule_first_visits(store, CeleryBroker(app), SETTINGS, now + timedelta(seconds=1))
     assert [(p.sent, p.marked) for p in done] == [({f"{prefix}:loader.git": 0}, True)]
     assert drain(app, f"{prefix}:loader.git") == []
+
+
+@pytest.mark.postgresql
+def test_a_room_larger_than_a_step_is_filled_by_the_steps_that_follow(
+    pg_store: SQLAlchemyStore, app: Celery, prefix: str
+) -> None:
+    now = datetime.now(UTC)
+    types(pg_store, prefix, git_limit=50_000)
+    _, urls = lister(pg_store, "large", prefix, {"git": STEP_LIMIT + 5}, now - H)
+    broker = CeleryBroker(app)
+    # the planner's statistics first: without them (a fresh listing, before
+    # autovacuum) the grab of first_visits_after_listing over 10,005 origins
+    # ran past the 30 s statement timeout (issue 59 report, 2026-12-02)
+    with pg_store.engine.begin() as conn:
+        conn.execute(sa.text("ANALYZE"))
+    (first,) = schedule_first_visits(pg_store, broker, SETTINGS, now)
+    assert (first.total, first.full, first.marked) == (STEP_LIMIT, True, False)
+    (second,) = schedule_first_visits(pg_store, broker, SETTINGS, now + timedelta(seconds=1))
+    assert (second.total, second.full, second.marked) == (5, False, True)
+    sent = drain(app, f"{prefix}:loader.git")
+    assert len(sent) == len(urls) and {v["url"] for v in sent} == urls
 
 
 @pytest.mark.rabbitmq

@@ -18,6 +18,7 @@ import ast
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -206,3 +207,71 @@ def test_each_area_names_its_cases_once_and_each_case_its_reference() -> None:
         text = (HERE / f"{area}.py").read_text()
         for chunk in text.split("@case\n")[1:]:
             assert "# reference: test_scheduler.py::test_" in chunk.split("\n\n\n")[0], chunk[:80]
+
+
+#: the reference's test functions of these areas (swh-scheduler 3.6.0's
+#: test_scheduler.py and test_journal_client.py): each is named by a case
+#: here or in tests/integration/recurrent/test_journal_reference_cases.py,
+#: or in NOT_PORTED with why
+REFERENCE_CASES = {
+    "test_scheduler.py": """
+        get_or_create_lister get_lister get_listers get_listers_with_first_visits_to_schedule
+        get_listers_by_id update_lister update_lister_stale record_listed_origins
+        record_listed_origins_with_duplicate record_listed_origins_upsert
+        get_listed_origins_exact get_listed_origins_with_urls get_listed_origins_limit
+        get_listed_origins_all get_listed_origins_with_enabled_parameter
+        get_visit_types_for_listed_origins grab_next_visits_oldest_scheduled_first
+        grab_next_visits_cooldowns grab_next_visits_tablesample
+        grab_next_visits_never_visited_oldest_update_first
+        grab_next_visits_already_visited_order_by_lag grab_next_visits_underflow
+        grab_next_visits_no_last_update_nor_visit_stats
+        grab_next_visits_no_last_update_with_visit_stats grab_next_visits_unknown_policy
+        grab_next_visit_duplicates grab_next_visit_for_specific_lister
+        origin_visit_stats_get_empty origin_visit_stats_get origin_visit_stats_upsert
+        origin_visit_stats_upsert_with_snapshot origin_visit_stats_upsert_batch
+        origin_visit_stats_upsert_same_url visit_scheduler_queue_position
+        metrics_origins_known metrics_origins_enabled metrics_origins_never_visited
+        metrics_origins_with_pending_changes update_metrics_explicit_lister
+        update_metrics_explicit_timestamp update_metrics_twice get_metrics
+        get_metrics_by_lister get_metrics_by_visit_type
+    """,
+    "test_journal_client.py": """
+        journal_client_origin_visit_status_from_journal_fail max_date max_date_raise
+        journal_client_origin_visit_status_from_journal_ignored_status
+        journal_client_ignore_missing_type
+        journal_client_origin_visit_status_from_journal_last_not_found
+        journal_client_origin_visit_status_from_journal_last_failed
+        journal_client_origin_visit_status_from_journal_last_failed2
+        journal_client_origin_visit_status_from_journal_last_successful
+        journal_client_origin_visit_status_from_journal_last_uneventful
+        journal_client_origin_visit_status_permutation0
+        journal_client_origin_visit_status_permutation1
+        journal_client_origin_visit_status_after_grab_next_visits
+        journal_client_origin_visit_status_duplicated_messages
+        journal_client_origin_visit_status_several_upsert
+        journal_client_origin_visit_statuses_same_snapshot_permutation
+        journal_client_from_position_offset_to_days
+        journal_client_from_position_offset_to_days_only_positive_input
+        next_visit_queue_position next_visit_queue_position_with_state
+        next_visit_queue_position_with_next_visit_queue disable_failing_origins
+    """,
+}
+NOT_PORTED = {
+    "test_max_date": "a helper of the reference's implementation (the latest of some dates); "
+    "its rule, the latest visit wins, is the late-message and permutation cases'",
+    "test_max_date_raise": "the same helper's refusal of no date at all",
+    "test_journal_client_from_position_offset_to_days_only_positive_input": (
+        "the precondition of the reference's helper (an offset is never negative); our "
+        "interval() has none to check: it clamps to 0..10"
+    ),
+}
+
+
+def test_every_reference_case_of_these_areas_is_ported_or_said_why() -> None:
+    journal = Path(__file__).parents[1] / "recurrent" / "test_journal_reference_cases.py"
+    texts = [(HERE / f"{area}.py").read_text() for area in AREAS] + [journal.read_text()]
+    named = set(re.findall(r"::(test_\w+)", "\n".join(texts)))
+    wanted = {f"test_{name}" for names in REFERENCE_CASES.values() for name in names.split()}
+    assert len(wanted) == 66
+    assert sorted(wanted - named - set(NOT_PORTED)) == []
+    assert sorted((named | set(NOT_PORTED)) - wanted) == []

@@ -36,12 +36,30 @@ _LISTING_ENABLED = sa.text("listed_origin.enabled")
 ASC, DESC, ASC_NULLS_LAST = "asc", "desc", "asc nulls last"
 #: most held origins a grab puts back in the policies' indexes
 RELEASE_BATCH = 10_000
+#: rows of its listing a ``first_visits_after_listing`` claim walks in its
+#: index, per origin asked, before it reads the lister's origins whole (the
+#: origins taken since the listing lie ahead of the others in that order:
+#: deep into a listing's first visits, a walk would pass them all)
+WALK_PER_ORIGIN = 20
 
 
 def _ordered(key: Any, how: str) -> Any:
     if how == DESC:
         return key.desc()
     return key.asc().nulls_last() if how == ASC_NULLS_LAST else key.asc()
+
+
+#: the keys of ix_listed_origin_first_visits after lister and visit type,
+#: in its dated rows and in its undated ones (store/tables.py)
+_DATED = [o.last_update, o.first_seen, o.url]
+_UNDATED = [o.first_seen, o.url]
+
+
+#: where the walks of a ``first_visits_after_listing`` claim end
+#: (:meth:`GrabMethods._walk`): the conditions of its ready parts (the
+#: lister's dated rows, then its undated ones), and those every part of the
+#: claim gets (none: the walks read the whole listing)
+Walk = tuple[list[list[Any]], list[Any]]
 
 
 def _holds_over(now: datetime, cooldowns: Cooldowns) -> list[list[Any]]:
@@ -77,13 +95,15 @@ class GrabMethods(VisitStatsMethods):
         *,
         now: datetime,
         lister_id: str | None,
+        whole: bool = False,
     ) -> tuple[list[Any], list[tuple[Any, str]]]:
         """The policy's own conditions and order, over the statistics row
         every listed origin has (each pair matches one partial index of
         store/tables.py: a claim reads the first rows of that index);
         ``first_visits_after_listing`` orders by the lister's own listing
         (its forge date and first sighting of the origin), the order of
-        its index on ``listed_origin``."""
+        its index on ``listed_origin``; ``whole``: in an order no index
+        gives (the lister's origins read whole, sorted once)."""
         if policy is VisitPolicy.OLDEST_SCHEDULED_FIRST:
             return [], [(s.scheduled_order, ASC)]
         if policy is VisitPolicy.NEVER_VISITED_OLDEST_UPDATE_FIRST:
@@ -108,7 +128,8 @@ class GrabMethods(VisitStatsMethods):
             since = [s.last_scheduled.is_(None)]
             if finished is not None:
                 since.append(s.last_scheduled < finished)
-            return [sa.or_(*since)], [(o.last_update, ASC_NULLS_LAST), (o.first_seen, ASC)]
+            keys = [(o.last_update, ASC_NULLS_LAST), (o.first_seen, ASC)]
+            return [sa.or_(*since)], [(o.last_update.is_(None), ASC), *keys] if whole else keys
         return [s.due_at <= now], [(s.due_at, ASC)]  # the promise's due (visits/condition.py)
 
     def _claim_query(
@@ -122,6 +143,8 @@ class GrabMethods(VisitStatsMethods):
         lister_id: str | None,
         enabled: bool,
         cooldowns: Cooldowns,
+        walk: Walk | None = None,
+        whole: bool = False,
     ) -> sa.Select[Any]:
         """The urls (and queue positions) the policy picks, in its order:
         the first rows of the policy's index (origins in no long cooldown),
@@ -130,8 +153,13 @@ class GrabMethods(VisitStatsMethods):
         :meth:`_release`). ``first_visits_after_listing`` reads the lister's
         rows of ``listed_origin`` in its index's order instead, each looked
         up in the statistics by key: its dated origins, then its undated
-        ones (SQLite's indexes put nulls first)."""
-        conditions, keys = self._policy_query(conn, policy, now=now, lister_id=lister_id)
+        ones (SQLite's indexes put nulls first), as far as ``walk`` says
+        (:meth:`_walk`); ``whole``: the lister's origins read whole and
+        sorted (when the walk was not enough)."""
+        whole = whole or not enabled  # (the index holds the enabled rows)
+        conditions, keys = self._policy_query(
+            conn, policy, now=now, lister_id=lister_id, whole=whole
+        )
         common: list[Any] = [s.visit_type == visit_type, s.first_seen.is_not(None)]
         common += [*_cooled(now, cooldowns), *conditions]
         if enabled:
@@ -142,10 +170,10 @@ class GrabMethods(VisitStatsMethods):
             if enabled:
                 common.append(_LISTING_ENABLED)
             tie = o.url
-            ready = [
-                [s.held.is_(None), o.last_update.is_not(None)],
-                [s.held.is_(None), o.last_update.is_(None)],
-            ]
+            if not whole:
+                splits, everywhere = walk or self._walk(conn, lister_id, visit_type, count)
+                ready = [[s.held.is_(None), *where] for where in splits]
+                common += everywhere
         elif lister_id is not None:
             listed = [o.lister_id == lister_id, o.url == s.url, o.visit_type == s.visit_type]
             if enabled:
@@ -177,6 +205,41 @@ class GrabMethods(VisitStatsMethods):
             .limit(count)
         )
 
+    def _walk(
+        self, conn: sa.Connection, lister_id: str | None, visit_type: str, count: int
+    ) -> Walk:
+        """How far a ``first_visits_after_listing`` claim of ``count`` reads
+        the lister's rows in its index: ``WALK_PER_ORIGIN * count`` rows of
+        its dated ones, else of its undated ones after all the dated ones.
+        Every part of the claim stops there (the held origins too), so that
+        the claim picks the first ones in the policy's order, or fewer
+        (then :meth:`_next_visits` reads the listing whole)."""
+        dated, undated = o.last_update.is_not(None), o.last_update.is_(None)
+        ends: list[Any] = []
+        for where, columns in (
+            (dated, [o.last_update, o.first_seen, o.url]),
+            (undated, [o.first_seen, o.url]),
+        ):
+            row = conn.execute(
+                sa.select(*columns)
+                .where(
+                    o.lister_id == lister_id, o.visit_type == visit_type, _LISTING_ENABLED, where
+                )
+                .order_by(*columns)
+                .offset(WALK_PER_ORIGIN * max(count, 1) - 1)
+                .limit(1)
+            ).first()
+            if row is None:  # fewer rows: the walk reads them all
+                ends.append(None)
+                continue
+            at = [sa.bindparam(None, v, type_=c.type) for c, v in zip(columns, row, strict=True)]
+            ends.append(sa.tuple_(*columns) <= sa.tuple_(*at))
+        if ends[0] is not None:
+            return [[]], [dated, ends[0]]  # (the undated ones come after)
+        if ends[1] is not None:
+            return [[dated], [undated, ends[1]]], [sa.or_(dated, ends[1])]
+        return [[dated], [undated]], []
+
     def _release(
         self, conn: sa.Connection, visit_type: str, now: datetime, cooldowns: Cooldowns
     ) -> None:
@@ -203,16 +266,42 @@ class GrabMethods(VisitStatsMethods):
         enabled: bool,
         cooldowns: Cooldowns,
     ) -> list[tuple[ListedOrigin, datetime | None]]:
-        query = self._claim_query(
-            conn,
-            visit_type,
-            count,
-            policy,
-            now=now,
-            lister_id=lister_id,
-            enabled=enabled,
-            cooldowns=cooldowns,
-        )
+        """The origins the policy picks and their queue positions; a
+        ``first_visits_after_listing`` claim whose walk ended before it
+        found ``count`` reads the lister's origins whole instead."""
+        walk = None
+        if policy is VisitPolicy.FIRST_VISITS_AFTER_LISTING and enabled:
+            walk = self._walk(conn, lister_id, visit_type, count)
+
+        def claim(whole: bool) -> list[tuple[ListedOrigin, datetime | None]]:
+            query = self._claim_query(
+                conn,
+                visit_type,
+                count,
+                policy,
+                now=now,
+                lister_id=lister_id,
+                enabled=enabled,
+                cooldowns=cooldowns,
+                walk=walk,
+                whole=whole,
+            )
+            return self._listed(conn, query, visit_type, lister_id, enabled)
+
+        found = claim(False)
+        if walk is not None and walk[1] and len(found) < count:
+            found = claim(True)
+        return found
+
+    def _listed(
+        self,
+        conn: sa.Connection,
+        query: sa.Select[Any],
+        visit_type: str,
+        lister_id: str | None,
+        enabled: bool,
+    ) -> list[tuple[ListedOrigin, datetime | None]]:
+        """The claim's urls as listed origins, in its order."""
         chosen = query.subquery()
         # one listing of each url (an origin listed by two listers is sent
         # once): the given lister's, else an enabling one, the first by id

@@ -105,6 +105,27 @@ def test_each_policy_reads_its_partial_index_without_a_sort(
         assert "(visit_type=? AND held=? AND held_since<?)" in found, found
 
 
+def _ready_parts(store: SQLAlchemyStore, found: str) -> list[str]:
+    """The parts of a claim's plan that walk ix_listed_origin_first_visits,
+    each checked: in the index's order (no sort), each origin looked up in
+    the statistics by key."""
+    if store.engine.dialect.name == "postgresql":
+        index = "Index Only Scan using ix_listed_origin_first_visits"
+        ready = [p for p in found.split("Subquery Scan")[1:] if index in p]
+        for part in ready:
+            assert "Sort" not in part, found
+            assert "Index Scan using pk_origin_visit_stats" in part, found
+            assert "Index Cond: ((url = listed_origin" in part, found
+        return ready
+    index = "SEARCH listed_origin USING INDEX ix_listed_origin_first_visits"
+    ready = [p.split("\nSCAN ")[0] for p in found.split("CO-ROUTINE")[1:] if index in p]
+    for inside in ready:  # (each part's own statement)
+        assert "TEMP B-TREE" not in inside, found
+        assert "SEARCH origin_visit_stats USING INDEX" in inside, found
+        assert "(url=? AND visit_type=?)" in inside, found
+    return ready
+
+
 def test_first_visits_after_listing_reads_its_listers_index_without_a_sort(
     listed: SQLAlchemyStore, now: datetime
 ) -> None:
@@ -113,35 +134,86 @@ def test_first_visits_after_listing_reads_its_listers_index_without_a_sort(
     two ranges), each looked up in the statistics by key; the held ones
     whose cooldown is over from the holds' index, as for every policy.
     Planned as is (no table forbidden), the statistics counted, a claim of
-    10 of 300: at 1M origins it read the whole statistics table and sorted
+    11 of 300: at 1M origins it read the whole statistics table and sorted
     it (1.5 to 2.4 s a grab of 1,000)."""
     lister = str(listed.get_or_create_lister("gitlab", now=now).id)
     with listed.engine.begin() as conn:
         conn.exec_driver_sql("ANALYZE")
     first = VisitPolicy.FIRST_VISITS_AFTER_LISTING
     assert {*INDEXES, first} == set(VisitPolicy)  # every policy's plan is checked
-    found = plan(listed, first, now, lister, count=10, forced=False)
+    # 11 asked: a walk of 220 rows, more than the lister's 200 dated ones
+    found = plan(listed, first, now, lister, count=11, forced=False)
     assert found.count("ix_origin_visit_stats_held") == 3, found
     for table in ("origin_visit_stats", "listed_origin"):
         assert f"SCAN {table}\n" not in found + "\n", found
     assert "Seq Scan" not in found, found
+    ready = _ready_parts(listed, found)
+    assert len(ready) == 2, found
     if listed.engine.dialect.name == "postgresql":
-        index = "Index Only Scan using ix_listed_origin_first_visits"
-        ready = [p for p in found.split("Subquery Scan")[1:] if index in p]
-        assert len(ready) == 2, found
-        for part, dated in zip(ready, ("IS NOT NULL", "IS NULL"), strict=True):
-            assert "Sort" not in part and f"(last_update {dated}))" in part, found
-            assert "Index Scan using pk_origin_visit_stats" in part, found
-            assert "Index Cond: ((url = listed_origin" in part, found
+        assert "(last_update IS NOT NULL))" in ready[0], found
+        assert "(last_update IS NULL))" in ready[1], found
     else:
-        index = "SEARCH listed_origin USING INDEX ix_listed_origin_first_visits"
-        ready = [p for p in found.split("CO-ROUTINE")[1:] if index in p]
-        assert len(ready) == 2, found
-        for part, dated in zip(ready, ("last_update>?", "last_update=?"), strict=True):
-            inside = part.split("\nSCAN ")[0]  # the part's own statement
-            assert "TEMP B-TREE" not in inside and f"visit_type=? AND {dated})" in inside, found
-            assert "SEARCH origin_visit_stats USING INDEX" in inside, found
-            assert "(url=? AND visit_type=?)" in inside, found
+        assert "visit_type=? AND last_update>?)" in ready[0], found
+        assert "visit_type=? AND last_update=?)" in ready[1], found
+    # 5 asked: a walk of 100 of the dated ones, every part ending there
+    found = plan(listed, first, now, lister, count=5, forced=False)
+    [part] = _ready_parts(listed, found)
+    assert found.count("ix_origin_visit_stats_held") == 3, found
+    if listed.engine.dialect.name == "postgresql":
+        assert "(last_update IS NOT NULL) AND (ROW(last_update, first_seen, url) <=" in part
+        assert found.count("ROW(last_update, first_seen, url) <=") == 4, found
+    else:
+        assert "last_update>? AND (last_update,first_seen,url)<" in part, found
+
+
+def test_first_visits_deep_into_a_listing_read_it_whole_once_the_walk_is_not_enough(
+    listed: SQLAlchemyStore, now: datetime
+) -> None:
+    """The origins taken since the listing lie ahead in the index's order: a
+    claim walks ``WALK_PER_ORIGIN`` rows of it per origin asked, and reads
+    the lister's origins whole when that found too few (the same origins,
+    in the same order, as a claim whose walk covers the whole listing)."""
+    lister = str(listed.get_or_create_lister("gitlab", now=now).id)
+    first = VisitPolicy.FIRST_VISITS_AFTER_LISTING
+
+    def peek(count: int) -> list[str]:
+        found = listed.peek_next_visits("git", count, first, now=now, lister_id=lister)
+        return [o.url for o in found]
+
+    everything = peek(300)
+    assert len(everything) == 300  # never scheduled: all of them
+    taken = listed.grab_next_visits("git", 150, first, now=now, lister_id=lister)
+    assert [o.url for o in taken] == everything[:150]
+    assert peek(300) == everything[150:]
+    # a walk of 100 rows, all taken: read whole; of 60 (3 asked): 40 found
+    assert peek(5) == everything[150:155]
+    assert peek(3) == everything[150:153]
+    assert [o.url for o in listed.grab_next_visits("git", 5, first, now=now, lister_id=lister)] == (
+        everything[150:155]
+    )
+    # a lister of 10 dated origins and 50 undated: 2 asked walk all the
+    # dated ones and 40 undated ones
+    other = str(listed.get_or_create_lister("gitea", now=now).id)
+    listed.record_listed_origins(
+        [
+            ListedOrigin(
+                other,
+                f"https://other.example/q{n}",
+                "git",
+                last_update=now - n * timedelta(minutes=1) if n < 10 else None,
+            )
+            for n in range(60)
+        ],
+        now=now,
+    )
+    theirs = [o.url for o in listed.peek_next_visits("git", 100, first, now=now, lister_id=other)]
+    assert len(theirs) == 60
+    listed.grab_next_visits("git", 48, first, now=now, lister_id=other)
+    two = listed.peek_next_visits("git", 2, first, now=now, lister_id=other)
+    assert [o.url for o in two] == theirs[48:50]  # the 39th and 40th undated
+    listed.grab_next_visits("git", 2, first, now=now, lister_id=other)
+    two = listed.peek_next_visits("git", 2, first, now=now, lister_id=other)
+    assert [o.url for o in two] == theirs[50:52]  # read whole
 
 
 def test_a_listed_origin_has_its_row_and_no_statistics_yet(

@@ -95,15 +95,13 @@ class GrabMethods(VisitStatsMethods):
         *,
         now: datetime,
         lister_id: str | None,
-        whole: bool = False,
     ) -> tuple[list[Any], list[tuple[Any, str]]]:
         """The policy's own conditions and order, over the statistics row
         every listed origin has (each pair matches one partial index of
         store/tables.py: a claim reads the first rows of that index);
         ``first_visits_after_listing`` orders by the lister's own listing
         (its forge date and first sighting of the origin), the order of
-        its index on ``listed_origin``; ``whole``: in an order no index
-        gives (the lister's origins read whole, sorted once)."""
+        its index on ``listed_origin``."""
         if policy is VisitPolicy.OLDEST_SCHEDULED_FIRST:
             return [], [(s.scheduled_order, ASC)]
         if policy is VisitPolicy.NEVER_VISITED_OLDEST_UPDATE_FIRST:
@@ -128,8 +126,7 @@ class GrabMethods(VisitStatsMethods):
             since = [s.last_scheduled.is_(None)]
             if finished is not None:
                 since.append(s.last_scheduled < finished)
-            keys = [(o.last_update, ASC_NULLS_LAST), (o.first_seen, ASC)]
-            return [sa.or_(*since)], [(o.last_update.is_(None), ASC), *keys] if whole else keys
+            return [sa.or_(*since)], [(o.last_update, ASC_NULLS_LAST), (o.first_seen, ASC)]
         return [s.due_at <= now], [(s.due_at, ASC)]  # the promise's due (visits/condition.py)
 
     def _claim_query(
@@ -156,16 +153,15 @@ class GrabMethods(VisitStatsMethods):
         ones (SQLite's indexes put nulls first), as far as ``walk`` says
         (:meth:`_walk`); ``whole``: the lister's origins read whole and
         sorted (when the walk was not enough)."""
-        whole = whole or not enabled  # (the index holds the enabled rows)
-        conditions, keys = self._policy_query(
-            conn, policy, now=now, lister_id=lister_id, whole=whole
-        )
+        conditions, keys = self._policy_query(conn, policy, now=now, lister_id=lister_id)
+        first_visits = policy is VisitPolicy.FIRST_VISITS_AFTER_LISTING
+        whole = first_visits and (whole or not enabled)  # (the index: enabled rows)
         common: list[Any] = [s.visit_type == visit_type, s.first_seen.is_not(None)]
         common += [*_cooled(now, cooldowns), *conditions]
         if enabled:
             common.append(_ENABLED)
         tie, ready = s.url, [[s.held.is_(None)]]
-        if policy is VisitPolicy.FIRST_VISITS_AFTER_LISTING:
+        if first_visits:
             common += [o.lister_id == lister_id, o.visit_type == visit_type, o.url == s.url]
             if enabled:
                 common.append(_LISTING_ENABLED)
@@ -186,15 +182,14 @@ class GrabMethods(VisitStatsMethods):
             order = [
                 _ordered(key, ASC if split and how == ASC_NULLS_LAST else how) for key, how in keys
             ]
-            return (
-                sa.select(s.url, s.next_visit_queue_position, *labelled)
-                .where(*common, *where)
-                .order_by(*order, tie)
-                .limit(count)
-                .subquery()
-            )
+            chosen = sa.select(s.url, s.next_visit_queue_position, *labelled).where(*common, *where)
+            if whole:  # every one first (OFFSET 0: not walked in order), then sorted
+                every = chosen.offset(0).subquery()
+                order = [_ordered(every.c[f"k{n}"], how) for n, (_, how) in enumerate(keys)]
+                return sa.select(every).order_by(*order, every.c.url).limit(count).subquery()
+            return chosen.order_by(*order, tie).limit(count).subquery()
 
-        parts = [part(*where, split=len(ready) > 1) for where in ready]
+        parts = [part(*where, split=first_visits and not whole) for where in ready]
         parts += [part(*over) for over in _holds_over(now, cooldowns)]
         both = sa.union_all(*(sa.select(p) for p in parts)).subquery()
         order = [_ordered(both.c[f"k{n}"], how) for n, (_, how) in enumerate(keys)]

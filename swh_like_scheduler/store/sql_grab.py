@@ -210,29 +210,29 @@ class GrabMethods(VisitStatsMethods):
         the claim picks the first ones in the policy's order, or fewer
         (then :meth:`_next_visits` reads the listing whole)."""
         dated, undated = o.last_update.is_not(None), o.last_update.is_(None)
-        ends: list[Any] = []
-        for where, columns in (
-            (dated, [o.last_update, o.first_seen, o.url]),
-            (undated, [o.first_seen, o.url]),
-        ):
+        keys = [o.last_update, o.first_seen, o.url]  # (the index's order)
+
+        def end(where: Any, columns: list[Any]) -> Any:
             row = conn.execute(
-                sa.select(*columns)
+                sa.select(*keys)
                 .where(
                     o.lister_id == lister_id, o.visit_type == visit_type, _LISTING_ENABLED, where
                 )
-                .order_by(*columns)
+                .order_by(*keys)
                 .offset(WALK_PER_ORIGIN * max(count, 1) - 1)
                 .limit(1)
             ).first()
             if row is None:  # fewer rows: the walk reads them all
-                ends.append(None)
-                continue
-            at = [sa.bindparam(None, v, type_=c.type) for c, v in zip(columns, row, strict=True)]
-            ends.append(sa.tuple_(*columns) <= sa.tuple_(*at))
-        if ends[0] is not None:
-            return [[]], [dated, ends[0]]  # (the undated ones come after)
-        if ends[1] is not None:
-            return [[dated], [undated, ends[1]]], [sa.or_(dated, ends[1])]
+                return None
+            at = [sa.bindparam(None, row._mapping[c.name], type_=c.type) for c in columns]
+            return sa.tuple_(*columns) <= sa.tuple_(*at)
+
+        ending = end(dated, keys)
+        if ending is not None:
+            return [[]], [dated, ending]  # (the undated ones come after)
+        ending = end(undated, keys[1:])
+        if ending is not None:
+            return [[dated], [undated, ending]], [sa.or_(dated, ending)]
         return [[dated], [undated]], []
 
     def _release(

@@ -281,24 +281,27 @@ class Simulation:
             self.wake = None
 
     def _worker(self, task_type: TaskType, hostname: str) -> Generator[simpy.Event, Any, None]:
+        """One worker slot of ``task_type``, taking the messages of its
+        queue. A queue may serve several types: each run keeps to its own
+        message, as a real worker does (its time limit is the message's,
+        its retries its own type's), and is charged to its own type."""
         env, seed = self.env, self.workload.seed
         queue = self.queues.queue(task_type.effective_queue)
-        allowed = task_type.max_allowed_duration
-        limit = allowed.total_seconds() if allowed else None
         while True:
             message: Message = yield queue.get()
             key = (int(message.args[0]), int(message.args[1]))
             attempt = self.attempts.get(key, 0) + 1
             self.attempts[key] = attempt
             started = env.now
-            _, deadline = self.store.run_deadlines.pop(message.task_id)
-            self.recorder.started(task_type.type, (self.now() - deadline).total_seconds())
-            retry = key in self.failed_last and self._retrying(message.task_id, task_type)
+            type_name, deadline = self.store.run_deadlines.pop(message.task_id)
+            self.recorder.started(type_name, (self.now() - deadline).total_seconds())
+            retry = key in self.failed_last and self._retrying(message.task_id)
             last = self.last_visit.get(key)
             fate = self.behaviours[key].fate(
                 stream(seed, "run", *key, attempt), None if last is None else started - last
             )
             seconds, status = fate.seconds, fate.status
+            limit = message.time_limits[1]  # the soft limit: the body is interrupted
             if limit is not None and seconds > limit:
                 seconds, status = limit, RunStatus.TIMED_OUT
             self._event("task-started", message.task_id, hostname)
@@ -311,19 +314,19 @@ class Simulation:
                 self.failed_last.discard(key)
             else:
                 self.failed_last.add(key)
-            self.recorder.ended(task_type.type, status.value, retry)
+            self.recorder.ended(type_name, status.value, retry)
 
     def _gap(self, key: tuple[int, int], gap: float) -> tuple[str, float, float | None]:
         group, interval = self.promises[key]
         return group, gap, interval
 
-    def _retrying(self, backend_id: str, task_type: TaskType) -> bool:
+    def _retrying(self, backend_id: str) -> bool:
         """Whether the run starting is a retry: its task's last run failed
-        and the policy scheduled a retry (not the next run of its schedule,
-        once its retries were exhausted). The failure was recorded before
-        the task could be claimed again."""
+        and the policy of the task's own type scheduled a retry (not the
+        next run of its schedule, once its retries were exhausted). The
+        failure was recorded before the task could be claimed again."""
         (task,) = self.store.get_tasks([self.store.run_tasks[backend_id]])
-        return retry_state(task, task_type).retry is not None
+        return retry_state(task, self.workload.task_type(task.type)).retry is not None
 
     def _still_queued(self) -> None:
         """The runs still waiting in a queue at the end: their wait so far

@@ -79,6 +79,7 @@ def capabilities_of(engine: sa.Engine) -> Capabilities:
             id_sequences=True,
             notifications=True,
             writable_ctes=True,
+            planner_statistics=True,
         )
     return Capabilities(
         skip_locked=False, concurrent_writers=False, id_sequences=False, notifications=False

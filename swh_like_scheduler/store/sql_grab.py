@@ -9,6 +9,7 @@ origin is sent twice within the cooldown."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +26,7 @@ from .tables import lister as lister_t
 from .tables import origin_visit_stats as stats_t
 from .tables import visit_queue_position as position_t
 
+logger = logging.getLogger(__name__)
 o, s = origin_t.c, stats_t.c
 #: as the partial indexes say it (SQLite matches an index's condition by its
 #: terms: ``enabled = 1`` would not match ``enabled``)
@@ -41,6 +43,11 @@ RELEASE_BATCH = 10_000
 #: origins taken since the listing lie ahead of the others in that order:
 #: deep into a listing's first visits, a walk would pass them all)
 WALK_PER_ORIGIN = 20
+#: share of a table's rows changed since it was last analysed beyond which a
+#: ``first_visits_after_listing`` claim analyses it first (PostgreSQL)
+STALE_STATISTICS = 0.2
+#: the tables that claim joins
+_JOINED = ("listed_origin", "origin_visit_stats")
 
 
 def _ordered(key: Any, how: str) -> Any:
@@ -265,6 +272,8 @@ class GrabMethods(VisitStatsMethods):
         ``first_visits_after_listing`` claim whose walk ended before it
         found ``count`` reads the lister's origins whole instead."""
         walk = None
+        if policy is VisitPolicy.FIRST_VISITS_AFTER_LISTING:
+            self._planner_statistics(conn)
         if policy is VisitPolicy.FIRST_VISITS_AFTER_LISTING and enabled:
             walk = self._walk(conn, lister_id, visit_type, count)
 
@@ -287,6 +296,34 @@ class GrabMethods(VisitStatsMethods):
         if walk is not None and walk[1] and len(found) < count:
             found = claim(True)
         return found
+
+    def _planner_statistics(self, conn: sa.Connection) -> None:
+        """Analyse the tables a ``first_visits_after_listing`` claim joins
+        when either was never analysed or changed by more than
+        :data:`STALE_STATISTICS` of its rows since. This policy runs right
+        after a listing, before autovacuum has looked at the new rows;
+        without statistics PostgreSQL guessed one row per lister and joined
+        each listed origin to every statistics row of its visit type (a
+        grab of 1,000 over a fresh listing of 10,005 origins passed the
+        30 s statement timeout; 0.09 s once analysed). ``ANALYZE`` reads a
+        sample (30,000 rows), blocks no reader or writer, and is skipped
+        with a warning for a role that does not own the tables."""
+        if not self._capabilities.planner_statistics:
+            return
+        stale = conn.execute(
+            sa.text(
+                "SELECT c.relname FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " LEFT JOIN pg_stat_user_tables t ON t.relid = c.oid"
+                " WHERE n.nspname = current_schema() AND c.relname IN :names"
+                " AND (c.reltuples < 0 OR t.n_mod_since_analyze"
+                " > :share * greatest(c.reltuples, t.n_live_tup) + 1000)"
+            ).bindparams(sa.bindparam("names", expanding=True)),
+            {"names": list(_JOINED), "share": STALE_STATISTICS},
+        ).scalars()
+        for table in sorted(stale):
+            logger.info("analysing %s before a first_visits_after_listing claim", table)
+            conn.execute(sa.text(f'ANALYZE "{table}"'))
 
     def _listed(
         self,

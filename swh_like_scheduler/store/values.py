@@ -145,6 +145,10 @@ class Capabilities:
     #: Data-modifying statements inside ``WITH``: a claim marks its tasks and
     #: inserts their runs in one statement (one round trip).
     writable_ctes: bool = False
+    #: The planner chooses joins by the statistics ``ANALYZE`` gathers: a
+    #: claim that joins a table just filled gathers them first
+    #: (:meth:`GrabMethods._planner_statistics`).
+    planner_statistics: bool = False
 
 
 class BulkAction(StrEnum):

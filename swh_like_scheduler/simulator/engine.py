@@ -39,17 +39,20 @@ from ..broker.message import Message
 from ..dispatch.pools import PassPools
 from ..dispatch.serve import tick
 from ..domain.exceptions import InvalidInput
-from ..domain.model import Claimed, DispatchOrder, RunStatus, Task, TaskType
+from ..domain.model import Claimed, DispatchOrder, RunStatus, ScheduleKind, Task, TaskType
 from ..domain.records import Skip
 from ..intake.builders import task_from_input
 from ..listener.handler import EventHandler
 from ..monitor.duties import MonitorSettings, measure_loads
+from ..policy import start_times
 from ..policy.retry import retry_state
+from ..policy.times import to_utc
 from ..recording import TaskTypeCache
 from ..store import SQLAlchemyStore, migrations
 from ..store.tables import metadata
 from .behaviour import SUCCESS, TaskBehaviour, stream
 from .cadence import written_interval
+from .firings import CronPromise, lost_by_group
 from .queues import SimQueues
 from .results import Recorder, TypeRecord
 from .watch import ConditionWatch
@@ -159,6 +162,7 @@ class Simulation:
         self.recorder = Recorder(
             start=workload.start,
             sample_every=workload.runner.sample_every.total_seconds(),
+            horizon=workload.horizon.total_seconds(),
             types={
                 t.type: TypeRecord(workload.workers[t.type], workload.natural_load()[t.type])
                 for t in workload.types
@@ -171,9 +175,17 @@ class Simulation:
         self.attempts: dict[tuple[int, int], int] = {}
         self.last_visit: dict[tuple[int, int], float] = {}
         self.failed_last: set[tuple[int, int]] = set()
+        #: per cron task, what it owes, and the starts of its first runs
+        #: (not retries): the firings lost (:mod:`.firings`)
+        self.cron: dict[tuple[int, int], CronPromise] = {}
+        self.cron_starts: dict[tuple[int, int], list[datetime]] = {}
         self.pending: list[dict[str, Any]] = []
         self.flush_due = False
         self.wake: simpy.Event | None = None
+
+    @property
+    def horizon(self) -> float:
+        return self.workload.horizon.total_seconds()
 
     def now(self) -> datetime:
         return self.start + timedelta(seconds=self.env.now)
@@ -206,6 +218,14 @@ class Simulation:
             with closing(PassPools.open(1)) as self.pools:
                 self.env.run(until=self.workload.horizon.total_seconds())
             self._still_queued()
+        self.recorder.cron_work = lost_by_group(
+            (
+                (self.promises[key][0], promise, self.cron_starts.get(key, []))
+                for key, promise in self.cron.items()
+            ),
+            self.start,
+            self.start + self.workload.horizon,
+        )
         return self.recorder.to_json()
 
     # -- set-up -----------------------------------------------------------------------
@@ -246,6 +266,11 @@ class Simulation:
         interval = written_interval(task, self.start, self.workload.horizon)
         self.promises[key] = (group, interval)
         self.recorder.promised(group, interval)
+        if task.schedule_kind is ScheduleKind.CRON and task.cron and task.cron_max_duration:
+            first = start_times(task, self.workload.task_type(task.type), self.start)
+            self.cron[key] = CronPromise(
+                task.cron, task.tz, to_utc(first.can_start_by), task.cron_max_duration
+            )
 
     # -- the processes ----------------------------------------------------------------
 
@@ -296,6 +321,8 @@ class Simulation:
             type_name, deadline = self.store.run_deadlines.pop(message.task_id)
             self.recorder.started(type_name, (self.now() - deadline).total_seconds())
             retry = key in self.failed_last and self._retrying(message.task_id)
+            if not retry and key in self.cron:
+                self.cron_starts.setdefault(key, []).append(self.now())
             last = self.last_visit.get(key)
             fate = self.behaviours[key].fate(
                 stream(seed, "run", *key, attempt), None if last is None else started - last
@@ -305,11 +332,12 @@ class Simulation:
             if limit is not None and seconds > limit:
                 seconds, status = limit, RunStatus.TIMED_OUT
             self._event("task-started", message.task_id, hostname)
+            self.recorder.busy(task_type.type, min(seconds, self.horizon - started))
             yield env.timeout(seconds)
             self._end(message.task_id, hostname, status, seconds)
             if status in SUCCESS:
                 if last is not None:
-                    self.recorder.visited(*self._gap(key, started - last))
+                    self.recorder.visited(*self._gap(key, started - last), type_name)
                 self.last_visit[key] = started
                 self.failed_last.discard(key)
             else:

@@ -223,8 +223,10 @@ def _interval_table(runs: Sequence[Mapping[str, Any]]) -> list[str]:
         "Intervals by task group: as written (adaptive: at creation; periodic: the "
         "period; cron: the firings' spacing), and per order as delivered (the mean time "
         "between two good starts of a task), its stretch (delivered over written) and, "
-        "for adaptive groups, the mean interval the interval rules scheduled (-: no "
-        "task of the group started well twice within the horizon):",
+        "for adaptive groups, the mean interval the interval rules scheduled, and for "
+        "cron groups the firings whose window closed within the horizon that no run "
+        "served (lost: the stretch counts only the tasks that ran twice) (-: no task of "
+        "the group started well twice within the horizon):",
         "",
         "| group | written | " + " | ".join(run["order"] for run in runs) + " |",
         "|---|---|" + "---|" * len(runs),
@@ -244,6 +246,9 @@ def _interval_cell(record: Mapping[str, Any]) -> str:
     cell = "-" if delivered is None else f"{span(delivered)} (x{stretch:.2f})"
     if scheduled is not None:
         cell += f", scheduled {span(scheduled)}"
+    owed = record.get("runs_owed")
+    if owed:
+        cell += f", {record.get('runs_lost', 0)} of {owed} firings lost"
     return cell
 
 

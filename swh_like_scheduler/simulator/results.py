@@ -23,7 +23,15 @@
   groups also have the interval scheduled (the mean ``current_interval``
   of their tasks at the samples: where the interval rules, per task and
   capacity-aware, moved it). A task with fewer than two good starts in the
-  horizon gives no gap (``intervals_delivered`` counts them).
+  horizon gives no gap (``intervals_delivered`` counts them). Per type,
+  ``stretch`` pools the gaps of its groups the same way.
+* **Cron work lost**, per cron group: ``runs_owed``, the firings whose
+  window closed within the horizon, and ``runs_lost``, those no run
+  served (:mod:`.firings`): beside the stretch, which counts only the
+  tasks that ran twice.
+* **Busy share**, per type: the seconds its worker slots spent running
+  (whatever the type of the message they ran, within the horizon) over its
+  slots times the horizon.
 * Dispatches, run outcomes, retries (runs that retry a failed one, as the
   policy scheduled them: not the next run of a schedule after the retries
   were exhausted), queue depths at the samples, the share of tasks OK over
@@ -89,8 +97,12 @@ class TypeRecord:
     level_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LEVELS, 0.0))
     depth_max: int = 0
     depth_sum: int = 0
+    #: seconds its worker slots spent running, within the horizon
+    busy_seconds: float = 0.0
+    #: ``[gaps' sum, their tasks' written intervals' sum, gaps]`` over its groups
+    gaps: list[float] = field(default_factory=lambda: [0.0, 0.0, 0])
 
-    def to_json(self, samples: int) -> dict[str, Any]:
+    def to_json(self, samples: int, horizon: float = 0.0) -> dict[str, Any]:
         late = sorted(max(0.0, x) for x in self.lateness)
         late_start = sorted(max(0.0, x) for x in self.start_lateness)
         return {
@@ -109,6 +121,10 @@ class TypeRecord:
             "queued_at_end": self.queued_at_end,
             "queue_depth_max": self.depth_max,
             "queue_depth_mean": _round(self.depth_sum / samples if samples else 0.0, 2),
+            "busy_share": _round(self.busy_seconds / (self.workers * horizon))
+            if self.workers and horizon
+            else None,
+            "stretch": _round(self.gaps[0] / self.gaps[1], 3) if self.gaps[1] else None,
         }
 
 
@@ -119,6 +135,8 @@ class Recorder:
     start: datetime
     sample_every: float
     types: dict[str, TypeRecord]
+    #: the simulated seconds (for the busy shares)
+    horizon: float = 0.0
     timeline: list[dict[str, Any]] = field(default_factory=list)
     #: simulated events handled: claims, run starts and ends, listener
     #: batches, runner passes, samples
@@ -135,6 +153,8 @@ class Recorder:
     #: per task group, ``[sum, readings]`` of its adaptive tasks' current
     #: interval at the samples
     scheduled: dict[str, list[float]] = field(default_factory=dict)
+    #: per cron group, ``(firings owed, firings lost)`` (:mod:`.firings`)
+    cron_work: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def promised(self, group: str, interval: float | None) -> None:
         """A task of ``group`` whose schedule promises ``interval`` seconds
@@ -144,14 +164,26 @@ class Recorder:
             sums[0] += interval
             sums[1] += 1
 
-    def visited(self, group: str, gap: float, interval: float | None) -> None:
-        """A good run of a task of ``group`` started ``gap`` seconds after its
-        previous good start; its schedule promised ``interval``."""
+    def visited(
+        self, group: str, gap: float, interval: float | None, task_type: str | None = None
+    ) -> None:
+        """A good run of a task of ``group`` (of ``task_type``) started
+        ``gap`` seconds after its previous good start; its schedule
+        promised ``interval``."""
         if interval is not None:
             sums = self.gaps.setdefault(group, [0.0, 0.0, 0])
             sums[0] += gap
             sums[1] += interval
             sums[2] += 1
+            if task_type is not None:
+                pooled = self.types[task_type].gaps
+                pooled[0] += gap
+                pooled[1] += interval
+                pooled[2] += 1
+
+    def busy(self, task_type: str, seconds: float) -> None:
+        """A worker slot of ``task_type`` runs for ``seconds`` (within the horizon)."""
+        self.types[task_type].busy_seconds += max(0.0, seconds)
 
     def claimed(self, task_type: str, now: datetime, deadlines: Sequence[datetime]) -> None:
         record = self.types[task_type]
@@ -219,7 +251,10 @@ class Recorder:
             return _round(sums[0] / sums[-1], 1) if sums and sums[-1] else None
 
         gaps = self.gaps.get(group)
+        owed, lost = self.cron_work.get(group, (None, None))
         return {
+            "runs_owed": owed,
+            "runs_lost": lost,
             "interval_written_s": mean(self.written.get(group)),
             "interval_scheduled_s": mean(self.scheduled.get(group)),
             "interval_delivered_s": mean(gaps),
@@ -232,7 +267,9 @@ class Recorder:
 
     def to_json(self) -> dict[str, Any]:
         samples = len(self.timeline)
-        per_type = {name: r.to_json(samples) for name, r in sorted(self.types.items())}
+        per_type = {
+            name: r.to_json(samples, self.horizon) for name, r in sorted(self.types.items())
+        }
         lateness = sorted(x for r in self.types.values() for x in r.lateness)
         positive = [max(0.0, x) for x in lateness]
         at_start = sorted(max(0.0, x) for r in self.types.values() for x in r.start_lateness)

@@ -103,9 +103,21 @@ def _workers(values: tuple[str, ...]) -> dict[str, int]:
 @click.option(
     "--find-workers",
     is_flag=True,
-    help="Search the smallest worker count per type that keeps ERROR-hours at or under "
-    "--target-error-hours (with the first --policy); refused at once (exit 2) for types "
-    "that stay above it with a worker per task.",
+    help="Search the smallest worker count per type that keeps its promises (with the "
+    "first --policy): ERROR-hours at or under --target-error-hours, the intervals it "
+    "delivers stretched at most --max-stretch over what a worker per task delivers, and "
+    "no more cron firings lost than with a worker per task. Each trial's queue limits "
+    "are scaled with its workers; every trial is printed (stretch, busy share, cron runs "
+    "lost). Refused at once (exit 2) for types above the ERROR target with a worker per "
+    "task.",
+)
+@click.option(
+    "--max-stretch",
+    type=click.FloatRange(min=1.0),
+    default=1.1,
+    show_default=True,
+    help="With --find-workers: how much longer the intervals delivered may be than with "
+    "a worker per task (1.1: 66 min for an hourly task).",
 )
 @click.option(
     "--target-error-hours",
@@ -160,6 +172,7 @@ def _simulate(
     from_store: bool,
     find_workers: bool,
     target_error_hours: float,
+    max_stretch: float,
     sim_db_url: str | None,
     as_json: bool,
     report: Path | None,
@@ -171,6 +184,8 @@ def _simulate(
 
     if report is not None:
         require_plotting()
+    if max_stretch != 1.1 and not find_workers:
+        raise InvalidInput("max_stretch", "--max-stretch goes with --find-workers")
     if keep_limits and not loads:
         raise InvalidInput("keep_limits", "--keep-limits goes with --load")
     if loads and worker_counts:
@@ -225,16 +240,39 @@ def _simulate(
         for line in comparing.notes(model, scaled, load, given).lines:
             progress(line)
         sizing = comparing.find_workers(
-            scaled, chosen[0], target=target_error_hours, db_url=sim_db_url, progress=progress
+            scaled,
+            chosen[0],
+            target=target_error_hours,
+            max_stretch=max_stretch,
+            db_url=sim_db_url,
+            progress=progress,
         )
         if as_json:
             emit_json(sizing.to_json())
-        else:
-            for name, count in sorted(sizing.workers.items()):
-                click.echo(
-                    f"{name}: {count} workers ({sizing.error_hours[name]:g} ERROR-hours, "
-                    f"target {target_error_hours:g})"
-                )
+            return
+        click.echo(
+            f"Trials ({chosen[0].value} order; the first with a worker per task, queue "
+            "limits scaled with the workers; stretch: the intervals delivered over those "
+            "written; busy: the share of the workers' time spent running):"
+        )
+        click.echo("")
+        for line in sizing.table():
+            click.echo(line)
+        click.echo("")
+        answer = sizing.answer
+        for name, count in sorted(sizing.workers.items()):
+            stretch = answer.stretch[name]
+            added = answer.added_stretch.get(name)
+            busy = answer.busy_share[name]
+            click.echo(
+                f"{name}: {count} workers ({sizing.error_hours[name]:g} ERROR-hours, "
+                f"target {target_error_hours:g}; intervals "
+                + ("-" if stretch is None else f"x{stretch:.2f} as written")
+                + ("" if added is None else f", x{added:.2f} of a worker per task's")
+                + f", bound x{max_stretch:g}; busy "
+                + ("-" if busy is None else f"{busy:.0%}")
+                + f"; cron runs lost {answer.runs_lost[name]} of {answer.runs_owed[name]})"
+            )
         return
     results = comparing.compare(
         model,

@@ -316,10 +316,16 @@ class Workload:
             types.append(task_type)
         return replace(self, types=tuple(types), workers=dict(workers))
 
-    def with_workers(self, workers: Mapping[str, int]) -> Workload:
+    def with_workers(self, workers: Mapping[str, int], *, scale_queues: bool = False) -> Workload:
+        """The workload with ``workers`` (per type; the others as written);
+        ``scale_queues``: each type's ``max_queue_length`` scaled with its
+        count, as :meth:`with_tasks` and :meth:`with_load` do (by default
+        kept as written: ``--workers``)."""
         unknown = sorted(set(workers) - set(self.workers))
         if unknown:
             raise InvalidInput("workers", f"{unknown[0]!r} is not a task type of the workload")
+        if scale_queues:
+            return self._staffed({**self.workers, **workers})
         return replace(self, workers={**self.workers, **workers})
 
     def with_seed(self, seed: int) -> Workload:

@@ -202,6 +202,6 @@ def test_the_search_neither_restarts_at_zero_nor_repeats_a_trial() -> None:
     }
     sizing = find_workers(parse_workload(data), DispatchOrder.DEADLINE)
     assert sizing.workers == {"job": 5}
-    tried = [w["job"] for w, _ in sizing.trials]
+    tried = [t.workers["job"] for t in sizing.trials]
     assert tried == [5, 1, 2, 4]
-    assert [e["job"] > 0 for _, e in sizing.trials] == [False, True, True, True]
+    assert [t.error_hours["job"] > 0 for t in sizing.trials] == [False, True, True, True]

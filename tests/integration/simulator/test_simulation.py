@@ -179,7 +179,7 @@ def test_find_workers_finds_the_smallest_count() -> None:
     assert sizing.error_hours == {"job": 0.0}
     # a worker per task first (none can do better), then the count written,
     # then doubling reaches 2, already tried: no simulation is repeated
-    tried = [w["job"] for w, _ in sizing.trials]
+    tried = [t.workers["job"] for t in sizing.trials]
     assert tried == [2, 1]
 
 

@@ -96,6 +96,7 @@ def compare(
                     "load": load,
                     "load_not_reached": said.short,
                     "peak_overload": said.peaks,
+                    "queue_bound": said.paces,
                     "run_limits": said.limits,
                     **result,
                 }
@@ -119,6 +120,9 @@ class Notes:
     short: dict[str, float]
     #: per type whose peak exceeds its workers, the peak (:meth:`.peaks.Peak.to_json`)
     peaks: dict[str, Any]
+    #: per type whose queue limit bounds its runs (:mod:`.pace`), the runs
+    #: asked and the most handed over per second
+    paces: dict[str, Any]
     #: per type whose runs the load lengthened, its limit (:meth:`.limits.RunLimit.to_json`)
     limits: dict[str, Any]
 
@@ -142,9 +146,18 @@ def notes(
         limits = {name: limit.to_json() for name, limit in found.items()}
     overloads = peak_overloads(scaled, tasks)
     lines += [peak_warning(peak, load) for peak in overloads.values()]
-    lines += [pace_warning(pace) for pace in paces(scaled).values() if pace.binding]
+    bound = [pace for pace in paces(scaled).values() if pace.binding]
+    lines += [pace_warning(pace) for pace in bound]
+    queues = {
+        pace.type: {
+            "runs_asked_per_s": round(pace.asked, 4),
+            "queue_limit": pace.queue_limit,
+            "runs_handed_per_s_max": round(pace.bound, 4),
+        }
+        for pace in bound
+    }
     peaks = {name: peak.to_json() for name, peak in overloads.items()}
-    return Notes(lines, short, peaks, limits)
+    return Notes(lines, short, peaks, queues, limits)
 
 
 def load_warning(workload: Workload, name: str, load: float, reached: float) -> str:

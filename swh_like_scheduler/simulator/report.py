@@ -94,6 +94,7 @@ def page(results: Mapping[str, Any], plots: Sequence[str]) -> str:
             "",
             *_peak_lines(peaks),
             *_limit_lines(runs[0].get("run_limits") or {}),
+            *_queue_lines(runs[0].get("queue_bound") or {}),
             "Workers (load at the nominal rates): "
             + ", ".join(
                 f"{name} {t['workers']} ({t['natural_load']:.0%})" for name, t in types.items()
@@ -120,7 +121,7 @@ def page(results: Mapping[str, Any], plots: Sequence[str]) -> str:
                 f"{_seconds(run['start_lateness_p99_s'])} | {run['dispatches']:,} | {failed:,} | "
                 f"{run['retries']:,} | {run['queue_depth_max']:,} |"
             )
-        lines += ["", *_group_table(runs), *_interval_table(runs)]
+        lines += ["", *_busy_lines(runs), *_group_table(runs), *_interval_table(runs)]
     for name in plots:
         lines += [f"![{name}]({name})", ""]
     return "\n".join(lines)
@@ -165,6 +166,40 @@ def _peak_lines(peaks: Mapping[str, Any]) -> list[str]:
             + ("not drained at the horizon's end" if drain is None else f"drained in {span(drain)}")
         )
     return [*lines, ""]
+
+
+def _queue_lines(bound: Mapping[str, Any]) -> list[str]:
+    """The types whose queue limit, not their workers, bounds their runs (:mod:`.pace`)."""
+    if not bound:
+        return []
+    lines = [
+        "Queue limits that bound the runs (a pass hands a queue at most its limit, and "
+        "the runner sleeps its period after a pass that fills it):",
+        "",
+    ]
+    for name, pace in bound.items():
+        lines.append(
+            f"- {name}: its tasks ask for {pace['runs_asked_per_s']:.2f} runs a second; a "
+            f"queue limit of {pace['queue_limit']} hands over at most "
+            f"{pace['runs_handed_per_s_max']:.2f}"
+        )
+    return [*lines, ""]
+
+
+def _busy_lines(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per order, each type's busy share (its slots' running time over their time)."""
+    cells = []
+    for run in runs:
+        shares = [
+            f"{name} {t['busy_share']:.0%}"
+            for name, t in run["types"].items()
+            if t.get("busy_share") is not None
+        ]
+        if shares:
+            cells.append(f"{run['order']}: {', '.join(shares)}")
+    if not cells:
+        return []
+    return ["Workers busy (their slots' running time over their time): " + "; ".join(cells), ""]
 
 
 def _limit_lines(limits: Mapping[str, Any]) -> list[str]:

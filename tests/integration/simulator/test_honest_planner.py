@@ -11,7 +11,11 @@ from click.testing import CliRunner, Result
 from cuts import scale
 
 from swh_like_scheduler.cli import swh
+from swh_like_scheduler.domain.model import DispatchOrder
+from swh_like_scheduler.simulator.compare import compare
+from swh_like_scheduler.simulator.report import page
 from swh_like_scheduler.simulator.sizing import Trial
+from swh_like_scheduler.simulator.workload import parse_workload
 
 
 def run(*args: str) -> Result:
@@ -119,3 +123,21 @@ def test_max_stretch_goes_with_find_workers() -> None:
     result = run("--max-stretch", "1.5")
     assert result.exit_code == 2
     assert "max_stretch: --max-stretch goes with --find-workers" in result.stderr
+
+
+def test_a_queue_limit_that_bounds_the_runs_is_said_in_the_results_and_report() -> None:
+    """500 hourly targets ask for 500 / 3,600 = 0.14 runs a second; a queue
+    of 1 hands over at most 1 per 60 s period: 0.017."""
+    data = {
+        "days": 0.02,
+        "types": {"probe": {"workers": 4, "default_interval": "1 h", "max_queue_length": 1}},
+        "tasks": [{"type": "probe", "count": 500, "duration": "1 s"}],
+    }
+    results = compare(parse_workload(data), [DispatchOrder.DEADLINE])
+    (run,) = results["runs"]
+    assert run["queue_bound"] == {
+        "probe": {"runs_asked_per_s": 0.1389, "queue_limit": 1, "runs_handed_per_s_max": 0.0167}
+    }
+    text = page(results, [])
+    assert "- probe: its tasks ask for 0.14 runs a second; a queue limit of 1" in text
+    assert "Workers busy (their slots' running time over their time): deadline: probe " in text

@@ -246,6 +246,7 @@ def _simulate(
             max_stretch=max_stretch,
             db_url=sim_db_url,
             progress=progress,
+            tasks=given,
         )
         if as_json:
             emit_json(sizing.to_json())

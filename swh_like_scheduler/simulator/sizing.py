@@ -26,7 +26,7 @@ does."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,7 +71,8 @@ class Trial:
         types = result["types"]
         owed = dict.fromkeys(types, 0)
         lost = dict.fromkeys(types, 0)
-        kinds = {g.name: g.type for g in workload.groups}
+        # (the groups of --from-store's live tasks are their types)
+        kinds = {g.name: g.type for g in workload.groups} | {t: t for t in types}
         for name, group in result["groups"].items():
             if group.get("runs_owed") is not None and name in kinds:
                 owed[kinds[name]] += group["runs_owed"]
@@ -214,6 +215,7 @@ def find_workers(
     limit: int = 4096,
     db_url: str | None = None,
     progress: Progress = _quiet,
+    tasks: Sequence[Any] | None = None,
 ) -> Sizing:
     """Per task type, the smallest worker count that keeps its promises
     (module doc): ERROR-hours at most ``target``, intervals stretched at
@@ -229,7 +231,9 @@ def find_workers(
     count, and ``limit``), then each type's range, from its last count that
     missed to its first that kept, is halved by its own measures (a binary
     search per type, in lockstep). Every trial is kept by its worker counts
-    and never simulated twice; each is said on ``progress``."""
+    and never simulated twice; each is said on ``progress``. ``tasks``: the
+    live tasks of ``--from-store`` (:func:`.live.from_store`), simulated in
+    every trial instead of the workload's groups."""
     trials: list[Trial] = []
     cache: dict[tuple[tuple[str, int], ...], Trial] = {}
     baseline: Trial | None = None
@@ -238,7 +242,7 @@ def find_workers(
         key = tuple(sorted(workers.items()))
         progress(f"simulating with workers {dict(key)}")
         staffed = workload.with_workers(workers, scale_queues=True)
-        result = Simulation(staffed, order, db_url=db_url).run()
+        result = Simulation(staffed, order, db_url=db_url, tasks=tasks).run()
         trial = Trial.of(staffed, result)
         cache[key] = trial
         trials.append(trial)
@@ -255,11 +259,11 @@ def find_workers(
         return cache[key]
 
     types = sorted(workload.workers)
-    tasks = dict.fromkeys(types, 0)
+    counts = dict.fromkeys(types, 0)
     for group in workload.groups:
-        tasks[group.type] += group.count
-    ceiling = {t: max(1, min(limit, tasks[t])) for t in types}
-    baseline, result = simulate({t: max(1, tasks[t]) for t in types})
+        counts[group.type] += group.count
+    ceiling = {t: max(1, min(limit, counts[t])) for t in types}
+    baseline, result = simulate({t: max(1, counts[t]) for t in types})
     _refuse_unreachable(workload, result, target)
     baseline.judge(baseline, target, max_stretch)
     for t in types:

@@ -4,6 +4,8 @@ prints every trial (its stretch, busy share and cron firings lost)."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -11,11 +13,13 @@ from click.testing import CliRunner, Result
 from cuts import scale
 
 from swh_like_scheduler.cli import swh
-from swh_like_scheduler.domain.model import DispatchOrder
+from swh_like_scheduler.domain.model import DispatchOrder, TaskType
+from swh_like_scheduler.intake.builders import task_from_input
 from swh_like_scheduler.simulator.compare import compare
 from swh_like_scheduler.simulator.report import page
 from swh_like_scheduler.simulator.sizing import Trial
 from swh_like_scheduler.simulator.workload import parse_workload
+from swh_like_scheduler.store import SQLAlchemyStore
 
 
 def run(*args: str) -> Result:
@@ -141,3 +145,28 @@ def test_a_queue_limit_that_bounds_the_runs_is_said_in_the_results_and_report() 
     text = page(results, [])
     assert "- probe: its tasks ask for 0.14 runs a second; a queue limit of 1" in text
     assert "Workers busy (their slots' running time over their time): deadline: probe " in text
+
+
+def test_find_workers_from_the_store_simulates_the_live_tasks(sqlite_url: str) -> None:
+    """Four hourly cron tasks of a live store: every trial simulates them
+    (the search once simulated the live workload's stand-in group, adaptive
+    tasks at the type's default interval, with no cron firing at all). Over
+    6 h from now, each owes the firings whose 30 min window closes by then:
+    5 or 6 (the first is the next hour), and a worker loses none."""
+    live = SQLAlchemyStore.from_url(sqlite_url)
+    now = datetime.now(tz=UTC)
+    dump = TaskType(type="dump", backend_name="dump")
+    live.create_task_type(dump)
+    values = {"kind": "cron", "cron": "0 * * * *", "cron_max_duration": "30 min"}
+    live.create_tasks(
+        [task_from_input({**values, "args": [n]}, dump, now=now) for n in range(4)], now=now
+    )
+    live.close()
+    args = ["--from-store", "--days", "0.25", "--find-workers", "--json"]
+    result = CliRunner().invoke(swh, ["scheduler", "--db-url", sqlite_url, "simulate", *args])
+    assert result.exit_code == 0, (result.output, result.stderr)
+    data = json.loads(result.stdout)
+    assert data["workers"] == {"dump": 1}
+    for trial in data["trials"]:
+        assert 4 * 5 <= trial["cron_runs_owed"]["dump"] <= 4 * 6
+        assert trial["cron_runs_lost"]["dump"] == 0

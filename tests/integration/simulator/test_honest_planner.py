@@ -103,24 +103,25 @@ def _trial(stretch: float | None, error_hours: float = 0.0, lost: int = 0) -> Tr
 
 
 @pytest.mark.parametrize(
-    ("trial", "bound", "keeps"),
+    ("trial", "bound", "why"),
     [
-        (_trial(1.22), 1.1, False),  # no ERROR, the hour stretched x1.21
-        (_trial(1.22), 1.5, True),  # a looser bound takes it
-        (_trial(1.02), 1.1, True),
-        (_trial(1.02, error_hours=0.5), 1.5, False),
-        (_trial(None), 1.5, False),  # no task ran twice: stretched past any bound
-        (_trial(1.02, lost=1), 1.5, False),  # a cron firing lost that one per task ran
+        # no ERROR, the hour stretched x1.22 / 1.01 = x1.21
+        (_trial(1.22), 1.1, "intervals x1.21 of a worker per task's (bound x1.1)"),
+        (_trial(1.22), 1.5, None),  # a looser bound takes it
+        (_trial(1.02), 1.1, None),
+        (_trial(1.02, error_hours=0.5), 1.5, "0.5 ERROR-hours (target 0)"),
+        (_trial(None), 1.5, "no task ran twice"),  # stretched past any bound
+        (_trial(1.02, lost=1), 1.5, "1 cron firings lost"),  # one per task lost none
     ],
 )
 def test_a_trial_keeps_the_promises_only_within_every_bound(
-    trial: Trial, bound: float, keeps: bool
+    trial: Trial, bound: float, why: str | None
 ) -> None:
     baseline = _trial(1.01)
     trial.judge(baseline, 0.0, bound)
-    assert trial.meets == {"probe": keeps}
-    if not keeps:
-        assert trial.misses("probe", 0.0, bound)
+    assert trial.meets == {"probe": why is None}
+    if why is not None:
+        assert trial.misses("probe", 0.0, bound) == why
 
 
 def test_max_stretch_goes_with_find_workers() -> None:

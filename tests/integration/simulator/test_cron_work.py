@@ -24,6 +24,8 @@ NIGHTLY = {
     "start": "2026-03-02T00:00:00Z",
     "days": 2,
     "seed": 1,
+    # (a pass at most every 10 min when idle: the firings wake it on time)
+    "runner": {"period": "10 min", "sample_every": "2 h"},
     "types": {"dump": {"workers": 1}},
     "tasks": [
         {

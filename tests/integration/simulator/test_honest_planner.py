@@ -58,7 +58,7 @@ spread = ["0 s", "1 h"]
 duration = {{ median = "{seconds} s", sigma = 0 }}
 changes_every = ["1 min", "1 min"]
 """
-COUNT, SECONDS, DAYS = scale((100, 85, 0.2), (5000, 1.7, 0.5))
+COUNT, SECONDS, DAYS = scale((100, 85, 0.15), (5000, 1.7, 0.5))
 
 
 def test_find_workers_bounds_the_stretch_and_prints_every_trial(tmp_path: Path) -> None:

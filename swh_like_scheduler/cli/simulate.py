@@ -85,7 +85,10 @@ def _workers(values: tuple[str, ...]) -> dict[str, int]:
     "worker_counts",
     multiple=True,
     metavar="TYPE=N",
-    help="Worker slots of a task type (repeatable; not with --load, which sets them).",
+    help="Worker slots of a task type (repeatable; not with --load, which sets them). Its "
+    "max_queue_length is kept as written (--tasks, --load and --find-workers' trials scale "
+    "it with the workers); a queue limit that bounds the runs whatever the workers is "
+    "warned.",
 )
 @click.option(
     "--interval",

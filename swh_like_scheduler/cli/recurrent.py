@@ -284,6 +284,7 @@ def journal_client(
                 click.echo(
                     f"received {done.received}, changed {done.changed}, "
                     f"ignored {done.ignored}, unreadable {done.unreadable}"
+                    + (f", offsets not committed {done.uncommitted}" if done.uncommitted else "")
                 )
             return
         stop = threading.Event()

@@ -190,8 +190,20 @@ def test_the_command_once_twice_reads_on_from_the_committed_offset(
     runner = CliRunner()
     first = runner.invoke(swh, [*command, "--batch", "3"])
     assert first.exit_code == 0, first.output + first.stderr
-    assert json.loads(first.stdout) == {"received": 3, "changed": 2, "ignored": 0, "unreadable": 1}
+    assert json.loads(first.stdout) == {
+        "received": 3,
+        "changed": 2,
+        "ignored": 0,
+        "unreadable": 1,
+        "uncommitted": 0,
+    }
     produce(broker, [(0, status(B, T0 + timedelta(hours=1), "not_found"))])
     second = runner.invoke(swh, [*command, "--batch", "1"])
     assert second.exit_code == 0, second.output + second.stderr
-    assert json.loads(second.stdout) == {"received": 1, "changed": 1, "ignored": 0, "unreadable": 0}
+    assert json.loads(second.stdout) == {
+        "received": 1,
+        "changed": 1,
+        "ignored": 0,
+        "unreadable": 0,
+        "uncommitted": 0,
+    }

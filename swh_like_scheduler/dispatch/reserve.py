@@ -8,7 +8,7 @@ slot when no shorter one is ready at that instant, and the short tasks that
 fall due a minute later find no slot for hours. No order can undo that: a
 Celery worker does not preempt the run it has started.
 
-So a runner that knows how many slots a type's workers have (``slots``: the
+So a runner that knows how many slots a queue's workers have (``slots``: the
 live workers' pool sizes, :meth:`~.routing.LiveWorkers.slots`) keeps some of
 them from long runs (:data:`~swh_like_scheduler.domain.enums.LONG_RUN` or more,
 from the task's average good run, else its ``expected_duration``):
@@ -16,11 +16,16 @@ from the task's average good run, else its ``expected_duration``):
 - ``reserved = max(1, ceil(slots x RESERVED_SHARE))``, and none for a type
   with a single slot (a lone slot cannot be shared: long tasks get it);
 - a pass dispatches at most ``slots - reserved - in_flight`` more long runs,
-  where ``in_flight`` counts the type's long runs open (dispatched or
-  running);
-- only while a task that is not a long run is ready or falls ready within
-  ``LONG_RUN``: a type with only long tasks (or none due soon) uses every
-  slot for them.
+  where ``in_flight`` counts the long runs open (dispatched or running) of
+  every type routed to the queue;
+- only while a task that is not a long run, of any type routed to the
+  queue, is ready or falls ready within ``LONG_RUN``: a queue with only
+  long tasks (or none due soon) uses every slot for them.
+
+The slots are the queue's, not a type's: a worker consuming a queue takes
+its messages whatever their type (issue 61: two-hour dumps and pings of a
+tenth of a second on one queue of 8 slots, counted per type, kept nothing
+and the pings went stale for about 1,600 ERROR-hours).
 
 Long tasks therefore always have ``slots - reserved`` slots: they are
 delayed, never starved. When the slots are unknown (no live worker answered,
@@ -31,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from ..domain.enums import LONG_RUN, RESERVED_SHARE
@@ -39,6 +44,7 @@ from ..domain.exceptions import SchedulerError
 from ..domain.model import TaskType
 from ..plumbing.quietlog import QuietLog
 from ..store import SchedulerStore
+from ..store.values import LongRuns
 from . import metrics
 
 logger = logging.getLogger(__name__)
@@ -73,19 +79,26 @@ def long_room(
 
 
 def room_for_long(
-    store: SchedulerStore, task_type: TaskType, slots: Slots | None, now: datetime
+    store: SchedulerStore,
+    task_type: TaskType,
+    slots: Slots | None,
+    now: datetime,
+    sharing: Sequence[str] = (),
 ) -> int | None:
-    """:func:`long_room` for ``task_type`` at ``now``: one read of its long
-    runs in flight, when its queue's slots are known. A failed read keeps
-    nothing back (the pass dispatches as it would without slots)."""
+    """:func:`long_room` for ``task_type`` at ``now``: one read of the long
+    runs in flight per type on its queue (``task_type`` and the types named
+    in ``sharing``, the others routed to the same queue), when the queue's
+    slots are known. A failed read keeps nothing back (the pass dispatches
+    as it would without slots)."""
     known = slots(task_type.effective_queue) if slots is not None else None
     if known is None:
         return None
     metrics.WORKER_SLOTS.labels(task_type=task_type.type).set(known)
     if reserved_slots(known) == 0:
         return None
+    names = [task_type.type, *(name for name in sharing if name != task_type.type)]
     try:
-        runs = store.long_runs(task_type.type, now=now, within=LONG_RUN)
+        runs = _queue_long_runs(store, names, now)
     except SchedulerError as error:
         _quiet.log(
             "cannot count the long runs of %s; no slot kept this pass: %s",
@@ -98,10 +111,22 @@ def room_for_long(
     room = long_room(known, runs.in_flight, runs.short_due)
     if room is not None:
         logger.debug(
-            "type=%s: %d slot(s), %d long run(s) in flight, room for %d more",
+            "type=%s (queue %s): %d slot(s), %d long run(s) in flight, room for %d more",
             task_type.type,
+            task_type.effective_queue,
             known,
             runs.in_flight,
             room,
         )
     return room
+
+
+def _queue_long_runs(store: SchedulerStore, names: Sequence[str], now: datetime) -> LongRuns:
+    """The long runs in flight and the shorter tasks due soon of the types
+    ``names`` (those of one queue), summed."""
+    in_flight, short_due = 0, False
+    for name in names:
+        runs = store.long_runs(name, now=now, within=LONG_RUN)
+        in_flight += runs.in_flight
+        short_due = short_due or runs.short_due
+    return LongRuns(in_flight=in_flight, short_due=short_due)

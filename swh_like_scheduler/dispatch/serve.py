@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -133,7 +133,8 @@ def tick(
     the runner's threads (:mod:`.pools`; without them the pass opens its own).
     ``slots``: the worker slots of a queue, when known: long runs are kept
     from some of them while shorter tasks fall due (:mod:`.reserve`)."""
-    task_types = [t for t in store.get_task_types() if types is None or t.type in types]
+    registered = store.get_task_types()
+    task_types = [t for t in registered if types is None or t.type in types]
     if types is not None:
         for name in sorted(set(types) - {t.type for t in task_types}):
             logger.warning("task type %s is not registered; it is skipped", name)
@@ -147,7 +148,7 @@ def tick(
     with pass_pools(pools, claimers) as threads:
 
         def serve(queues: QueuePort) -> PassReport:
-            options = (claimers, order, clock, index, slots)
+            options = (claimers, order, clock, index, slots, by_queue(registered))
             context = _Pass(store, queues, now, priorities, workers, threads, *options)
             return _serve(context, due, later)
 
@@ -162,6 +163,15 @@ def tick(
         finally:
             if owned is not None:
                 owned.release()
+
+
+def by_queue(task_types: Sequence[TaskType]) -> dict[str, tuple[str, ...]]:
+    """The names of ``task_types`` routed to each queue (every registered
+    type, served by this runner or not: a worker of the queue runs them all)."""
+    queues: dict[str, list[str]] = {}
+    for task_type in task_types:
+        queues.setdefault(task_type.effective_queue, []).append(task_type.type)
+    return {queue: tuple(names) for queue, names in queues.items()}
 
 
 #: missed firings dropped per type and call (calls repeat while one is full)
@@ -253,6 +263,9 @@ class _Pass:
     index: IndexKeeper | None = None
     #: the worker slots of a queue, when known (:mod:`.reserve`)
     slots: Slots | None = None
+    #: the registered types routed to each queue, whose runs share its
+    #: slots (:mod:`.reserve`)
+    sharing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: the clock when the pass began
     began: float = field(default=0.0)
 
@@ -312,7 +325,8 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
     claimers = context.claimers if context.store.capabilities.skip_locked else 1
     serving = _Serving(context, task_type, context.pools.publisher, context.pools.claims)
     if capacity > 0:
-        room = reserve.room_for_long(context.store, task_type, context.slots, context.now)
+        sharing = context.sharing.get(task_type.effective_queue, ())
+        room = reserve.room_for_long(context.store, task_type, context.slots, context.now, sharing)
         serving.keep_slots(room)
     claimed, published, error = serving.run(capacity, claimers)
     if error is None and claimed < capacity and task_type.paused_at is None:

@@ -82,3 +82,68 @@ def test_each_message_runs_by_its_own_type_on_a_shared_queue() -> None:
         assert types[name]["dispatches"] == sum(types[name]["outcomes"].values())
         assert types[name]["queued_at_end"] == 0
     assert result["error_hours"] == 0
+
+
+#: Issue 61: two-hour dumps and pings of a tenth of a second on one queue of
+#: 8 slots (4 workers of each type), from 01:00 to 04:00. Worked by hand:
+#: at 02:00 the 30 dumps fall due; the pings' type has no long task, the
+#: dumps' type no short one. Counted per type, nothing was kept: 8 dumps
+#: took the 8 slots at 02:00 and held them past 04:00, so no ping ran after
+#: 02:00 and every one went stale (384 ERROR-hours here). Counted per queue,
+#: 2 of the 8 slots (ceil(8 x 0.25)) are kept while pings are due: 6 dumps
+#: run, and the 300 pings an hour (30 s of work an hour) never wait for a
+#: slot: 0 ERROR-hours.
+WAVE = {
+    "start": "2026-03-02T01:00:00Z",
+    "days": 0.125,
+    "seed": 3,
+    "runner": {
+        "period": "60 s",
+        "min_sleep": "30 s",
+        "listener_delay": "10 s",
+        "sample_every": "10 min",
+    },
+    "types": {
+        name: {
+            "workers": 4,
+            "queue": "shared",
+            "max_queue_length": 8,
+            "max_allowed_duration": limit,
+            "num_retries": 0,
+            "retry_delay": "2 min",
+        }
+        for name, limit in (("dump", "4 h"), ("ping", "5 min"))
+    },
+    "tasks": [
+        {
+            "name": "nightly dumps",
+            "type": "dump",
+            "count": 30,
+            "kind": "cron",
+            "cron": "0 2 * * *",
+            "cron_max_duration": "6 h",
+            "expected_duration": "2 h",
+            "duration": {"median": "2 h", "sigma": 0},
+        },
+        {
+            "name": "hourly pings",
+            "type": "ping",
+            "count": 300,
+            "kind": "periodic",
+            "period": "1 h",
+            "cooldown": "45 min",
+            "spread": ["0 s", "1 h"],
+            "duration": {"median": "0.1 s", "sigma": 0},
+        },
+    ],
+}
+
+
+def test_slots_are_kept_for_the_pings_of_another_type_on_the_queue() -> None:
+    starved = Simulation(parse_workload(WAVE), DispatchOrder.DEADLINE, keep_slots=False).run()
+    kept = Simulation(parse_workload(WAVE), DispatchOrder.DEADLINE).run()
+    assert starved["groups"]["hourly pings"]["error_hours"] > 100
+    assert kept["groups"]["hourly pings"]["error_hours"] == 0
+    # the dumps: six ran at 02:00, none of them late yet
+    assert kept["groups"]["nightly dumps"]["error_hours"] == 0
+    assert kept["types"]["dump"]["dispatches"] == 6

@@ -31,17 +31,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.compiler import SQLCompiler
 
-from ..domain.enums import LONG_RUN
 from ..domain.model import DUE_MARGIN, DispatchOrder, Priority, RunStatus, ScheduleKind, TaskStatus
+from .sql_long import Seconds, is_short
 from .tables import UTCDateTime
 from .tables import task as task_t
 from .tables import task_run as run_t
@@ -99,46 +97,6 @@ def uuid3_text(digest: Any) -> Any:
 #: walking the dispatch order when few tasks are due would read every task
 #: not due yet (seconds on a table of millions).
 SPARSE_FACTOR = 10
-
-
-class LongRunSpan(sa.sql.functions.FunctionElement[timedelta]):
-    """:data:`~..enums.LONG_RUN` written into the statement, in each
-    dialect's form of a stored interval (a constant: compiled once into the
-    prepared claims, with no parameter to convert)."""
-
-    type = sa.Interval()
-    name = "long_run_span"
-    inherit_cache = True
-
-
-@compiles(LongRunSpan, "postgresql")
-def _long_run_postgresql(element: LongRunSpan, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"interval '{LONG_RUN.total_seconds():.6f} seconds'"
-
-
-@compiles(LongRunSpan)
-def _long_run_sqlite(element: LongRunSpan, compiler: SQLCompiler, **kw: Any) -> str:
-    # (SQLAlchemy keeps an interval in SQLite as the instant that far past
-    # the epoch, as text: compared as text, as the columns are)
-    since_epoch = datetime(1970, 1, 1) + LONG_RUN
-    return f"'{since_epoch.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
-
-
-def expected_run() -> sa.ColumnElement[Any]:
-    """How long a task's run is expected to last: its average good run,
-    else its ``expected_duration``; NULL when neither is known."""
-    return sa.func.coalesce(task_t.c.average_good_duration, task_t.c.expected_duration)
-
-
-def is_long() -> sa.ColumnElement[bool]:
-    """Tasks whose runs are long runs (:data:`~..enums.LONG_RUN`); a task
-    whose length is not known yet is not one."""
-    return expected_run() >= LongRunSpan()
-
-
-def is_short() -> sa.ColumnElement[bool]:
-    """The other tasks: shorter, or of a length not known yet."""
-    return sa.or_(expected_run().is_(None), expected_run() < LongRunSpan())
 
 
 def claimable(
@@ -212,28 +170,6 @@ def order_values(now: datetime) -> dict[str, Any]:
     """The values a claim at ``now`` gives the parameters of its order
     (:data:`SALT`, :data:`DUE`)."""
     return {"claim_salt": random_salt(now), "claim_due": now + DUE_MARGIN}
-
-
-class Seconds(sa.sql.functions.FunctionElement[float]):
-    """``Seconds(a, b)``: the seconds from instant ``b`` to instant ``a``
-    (a float), in each dialect's own arithmetic."""
-
-    type = sa.Float()
-    name = "seconds_between"
-    inherit_cache = True
-
-
-@compiles(Seconds, "postgresql")
-def _seconds_postgresql(element: Seconds, compiler: SQLCompiler, **kw: Any) -> str:
-    a, b = (compiler.process(c, **kw) for c in element.clauses)
-    return f"EXTRACT(EPOCH FROM ({a} - {b}))"
-
-
-@compiles(Seconds)
-def _seconds_sqlite(element: Seconds, compiler: SQLCompiler, **kw: Any) -> str:
-    # (UTC text with microseconds: julianday reads it, in days)
-    a, b = (compiler.process(c, **kw) for c in element.clauses)
-    return f"((julianday({a}) - julianday({b})) * 86400.0)"
 
 
 #: the columns :func:`order_keys` reads (of the task table, or of a

@@ -29,8 +29,6 @@ from ..policy import leave_blackouts, window_at
 from . import rows
 from .sql_claim import (
     SPARSE_FACTOR,
-    is_long,
-    is_short,
     order_values,
     ordered_ids_statement,
     prepared_candidates,
@@ -41,6 +39,7 @@ from .sql_claim import (
 from .sql_dispatch import DispatchMethods
 from .sql_ends import _OPEN, RunEndMethods
 from .sql_identity import IdentityMethods
+from .sql_long import is_long, is_short
 from .tables import UTCDateTime
 from .tables import task as task_t
 from .tables import task_condition as cond_t

@@ -10,7 +10,15 @@ import pytest
 
 from swh_like_scheduler.domain.enums import LONG_RUN
 from swh_like_scheduler.domain.exceptions import InvalidInput
-from swh_like_scheduler.domain.model import Priority, ScheduleKind, Task, TaskType
+from swh_like_scheduler.domain.model import (
+    Priority,
+    RunStatus,
+    ScheduleKind,
+    Task,
+    TaskStatus,
+    TaskType,
+)
+from swh_like_scheduler.policy.outcome import Outcome, apply_outcome
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 S = timedelta(seconds=1)
@@ -91,3 +99,82 @@ def test_a_naive_instant_or_a_negative_horizon_is_refused(store: Any, long_type:
         store.long_runs("mixed", now=datetime(2026, 3, 2), within=LONG_RUN)
     with pytest.raises(InvalidInput, match="within"):
         store.long_runs("mixed", now=T0, within=-S)
+
+
+def _ended(store: Any, task: Task, status: RunStatus, started: datetime, ended: datetime) -> Task:
+    """``task`` as its run of ``started`` to ``ended`` with ``status``
+    leaves it (the listener's rules: :func:`apply_outcome`), waiting again."""
+    task_type = store.get_task_type(task.type)
+    after = apply_outcome(task, task_type, Outcome(status, ended, started), rng=lambda: 0.5)
+    changed: Task = store.update_task(after.updated(status=TaskStatus.WAITING, next_run=T0 - M))
+    return changed
+
+
+def test_what_is_known_before_a_good_run_makes_a_task_long(store: Any) -> None:
+    """Issue 61. Without a good run, a task is long when its own
+    ``max_expected_duration`` says so, else its type's: ``own`` (1 h of its
+    own, in a type saying 10 s) and ``typed`` (nothing of its own, in a
+    type saying 2 h) are long; ``unknown`` (nothing said anywhere) and
+    ``said_short`` (its own 10 min in the 2-h type) are not. A good average
+    decides before all of these: ``measured`` (10 s on average, type 2 h)
+    is short."""
+    store.create_task_type(TaskType(type="dumps", backend_name="x.d", max_expected_duration=2 * H))
+    store.create_task_type(TaskType(type="quick", backend_name="x.q", max_expected_duration=10 * S))
+
+    def task(kind: str, n: int, **fields: Any) -> Task:
+        [made] = store.create_tasks(
+            [
+                Task(
+                    type=kind,
+                    args=(n,),
+                    schedule_kind=ScheduleKind.ONESHOT,
+                    next_run=T0 - M,
+                    deadline=T0 - M,
+                    **fields,
+                )
+            ],
+            now=T0 - H,
+        )
+        return made
+
+    typed = task("dumps", 1)
+    said_short = task("dumps", 2, max_expected_duration=10 * M)
+    measured = task("dumps", 3)
+    store.update_task(measured.updated(average_good_duration=10 * S))
+    own = task("quick", 4, max_expected_duration=H)
+    unknown_type = store.create_task_type(TaskType(type="blank", backend_name="x.b"))
+    unknown = task(unknown_type.type, 5)
+    short = {c.task_id for c in store.claim_ready_tasks("dumps", now=T0, limit=9, short_only=True)}
+    assert short == {said_short.id, measured.id}
+    assert store.claim_ready_tasks("quick", now=T0, limit=9, short_only=True) == []
+    assert len(store.claim_ready_tasks("blank", now=T0, limit=9, short_only=True)) == 1
+    assert typed.id is not None and own.id is not None and unknown.id is not None
+    # the long ones, claimed, are long runs in flight
+    store.claim_ready_tasks("dumps", now=T0, limit=9)
+    store.claim_ready_tasks("quick", now=T0, limit=9)
+    assert store.long_runs("dumps", now=T0, within=LONG_RUN).in_flight == 1
+    assert store.long_runs("quick", now=T0, within=LONG_RUN).in_flight == 1
+    assert store.long_runs("blank", now=T0, within=LONG_RUN).in_flight == 0
+
+
+def test_a_run_that_failed_after_a_long_run_makes_its_task_long(
+    store: Any, long_type: TaskType
+) -> None:
+    """Issue 61. ``hung`` (a 10 s average) last timed out after 4 h: its
+    retry is a long run. ``quick_fail`` failed after 10 s, and ``recovered``
+    timed out after 4 h but has run well since: neither is long."""
+    hung = make(store, 1, expected_duration=10 * S)
+    quick_fail = make(store, 2, expected_duration=10 * S)
+    recovered = make(store, 3, expected_duration=10 * S)
+    four_hours_ago = T0 - 5 * H
+    hung = _ended(store, hung, RunStatus.TIMED_OUT, four_hours_ago, four_hours_ago + 4 * H)
+    quick_fail = _ended(store, quick_fail, RunStatus.FAILED, T0 - 2 * M, T0 - 2 * M + 10 * S)
+    recovered = _ended(
+        store, recovered, RunStatus.TIMED_OUT, four_hours_ago, four_hours_ago + 4 * H
+    )
+    recovered = _ended(store, recovered, RunStatus.EVENTFUL, T0 - 2 * M, T0 - 2 * M + 10 * S)
+    assert (hung.failure_count, recovered.failure_count) == (1, 0)
+    short = store.claim_ready_tasks("mixed", now=T0, limit=9, short_only=True)
+    assert sorted(c.task_id for c in short) == sorted([quick_fail.id, recovered.id])
+    store.claim_ready_tasks("mixed", now=T0, limit=9)
+    assert store.long_runs("mixed", now=T0, within=LONG_RUN).in_flight == 1

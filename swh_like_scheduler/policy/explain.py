@@ -462,21 +462,43 @@ def explain(
         last_failure=last_failure,
         run=run,
         cooldown=cooldown_note(task),
-        long_run=long_run_note(task),
+        long_run=long_run_note(task, task_type),
     )
 
 
-def long_run_note(task: Task) -> str:
+def long_run_note(task: Task, task_type: TaskType | None = None) -> str:
     """Why ``task`` may wait for a worker slot once ready, when its runs are
-    long runs (:data:`~..enums.LONG_RUN`); "" otherwise."""
+    long runs (:data:`~..enums.LONG_RUN`, read as the runner's claim reads
+    them: its average good run, else its ``expected_duration``, else its
+    ``max_expected_duration`` or its type's; or a last run that failed after
+    that long); "" otherwise."""
+    failed = _failed_long(task)
     known = measured_run_time(task)
-    if known is None or known[0] < LONG_RUN:
+    if known is None:
+        said = task.max_expected_duration
+        if said is None and task_type is not None:
+            said = task_type.max_expected_duration
+        known = (said, "expected at most") if said is not None else None
+    if failed is not None:
+        why = f"its last run failed after {fmt_duration(failed)}"
+    elif known is not None and known[0] >= LONG_RUN:
+        expected, how = known
+        source = "on average" if how == "measured" else how
+        why = f"its runs take {fmt_duration(expected)} ({source})"
+    else:
         return ""
-    expected, how = known
-    source = "on average" if how == "measured" else "expected"
     return (
-        f"its runs take {fmt_duration(expected)} ({source}), {fmt_duration(LONG_RUN)} or more: "
-        f"while shorter tasks of its type fall due, a runner that hears its workers keeps "
+        f"{why}, {fmt_duration(LONG_RUN)} or more: "
+        f"while shorter tasks of its queue fall due, a runner that hears its workers keeps "
         f"{round(RESERVED_SHARE * 100)} % of their slots (at least one) from such runs, so "
         f"once ready it may wait for a slot"
     )
+
+
+def _failed_long(task: Task) -> timedelta | None:
+    """How long the task's last run lasted, when it failed after
+    :data:`~..enums.LONG_RUN` or more (a timeout, say)."""
+    if task.failure_count == 0 or task.last_start_at is None or task.last_end_at is None:
+        return None
+    lasted = to_utc(task.last_end_at) - to_utc(task.last_start_at)
+    return lasted if lasted >= LONG_RUN else None

@@ -137,3 +137,23 @@ def test_a_task_of_long_runs_is_said_to_wait_for_a_slot_others_are_not() -> None
     assert not any(
         x.startswith("Long run:") for x in explain(make_task(), make_type(), now=at(0)).lines()
     )
+
+
+def test_a_task_is_said_long_from_what_is_known_before_a_good_run() -> None:
+    """As the runner's claim reads it (issue 61): without a good run, the
+    task's ``max_expected_duration``, else its type's; a last run that
+    failed after LONG_RUN or more, whatever the average."""
+    typed = explain(make_task(), make_type(max_expected_duration=2 * HOUR), now=at(0))
+    assert "2h (expected at most)" in typed.long_run
+    assert "of its queue" in typed.long_run
+    own = make_task(max_expected_duration=10 * MIN)
+    assert explain(own, make_type(max_expected_duration=2 * HOUR), now=at(0)).long_run == ""
+    hung = make_task(
+        average_good_duration=10 * MIN,
+        failure_count=1,
+        last_start_at=at(-5),
+        last_end_at=at(-1),
+    )
+    assert "its last run failed after 4h" in explain(hung, make_type(), now=at(0)).long_run
+    recovered = make_task(average_good_duration=10 * MIN, last_start_at=at(-5), last_end_at=at(-1))
+    assert explain(recovered, make_type(), now=at(0)).long_run == ""

@@ -11,9 +11,11 @@ Celery worker does not preempt the run it has started.
 So a runner that knows how many slots a queue's workers have (``slots``: the
 live workers' pool sizes, :meth:`~.routing.LiveWorkers.slots`) keeps some of
 them from long runs (:data:`~swh_like_scheduler.domain.enums.LONG_RUN` or more,
-from the task's average good run, else its ``expected_duration``):
+from the task's average good run, else its ``expected_duration``, else its
+``max_expected_duration`` or its type's; or a last run that failed after
+that long: :mod:`~..store.sql_long`):
 
-- ``reserved = max(1, ceil(slots x RESERVED_SHARE))``, and none for a type
+- ``reserved = max(1, ceil(slots x RESERVED_SHARE))``, and none for a queue
   with a single slot (a lone slot cannot be shared: long tasks get it);
 - a pass dispatches at most ``slots - reserved - in_flight`` more long runs,
   where ``in_flight`` counts the long runs open (dispatched or running) of

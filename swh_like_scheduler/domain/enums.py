@@ -86,13 +86,15 @@ RUNNER_ORDER = DispatchOrder.DEADLINE
 DUE_MARGIN = timedelta(minutes=30)
 
 #: a run expected to last at least this long (its task's average good run,
-#: else its ``expected_duration``) is a **long run**: a worker slot it takes
+#: else its ``expected_duration``, else its or its type's
+#: ``max_expected_duration``; or after a last run that failed that long) is a
+#: **long run**: a worker slot it takes
 #: cannot serve a task falling due before it ends. A runner that knows how
-#: many slots a type's workers have keeps :data:`RESERVED_SHARE` of them
+#: many slots a queue's workers have keeps :data:`RESERVED_SHARE` of them
 #: from long runs while shorter tasks fall due (:mod:`..runner.reserve`)
 LONG_RUN = timedelta(minutes=30)
-#: the share of a type's worker slots long runs may not take (rounded up,
-#: at least one; none for a type with a single slot)
+#: the share of a queue's worker slots long runs may not take (rounded up,
+#: at least one; none for a queue with a single slot)
 RESERVED_SHARE = 0.25
 
 

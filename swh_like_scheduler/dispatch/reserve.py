@@ -25,7 +25,7 @@ that long: :mod:`~..store.sql_long`):
   long tasks (or none due soon) uses every slot for them.
 
 The slots are the queue's, not a type's: a worker consuming a queue takes
-its messages whatever their type (issue 61: two-hour dumps and pings of a
+its messages whatever their type (two-hour dumps and pings of a
 tenth of a second on one queue of 8 slots, counted per type, kept nothing
 and the pings went stale for about 1,600 ERROR-hours).
 

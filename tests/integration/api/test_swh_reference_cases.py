@@ -20,23 +20,16 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
-import sys
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import services
-from waiting import wait_until
+from rpc_process import serving_process
 
 HERE = Path(__file__).parent / "swh_reference_cases"
-SWH = str(Path(sys.executable).with_name("swh"))
 TOKEN = "swh-reference-cases-rw-0123456789"
 #: run in this order: ``whole`` reads the whole database, so it goes first
 AREAS = ("whole", "listers", "grabs", "stats")
@@ -69,39 +62,6 @@ def params_of(area: str) -> list[Any]:
     ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def _serving(db_url: str, log: Path) -> Iterator[str]:
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWH_SCHEDULER_")}
-    command = [SWH, "scheduler", "--db-url", db_url, "rpc-serve", "--port", str(port)]
-    # (no rate limit: three scripts at once make more than its default
-    # 100 requests a second with one token, and a 429 is not what they test)
-    command += ["--tokens", f"{TOKEN}:rw", "--rate-limit", "0"]
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=out, env=env)
-    url = f"http://127.0.0.1:{port}"
-
-    def answers() -> bool:
-        assert process.poll() is None, log.read_text()
-        try:
-            return httpx.get(f"{url}/health").status_code in (200, 503)
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_until(answers, 60, "the server to start")
-        yield f"{url}/swh/"
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(30)
-
-
 def _run_area(python: str, url: str, area: str) -> dict[str, str | None]:
     done = subprocess.run(
         [python, str(HERE / f"{area}.py"), url, TOKEN],
@@ -120,7 +80,11 @@ def _run_area(python: str, url: str, area: str) -> dict[str, str | None]:
 def _run_areas(python: str, db_url: str, folder: Path) -> Results:
     """``whole`` first, alone; then the other areas at once (their cases
     keep to corners of their own, as several clients of one server would)."""
-    with _serving(db_url, folder / "serve.log") as url:
+    # (no rate limit: three scripts at once make more than its default 100
+    # requests a second with one token, and a 429 is not what they test)
+    options = ("--tokens", f"{TOKEN}:rw", "--rate-limit", "0")
+    with serving_process(db_url, folder, *options) as (_, port):
+        url = f"http://127.0.0.1:{port}/swh/"
         results = {AREAS[0]: _run_area(python, url, AREAS[0])}
         with ThreadPoolExecutor(len(AREAS) - 1) as pool:
             running = {area: pool.submit(_run_area, python, url, area) for area in AREAS[1:]}

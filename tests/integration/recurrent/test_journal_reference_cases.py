@@ -18,12 +18,12 @@ offset by our rule (:func:`our_offset`).
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgpack
 import pytest
+from test_journal_client import Recorded
 
 from swh_like_scheduler.domain.model import TaskType
 from swh_like_scheduler.recurrent.journal import JournalStep, journal_step
@@ -31,14 +31,13 @@ from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.visits.feedback import VisitStatusMessage, apply_status, interval
 from swh_like_scheduler.visits.model import LastVisitStatus, ListedOrigin, OriginVisitStats
 
-TOPIC = "swh.journal.objects.origin_visit_status"
 DAY, YEAR = timedelta(days=1), timedelta(days=366)
 DATE3 = datetime.now(UTC).replace(microsecond=0)
 DATE2, DATE1 = DATE3 - DAY, DATE3 - 2 * DAY
 FOO, BAR = "https://foo.example/foo", "https://bar.example/bar"
 CAVA, ICI = "https://hg.example/cavabarder", "https://hg.example/iciaussi"
 
-#: the undocumented differences from the reference's rules, as they stand
+#: the two rules of the offset where ours differs from the reference's
 OFFSET_ON_FAILURE = (
     "a failed or not_found visit leaves next_position_offset as it is (visits/feedback.py); "
     "the reference's journal client adds 1 when the origin was visited before"
@@ -62,52 +61,6 @@ def status(origin: str, visit: int, state: str, date: datetime, **more: Any) -> 
 
 
 DROP = object()
-
-
-@dataclass
-class Recorded:
-    """A partition of recorded values, read as confluent-kafka's consumer would."""
-
-    values: list[bytes]
-    position: int = 0
-    committed: int = 0
-    seeks: list[Any] = field(default_factory=list)
-
-    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
-        batch = self.values[self.position : self.position + num_messages]
-        found = [Message(v, self.position + n) for n, v in enumerate(batch)]
-        self.position += len(batch)
-        return found
-
-    def commit(self, *args: Any, **kwargs: Any) -> None:
-        self.committed = self.position
-
-    def seek(self, partition: Any) -> None:
-        self.seeks.append(partition)
-
-    def close(self) -> None:
-        pass
-
-
-@dataclass
-class Message:
-    data: bytes
-    at: int
-
-    def error(self) -> None:
-        return None
-
-    def value(self) -> bytes:
-        return self.data
-
-    def topic(self) -> str:
-        return TOPIC
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return self.at
 
 
 def play(store: SQLAlchemyStore, *statuses: dict[str, Any]) -> JournalStep:

@@ -50,6 +50,7 @@ READ_METHODS = frozenset(
         "list_pending",
         "ready_task_ids",
         "long_runs",
+        "short_deadline",
         "ready_left_behind",
         "get_job",
         "schedule_health",

@@ -69,7 +69,8 @@ def _workers(values: tuple[str, ...]) -> dict[str, int]:
     default=True,
     show_default=True,
     help="Whether the runner keeps a quarter of each queue's worker slots from long runs "
-    "(30 min or more) while shorter tasks fall due, as a runner that hears its workers "
+    "(those that would hold a slot past the earliest deadline of a shorter task waiting "
+    "on the queue) while shorter tasks wait or run, as a runner that hears its workers "
     "does; --no-keep-slots: as one that does not (to compare).",
 )
 @click.option(

@@ -10,24 +10,37 @@ Celery worker does not preempt the run it has started.
 
 So a runner that knows how many slots a queue's workers have (``slots``: the
 live workers' pool sizes, :meth:`~.routing.LiveWorkers.slots`) keeps some of
-them from long runs (:data:`~swh_like_scheduler.domain.enums.LONG_RUN` or more,
-from the task's average good run, else its ``expected_duration``, else its
-``max_expected_duration`` or its type's; or a last run that failed after
-that long: :mod:`~..store.sql_long`):
+them from long runs. What is long is decided each pass by what the shorter
+tasks stand to lose, not by a fixed length:
 
-- ``reserved = max(1, ceil(slots x RESERVED_SHARE))``, and none for a queue
-  with a single slot (a lone slot cannot be shared: long tasks get it);
-- a pass dispatches at most ``slots - reserved - in_flight`` more long runs,
-  where ``in_flight`` counts the long runs open (dispatched or running) of
-  every type routed to the queue;
-- only while a task that is not a long run, of any type routed to the
-  queue, is ready or falls ready within ``LONG_RUN``: a queue with only
-  long tasks (or none due soon) uses every slot for them.
+- ``D`` is the earliest deadline (``should_start_by``) of a task waiting on
+  the queue, due now or later, that a kept slot can still help: one whose
+  expected run (its average good run, else its ``expected_duration``, else
+  its or its type's ``max_expected_duration``) is shorter than the time left
+  to its deadline (:meth:`~..store.SchedulerStore.short_deadline`);
+- a run is **long** this pass when it is expected to last ``D - now`` or
+  more (never less than :data:`~..domain.enums.LONG_RUN_FLOOR`), or its last
+  run failed after lasting that long: it would hold its slot past that
+  deadline. Without such a task, long is
+  :data:`~..domain.enums.LONG_RUN`;
+- while a shorter task waits on the queue, or runs, ``reserved = max(1,
+  ceil(slots x RESERVED_SHARE))`` slots are kept (none for a queue with a
+  single slot: long tasks get it): a pass dispatches at most ``slots -
+  reserved - in_flight`` more long runs, ``in_flight`` counting the long
+  runs open (dispatched or running) of every type routed to the queue.
+
+A wave of 27-minute jobs beside hourly pings whose deadlines are minutes
+away is a wave of long runs; the same jobs beside daily reports with hours
+of slack are not, and take every slot. Long runs are never queued in the
+broker beyond the slots they may take: a pass between two runs of a sparse
+short task (when it is in flight, or its next deadline is an hour away)
+still counts it, so it cannot hand the kept slots to a wave for hours.
 
 The slots are the queue's, not a type's: a worker consuming a queue takes
 its messages whatever their type (two-hour dumps and pings of a
 tenth of a second on one queue of 8 slots, counted per type, kept nothing
-and the pings went stale for about 1,600 ERROR-hours).
+and the pings went stale for about 1,600 ERROR-hours). A paused type's
+tasks are not counted: none of them will be dispatched.
 
 Long tasks therefore always have ``slots - reserved`` slots: they are
 delayed, never starved. When the slots are unknown (no live worker answered,
@@ -39,9 +52,10 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..domain.enums import LONG_RUN, RESERVED_SHARE
+from ..domain.enums import LONG_RUN, LONG_RUN_FLOOR, RESERVED_SHARE
 from ..domain.exceptions import SchedulerError
 from ..domain.model import TaskType
 from ..plumbing.quietlog import QuietLog
@@ -80,27 +94,45 @@ def long_room(
     return max(0, slots - reserved - in_flight)
 
 
+@dataclass(frozen=True)
+class Room:
+    """What a pass may dispatch of a queue's long runs."""
+
+    #: how many more long runs (``None``: no limit)
+    long_room: int | None
+    #: what is long this pass: a run expected to last this long or more
+    long_run: timedelta = LONG_RUN
+
+
+#: no limit: slots unknown or not shared, or nothing shorter to keep them for
+NO_LIMIT = Room(None)
+
+
 def room_for_long(
     store: SchedulerStore,
     task_type: TaskType,
     slots: Slots | None,
     now: datetime,
-    sharing: Sequence[str] = (),
-) -> int | None:
-    """:func:`long_room` for ``task_type`` at ``now``: one read of the long
-    runs in flight per type on its queue (``task_type`` and the types named
-    in ``sharing``, the others routed to the same queue), when the queue's
-    slots are known. A failed read keeps nothing back (the pass dispatches
-    as it would without slots)."""
+    sharing: Sequence[TaskType] = (),
+) -> Room:
+    """:func:`long_room` for ``task_type`` at ``now``, and what is long:
+    two reads per type on its queue (``task_type`` and the types named in
+    ``sharing``, the others routed to the same queue and not paused), when
+    the queue's slots are known. A failed read keeps nothing back (the
+    pass dispatches as it would without slots)."""
     known = slots(task_type.effective_queue) if slots is not None else None
     if known is None:
-        return None
+        return NO_LIMIT
     metrics.WORKER_SLOTS.labels(task_type=task_type.type).set(known)
     if reserved_slots(known) == 0:
-        return None
-    names = [task_type.type, *(name for name in sharing if name != task_type.type)]
+        return NO_LIMIT
+    others = [t for t in sharing if t.type != task_type.type]
+    names = [task_type.type, *(t.type for t in others)]
+    # (a paused type's waiting tasks will not be dispatched: no slot is
+    # kept for them; its runs in flight still hold their slots)
+    waiting = [task_type.type, *(t.type for t in others if t.paused_at is None)]
     try:
-        runs = _queue_long_runs(store, names, now)
+        long_run, runs = _queue_long_runs(store, names, waiting, now)
     except SchedulerError as error:
         _quiet.log(
             "cannot count the long runs of %s; no slot kept this pass: %s",
@@ -108,27 +140,43 @@ def room_for_long(
             error,
             key=task_type.type,
         )
-        return None
+        return NO_LIMIT
     _quiet.ok(task_type.type)
-    room = long_room(known, runs.in_flight, runs.short_due)
+    room = long_room(known, runs.in_flight, runs.short_due or runs.short_in_flight)
     if room is not None:
         logger.debug(
-            "type=%s (queue %s): %d slot(s), %d long run(s) in flight, room for %d more",
+            "type=%s (queue %s): %d slot(s), %d run(s) of %s or more in flight, room for %d more",
             task_type.type,
             task_type.effective_queue,
             known,
             runs.in_flight,
+            long_run,
             room,
         )
-    return room
+    return Room(room, long_run)
 
 
-def _queue_long_runs(store: SchedulerStore, names: Sequence[str], now: datetime) -> LongRuns:
-    """The long runs in flight and the shorter tasks due soon of the types
-    ``names`` (those of one queue), summed."""
-    in_flight, short_due = 0, False
+def long_run_at(deadline: datetime | None, now: datetime) -> timedelta:
+    """What is long at ``now`` when the earliest deadline a kept slot can
+    help is ``deadline`` (``None``: none is waiting)."""
+    if deadline is None:
+        return LONG_RUN
+    return max(deadline - now, LONG_RUN_FLOOR)
+
+
+def _queue_long_runs(
+    store: SchedulerStore, names: Sequence[str], waiting: Sequence[str], now: datetime
+) -> tuple[timedelta, LongRuns]:
+    """What is long at ``now`` on the queue of the types ``names``, and
+    their long runs in flight and shorter tasks in flight, summed, with the
+    shorter tasks due soon of the types ``waiting`` (those not paused)."""
+    deadlines = [store.short_deadline(name, now=now, floor=LONG_RUN_FLOOR) for name in waiting]
+    earliest = min((d for d in deadlines if d is not None), default=None)
+    long_run = long_run_at(earliest, now)
+    in_flight, short_due, short_in_flight = 0, earliest is not None, False
     for name in names:
-        runs = store.long_runs(name, now=now, within=LONG_RUN)
+        runs = store.long_runs(name, now=now, within=long_run, long_run=long_run)
         in_flight += runs.in_flight
-        short_due = short_due or runs.short_due
-    return LongRuns(in_flight=in_flight, short_due=short_due)
+        short_due = short_due or (runs.short_due and name in waiting)
+        short_in_flight = short_in_flight or runs.short_in_flight
+    return long_run, LongRuns(in_flight, short_due, short_in_flight)

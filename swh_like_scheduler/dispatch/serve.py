@@ -31,6 +31,7 @@ from ..broker import BrokerError, Message, PublishError
 from ..broker.connection import open_connection
 from ..broker.message import time_limits
 from ..broker.port import CeleryBroker, QueuePort
+from ..domain.enums import LONG_RUN
 from ..domain.exceptions import SchedulerError, StatementTimeout
 from ..domain.model import RUNNER_ORDER, Claimed, DispatchOrder, Priority, TaskType
 from ..plumbing.quietlog import QuietLog
@@ -165,13 +166,13 @@ def tick(
                 owned.release()
 
 
-def by_queue(task_types: Sequence[TaskType]) -> dict[str, tuple[str, ...]]:
-    """The names of ``task_types`` routed to each queue (every registered
-    type, served by this runner or not: a worker of the queue runs them all)."""
-    queues: dict[str, list[str]] = {}
+def by_queue(task_types: Sequence[TaskType]) -> dict[str, tuple[TaskType, ...]]:
+    """``task_types`` routed to each queue (every registered type, served
+    by this runner or not: a worker of the queue runs them all)."""
+    queues: dict[str, list[TaskType]] = {}
     for task_type in task_types:
-        queues.setdefault(task_type.effective_queue, []).append(task_type.type)
-    return {queue: tuple(names) for queue, names in queues.items()}
+        queues.setdefault(task_type.effective_queue, []).append(task_type)
+    return {queue: tuple(types) for queue, types in queues.items()}
 
 
 #: missed firings dropped per type and call (calls repeat while one is full)
@@ -265,7 +266,7 @@ class _Pass:
     slots: Slots | None = None
     #: the registered types routed to each queue, whose runs share its
     #: slots (:mod:`.reserve`)
-    sharing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    sharing: Mapping[str, tuple[TaskType, ...]] = field(default_factory=dict)
     #: the clock when the pass began
     began: float = field(default=0.0)
 
@@ -327,7 +328,7 @@ def _serve_type(context: _Pass, task_type: TaskType, depth: int) -> TypePass:
     if capacity > 0:
         sharing = context.sharing.get(task_type.effective_queue, ())
         room = reserve.room_for_long(context.store, task_type, context.slots, context.now, sharing)
-        serving.keep_slots(room)
+        serving.keep_slots(room.long_room, room.long_run)
     claimed, published, error = serving.run(capacity, claimers)
     if error is None and claimed < capacity and task_type.paused_at is None:
         # the pass's now is when it began: before any of its claims
@@ -398,17 +399,20 @@ class _Serving:
         self.chunk = CHUNKS.get(task_type.type)
         #: how many long runs the first round may take (None: no limit)
         self.long_room: int | None = None
+        #: what is long this pass (:mod:`.reserve`)
+        self.long_run = LONG_RUN
         #: the claims leave long tasks waiting (:mod:`.reserve`)
         self.short_only = False
         #: a round was claimed so (ready long tasks may have been left)
         self.kept_long = False
 
-    def keep_slots(self, long_room: int | None) -> None:
-        """Let the pass take at most ``long_room`` long runs (``None``: no
-        limit): its first round takes that many tasks in dispatch order,
-        long or not; the rounds after it, and every round when there is no
-        room left, take no long run."""
+    def keep_slots(self, long_room: int | None, long_run: timedelta = LONG_RUN) -> None:
+        """Let the pass take at most ``long_room`` runs expected to last
+        ``long_run`` or more (``None``: no limit): its first round takes
+        that many tasks in dispatch order, long or not; the rounds after it,
+        and every round when there is no room left, take no long run."""
         self.long_room = long_room
+        self.long_run = long_run
         self.short_only = long_room == 0
 
     def run(self, capacity: int, claimers: int) -> tuple[int, int, str | None]:
@@ -470,6 +474,7 @@ class _Serving:
                 nodes=self.nodes,
                 order=context.order,
                 short_only=self.short_only,
+                long_run=self.long_run,
             )
         except SchedulerError as exc:
             self._claim_failed(exc, want)
@@ -536,6 +541,7 @@ class _Serving:
                 among=among,
                 order=context.order,
                 short_only=self.short_only,
+                long_run=self.long_run,
             )
             if len(claimed) == self.chunk:
                 CHUNKS.grow(self.task_type.type)

@@ -85,13 +85,18 @@ RUNNER_ORDER = DispatchOrder.DEADLINE
 #: time to wait in its queue and to run)
 DUE_MARGIN = timedelta(minutes=30)
 
-#: a run expected to last at least this long (its task's average good run,
-#: else its ``expected_duration``, else its or its type's
-#: ``max_expected_duration``; or after a last run that failed that long) is a
-#: **long run**: a worker slot it takes
-#: cannot serve a task falling due before it ends. A runner that knows how
-#: many slots a queue's workers have keeps :data:`RESERVED_SHARE` of them
-#: from long runs while shorter tasks fall due (:mod:`..runner.reserve`)
+#: How long a run is expected to last is its task's average good run, else
+#: its ``expected_duration``, else its or its type's
+#: ``max_expected_duration``. A worker slot a run takes cannot serve a task
+#: falling due before it ends, so a runner that knows how many slots a
+#: queue's workers have keeps :data:`RESERVED_SHARE` of them from **long
+#: runs**: those that would hold a slot past the deadline of the earliest
+#: shorter task waiting on the queue (:mod:`..dispatch.reserve`). What is
+#: long is so decided each pass, never shorter than this:
+LONG_RUN_FLOOR = timedelta(minutes=1)
+#: ... and, when no task waiting on the queue could be helped by a kept
+#: slot, this long: a run expected to last this long (or a last run that
+#: failed after it) is long while shorter runs are in flight
 LONG_RUN = timedelta(minutes=30)
 #: the share of a queue's worker slots long runs may not take (rounded up,
 #: at least one; none for a queue with a single slot)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..domain.enums import LONG_RUN, RESERVED_SHARE
+from ..domain.enums import LONG_RUN_FLOOR, RESERVED_SHARE
 from ..domain.model import CatchUp, ScheduleKind, Task, TaskRun, TaskStatus, TaskType
 from ..domain.text import headline, plural, run_name
 from .blackout import blackout_at, blackout_end
@@ -467,11 +467,13 @@ def explain(
 
 
 def long_run_note(task: Task, task_type: TaskType | None = None) -> str:
-    """Why ``task`` may wait for a worker slot once ready, when its runs are
-    long runs (:data:`~..enums.LONG_RUN`, read as the runner's claim reads
-    them: its average good run, else its ``expected_duration``, else its
-    ``max_expected_duration`` or its type's; or a last run that failed after
-    that long); "" otherwise."""
+    """Why ``task`` may wait for a worker slot once ready, when its runs may
+    be long runs (:data:`~..enums.LONG_RUN_FLOOR` or more, read as the
+    runner's claim reads them: its average good run, else its
+    ``expected_duration``, else its ``max_expected_duration`` or its type's;
+    or a last run that failed after that long); "" otherwise. Whether they
+    are depends each pass on the deadlines of the shorter tasks waiting on
+    its queue (:mod:`~..dispatch.reserve`)."""
     failed = _failed_long(task)
     known = measured_run_time(task)
     if known is None:
@@ -481,24 +483,24 @@ def long_run_note(task: Task, task_type: TaskType | None = None) -> str:
         known = (said, "expected at most") if said is not None else None
     if failed is not None:
         why = f"its last run failed after {fmt_duration(failed)}"
-    elif known is not None and known[0] >= LONG_RUN:
+    elif known is not None and known[0] >= LONG_RUN_FLOOR:
         expected, how = known
         source = "on average" if how == "measured" else how
         why = f"its runs take {fmt_duration(expected)} ({source})"
     else:
         return ""
     return (
-        f"{why}, {fmt_duration(LONG_RUN)} or more: "
-        f"while shorter tasks of its queue fall due, a runner that hears its workers keeps "
-        f"{round(RESERVED_SHARE * 100)} % of their slots (at least one) from such runs, so "
-        f"once ready it may wait for a slot"
+        f"{why}: while shorter tasks wait on its queue, a runner that hears its workers keeps "
+        f"{round(RESERVED_SHARE * 100)} % of their slots (at least one) from runs that would "
+        f"hold a slot past the earliest deadline of those tasks "
+        f"({fmt_duration(LONG_RUN_FLOOR)} at least), so once ready it may wait for a slot"
     )
 
 
 def _failed_long(task: Task) -> timedelta | None:
     """How long the task's last run lasted, when it failed after
-    :data:`~..enums.LONG_RUN` or more (a timeout, say)."""
+    :data:`~..enums.LONG_RUN_FLOOR` or more (a timeout, say)."""
     if task.failure_count == 0 or task.last_start_at is None or task.last_end_at is None:
         return None
     lasted = to_utc(task.last_end_at) - to_utc(task.last_start_at)
-    return lasted if lasted >= LONG_RUN else None
+    return lasted if lasted >= LONG_RUN_FLOOR else None

@@ -72,7 +72,8 @@ def page(results: Mapping[str, Any], plots: Sequence[str]) -> str:
         "",
         (
             "The runner keeps a quarter of each queue's worker slots (at least one, none "
-            "of a single slot) from long runs (30 min or more) while shorter tasks fall due."
+            "of a single slot) from runs that would hold a slot past the earliest deadline "
+            "of a shorter task waiting on the queue."
             if results.get("keep_slots", True)
             else "The runner keeps no worker slot from long runs (--no-keep-slots)."
         ),

@@ -6,6 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..domain.enums import LONG_RUN, LONG_RUN_FLOOR
 from ..domain.model import Claimed, DispatchOrder, Priority, RunStatus, TaskRun
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ class RunStore(Protocol):
         among: Sequence[int] | None = None,
         order: DispatchOrder = DispatchOrder.DEADLINE,
         short_only: bool = False,
+        long_run: timedelta = LONG_RUN,
     ) -> list[Claimed]:
         """Claim up to ``limit`` ready tasks of ``task_type`` for dispatch.
 
@@ -60,10 +62,11 @@ class RunStore(Protocol):
         read in the claim's own transaction: a pause that lands after the
         runner read the task types still holds.
 
-        With ``short_only``, tasks whose runs are long runs (expected to
-        last :data:`~swh_like_scheduler.domain.enums.LONG_RUN` or more: their
-        ``average_good_duration``, else their ``expected_duration``) are
-        left waiting; a task of unknown length is taken.
+        With ``short_only``, tasks whose runs are long runs are left
+        waiting: expected to last ``long_run`` or more (their
+        ``average_good_duration``, else their ``expected_duration``, else
+        their or their type's ``max_expected_duration``), or whose last run
+        failed after lasting that long; a task of unknown length is taken.
         """
         ...
 
@@ -77,20 +80,46 @@ class RunStore(Protocol):
         nodes: Sequence[str] | None = None,
         order: DispatchOrder = DispatchOrder.DEADLINE,
         short_only: bool = False,
+        long_run: timedelta = LONG_RUN,
     ) -> list[int]:
         """The ids of the tasks :meth:`claim_ready_tasks` with the same
         arguments would claim now (up to ``limit``), in dispatch order.
         Reads only and locks nothing: another claim may take them first."""
         ...
 
-    def long_runs(self, task_type: str, *, now: datetime, within: timedelta) -> LongRuns:
+    def long_runs(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        within: timedelta,
+        long_run: timedelta = LONG_RUN,
+    ) -> LongRuns:
         """How many tasks of ``task_type`` have a long run open (dispatched
-        or running; long as :meth:`claim_ready_tasks` with ``short_only``
-        tells), and whether a task of the type that is not a long run is
-        waiting with a ``next_run`` no later than ``now + within`` (any
-        class). One read, bounded by the runs in flight and the tasks due
-        within the horizon. Raises InvalidInput for a naive ``now`` or a
-        negative ``within``."""
+        or running; expected to last ``long_run`` or more, as
+        :meth:`claim_ready_tasks` with ``short_only`` tells), whether a task
+        of the type that is not a long run is dispatched or running, and
+        whether one is waiting with a ``next_run`` no later than ``now +
+        within`` (any class). One read, bounded by the runs in flight and
+        the tasks due within the horizon. Raises InvalidInput for a naive
+        ``now``, a negative ``within`` or a ``long_run`` that is not
+        positive."""
+        ...
+
+    def short_deadline(
+        self, task_type: str, *, now: datetime, floor: timedelta = LONG_RUN_FLOOR
+    ) -> datetime | None:
+        """The earliest ``deadline`` of a task of ``task_type`` waiting (any
+        ``next_run``, any class) that a worker slot kept free at ``now`` can
+        still help: its expected run (its average good run, else its
+        ``expected_duration``, else its or its type's
+        ``max_expected_duration``; unknown counts as none) is shorter than
+        the time left to its deadline, or than ``floor`` when less is left
+        (an overdue task of a few seconds is helped; a two-hour run due in
+        ten minutes is not). ``None`` when there is none. One read, a walk
+        of the waiting tasks in deadline order per class stopping at the
+        first match. Raises InvalidInput for a naive ``now`` or a negative
+        ``floor``."""
         ...
 
     # -- runs ---------------------------------------------------------------

@@ -39,7 +39,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from ..domain.model import DUE_MARGIN, DispatchOrder, Priority, RunStatus, ScheduleKind, TaskStatus
-from .sql_long import Seconds, is_short
+from .sql_long import LONG_SECONDS, LONG_SPAN, Seconds, is_short
 from .tables import UTCDateTime
 from .tables import task as task_t
 from .tables import task_run as run_t
@@ -103,8 +103,9 @@ def claimable(
     dialect_name: str, nodes: Sequence[str] | None, short_only: bool = False
 ) -> sa.ColumnElement[bool]:
     """Tasks a claim may take besides being ready: runnable on ``nodes``
-    (:func:`runnable_on`) and, with ``short_only``, no long run (the slots
-    left are kept for shorter tasks: :mod:`~..runner.reserve`)."""
+    (:func:`runnable_on`) and, with ``short_only``, no long run (as long as
+    :data:`~.sql_long.LONG_SPAN`, given at each run: the slots left are kept
+    for shorter tasks, :mod:`~..dispatch.reserve`)."""
     runnable = runnable_on(dialect_name, nodes)
     return sa.and_(runnable, is_short()) if short_only else runnable
 
@@ -151,7 +152,7 @@ DUE = sa.bindparam("claim_due", type_=UTCDateTime)
 #: :func:`~swh_like_scheduler.store.sql_identity.run_namespace_of`)
 NAMESPACE = sa.bindparam("claim_namespace", type_=sa.LargeBinary)
 #: the parameters given at each run of a prepared statement
-PARAMETERS = (NOW, LIMIT, BOUND, IDS, BATCH, SALT, DUE, NAMESPACE)
+PARAMETERS = (NOW, LIMIT, BOUND, IDS, BATCH, SALT, DUE, NAMESPACE, LONG_SPAN, LONG_SECONDS)
 
 #: a prime modulus and a multiplier of full period (Lehmer's): the product of
 #: two values below the modulus fits a bigint
@@ -492,7 +493,8 @@ class Prepared:
         fixed: dict[str, Any] = {}
         processors: dict[str, tuple[str, Callable[[Any], Any] | None]] = {}
         for bind, name in compiled.bind_names.items():
-            process = bind.type.bind_processor(dialect)
+            # (the dialect's own type: an interval is native on PostgreSQL)
+            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
             if bind.key in given:
                 processors[bind.key] = (name, process)
             else:

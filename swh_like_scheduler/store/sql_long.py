@@ -3,14 +3,15 @@ and the dialects' arithmetic of instants and intervals it needs."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from ..domain.enums import LONG_RUN
+from ..domain.enums import PRIORITY_ORDER, TaskStatus
+from .tables import UTCDateTime
 from .tables import task as task_t
 from .tables import task_type as type_t
 
@@ -37,27 +38,39 @@ def _seconds_sqlite(element: Seconds, compiler: SQLCompiler, **kw: Any) -> str:
     return f"((julianday({a}) - julianday({b})) * 86400.0)"
 
 
-class LongRunSpan(sa.sql.functions.FunctionElement[timedelta]):
-    """:data:`~..enums.LONG_RUN` written into the statement, in each
-    dialect's form of a stored interval (a constant: compiled once into the
-    prepared claims, with no parameter to convert)."""
+class IntervalSeconds(sa.sql.functions.FunctionElement[float]):
+    """``IntervalSeconds(x)``: the seconds of a stored interval (a float),
+    in each dialect's own arithmetic."""
 
-    type = sa.Interval()
-    name = "long_run_span"
+    type = sa.Float()
+    name = "interval_seconds"
     inherit_cache = True
 
 
-@compiles(LongRunSpan, "postgresql")
-def _long_run_postgresql(element: LongRunSpan, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"interval '{LONG_RUN.total_seconds():.6f} seconds'"
+@compiles(IntervalSeconds, "postgresql")
+def _interval_postgresql(element: IntervalSeconds, compiler: SQLCompiler, **kw: Any) -> str:
+    (x,) = (compiler.process(c, **kw) for c in element.clauses)
+    return f"EXTRACT(EPOCH FROM {x})"
 
 
-@compiles(LongRunSpan)
-def _long_run_sqlite(element: LongRunSpan, compiler: SQLCompiler, **kw: Any) -> str:
+@compiles(IntervalSeconds)
+def _interval_sqlite(element: IntervalSeconds, compiler: SQLCompiler, **kw: Any) -> str:
     # (SQLAlchemy keeps an interval in SQLite as the instant that far past
-    # the epoch, as text: compared as text, as the columns are)
-    since_epoch = datetime(1970, 1, 1) + LONG_RUN
-    return f"'{since_epoch.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
+    # the epoch, as text; the epoch is Julian day 2440587.5)
+    (x,) = (compiler.process(c, **kw) for c in element.clauses)
+    return f"((julianday({x}) - 2440587.5) * 86400.0)"
+
+
+#: What is long in a claim or a count (:mod:`~..dispatch.reserve`): a run
+#: expected to last this long or more, given at each run of a statement
+LONG_SPAN = sa.bindparam("claim_long_span", type_=sa.Interval())
+#: the same, in seconds (the length of a failed run, computed)
+LONG_SECONDS = sa.bindparam("claim_long_seconds", type_=sa.Float())
+
+
+def long_values(long_run: timedelta) -> dict[str, Any]:
+    """The values of :data:`LONG_SPAN` and :data:`LONG_SECONDS`."""
+    return {"claim_long_span": long_run, "claim_long_seconds": long_run.total_seconds()}
 
 
 def expected_run() -> sa.ColumnElement[Any]:
@@ -79,25 +92,97 @@ def expected_run() -> sa.ColumnElement[Any]:
 
 def failed_long() -> sa.ColumnElement[bool]:
     """Tasks whose last run failed (a timeout, say) after lasting
-    :data:`~..enums.LONG_RUN` or more: its retry may hold a slot as long,
+    :data:`LONG_SECONDS` or more: its retry may hold a slot as long,
     whatever the average of the good runs says. Never NULL."""
     return sa.and_(
         task_t.c.failure_count > 0,
         task_t.c.last_start_at.is_not(None),
         task_t.c.last_end_at.is_not(None),
-        Seconds(task_t.c.last_end_at, task_t.c.last_start_at) >= LONG_RUN.total_seconds(),
+        Seconds(task_t.c.last_end_at, task_t.c.last_start_at) >= LONG_SECONDS,
     )
 
 
 def is_long() -> sa.ColumnElement[bool]:
-    """Tasks whose runs are long runs (:data:`~..enums.LONG_RUN`): expected
+    """Tasks whose runs are long runs (:data:`LONG_SPAN` or more): expected
     so (:func:`expected_run`), or whose last run failed that long
     (:func:`failed_long`); a task whose length is not known at all is not one."""
-    return sa.or_(expected_run() >= LongRunSpan(), failed_long())
+    return sa.or_(expected_run() >= LONG_SPAN, failed_long())
 
 
 def is_short() -> sa.ColumnElement[bool]:
     """The other tasks: shorter, or of a length not known yet."""
     return sa.and_(
-        sa.or_(expected_run().is_(None), expected_run() < LongRunSpan()), sa.not_(failed_long())
+        sa.or_(expected_run().is_(None), expected_run() < LONG_SPAN), sa.not_(failed_long())
     )
+
+
+def helpable(now: sa.ColumnElement[Any], floor: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+    """Tasks a slot kept free at ``now`` can still help: those whose
+    expected run (:func:`expected_run`; unknown: none) is shorter than the
+    time left to their deadline, or than ``floor`` (seconds) when less is
+    left. A two-hour dump due in ten minutes is not one: it cannot make its
+    deadline whatever is kept; an overdue ping is."""
+    slack = Seconds(task_t.c.deadline, now)
+    room = sa.case((slack > floor, slack), else_=floor)
+    return sa.or_(expected_run().is_(None), IntervalSeconds(expected_run()) < room)
+
+
+def long_runs_statement() -> sa.Select[Any]:
+    """One row: the tasks of type ``long_type`` with a long run open
+    (:data:`LONG_SPAN` or more), then whether a task of it that is not a long
+    run is dispatched or running, then per class whether one is waiting
+    with a next_run no later than ``long_soon`` (a range of
+    ``ix_task_in_flight`` or ``ix_task_ready`` per class, each stopping at
+    its first match). Built once."""
+    kind = sa.bindparam("long_type", type_=sa.Text)
+    soon = sa.bindparam("long_soon", type_=UTCDateTime)
+    in_flight = (
+        sa.select(sa.func.count())
+        .select_from(task_t)
+        .where(task_t.c.type == kind, task_t.c.status == TaskStatus.SCHEDULED.value, is_long())
+        .scalar_subquery()
+    )
+    short_in_flight = sa.exists().where(
+        task_t.c.type == kind, task_t.c.status == TaskStatus.SCHEDULED.value, is_short()
+    )
+    short_due = [
+        sa.exists().where(
+            task_t.c.type == kind,
+            task_t.c.status == TaskStatus.WAITING.value,
+            task_t.c.priority == priority.value,
+            task_t.c.next_run <= soon,
+            is_short(),
+        )
+        for priority in PRIORITY_ORDER
+    ]
+    return sa.select(in_flight, short_in_flight, *short_due)
+
+
+def short_deadline_statement() -> sa.Select[Any]:
+    """One row: per class, the earliest deadline of a task of type
+    ``long_type`` waiting that a slot kept at ``long_now`` can help
+    (:func:`helpable`, ``long_floor`` seconds at least), or NULL (one walk
+    of ``ix_task_dispatch_order`` per class, stopping at its first match).
+    Built once."""
+    kind = sa.bindparam("long_type", type_=sa.Text)
+    now = sa.bindparam("long_now", type_=UTCDateTime)
+    floor = sa.bindparam("long_floor", type_=sa.Float)
+    earliest = [
+        sa.select(task_t.c.deadline)
+        .where(
+            task_t.c.type == kind,
+            task_t.c.status == TaskStatus.WAITING.value,
+            task_t.c.priority == priority.value,
+            helpable(now, floor),
+        )
+        .order_by(task_t.c.deadline)
+        .limit(1)
+        .scalar_subquery()
+        for priority in PRIORITY_ORDER
+    ]
+    return sa.select(*earliest)
+
+
+#: built once
+LONG_RUNS = long_runs_statement()
+SHORT_DEADLINE = short_deadline_statement()

@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..domain.enums import check_aware
+from ..domain.enums import LONG_RUN, LONG_RUN_FLOOR, check_aware
 from ..domain.exceptions import InvalidInput, InvalidTransition, NotFound
 from ..domain.model import (
     PRIORITY_ORDER,
@@ -39,41 +39,11 @@ from .sql_claim import (
 from .sql_dispatch import DispatchMethods
 from .sql_ends import _OPEN, RunEndMethods
 from .sql_identity import IdentityMethods
-from .sql_long import is_long, is_short
-from .tables import UTCDateTime
+from .sql_long import LONG_RUNS, SHORT_DEADLINE, long_values
 from .tables import task as task_t
 from .tables import task_condition as cond_t
 from .tables import task_run as run_t
 from .values import LongRuns
-
-
-def _long_runs_statement() -> sa.Select[Any]:
-    """One row: the tasks of type ``long_type`` with a long run open, then
-    per class whether a task of it that is not a long run is waiting with a
-    next_run no later than ``long_soon`` (a range of ``ix_task_ready`` per
-    class, each stopping at its first match). Built once."""
-    kind = sa.bindparam("long_type", type_=sa.Text)
-    soon = sa.bindparam("long_soon", type_=UTCDateTime)
-    in_flight = (
-        sa.select(sa.func.count())
-        .select_from(task_t)
-        .where(task_t.c.type == kind, task_t.c.status == TaskStatus.SCHEDULED.value, is_long())
-        .scalar_subquery()
-    )
-    short_due = [
-        sa.exists().where(
-            task_t.c.type == kind,
-            task_t.c.status == TaskStatus.WAITING.value,
-            task_t.c.priority == priority.value,
-            task_t.c.next_run <= soon,
-            is_short(),
-        )
-        for priority in PRIORITY_ORDER
-    ]
-    return sa.select(in_flight, *short_due)
-
-
-_LONG_RUNS = _long_runs_statement()
 
 _FINISHED_TASK = [
     s.value for s in (TaskStatus.COMPLETED, TaskStatus.DISABLED, TaskStatus.CANCELLED)
@@ -124,6 +94,7 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
         among: Sequence[int] | None = None,
         order: DispatchOrder = DispatchOrder.DEADLINE,
         short_only: bool = False,
+        long_run: timedelta = LONG_RUN,
     ) -> list[Claimed]:
         order = dispatch_order(order)
         if limit <= 0 or (among is not None and not among):
@@ -144,7 +115,7 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
                 else:
                     values = {"claim_now": now, "claim_limit": limit, "claim_ids": list(among)}
                     sparse = frozenset()
-                values.update(order_values(now))
+                values.update(order_values(now), **long_values(long_run))
                 statement = prepared_claim(
                     self.engine.dialect,
                     task_type,
@@ -178,6 +149,7 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
                                 batch,
                                 order,
                                 short_only,
+                                long_run,
                             )
                         )
                 self._insert_runs(conn, claimed, now)
@@ -195,6 +167,7 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
         nodes: Sequence[str] | None = None,
         order: DispatchOrder = DispatchOrder.DEADLINE,
         short_only: bool = False,
+        long_run: timedelta = LONG_RUN,
     ) -> list[int]:
         order = dispatch_order(order)
         if limit <= 0:
@@ -205,7 +178,7 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
             self._limit_time(conn)
             if self._capabilities.writable_ctes:
                 values, sparse = self._probe(conn, task_type, classes, now, limit)
-                values.update(order_values(now))
+                values.update(order_values(now), **long_values(long_run))
                 statement = prepared_candidates(
                     self.engine.dialect,
                     task_type,
@@ -229,18 +202,41 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
                             nodes,
                             order,
                             short_only=short_only,
+                            long_run=long_run,
                         )
                     )
             return ids
 
-    def long_runs(self, task_type: str, *, now: datetime, within: timedelta) -> LongRuns:
+    def long_runs(
+        self,
+        task_type: str,
+        *,
+        now: datetime,
+        within: timedelta,
+        long_run: timedelta = LONG_RUN,
+    ) -> LongRuns:
         check_aware("now", now)
         if within < timedelta(0):
             raise InvalidInput("within", f"{within} is negative")
-        values = {"long_type": task_type, "long_soon": now + within}
+        if long_run <= timedelta(0):
+            raise InvalidInput("long_run", f"{long_run} is not positive")
+        values = {"long_type": task_type, "long_soon": now + within, **long_values(long_run)}
         with self._read("count the long runs in flight") as conn:
-            count, *due = conn.execute(_LONG_RUNS, values).one()
-        return LongRuns(in_flight=int(count), short_due=any(due))
+            count, short_in_flight, *due = conn.execute(LONG_RUNS, values).one()
+        return LongRuns(
+            in_flight=int(count), short_due=any(due), short_in_flight=bool(short_in_flight)
+        )
+
+    def short_deadline(
+        self, task_type: str, *, now: datetime, floor: timedelta = LONG_RUN_FLOOR
+    ) -> datetime | None:
+        check_aware("now", now)
+        if floor < timedelta(0):
+            raise InvalidInput("floor", f"{floor} is negative")
+        values = {"long_type": task_type, "long_now": now, "long_floor": floor.total_seconds()}
+        with self._read("read the earliest deadline a kept slot helps") as conn:
+            found = [d for d in conn.execute(SHORT_DEADLINE, values).one() if d is not None]
+        return min(found, default=None)
 
     def _refresh_statistics(self) -> None:
         """Analyse the task table first when the planner's statistics are
@@ -321,12 +317,13 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
         batch: int,
         order: DispatchOrder = DispatchOrder.DEADLINE,
         short_only: bool = False,
+        long_run: timedelta = LONG_RUN,
     ) -> list[Claimed]:
         """Mark up to ``limit`` ready tasks of one class scheduled: their ids
         in ``order``, then one ``UPDATE … RETURNING`` (the caller's write
         transaction holds SQLite's lock from its start)."""
         ids = self._ordered_ids(
-            conn, task_type, priority, now, limit, nodes, order, among, short_only
+            conn, task_type, priority, now, limit, nodes, order, among, short_only, long_run
         )
         if not ids:
             return []
@@ -355,6 +352,7 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
         order: DispatchOrder,
         among: Sequence[int] | None = None,
         short_only: bool = False,
+        long_run: timedelta = LONG_RUN,
     ) -> list[int]:
         """The ids of up to ``limit`` ready tasks of one class, in ``order``
         (the keys of :func:`order_keys`, their parameters bound here)."""
@@ -370,6 +368,7 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
             "claim_now": now,
             "claim_limit": limit,
             **order_values(now),
+            **long_values(long_run),
         }
         return list(conn.scalars(query, params))
 

@@ -126,6 +126,9 @@ class LongRuns:
     #: whether a task of the type that is not a long run is ready, or falls
     #: ready within the horizon asked
     short_due: bool
+    #: whether a task of the type that is not a long run is dispatched or
+    #: running (it comes back waiting when its run ends)
+    short_in_flight: bool = False
 
 
 @dataclass(frozen=True)

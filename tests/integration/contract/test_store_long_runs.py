@@ -1,5 +1,6 @@
-"""Contract: long runs (expected to last LONG_RUN or more) counted in flight,
-shorter tasks due soon, and claims that leave long tasks waiting."""
+"""Contract: long runs (expected to last LONG_RUN, or what a pass says, or
+more) counted in flight, shorter tasks due soon or in flight, the earliest
+deadline a kept slot helps, and claims that leave long tasks waiting."""
 
 from __future__ import annotations
 
@@ -178,3 +179,55 @@ def test_a_run_that_failed_after_a_long_run_makes_its_task_long(
     assert sorted(c.task_id for c in short) == sorted([quick_fail.id, recovered.id])
     store.claim_ready_tasks("mixed", now=T0, limit=9)
     assert store.long_runs("mixed", now=T0, within=LONG_RUN).in_flight == 1
+
+
+def test_what_is_long_is_given_with_the_claim(store: Any, long_type: TaskType) -> None:
+    """The same tasks, long or not by the length a pass gives: a 27-minute
+    job is a long run beside a task due in ten minutes (``long_run`` 10
+    min), not beside one due in an hour; a task whose last run failed after
+    20 min is long at 10 min, not at 30 (the default)."""
+    job = make(store, 1, expected_duration=27 * M, next_run=T0 - 2 * M)
+    ping = make(store, 2, expected_duration=S)
+    failed = make(store, 3, expected_duration=10 * S)
+    failed = _ended(store, failed, RunStatus.TIMED_OUT, T0 - H, T0 - H + 20 * M)
+    ten = {
+        c for c in store.ready_task_ids("mixed", now=T0, limit=9, short_only=True, long_run=10 * M)
+    }
+    assert ten == {ping.id}
+    default = set(store.ready_task_ids("mixed", now=T0, limit=9, short_only=True))
+    assert default == {job.id, ping.id, failed.id}
+    taken = store.claim_ready_tasks("mixed", now=T0, limit=9, short_only=True, long_run=10 * M)
+    assert [c.task_id for c in taken] == [ping.id]
+    store.claim_ready_tasks("mixed", now=T0, limit=9)
+    assert store.long_runs("mixed", now=T0, within=M, long_run=10 * M).in_flight == 2
+    runs = store.long_runs("mixed", now=T0, within=M)
+    assert (runs.in_flight, runs.short_in_flight) == (0, True)
+    with pytest.raises(InvalidInput, match="long_run"):
+        store.long_runs("mixed", now=T0, within=M, long_run=timedelta(0))
+
+
+def test_the_earliest_deadline_a_kept_slot_helps(store: Any, long_type: TaskType) -> None:
+    """Worked by hand, at T0 with a floor of 1 min. Waiting: a two-hour dump
+    whose deadline is 10 min away (it cannot make it: not helped), a ping
+    of 1 s due in 45 min with its deadline in an hour, a task of unknown
+    length due tomorrow, and a 5-min job overdue by 2 min (5 min is not
+    under max(-2 min, 1 min): not helped). The earliest helped deadline is
+    the ping's, T0 + 1 h. Once an overdue 10-s task waits, its deadline
+    (T0 - 3 min: max(-3 min, 1 min) = 1 min > 10 s) comes first; a task
+    dispatched does not count (it is not waiting)."""
+    make(store, 1, expected_duration=2 * H, next_run=T0 - M, deadline=T0 + 10 * M)
+    make(store, 2, expected_duration=S, next_run=T0 + 45 * M, deadline=T0 + H)
+    make(store, 3, next_run=T0 + 24 * H)
+    make(store, 4, expected_duration=5 * M, next_run=T0 - 3 * M, deadline=T0 - 2 * M)
+    assert store.short_deadline("mixed", now=T0) == T0 + H
+    late = make(store, 5, expected_duration=10 * S, next_run=T0 - 4 * M, deadline=T0 - 3 * M)
+    assert store.short_deadline("mixed", now=T0) == T0 - 3 * M
+    # a bigger floor helps the 5-min job too (5 min < 6 min)
+    assert store.short_deadline("mixed", now=T0, floor=6 * M) == T0 - 3 * M
+    store.claim_ready_tasks("mixed", now=T0, limit=9, among=[late.id])
+    assert store.short_deadline("mixed", now=T0, floor=6 * M) == T0 - 2 * M
+    assert store.short_deadline("other", now=T0) is None
+    with pytest.raises(InvalidInput, match="now|UTC offset"):
+        store.short_deadline("mixed", now=datetime(2026, 3, 2))
+    with pytest.raises(InvalidInput, match="floor"):
+        store.short_deadline("mixed", now=T0, floor=-S)

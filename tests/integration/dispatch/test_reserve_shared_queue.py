@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from swh_like_scheduler.dispatch.reserve import room_for_long
+from swh_like_scheduler.dispatch.reserve import Room, room_for_long
 from swh_like_scheduler.dispatch.serve import by_queue
 from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskType
 from swh_like_scheduler.store import SQLAlchemyStore
@@ -62,13 +62,17 @@ def test_long_runs_and_short_tasks_of_every_type_on_the_queue_are_counted(
     assert len(store.claim_ready_tasks("dump", now=T0, limit=5)) == 5
     assert len(store.claim_ready_tasks("other", now=T0, limit=5)) == 5
     sharing = by_queue(store.get_task_types())
-    assert sorted(sharing["shared"]) == ["dump", "ping"]
-    assert sharing["alone"] == ("other",)
+    assert sorted(t.type for t in sharing["shared"]) == ["dump", "ping"]
+    assert [t.type for t in sharing["alone"]] == ["other"]
     for task_type in (dump, ping):
         room = room_for_long(store, task_type, SLOTS.get, T0, sharing["shared"])
-        assert room == 1, task_type.type
-    assert room_for_long(store, other, SLOTS.get, T0, sharing["alone"]) is None
-    # with the ping gone by (not due within LONG_RUN), nothing is kept
+        # long this pass: what would hold a slot past the ping's deadline
+        assert room == Room(1, 10 * M), task_type.type
+    assert room_for_long(store, other, SLOTS.get, T0, sharing["alone"]).long_room is None
+    # the ping dispatched and running still counts: it comes back
     later = T0 + 11 * M
-    store.claim_ready_tasks("ping", now=later, limit=1)
-    assert room_for_long(store, dump, SLOTS.get, later, sharing["shared"]) is None
+    [claimed] = store.claim_ready_tasks("ping", now=later, limit=1)
+    assert room_for_long(store, dump, SLOTS.get, later, sharing["shared"]).long_room == 1
+    # with the ping gone (a one-shot done, say), nothing is kept
+    assert store.delete_tasks([claimed.task_id]) == 1
+    assert room_for_long(store, dump, SLOTS.get, later, sharing["shared"]).long_room is None

@@ -132,8 +132,19 @@ def test_long_runs_leave_a_quarter_of_the_slots_to_the_short_tasks_due(
             assert again.next_ready is not None  # soon again, not at once
             assert again.next_ready - again.now == timedelta(seconds=10)
             assert int(client.get(f"{key}:peak:long") or 0) == 3
-            # no shorter task due any more: the long ones take every slot
+            # no shorter task waiting any more, but the short ones dispatched
+            # still count (no listener here: as far as the store knows they
+            # run, and a periodic one would come back): still kept
             assert soon.id is not None and pg_store.delete_tasks([soon.id]) == 1
+            kept = tick(pg_store, app, datetime.now(tz=UTC), workers=workers, slots=workers.slots)
+            assert (kept.claimed, kept.types[0].reserved) == (0, True)
+            # the short ones gone (as done one-shots are): the long ones
+            # take every slot
+            dispatched = pg_store.search_tasks(
+                TaskFilter(type=task_type.type, status=[TaskStatus.SCHEDULED])
+            )
+            shorts = [t.id for t in dispatched if t.args[0] == "short"]
+            assert len(shorts) == SHORT and pg_store.delete_tasks(shorts) == SHORT
             last = tick(pg_store, app, datetime.now(tz=UTC), workers=workers, slots=workers.slots)
             assert (last.claimed, last.types[0].reserved) == (LONG - 3, False)
             wait_until(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 from policy_helpers import DAY, HOUR, MIN, at, make_task, make_type, window
 
@@ -129,11 +130,12 @@ def test_a_task_of_long_runs_is_said_to_wait_for_a_slot_others_are_not() -> None
     assert "2h" in line and "(expected)" in line and "25 %" in line
     assert answer.to_dict()["long_run"] == line.removeprefix("Long run: ")
     # the measured average decides, as the runner's claim reads it
-    measured = make_task(expected_duration=2 * HOUR, average_good_duration=10 * MIN)
+    measured = make_task(expected_duration=2 * HOUR, average_good_duration=timedelta(seconds=30))
     assert explain(measured, make_type(), now=at(0)).long_run == ""
     assert explain(measured, make_type(), now=at(0)).to_dict()["long_run"] is None
-    grown = make_task(average_good_duration=30 * MIN)
-    assert "(on average)" in explain(grown, make_type(), now=at(0)).long_run
+    grown = make_task(average_good_duration=10 * MIN)
+    grown_note = explain(grown, make_type(), now=at(0)).long_run
+    assert "(on average)" in grown_note and "earliest deadline" in grown_note
     assert not any(
         x.startswith("Long run:") for x in explain(make_task(), make_type(), now=at(0)).lines()
     )
@@ -142,18 +144,20 @@ def test_a_task_of_long_runs_is_said_to_wait_for_a_slot_others_are_not() -> None
 def test_a_task_is_said_long_from_what_is_known_before_a_good_run() -> None:
     """As the runner's claim reads it (issue 61): without a good run, the
     task's ``max_expected_duration``, else its type's; a last run that
-    failed after LONG_RUN or more, whatever the average."""
+    failed after LONG_RUN_FLOOR or more, whatever the average."""
     typed = explain(make_task(), make_type(max_expected_duration=2 * HOUR), now=at(0))
     assert "2h (expected at most)" in typed.long_run
-    assert "of its queue" in typed.long_run
-    own = make_task(max_expected_duration=10 * MIN)
+    assert "on its queue" in typed.long_run
+    own = make_task(max_expected_duration=timedelta(seconds=30))
     assert explain(own, make_type(max_expected_duration=2 * HOUR), now=at(0)).long_run == ""
     hung = make_task(
-        average_good_duration=10 * MIN,
+        average_good_duration=timedelta(seconds=30),
         failure_count=1,
         last_start_at=at(-5),
         last_end_at=at(-1),
     )
     assert "its last run failed after 4h" in explain(hung, make_type(), now=at(0)).long_run
-    recovered = make_task(average_good_duration=10 * MIN, last_start_at=at(-5), last_end_at=at(-1))
+    recovered = make_task(
+        average_good_duration=timedelta(seconds=30), last_start_at=at(-5), last_end_at=at(-1)
+    )
     assert explain(recovered, make_type(), now=at(0)).long_run == ""

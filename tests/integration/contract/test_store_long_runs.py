@@ -227,7 +227,7 @@ def test_the_earliest_deadline_a_kept_slot_helps(store: Any, long_type: TaskType
     store.claim_ready_tasks("mixed", now=T0, limit=9, among=[late.id])
     assert store.short_deadline("mixed", now=T0, floor=6 * M) == T0 - 2 * M
     assert store.short_deadline("other", now=T0) is None
-    with pytest.raises(InvalidInput, match="now|UTC offset"):
+    with pytest.raises(InvalidInput, match=r"now|UTC offset"):
         store.short_deadline("mixed", now=datetime(2026, 3, 2))
     with pytest.raises(InvalidInput, match="floor"):
         store.short_deadline("mixed", now=T0, floor=-S)

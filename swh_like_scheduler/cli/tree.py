@@ -109,6 +109,7 @@ TASK_TYPE = group(
 SCHEDULER = {
     "console-link": Lazy("console_link:console_link", "Print a one-time console login link."),
     "db": DB,
+    "forecast": Lazy("forecast:forecast", "Forecast the next hours of the live platform."),
     "import-beat": Lazy("beat:import_beat", "One task per entry of a Celery beat_schedule."),
     "index": INDEX,
     "job": JOB,

@@ -144,7 +144,10 @@ class Simulation:
         db_url: str | None = None,
         tasks: Sequence[Any] | None = None,
         keep_slots: bool = True,
+        by_type: bool = False,
     ) -> None:
+        """``by_type``: the results carry each type's levels at each sample
+        (``timeline_by_type``)."""
         self.workload = workload
         self.order = order
         self.db_url = db_url
@@ -167,6 +170,7 @@ class Simulation:
                 t.type: TypeRecord(workload.workers[t.type], workload.natural_load()[t.type])
                 for t in workload.types
             },
+            by_type=by_type,
         )
         self.behaviours: dict[tuple[int, int], TaskBehaviour] = {}
         #: per task, its group's name and the interval its schedule

@@ -50,13 +50,17 @@ def from_store(
     intervals: Mapping[str, timedelta] | None = None,
     seed: int = 1,
     runner: RunnerSettings | None = None,
+    failures: Mapping[str, tuple[float, float]] | None = None,
 ) -> tuple[Workload, list[tuple[Task, TaskBehaviour]]]:
     """The workload of ``store``'s types from ``now`` on, and its live tasks
     with their assumed behaviour (for :class:`.engine.Simulation`'s
     ``tasks``). ``workers``: worker slots per type (default 1 each);
     ``intervals``: a new default interval per type, also given to every
-    adaptive task of the type (its next run and deadline recomputed)."""
+    adaptive task of the type (its next run and deadline recomputed);
+    ``failures``: per type, the shares of runs that fail (to be retried)
+    and that fail for good (default: none)."""
     workers, intervals = dict(workers or {}), dict(intervals or {})
+    failures = dict(failures or {})
     types = {t.type: t for t in store.get_task_types()}
     for name in sorted({*workers, *intervals} - set(types)):
         raise InvalidInput("type", f"{name!r} is not a task type of the store")
@@ -70,6 +74,8 @@ def from_store(
             fields={},
             spread=(timedelta(0), timedelta(0)),
             duration=Duration(_typical(t), LIVE_SIGMA),
+            failure=failures.get(name, (0.0, 0.0))[0],
+            permfailure=failures.get(name, (0.0, 0.0))[1],
         )
         for name, t in types.items()
     }
@@ -99,8 +105,9 @@ def from_store(
         name="live store",
         description=(
             f"the {len(given):,} live tasks of the store at {now.isoformat()}; run durations "
-            "assumed from each task's average (log-normal, sigma 0.5), no failures, adaptive "
-            "visits changed at one change per current interval"
+            "assumed from each task's average (log-normal, sigma 0.5), "
+            + ("failures at each type's given shares" if failures else "no failures")
+            + ", adaptive visits changed at one change per current interval"
         ),
         start=now,
         days=days,

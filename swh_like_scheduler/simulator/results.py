@@ -155,6 +155,10 @@ class Recorder:
     scheduled: dict[str, list[float]] = field(default_factory=dict)
     #: per cron group, ``(firings owed, firings lost)`` (:mod:`.firings`)
     cron_work: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: per type, ``[hours, OK, WARNING, ERROR]`` at each sample, given in the
+    #: results (``timeline_by_type``) only when asked (a forecast reads it)
+    type_timeline: dict[str, list[list[float]]] = field(default_factory=dict)
+    by_type: bool = False
 
     def promised(self, group: str, interval: float | None) -> None:
         """A task of ``group`` whose schedule promises ``interval`` seconds
@@ -230,14 +234,17 @@ class Recorder:
             for cause, tasks in counted.items():
                 seconds[cause] = seconds.get(cause, 0.0) + tasks * self.sample_every
         totals: Counter[str] = Counter()
+        hours = (now - self.start).total_seconds() / 3600
         for name, record in self.types.items():
             levels = counts.get(name, {})
+            if self.by_type:
+                reading = [_round(hours, 3), *(levels.get(level, 0) for level in LEVELS)]
+                self.type_timeline.setdefault(name, []).append(reading)
             _accrue(record.level_seconds, levels, self.sample_every)
             totals.update({level: levels.get(level, 0) for level in LEVELS})
             depth = depths.get(name, 0)
             record.depth_max = max(record.depth_max, depth)
             record.depth_sum += depth
-        hours = (now - self.start).total_seconds() / 3600
         self.timeline.append(
             {"hours": _round(hours, 3), **{level: totals[level] for level in LEVELS}}
         )
@@ -306,6 +313,7 @@ class Recorder:
                 for name in sorted({*self.groups, *self.written})
             },
             "timeline": self.timeline,
+            **({"timeline_by_type": self.type_timeline} if self.by_type else {}),
         }
 
 

@@ -1,0 +1,168 @@
+"""``swh scheduler forecast``: the live platform's next hours, at today's
+capacity and with more workers (:mod:`..simulator.forecast`)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import Any
+
+import click
+
+from ..domain.exceptions import InvalidInput
+from ..domain.model import DispatchOrder
+from ..domain.validation import parse_duration
+from .base import CliContext, emit_json, now, pass_cli
+
+
+def _counts(option: str, values: tuple[str, ...], *, plus: bool) -> dict[str, int]:
+    """``QUEUE=N`` (``QUEUE=+N`` with ``plus``) pairs of a repeated option."""
+    counts: dict[str, int] = {}
+    for value in values:
+        queue, sep, text = value.partition("=")
+        queue, text = queue.strip(), text.strip()
+        digits = text[1:] if plus and text.startswith("+") else text
+        if not sep or not queue or not digits.isdigit() or (plus and not text.startswith("+")):
+            form = "QUEUE=+N" if plus else "QUEUE=N"
+            raise InvalidInput(option, f"{value!r} is not {form}")
+        if not 0 <= int(digits) <= 100_000:
+            raise InvalidInput(f"{option}.{queue}", f"{digits} workers is out of range")
+        counts[queue] = counts.get(queue, 0) + int(digits)
+    return counts
+
+
+@click.command("forecast")
+@click.option(
+    "--hours",
+    default="24 h",
+    show_default=True,
+    help="How far ahead (a duration: '24 h', '3 d', '90 min'; 10 min to 14 days).",
+)
+@click.option(
+    "--workers",
+    "worker_counts",
+    multiple=True,
+    metavar="QUEUE=N",
+    help="The worker slots of a queue (repeatable). Queues not given are asked of "
+    "the live workers (--ask-workers) or assumed to have one slot, as the output says.",
+)
+@click.option(
+    "--more",
+    "more",
+    multiple=True,
+    metavar="QUEUE=+N",
+    help="A variant with N more slots on QUEUE (repeat the option with several "
+    "queues in one variant separated by commas: 'loaders=+4,listers=+1'; each "
+    "option is one variant).",
+)
+@click.option(
+    "--ask-workers",
+    is_flag=True,
+    help="Ask the live Celery workers their pool sizes (inspect stats) for the "
+    "queues --workers does not give.",
+)
+@click.option("--app", "app_spec", help="The Celery app (module:attribute) for --ask-workers.")
+@click.option("--broker-url", help="The broker for --ask-workers (default: the configured one).")
+@click.option(
+    "--policy",
+    type=click.Choice([o.value for o in DispatchOrder]),
+    default=DispatchOrder.DEADLINE.value,
+    show_default=True,
+    help="The dispatch order the runners use.",
+)
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of every random draw.")
+@click.option(
+    "--sim-db-url",
+    help="An EMPTY database for the simulation's own tables (default: a private SQLite "
+    "file); they are dropped after.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the forecast as JSON.")
+@pass_cli
+def forecast(cli: CliContext, **options: Any) -> None:
+    """Forecast the next hours of the live platform: read the task types,
+    the live tasks (schedules, next starts, measured run times) and each
+    type's failure shares over the last hour from the database (read only),
+    run the real scheduling code forward on a virtual clock, and say per
+    type and overall how many tasks will be OK, WARNING and in ERROR at the
+    horizon and at the worst moment, from when ERROR grows, and how far the
+    delivered intervals stretch; with --more, the same with more workers.
+    Seeded: the same database and options give the same forecast."""
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        _forecast(cli, **options)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _forecast(
+    cli: CliContext,
+    hours: str,
+    worker_counts: tuple[str, ...],
+    more: tuple[str, ...],
+    ask_workers: bool,
+    app_spec: str | None,
+    broker_url: str | None,
+    policy: str,
+    seed: int,
+    sim_db_url: str | None,
+    as_json: bool,
+) -> None:
+    from ..simulator.forecast import forecast as run_forecast
+    from ..simulator.forecast import queues_of
+
+    horizon = parse_duration("hours", hours)
+    if (app_spec or broker_url) and not ask_workers:
+        raise InvalidInput("ask_workers", "--app and --broker-url go with --ask-workers")
+    slots = _counts("workers", worker_counts, plus=False)
+    variants = [_counts("more", tuple(v.split(",")), plus=True) for v in more]
+    store = cli.store
+    queues = queues_of(store.get_task_types())
+    if not queues:
+        raise InvalidInput("task types", "the database has no task type to forecast")
+    asked: dict[str, int] = {}
+    if ask_workers:
+        asked = _live_slots(cli, app_spec, broker_url, [q for q in queues if q not in slots])
+    assumed = [q for q in queues if q not in slots and q not in asked]
+    counts = {**{q: 1 for q in assumed}, **asked, **slots}
+
+    def progress(line: str) -> None:
+        click.echo(line, err=True)
+
+    result = run_forecast(
+        store,
+        now(),
+        slots=counts,
+        horizon=horizon,
+        more=variants,
+        seed=seed,
+        order=DispatchOrder(policy),
+        db_url=sim_db_url,
+        assumed_slots=assumed,
+        progress=progress,
+    )
+    if as_json:
+        emit_json(result.to_json())
+        return
+    from ..simulator.forecast_text import lines
+
+    for line in lines(result):
+        click.echo(line)
+
+
+def _live_slots(
+    cli: CliContext, app_spec: str | None, broker_url: str | None, queues: list[str]
+) -> dict[str, int]:
+    """The slots of ``queues`` as their live workers report them (those
+    with no worker answering are left out)."""
+    from ..dispatch.routing import LiveWorkers
+    from .daemon import connect
+
+    app = connect(cli, app_spec=app_spec, broker_url=broker_url).app
+    workers = LiveWorkers(app, timeout=2.0)
+    workers.refresh(force=True)
+    found = {}
+    for queue in queues:
+        slots = workers.slots(queue)
+        if slots is not None:
+            found[queue] = slots
+    return found

@@ -22,6 +22,7 @@ from ..policy.times import fmt_duration
 from ..store import SchedulerStore
 from .deps import READ, State
 from .responses import ConditionsOut, HealthOut, RunOut
+from .routes_forecast import forecast_metrics
 from .schemas import MAX_ID, NoNul
 from .state import ApiState
 
@@ -369,6 +370,7 @@ class ScheduleCollector(Collector):
         yield overdue
         yield from self._open_runs()
         yield from self._origins(now)
+        yield from forecast_metrics(self.store, now)
         ended = GaugeMetricFamily(
             "swh_scheduler_runs_ended_last_hour",
             "Runs ended within the last hour, per type and final status",

@@ -74,6 +74,7 @@ READ_METHODS = frozenset(
         "get_metrics",
         "peek_next_visits",
         "latest_census",
+        "latest_forecast",
         "census_history",
         "problem_page",
     }
@@ -124,6 +125,7 @@ WRITE_METHODS = frozenset(
         "end_worker_runs",
         "sweep_silent_workers",
         "record_room",
+        "record_forecast",
         "expire_oneshot_tasks",
         "measure_type_loads",
         "acquire_lock",

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import Any
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,6 +15,9 @@ from ..domain.exceptions import InvalidInput
 from ..domain.model import DispatchOrder
 from ..domain.validation import parse_duration
 from .base import CliContext, emit_json, now, pass_cli
+
+if TYPE_CHECKING:
+    from ..simulator.forecast import Forecast
 
 
 def _counts(option: str, values: tuple[str, ...], *, plus: bool) -> dict[str, int]:
@@ -72,6 +77,32 @@ def _counts(option: str, values: tuple[str, ...], *, plus: bool) -> dict[str, in
 )
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of every random draw.")
 @click.option(
+    "--size",
+    is_flag=True,
+    help="Also search, per queue, the fewest worker slots that end the horizon with no "
+    "task in ERROR, never more in ERROR than now, and intervals stretched at most "
+    "--max-stretch times those delivered with the most slots tried (4x those given, at "
+    "least 8): a simulation per step of a bisection.",
+)
+@click.option(
+    "--max-stretch",
+    type=click.FloatRange(min=1.0),
+    default=1.1,
+    show_default=True,
+    help="With --size: the stretch bound.",
+)
+@click.option(
+    "--record",
+    is_flag=True,
+    help="Store the forecast in the database (the latest few are kept): GET /forecast "
+    "and /metrics report it on every API replica.",
+)
+@click.option(
+    "--every",
+    help="With --record: forecast again this long after each forecast began (a "
+    "duration: '15 min'), until stopped.",
+)
+@click.option(
     "--sim-db-url",
     help="An EMPTY database for the simulation's own tables (default: a private SQLite "
     "file); they are dropped after.",
@@ -104,6 +135,10 @@ def _forecast(
     broker_url: str | None,
     policy: str,
     seed: int,
+    size: bool,
+    max_stretch: float,
+    record: bool,
+    every: str | None,
     sim_db_url: str | None,
     as_json: bool,
 ) -> None:
@@ -113,33 +148,59 @@ def _forecast(
     horizon = parse_duration("hours", hours)
     if (app_spec or broker_url) and not ask_workers:
         raise InvalidInput("ask_workers", "--app and --broker-url go with --ask-workers")
+    if max_stretch != 1.1 and not size:
+        raise InvalidInput("max_stretch", "--max-stretch goes with --size")
+    period = None
+    if every is not None:
+        if not record:
+            raise InvalidInput("every", "--every goes with --record")
+        period = parse_duration("every", every)
+        if period < timedelta(minutes=1):
+            raise InvalidInput("every", f"{every!r} is under a minute")
     slots = _counts("workers", worker_counts, plus=False)
     variants = [_counts("more", tuple(v.split(",")), plus=True) for v in more]
     store = cli.store
     queues = queues_of(store.get_task_types())
     if not queues:
         raise InvalidInput("task types", "the database has no task type to forecast")
-    asked: dict[str, int] = {}
-    if ask_workers:
-        asked = _live_slots(cli, app_spec, broker_url, [q for q in queues if q not in slots])
-    assumed = [q for q in queues if q not in slots and q not in asked]
-    counts = {**{q: 1 for q in assumed}, **asked, **slots}
 
     def progress(line: str) -> None:
         click.echo(line, err=True)
 
-    result = run_forecast(
-        store,
-        now(),
-        slots=counts,
-        horizon=horizon,
-        more=variants,
-        seed=seed,
-        order=DispatchOrder(policy),
-        db_url=sim_db_url,
-        assumed_slots=assumed,
-        progress=progress,
-    )
+    def step() -> Forecast:
+        """One forecast, recorded when asked (the workers asked again)."""
+        asked: dict[str, int] = {}
+        if ask_workers:
+            asked = _live_slots(cli, app_spec, broker_url, [q for q in queues if q not in slots])
+        assumed = [q for q in queues if q not in slots and q not in asked]
+        began = time.monotonic()
+        at = now()
+        result = run_forecast(
+            store,
+            at,
+            slots={**{q: 1 for q in assumed}, **asked, **slots},
+            horizon=horizon,
+            more=variants,
+            seed=seed,
+            order=DispatchOrder(policy),
+            db_url=sim_db_url,
+            assumed_slots=assumed,
+            progress=progress,
+            size=size,
+            max_stretch=max_stretch,
+        )
+        if record:
+            took = time.monotonic() - began
+            stored = store.record_forecast(result.to_json(), at=at, took=took)
+            progress(f"forecast {stored.id} recorded ({took:.1f} s)")
+        return result
+
+    while True:
+        began = time.monotonic()
+        result = step()
+        if period is None:
+            break
+        time.sleep(max(0.0, period.total_seconds() - (time.monotonic() - began)))
     if as_json:
         emit_json(result.to_json())
         return

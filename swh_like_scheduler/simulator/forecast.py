@@ -157,6 +157,12 @@ class Forecast:
     last_claim_at: datetime | None
     base: Scenario
     variants: tuple[Scenario, ...] = field(default=())
+    #: per queue, the fewest worker slots that keep its types out of ERROR
+    #: (:func:`workers_needed`; ``None``: not within the search's bound);
+    #: empty when not asked
+    needed: Mapping[str, int | None] = field(default_factory=dict)
+    #: the stretch bound of :attr:`needed`
+    max_stretch: float = 1.1
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -170,6 +176,8 @@ class Forecast:
             "last_claim_at": _instant(self.last_claim_at),
             "base": self.base.to_json(),
             "variants": [v.to_json() for v in self.variants],
+            "workers_needed": dict(sorted(self.needed.items())),
+            "max_stretch": self.max_stretch,
         }
 
 
@@ -224,11 +232,14 @@ def forecast(
     db_url: str | None = None,
     assumed_slots: Sequence[str] = (),
     progress: Callable[[str], None] | None = None,
+    size: bool = False,
+    max_stretch: float = 1.1,
 ) -> Forecast:
     """The forecast of ``store`` from ``now`` over ``horizon`` with
     ``slots`` worker slots per queue (every queue of a type must be given),
     and one variant per mapping of ``more`` (slots added per queue).
-    ``assumed_slots``: the queues whose slots were assumed, not reported."""
+    ``assumed_slots``: the queues whose slots were assumed, not reported.
+    With ``size``, the workers each queue needs (:func:`workers_needed`)."""
     check_aware("now", now)
     if not timedelta(minutes=10) <= horizon <= LONGEST:
         raise InvalidInput(
@@ -270,12 +281,18 @@ def forecast(
     for queue in assumed_slots:
         assumptions.append(f"queue {queue}: {slots[queue]} worker slot(s) assumed, not reported")
 
+    done: dict[tuple[tuple[str, int], ...], Scenario] = {}
+
     def run(counts: Mapping[str, int]) -> Scenario:
+        key = tuple(sorted(counts.items()))
+        if key in done:
+            return done[key]
         staffed = workload.with_workers(per_type(types, counts))
         if progress is not None:
             progress("forecast with " + ", ".join(f"{q}={n}" for q, n in sorted(counts.items())))
         results = Simulation(staffed, order, db_url=db_url, tasks=tasks, by_type=True).run()
-        return _scenario(counts, results)
+        done[key] = _scenario(counts, results)
+        return done[key]
 
     base = run(slots)
     variants = []
@@ -284,6 +301,11 @@ def forecast(
         for queue, extra in added.items():
             counts[queue] = counts[queue] + extra
         variants.append(run(counts))
+    needed: dict[str, int | None] = {}
+    if size:
+        for queue in queues:
+            names = [t.type for t in types if t.effective_queue == queue]
+            needed[queue] = workers_needed(run, slots, queue, names, max_stretch)
     return Forecast(
         now=now,
         horizon=horizon,
@@ -295,7 +317,54 @@ def forecast(
         last_claim_at=health.last_claim_at,
         base=base,
         variants=tuple(variants),
+        needed=needed,
+        max_stretch=max_stretch,
     )
+
+
+#: the most slots :func:`workers_needed` tries, as a multiple of those given
+SEARCH_FACTOR = 4
+#: ... and at least
+SEARCH_FLOOR = 8
+
+
+def workers_needed(
+    run: Callable[[Mapping[str, int]], Scenario],
+    slots: Mapping[str, int],
+    queue: str,
+    names: Sequence[str],
+    max_stretch: float,
+) -> int | None:
+    """The fewest slots on ``queue`` (the other queues as in ``slots``)
+    with which its types ``names`` end the horizon with no task in ERROR,
+    never have more in ERROR than now, and deliver their intervals
+    stretched at most ``max_stretch`` times what they do with the most
+    slots tried (``max(SEARCH_FLOOR, SEARCH_FACTOR x given)``: adaptive and
+    cooldown-bound tasks keep intervals of their own). ``None`` when even
+    that many do not. A bisection: a simulation per step."""
+    ceiling = max(SEARCH_FLOOR, SEARCH_FACTOR * slots[queue])
+    ample = run({**slots, queue: ceiling})
+
+    def keeps(scenario: Scenario) -> bool:
+        for name in names:
+            outlook, best = scenario.types[name], ample.types[name]
+            if outlook.horizon.error > 0 or outlook.worst.error > outlook.start.error:
+                return False
+            stretch, bound = outlook.stretch, best.stretch
+            if stretch is not None and bound is not None and stretch > max_stretch * bound:
+                return False
+        return True
+
+    if not keeps(ample):
+        return None
+    low, high = 0, ceiling  # low fails (no slot runs nothing), high keeps
+    while high - low > 1:
+        middle = (low + high) // 2
+        if keeps(run({**slots, queue: middle})):
+            high = middle
+        else:
+            low = middle
+    return high
 
 
 def _scenario(counts: Mapping[str, int], results: Mapping[str, Any]) -> Scenario:

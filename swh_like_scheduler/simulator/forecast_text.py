@@ -85,4 +85,13 @@ def lines(forecast: Forecast) -> list[str]:
     for scenario in (forecast.base, *forecast.variants):
         o = scenario.overall
         out.append(f"  {_workers(scenario)}: {o.horizon.error:,} ({o.error_hours:,.1f})")
+    if forecast.needed:
+        out += [
+            "",
+            "Worker slots needed per queue (none in ERROR at the horizon, never more than "
+            f"now, intervals within x{forecast.max_stretch:g} of the most slots tried):",
+        ]
+        for queue, count in sorted(forecast.needed.items()):
+            said = "more than the most tried" if count is None else str(count)
+            out.append(f"  {queue}: {said}")
     return out

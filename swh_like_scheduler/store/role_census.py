@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
-from .values import CensusRecord, ConditionRow, ProblemEntry, ProblemQuery
+from .values import CensusRecord, ConditionRow, ProblemEntry, ProblemQuery, StoredForecast
 
 
 class CensusStore(Protocol):
@@ -103,6 +103,18 @@ class CensusStore(Protocol):
 
     def census_history(self, since: datetime) -> list[CensusRecord]:
         """The stored censuses at or after ``since``, oldest first."""
+        ...
+
+    def record_forecast(
+        self, body: Mapping[str, Any], *, at: datetime, took: float, keep: int = 24
+    ) -> StoredForecast:
+        """Store a forecast from ``at`` (its JSON, and the seconds it took);
+        only the latest ``keep`` (1 or more) are kept. InvalidInput for a
+        naive ``at``, a negative ``took`` or ``keep`` under 1."""
+        ...
+
+    def latest_forecast(self) -> StoredForecast | None:
+        """The forecast recorded last (``None``: none yet)."""
         ...
 
     def problem_page(

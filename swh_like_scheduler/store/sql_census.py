@@ -18,6 +18,7 @@ from ..domain.enums import check_aware
 from ..domain.exceptions import InvalidInput
 from .sql_base import SQLBase
 from .tables import census as census_t
+from .tables import forecast as forecast_t
 from .tables import task as task_t
 from .tables import task_condition as cond_t
 from .values import (
@@ -27,6 +28,7 @@ from .values import (
     ConditionRow,
     ProblemEntry,
     ProblemQuery,
+    StoredForecast,
 )
 
 #: the statuses whose tasks have a ledger row (the census's "watched")
@@ -388,3 +390,29 @@ class CensusMethods(SQLBase):
             )
             for r in rows
         ], count
+
+    def record_forecast(
+        self, body: Mapping[str, Any], *, at: datetime, took: float, keep: int = 24
+    ) -> StoredForecast:
+        check_aware("at", at)
+        if not took >= 0:
+            raise InvalidInput("took", f"{took} is not a number of seconds")
+        if keep < 1:
+            raise InvalidInput("keep", f"{keep} keeps nothing")
+        values = {"at": at, "took": took, "body": dict(body)}
+        with self._write("record a forecast") as conn:
+            new_id = conn.scalar(sa.insert(forecast_t).values(values).returning(forecast_t.c.id))
+            kept = sa.select(forecast_t.c.id).order_by(forecast_t.c.id.desc()).limit(keep)
+            conn.execute(
+                sa.delete(forecast_t).where(forecast_t.c.id.not_in(kept.scalar_subquery()))
+            )
+        return StoredForecast(int(new_id), at, took, dict(body))
+
+    def latest_forecast(self) -> StoredForecast | None:
+        with self._read("read the latest forecast") as conn:
+            row = conn.execute(
+                sa.select(forecast_t).order_by(forecast_t.c.id.desc()).limit(1)
+            ).first()
+        if row is None:
+            return None
+        return StoredForecast(int(row.id), row.at, float(row.took), dict(row.body))

@@ -424,3 +424,16 @@ census = sa.Table(
     sa.Column("sweep_after", sa.BigInteger, nullable=False),
     sa.Index(None, "at"),
 )
+
+#: The latest forecasts (:mod:`~..simulator.forecast`), each as its JSON: what
+#: ``GET /forecast`` and ``/metrics`` report on every API replica (the last
+#: few kept; 0024_forecast.py).
+forecast = sa.Table(
+    "forecast",
+    metadata,
+    sa.Column("id", _bigint_pk(), primary_key=True, autoincrement=True),
+    # the instant it starts from, and the seconds computing it took
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.Column("took", sa.Float, nullable=False),
+    sa.Column("body", _json(), nullable=False),
+)

@@ -411,6 +411,17 @@ class CensusRecord:
 
 
 @dataclass(frozen=True)
+class StoredForecast:
+    """A forecast as recorded: the instant it starts from, the seconds
+    computing it took, and its JSON (:meth:`~..simulator.forecast.Forecast.to_json`)."""
+
+    id: int
+    at: datetime
+    took: float
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ProblemQuery:
     """Which problems a page lists (empty: any); ``q`` is searched in the
     lower-case key and arguments."""

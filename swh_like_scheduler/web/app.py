@@ -17,6 +17,7 @@ from fastapi_offline import FastAPIOffline
 from ..api import (
     routes_bulk,
     routes_edit,
+    routes_forecast,
     routes_jobs,
     routes_observe,
     routes_rpc,
@@ -92,6 +93,7 @@ def create_app(
         routes_edit,
         routes_jobs,
         routes_observe,
+        routes_forecast,
         routes_rpc,
         routes_swh,
     ):

@@ -148,6 +148,9 @@ def test_the_failure_shares_of_the_last_hour_are_assumed(sqlite_url: str) -> Non
         (["--hours", "5 s"], "horizon: 0:00:05 is not between 10 minutes and 14 days"),
         (["--hours", "soon"], "hours"),
         (["--app", "x:y"], "--app and --broker-url go with --ask-workers"),
+        (["--every", "15 min"], "every: --every goes with --record"),
+        (["--record", "--every", "10 s"], "every: '10 s' is under a minute"),
+        (["--max-stretch", "1.5"], "max_stretch: --max-stretch goes with --size"),
     ],
 )
 def test_bad_input_is_one_line(sqlite_url: str, args: list[str], fragment: str) -> None:

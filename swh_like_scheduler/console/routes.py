@@ -31,6 +31,7 @@ from ..policy.times import fmt_duration, fmt_instant
 from ..store.values import LEVEL_RANKS as LEVELS
 from ..store.values import BulkAction, BulkFilter, BulkReport
 from . import views
+from .forecast_view import forecast_view, hours_text
 from .keeper import Keeper
 from .origins import coverage
 from .session import COOKIE, Session, Sessions
@@ -222,6 +223,19 @@ def origins_page(request: Request) -> Response:
         return _to_login(request)
     context = {"view": coverage(_state(request).store), "message": _message(request)}
     return _page(request, "origins.html", context, viewer=viewer)
+
+
+@router.get("/forecast")
+def forecast_page(request: Request) -> Response:
+    viewer = _viewer(request)
+    if viewer.access is Access.NONE:
+        return _to_login(request)
+    context = {
+        "view": forecast_view(_state(request)),
+        "hours": hours_text,
+        "message": _message(request),
+    }
+    return _page(request, "forecast.html", context, viewer=viewer)
 
 
 @router.get("/tasks/{task_id}")

@@ -131,12 +131,15 @@ class Scenario:
     workers: Mapping[str, int]
     overall: Outlook
     types: Mapping[str, Outlook]
+    #: every type's tasks at each sample: ``[hours, OK, WARNING, ERROR]``
+    timeline: tuple[tuple[float, int, int, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "workers": dict(sorted(self.workers.items())),
             "overall": self.overall.to_json(),
             "types": {name: o.to_json() for name, o in sorted(self.types.items())},
+            "timeline": [list(reading) for reading in self.timeline],
         }
 
 
@@ -383,4 +386,5 @@ def _scenario(counts: Mapping[str, int], results: Mapping[str, Any]) -> Scenario
     overall = Outlook.of(
         overall_readings, results["error_hours"], max(stretches) if stretches else None
     )
-    return Scenario(dict(counts), overall, types)
+    timeline = tuple((float(h), int(o), int(w), int(e)) for h, o, w, e in overall_readings)
+    return Scenario(dict(counts), overall, types, timeline)

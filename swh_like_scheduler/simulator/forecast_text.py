@@ -12,7 +12,12 @@ def _levels(c: Conditions) -> str:
 
 
 def _hours(value: float) -> str:
-    return f"{value:g} h"
+    """``2.333`` hours as ``2 h 20 min``."""
+    minutes = round(value * 60)
+    hours, rest = divmod(minutes, 60)
+    if not hours:
+        return f"{rest} min"
+    return f"{hours} h" if not rest else f"{hours} h {rest} min"
 
 
 def _ago(then: datetime | None, now: datetime) -> str:

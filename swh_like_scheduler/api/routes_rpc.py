@@ -75,6 +75,7 @@ READ_METHODS = frozenset(
         "peek_next_visits",
         "latest_census",
         "latest_forecast",
+        "recorded_forecasts",
         "census_history",
         "problem_page",
     }

@@ -41,7 +41,7 @@ def _counts(option: str, values: tuple[str, ...], *, plus: bool) -> dict[str, in
     "--hours",
     default="24 h",
     show_default=True,
-    help="How far ahead (a duration: '24 h', '3 d', '90 min'; 10 min to 14 days).",
+    help="How far ahead (a duration: '24 h', '3 d', '90 min'; 2 min to 14 days).",
 )
 @click.option(
     "--workers",

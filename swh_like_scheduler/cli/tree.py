@@ -107,6 +107,7 @@ TASK_TYPE = group(
 
 #: the commands and groups of ``swh scheduler``
 SCHEDULER = {
+    "backtest": Lazy("backtest:backtest", "Check the recorded forecasts against what happened."),
     "console-link": Lazy("console_link:console_link", "Print a one-time console login link."),
     "db": DB,
     "forecast": Lazy("forecast:forecast", "Forecast the next hours of the live platform."),

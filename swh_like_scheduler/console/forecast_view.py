@@ -110,7 +110,8 @@ def chart(scenarios: Sequence[Mapping[str, Any]], hours: float) -> str:
     """Tasks in ERROR (and WARNING, with the workers assumed) over the
     horizon: the first scenario's lines, then each variant's ERROR dashed."""
     timelines = [
-        [(float(r[0]), int(r[2]), int(r[3])) for r in s.get("timeline", ())] for s in scenarios
+        [(float(r[0]), int(r[2]), int(r[3])) for r in s["overall"].get("timeline", ())]
+        for s in scenarios
     ]
     if hours <= 0 or not timelines or len(timelines[0]) < 2:
         return ""

@@ -38,10 +38,21 @@ from .workload import RunnerSettings
 
 #: a forecast's horizon unless told
 HORIZON = timedelta(hours=24)
-#: the longest horizon asked
-LONGEST = timedelta(days=14)
-#: how often the conditions are read in a forecast
-SAMPLE_EVERY = timedelta(minutes=10)
+#: the shortest and the longest horizon asked
+SHORTEST, LONGEST = timedelta(minutes=2), timedelta(days=14)
+
+
+def pacing(horizon: timedelta) -> RunnerSettings:
+    """How the simulated daemons pace themselves over ``horizon``: the
+    conditions read every 10 minutes, or 18 times over a shorter horizon;
+    the runner at most 30 s, or 1 % of the horizon, late on a ready task
+    (a real runner wakes when one falls ready); the listener 10 s (or 1 %)
+    behind."""
+    return RunnerSettings(
+        sample_every=min(timedelta(minutes=10), horizon / 18),
+        min_sleep=min(timedelta(seconds=30), horizon / 100),
+        listener_delay=min(timedelta(seconds=10), horizon / 100),
+    )
 
 _FAILED = {RunStatus.FAILED.value, RunStatus.TIMED_OUT.value, RunStatus.LOST.value}
 _PERMFAILED = {RunStatus.PERMFAILED.value}
@@ -80,6 +91,8 @@ class Outlook:
     #: the interval delivered over the interval written (``None``: no
     #: recurring task ran twice)
     stretch: float | None
+    #: the tasks at each sample: ``(hours, OK, WARNING, ERROR)``
+    timeline: tuple[tuple[float, int, int, int], ...] = ()
 
     @classmethod
     def of(
@@ -97,10 +110,12 @@ class Outlook:
             error_grows_from=error_grows_from(samples),
             error_hours=error_hours,
             stretch=stretch,
+            timeline=tuple((c.hours, c.ok, c.warning, c.error) for c in samples),
         )
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "timeline": [list(reading) for reading in self.timeline],
             "start": self.start.to_json(),
             "horizon": self.horizon.to_json(),
             "worst": self.worst.to_json(),
@@ -131,15 +146,12 @@ class Scenario:
     workers: Mapping[str, int]
     overall: Outlook
     types: Mapping[str, Outlook]
-    #: every type's tasks at each sample: ``[hours, OK, WARNING, ERROR]``
-    timeline: tuple[tuple[float, int, int, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "workers": dict(sorted(self.workers.items())),
             "overall": self.overall.to_json(),
             "types": {name: o.to_json() for name, o in sorted(self.types.items())},
-            "timeline": [list(reading) for reading in self.timeline],
         }
 
 
@@ -244,10 +256,9 @@ def forecast(
     ``assumed_slots``: the queues whose slots were assumed, not reported.
     With ``size``, the workers each queue needs (:func:`workers_needed`)."""
     check_aware("now", now)
-    if not timedelta(minutes=10) <= horizon <= LONGEST:
-        raise InvalidInput(
-            "horizon", f"{horizon} is not between 10 minutes and {LONGEST.days} days"
-        )
+    if not SHORTEST <= horizon <= LONGEST:
+        limits = f"between {SHORTEST.seconds // 60} minutes and {LONGEST.days} days"
+        raise InvalidInput("horizon", f"{horizon} is not {limits}")
     types = store.get_task_types()
     queues = queues_of(types)
     for given in [slots, *more]:
@@ -261,7 +272,7 @@ def forecast(
         raise InvalidInput("workers", f"no worker count for the queue(s) {', '.join(missing)}")
     health = store.schedule_health(now=now, counts=False, runs=False)
     shares = failure_shares(health)
-    runner = RunnerSettings(sample_every=SAMPLE_EVERY)
+    runner = pacing(horizon)
     workload, tasks = from_store(
         store,
         now,
@@ -386,5 +397,4 @@ def _scenario(counts: Mapping[str, int], results: Mapping[str, Any]) -> Scenario
     overall = Outlook.of(
         overall_readings, results["error_hours"], max(stretches) if stretches else None
     )
-    timeline = tuple((float(h), int(o), int(w), int(e)) for h, o, w, e in overall_readings)
-    return Scenario(dict(counts), overall, types, timeline)
+    return Scenario(dict(counts), overall, types)

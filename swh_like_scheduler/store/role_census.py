@@ -109,12 +109,17 @@ class CensusStore(Protocol):
         self, body: Mapping[str, Any], *, at: datetime, took: float, keep: int = 24
     ) -> StoredForecast:
         """Store a forecast from ``at`` (its JSON, and the seconds it took);
-        only the latest ``keep`` (1 or more) are kept. InvalidInput for a
-        naive ``at``, a negative ``took`` or ``keep`` under 1."""
+        only the latest ``keep`` (1 to 1,000) are kept. InvalidInput for a
+        naive ``at``, a negative ``took`` or ``keep`` out of range."""
         ...
 
     def latest_forecast(self) -> StoredForecast | None:
         """The forecast recorded last (``None``: none yet)."""
+        ...
+
+    def recorded_forecasts(self, *, limit: int = 24) -> list[StoredForecast]:
+        """The forecasts kept, the latest first, up to ``limit`` (1 to
+        1,000; InvalidInput otherwise)."""
         ...
 
     def problem_page(

@@ -397,8 +397,8 @@ class CensusMethods(SQLBase):
         check_aware("at", at)
         if not took >= 0:
             raise InvalidInput("took", f"{took} is not a number of seconds")
-        if keep < 1:
-            raise InvalidInput("keep", f"{keep} keeps nothing")
+        if not 1 <= keep <= 1000:
+            raise InvalidInput("keep", f"{keep} is not between 1 and 1000")
         values = {"at": at, "took": took, "body": dict(body)}
         with self._write("record a forecast") as conn:
             new_id = conn.scalar(sa.insert(forecast_t).values(values).returning(forecast_t.c.id))
@@ -409,10 +409,14 @@ class CensusMethods(SQLBase):
         return StoredForecast(int(new_id), at, took, dict(body))
 
     def latest_forecast(self) -> StoredForecast | None:
-        with self._read("read the latest forecast") as conn:
-            row = conn.execute(
-                sa.select(forecast_t).order_by(forecast_t.c.id.desc()).limit(1)
-            ).first()
-        if row is None:
-            return None
-        return StoredForecast(int(row.id), row.at, float(row.took), dict(row.body))
+        found = self.recorded_forecasts(limit=1)
+        return found[0] if found else None
+
+    def recorded_forecasts(self, *, limit: int = 24) -> list[StoredForecast]:
+        if not 1 <= limit <= 1000:
+            raise InvalidInput("limit", f"{limit} is not between 1 and 1000")
+        with self._read("read the recorded forecasts") as conn:
+            rows = conn.execute(
+                sa.select(forecast_t).order_by(forecast_t.c.id.desc()).limit(limit)
+            ).all()
+        return [StoredForecast(int(r.id), r.at, float(r.took), dict(r.body)) for r in rows]

@@ -70,6 +70,7 @@ def test_a_body_of_another_shape_shows_a_notice_and_is_escaped(
         assert "not in a shape this version reads" in page.text
         levels = {"OK": 1, "WARNING": 0, "ERROR": 2}
         outlook = {
+            "timeline": [[0, 1, 0, 2], [1, 1, 0, 2]],
             "start": {"hours": 0, **levels},
             "horizon": {"hours": 1, **levels},
             "worst": {"hours": 1, **levels},
@@ -86,7 +87,6 @@ def test_a_body_of_another_shape_shows_a_notice_and_is_escaped(
                 "workers": {hostile: 1},
                 "overall": outlook,
                 "types": {hostile: outlook},
-                "timeline": [[0, 1, 0, 2], [1, 1, 0, 2]],
             },
         }
         store.record_forecast(body, at=now, took=0.1)

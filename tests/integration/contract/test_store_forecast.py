@@ -47,3 +47,17 @@ def test_bad_records_are_refused_and_nothing_is_written(
     with pytest.raises(InvalidInput, match=field):
         store.record_forecast(_body(0), at=at, took=took, keep=keep)
     assert store.latest_forecast() is None
+
+
+def test_the_recorded_forecasts_come_latest_first(store: Any) -> None:
+    assert store.recorded_forecasts() == []
+    for n in range(3):
+        store.record_forecast(_body(n), at=T0 + n * timedelta(minutes=15), took=1.0)
+    found = store.recorded_forecasts(limit=2)
+    assert [f.body for f in found] == [_body(2), _body(1)]
+    assert [f.body for f in store.recorded_forecasts()] == [_body(2), _body(1), _body(0)]
+    for limit in (0, 1001):
+        with pytest.raises(InvalidInput, match="limit"):
+            store.recorded_forecasts(limit=limit)
+    with pytest.raises(InvalidInput, match="keep"):
+        store.record_forecast(_body(9), at=T0, took=1.0, keep=1001)

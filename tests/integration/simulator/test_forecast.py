@@ -145,7 +145,7 @@ def test_the_failure_shares_of_the_last_hour_are_assumed(sqlite_url: str) -> Non
         (["--workers", "jobs"], "workers: 'jobs' is not QUEUE=N"),
         (["--more", "jobs=4"], "more: 'jobs=4' is not QUEUE=+N"),
         (["--more", "jobs=+x"], "more: 'jobs=+x' is not QUEUE=+N"),
-        (["--hours", "5 s"], "horizon: 0:00:05 is not between 10 minutes and 14 days"),
+        (["--hours", "5 s"], "horizon: 0:00:05 is not between 2 minutes and 14 days"),
         (["--hours", "soon"], "hours"),
         (["--app", "x:y"], "--app and --broker-url go with --ask-workers"),
         (["--every", "15 min"], "every: --every goes with --record"),

@@ -4,6 +4,11 @@ and another runner dispatches the tasks it held within a minute of the
 stall, each once. Before, the claim's transaction, and every task it had
 locked, stayed held for as long as the runner was stopped.
 
+The quick cut gives both runners a bound of 10 s (``PGOPTIONS``, which
+their sessions keep: tests/unit/store/test_session_bounds.py) and asks for
+the dispatch within 40 s; ``SWH_SLOW=full`` runs them on the default (each
+session's 30 s is checked in tests/integration/store/test_pg_sessions.py).
+
 Two ``swh scheduler start-runner`` processes on a test database and Redis.
 The stall is placed by a lock, not by timing: a trigger of this test's
 database makes the claim of the runner named ``runner-a`` (its URL's
@@ -31,6 +36,7 @@ import psycopg
 import pytest
 import redis
 import services
+from cuts import scale
 from runnertest import make_test_app, new_type, ready_tasks
 from waiting import delete_queues as purge
 from waiting import wait_until
@@ -42,8 +48,17 @@ pytestmark = [pytest.mark.postgresql, pytest.mark.redis]
 SWH = [str(Path(sys.executable).parent / "swh"), "scheduler"]
 TASKS = 300
 GATE = 4242
+#: the runners' ``idle_in_transaction_session_timeout`` (s): their default
+#: in the full cut, a shorter one set by ``PGOPTIONS`` in the quick one
+DEFAULT_IDLE = 30
+IDLE = scale(10, DEFAULT_IDLE)
 #: what the issue asks: the stalled runner's tasks free again within a minute
-WITHIN = 60.0
+#: (the bound, then 30 s)
+WITHIN = IDLE + 30.0
+#: the runners' environment beyond ours
+IDLE_ENV = (
+    {} if IDLE == DEFAULT_IDLE else {"PGOPTIONS": f"-c idle_in_transaction_session_timeout={IDLE}s"}
+)
 
 GATE_SQL = f"""
 CREATE FUNCTION test_claim_gate() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -85,7 +100,7 @@ class Runners:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **IDLE_ENV},
             )
 
     def signal(self, name: str, sig: int) -> None:

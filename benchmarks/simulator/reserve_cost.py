@@ -188,7 +188,7 @@ def worlds(quick: bool) -> list[World]:
     tasks, days = (126, 0.25) if quick else (630, 2.0)
     found = [
         World(
-            "long-and-short, 50%",
+            "long-and-short, 50 %",
             load_workload("long-and-short").with_tasks(tasks).with_days(days).with_load(0.5),
             *LONG_AND_SHORT,
         )
@@ -196,7 +196,7 @@ def worlds(quick: bool) -> list[World]:
     tasks, days = (2_000, 0.5) if quick else (10_000, 1.0)
     for load in (0.5, 1.0, 1.5):
         workload = load_workload("mixed-platform").with_tasks(tasks).with_days(days)
-        found.append(World(f"mixed-platform, {load:.0%}", workload.with_load(load), *MIXED))
+        found.append(World(f"mixed-platform, {load * 100:.0f} %", workload.with_load(load), *MIXED))
     found += [
         World("cliff (27-min jobs)", parse_workload(CLIFF), ("hourly pings",), ("nightly jobs",)),
         World("sparse ping", parse_workload(SPARSE_PING), ("hourly ping",), ("nightly dumps",)),
@@ -250,8 +250,10 @@ def measure(world: World) -> dict[str, Any]:
     }
 
 
-def _number(value: float) -> str:
-    return f"{value:,.1f}".removesuffix(".0")
+def _number(value: float, sign: str = "") -> str:
+    if value == 0:
+        return "0"
+    return f"{value:{sign},.1f}".removesuffix(".0")
 
 
 def markdown(lines: Sequence[dict[str, Any]]) -> str:
@@ -269,8 +271,8 @@ def markdown(lines: Sequence[dict[str, Any]]) -> str:
             )
         change = line["difference"]
         rows.append(
-            f"| {line['world']} | difference | {change['total']:+,.1f} | "
-            f"{change['short']:+,.1f} | {change['long']:+,.1f} |"
+            f"| {line['world']} | difference | {_number(change['total'], '+')} | "
+            f"{_number(change['short'], '+')} | {_number(change['long'], '+')} |"
         )
     return "\n".join(rows)
 

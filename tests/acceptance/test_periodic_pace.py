@@ -6,13 +6,14 @@ Celery worker per type, an embedded Redis), a 0.2 s body, a 5 s period."""
 
 from __future__ import annotations
 
+import signal
 from datetime import timedelta
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from standalone_run import assert_nothing_left, children, clean_env, start
+from standalone_run import assert_nothing_left, children, clean_env, start, wait_for
 
 from swh_like_scheduler.cli import swh
 from swh_like_scheduler.domain.model import TaskRun
@@ -37,6 +38,18 @@ def starts_in_window(runs: list[TaskRun]) -> list[TaskRun]:
     return [r for r in started if r.started is not None and r.started - first <= WINDOW]
 
 
+def windows_closed(store: SQLAlchemyStore) -> bool:
+    """Both tasks have a run started more than WINDOW after their first:
+    every run of their windows has started (and the one before it ended)."""
+    for key in ("default", "eager"):
+        task = store.get_task_by_key(key)
+        assert task is not None
+        started = [r.started for r in store.get_task_runs(task.id or 0, limit=1000) if r.started]
+        if not started or max(started) - min(started) <= WINDOW:
+            return False
+    return True
+
+
 @pytest.mark.acceptance
 @pytest.mark.timeout(150)
 def test_a_period_alone_runs_about_once_per_period(tmp_path: Path) -> None:
@@ -47,13 +60,18 @@ def test_a_period_alone_runs_about_once_per_period(tmp_path: Path) -> None:
     cli(url, "task", "add", "sleep", "duration=0.2", "--period", "5s", "--key", "default")
     cli(url, "task", "add", "sleep", "duration=0.2", "--period", "5s", "--cooldown", "0",
         "--key", "eager")  # fmt: skip
+    # stopped (Ctrl-C) once both windows are closed; --duration bounds it
     process, _ = start(
-        env, tmp_path, "--db-url", url, "--no-examples", "--no-api", "--duration", "35",
+        env, tmp_path, "--db-url", url, "--no-examples", "--no-api", "--duration", "60",
         "--refresh", "5",
     )  # fmt: skip
+    watcher = SQLAlchemyStore.from_url(url)
     try:
-        code = process.wait(timeout=120)
+        wait_for(lambda: windows_closed(watcher) or process.poll() is not None, 90, "20 s of runs")
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=60)
     finally:
+        watcher.close()
         if process.poll() is None:
             process.kill()
             process.wait()

@@ -50,7 +50,7 @@ READ_METHODS = frozenset(
         "list_pending",
         "ready_task_ids",
         "long_runs",
-        "short_deadline",
+        "short_slack",
         "ready_left_behind",
         "get_job",
         "schedule_health",

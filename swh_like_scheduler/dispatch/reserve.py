@@ -13,15 +13,17 @@ live workers' pool sizes, :meth:`~.routing.LiveWorkers.slots`) keeps some of
 them from long runs. What is long is decided each pass by what the shorter
 tasks stand to lose, not by a fixed length:
 
-- ``D`` is the earliest deadline (``should_start_by``) of a task waiting on
-  the queue, due now or later, that a kept slot can still help: one whose
-  expected run (its average good run, else its ``expected_duration``, else
-  its or its type's ``max_expected_duration``) is shorter than the time left
-  to its deadline (:meth:`~..store.SchedulerStore.short_deadline`);
-- a run is **long** this pass when it is expected to last ``D - now`` or
-  more (never less than :data:`~..domain.enums.LONG_RUN_FLOOR`), or its last
-  run failed after lasting that long: it would hold its slot past that
-  deadline. Without such a task, long is
+- the **slack** is how long the task waiting on the queue with the
+  earliest deadline (``should_start_by``), due now or later, that a kept
+  slot can still help may yet wait for a slot: the time left to its
+  deadline (:meth:`~..store.SchedulerStore.short_slack`). A kept slot
+  helps a task whose expected run (its average good run, else its
+  ``expected_duration``, else its or its type's ``max_expected_duration``)
+  is shorter than its slack, or than the floor below once it is overdue;
+- a run is **long** this pass when it is expected to last the slack or more
+  (never less than :data:`~..domain.enums.LONG_RUN_FLOOR`), or its last run
+  failed after lasting that long: it would hold its slot past what that
+  task can wait. Without such a task, long is
   :data:`~..domain.enums.LONG_RUN`;
 - while a shorter task waits on the queue, or runs, ``reserved = max(1,
   ceil(slots x RESERVED_SHARE))`` slots are kept (none for a queue with a
@@ -31,10 +33,16 @@ tasks stand to lose, not by a fixed length:
 
 A wave of 27-minute jobs beside hourly pings whose deadlines are minutes
 away is a wave of long runs; the same jobs beside daily reports with hours
-of slack are not, and take every slot. Long runs are never queued in the
-broker beyond the slots they may take: a pass between two runs of a sparse
-short task (when it is in flight, or its next deadline is an hour away)
-still counts it, so it cannot hand the kept slots to a wave for hours.
+of slack are not, and take every slot. Beside an overdue ping, runs of 5
+minutes or more are long (the floor): with a floor of a minute, pages of a
+minute counted as long, shared the long runs' slots with a wave of dumps
+and waited behind it (the ping's own window would not do as the floor: a
+dump's window of hours made the dumps short again).
+
+Long runs are never queued in the broker beyond the slots they may take:
+a pass between two runs of a sparse short task (when it is in flight, or
+its next deadline is an hour away) still counts it, so it cannot hand the
+kept slots to a wave for hours.
 
 The slots are the queue's, not a type's: a worker consuming a queue takes
 its messages whatever their type (two-hour dumps and pings of a
@@ -156,12 +164,12 @@ def room_for_long(
     return Room(room, long_run)
 
 
-def long_run_at(deadline: datetime | None, now: datetime) -> timedelta:
-    """What is long at ``now`` when the earliest deadline a kept slot can
-    help is ``deadline`` (``None``: none is waiting)."""
-    if deadline is None:
+def long_run_at(slack: timedelta | None) -> timedelta:
+    """What is long when the shorter tasks waiting may yet wait ``slack``
+    for a slot (``None``: none is waiting that a kept slot can help)."""
+    if slack is None:
         return LONG_RUN
-    return max(deadline - now, LONG_RUN_FLOOR)
+    return max(slack, LONG_RUN_FLOOR)
 
 
 def _queue_long_runs(
@@ -170,10 +178,10 @@ def _queue_long_runs(
     """What is long at ``now`` on the queue of the types ``names``, and
     their long runs in flight and shorter tasks in flight, summed, with the
     shorter tasks due soon of the types ``waiting`` (those not paused)."""
-    deadlines = [store.short_deadline(name, now=now, floor=LONG_RUN_FLOOR) for name in waiting]
-    earliest = min((d for d in deadlines if d is not None), default=None)
-    long_run = long_run_at(earliest, now)
-    in_flight, short_due, short_in_flight = 0, earliest is not None, False
+    slacks = [store.short_slack(name, now=now, floor=LONG_RUN_FLOOR) for name in waiting]
+    least = min((s for s in slacks if s is not None), default=None)
+    long_run = long_run_at(least)
+    in_flight, short_due, short_in_flight = 0, least is not None, False
     for name in names:
         runs = store.long_runs(name, now=now, within=long_run, long_run=long_run)
         in_flight += runs.in_flight

@@ -92,8 +92,10 @@ DUE_MARGIN = timedelta(minutes=30)
 #: queue's workers have keeps :data:`RESERVED_SHARE` of them from **long
 #: runs**: those that would hold a slot past the deadline of the earliest
 #: shorter task waiting on the queue (:mod:`..dispatch.reserve`). What is
-#: long is so decided each pass, never shorter than this:
-LONG_RUN_FLOOR = timedelta(minutes=1)
+#: long is so decided each pass, never shorter than this (the wait an
+#: overdue short task is allowed: with a minute, pages of a minute beside
+#: an overdue ping counted as long and waited behind a wave of dumps):
+LONG_RUN_FLOOR = timedelta(minutes=5)
 #: ... and, when no task waiting on the queue could be helped by a kept
 #: slot, this long: a run expected to last this long (or a last run that
 #: failed after it) is long while shorter runs are in flight

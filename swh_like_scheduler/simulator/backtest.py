@@ -23,6 +23,7 @@ from typing import Any
 
 from ..store import SchedulerStore
 from ..store.values import CensusRecord, StoredForecast
+from .forecast_text import hours_text
 
 #: the name of the every-type row
 OVERALL = "overall"
@@ -147,7 +148,7 @@ def lines(found: Sequence[Backtest | StoredForecast]) -> list[str]:
         hours = item.horizon.total_seconds() / 3600
         censuses = max((len(g.points) for g in item.gaps), default=0)
         out.append(
-            f"Forecast {item.forecast_id} made {item.at.isoformat()} over {hours:g} h: "
+            f"Forecast {item.forecast_id} made {item.at.isoformat()} over {hours_text(hours)}: "
             f"{censuses} census(es) cover {item.covered:.0%} of it."
         )
         rows = [["type", "mean |forecast - observed|", "largest", "last: forecast / observed"]]
@@ -158,7 +159,7 @@ def lines(found: Sequence[Backtest | StoredForecast]) -> list[str]:
                     gap.name,
                     "-" if gap.mean_abs is None else f"{gap.mean_abs:.1f}",
                     "-" if gap.largest is None else str(gap.largest),
-                    "-" if last is None else f"{last[1]} / {last[2]} (+{last[0] * 60:.0f} min)",
+                    "-" if last is None else f"{last[1]} / {last[2]} (+{hours_text(last[0])})",
                 ]
             )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -54,6 +54,7 @@ def pacing(horizon: timedelta) -> RunnerSettings:
         listener_delay=min(timedelta(seconds=10), horizon / 100),
     )
 
+
 _FAILED = {RunStatus.FAILED.value, RunStatus.TIMED_OUT.value, RunStatus.LOST.value}
 _PERMFAILED = {RunStatus.PERMFAILED.value}
 _ENDED = {

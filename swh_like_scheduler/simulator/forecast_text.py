@@ -11,7 +11,7 @@ def _levels(c: Conditions) -> str:
     return f"{c.ok:,}/{c.warning:,}/{c.error:,}"
 
 
-def _hours(value: float) -> str:
+def hours_text(value: float) -> str:
     """``2.333`` hours as ``2 h 20 min``."""
     minutes = round(value * 60)
     hours, rest = divmod(minutes, 60)
@@ -36,13 +36,13 @@ def _workers(scenario: Scenario) -> str:
 
 
 def _row(name: str, o: Outlook) -> list[str]:
-    grows = "-" if o.error_grows_from is None else _hours(o.error_grows_from)
+    grows = "-" if o.error_grows_from is None else hours_text(o.error_grows_from)
     stretch = "-" if o.stretch is None else f"x{o.stretch:.2f}"
     return [
         name,
         _levels(o.start),
         _levels(o.horizon),
-        f"{o.worst.error:,} at {_hours(o.worst.hours)}",
+        f"{o.worst.error:,} at {hours_text(o.worst.hours)}",
         grows,
         f"{o.error_hours:,.1f}",
         stretch,
@@ -58,7 +58,7 @@ def scenario_lines(scenario: Scenario, horizon_hours: float) -> list[str]:
     head = [
         "type",
         "now OK/WARN/ERR",
-        f"at {_hours(horizon_hours)}",
+        f"at {hours_text(horizon_hours)}",
         "most in ERROR",
         "ERROR grows from",
         "ERROR-hours",
@@ -75,7 +75,7 @@ def lines(forecast: Forecast) -> list[str]:
     worker_seen = _ago(forecast.last_worker_seen_at, forecast.now)
     out = [
         f"Forecast of {forecast.tasks:,} live tasks from {forecast.now.isoformat()} over "
-        f"{_hours(hours)} ({forecast.order.value} order, seed {forecast.seed}).",
+        f"{hours_text(hours)} ({forecast.order.value} order, seed {forecast.seed}).",
         f"Data: the latest sign of life of a worker {worker_seen}; "
         f"the latest runner claim {_ago(forecast.last_claim_at, forecast.now)}.",
         "Assumed:",
@@ -86,7 +86,7 @@ def lines(forecast: Forecast) -> list[str]:
     ]
     for variant in forecast.variants:
         out += ["", f"With {_workers(variant)}:", *scenario_lines(variant, hours)]
-    out += ["", f"Workers per queue -> tasks in ERROR at {_hours(hours)} (ERROR-hours):"]
+    out += ["", f"Workers per queue -> tasks in ERROR at {hours_text(hours)} (ERROR-hours):"]
     for scenario in (forecast.base, *forecast.variants):
         o = scenario.overall
         out.append(f"  {_workers(scenario)}: {o.horizon.error:,} ({o.error_hours:,.1f})")

@@ -106,19 +106,21 @@ class RunStore(Protocol):
         positive."""
         ...
 
-    def short_deadline(
+    def short_slack(
         self, task_type: str, *, now: datetime, floor: timedelta = LONG_RUN_FLOOR
-    ) -> datetime | None:
-        """The earliest ``deadline`` of a task of ``task_type`` waiting (any
-        ``next_run``, any class) that a worker slot kept free at ``now`` can
-        still help: its expected run (its average good run, else its
+    ) -> timedelta | None:
+        """How long the waiting task of ``task_type`` with the earliest
+        ``deadline`` (any ``next_run``, any class) that a worker slot kept
+        free at ``now`` can still help may yet wait for a slot: the time
+        left to its deadline (negative once it is overdue). A slot kept
+        helps a task whose expected run (its average good run, else its
         ``expected_duration``, else its or its type's
         ``max_expected_duration``; unknown counts as none) is shorter than
-        the time left to its deadline, or than ``floor`` when less is left
-        (an overdue task of a few seconds is helped; a two-hour run due in
-        ten minutes is not). ``None`` when there is none. One read, a walk
-        of the waiting tasks in deadline order per class stopping at the
-        first match. Raises InvalidInput for a naive ``now`` or a negative
+        that time, or than ``floor`` when less is left (an overdue ping is
+        helped; a two-hour run due in ten minutes is not). ``None`` when
+        there is none. One read, a walk of
+        the waiting tasks in deadline order per class stopping at the first
+        match. Raises InvalidInput for a naive ``now`` or a negative
         ``floor``."""
         ...
 

@@ -116,14 +116,19 @@ def is_short() -> sa.ColumnElement[bool]:
     )
 
 
+def slack(now: sa.ColumnElement[Any]) -> sa.ColumnElement[float]:
+    """How long (seconds) a waiting task may yet wait for a slot at
+    ``now``: the time left to its deadline (negative once overdue)."""
+    return Seconds(task_t.c.deadline, now)
+
+
 def helpable(now: sa.ColumnElement[Any], floor: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
     """Tasks a slot kept free at ``now`` can still help: those whose
-    expected run (:func:`expected_run`; unknown: none) is shorter than the
-    time left to their deadline, or than ``floor`` (seconds) when less is
-    left. A two-hour dump due in ten minutes is not one: it cannot make its
-    deadline whatever is kept; an overdue ping is."""
-    slack = Seconds(task_t.c.deadline, now)
-    room = sa.case((slack > floor, slack), else_=floor)
+    expected run (:func:`expected_run`; unknown: none) is shorter than their
+    :func:`slack`, or than ``floor`` (seconds) when that is less. A two-hour
+    dump due in ten minutes is not one: it cannot make its deadline whatever
+    is kept; an overdue ping is."""
+    room = sa.case((slack(now) > floor, slack(now)), else_=floor)
     return sa.or_(expected_run().is_(None), IntervalSeconds(expected_run()) < room)
 
 
@@ -158,17 +163,17 @@ def long_runs_statement() -> sa.Select[Any]:
     return sa.select(in_flight, short_in_flight, *short_due)
 
 
-def short_deadline_statement() -> sa.Select[Any]:
-    """One row: per class, the earliest deadline of a task of type
-    ``long_type`` waiting that a slot kept at ``long_now`` can help
-    (:func:`helpable`, ``long_floor`` seconds at least), or NULL (one walk
-    of ``ix_task_dispatch_order`` per class, stopping at its first match).
-    Built once."""
+def short_slack_statement() -> sa.Select[Any]:
+    """One row: per class, the :func:`slack` (seconds) at ``long_now`` of
+    the task of type ``long_type`` waiting with the earliest deadline that
+    a kept slot can help (:func:`helpable`, ``long_floor`` seconds at
+    least), or NULL (one walk of ``ix_task_dispatch_order`` per class,
+    stopping at its first match). Built once."""
     kind = sa.bindparam("long_type", type_=sa.Text)
     now = sa.bindparam("long_now", type_=UTCDateTime)
     floor = sa.bindparam("long_floor", type_=sa.Float)
     earliest = [
-        sa.select(task_t.c.deadline)
+        sa.select(slack(now))
         .where(
             task_t.c.type == kind,
             task_t.c.status == TaskStatus.WAITING.value,
@@ -185,4 +190,4 @@ def short_deadline_statement() -> sa.Select[Any]:
 
 #: built once
 LONG_RUNS = long_runs_statement()
-SHORT_DEADLINE = short_deadline_statement()
+SHORT_SLACK = short_slack_statement()

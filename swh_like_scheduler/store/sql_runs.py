@@ -39,7 +39,7 @@ from .sql_claim import (
 from .sql_dispatch import DispatchMethods
 from .sql_ends import _OPEN, RunEndMethods
 from .sql_identity import IdentityMethods
-from .sql_long import LONG_RUNS, SHORT_DEADLINE, long_values
+from .sql_long import LONG_RUNS, SHORT_SLACK, long_values
 from .tables import task as task_t
 from .tables import task_condition as cond_t
 from .tables import task_run as run_t
@@ -227,16 +227,17 @@ class RunMethods(RunEndMethods, DispatchMethods, IdentityMethods):
             in_flight=int(count), short_due=any(due), short_in_flight=bool(short_in_flight)
         )
 
-    def short_deadline(
+    def short_slack(
         self, task_type: str, *, now: datetime, floor: timedelta = LONG_RUN_FLOOR
-    ) -> datetime | None:
+    ) -> timedelta | None:
         check_aware("now", now)
         if floor < timedelta(0):
             raise InvalidInput("floor", f"{floor} is negative")
         values = {"long_type": task_type, "long_now": now, "long_floor": floor.total_seconds()}
-        with self._read("read the earliest deadline a kept slot helps") as conn:
-            found = [d for d in conn.execute(SHORT_DEADLINE, values).one() if d is not None]
-        return min(found, default=None)
+        with self._read("read the slack a kept slot helps") as conn:
+            found = [s for s in conn.execute(SHORT_SLACK, values).one() if s is not None]
+        # (to the millisecond: SQLite's julianday arithmetic is a float's)
+        return timedelta(seconds=round(min(found), 3)) if found else None
 
     def _refresh_statistics(self) -> None:
         """Analyse the task table first when the planner's statistics are

@@ -1,6 +1,6 @@
 """Contract: long runs (expected to last LONG_RUN, or what a pass says, or
-more) counted in flight, shorter tasks due soon or in flight, the earliest
-deadline a kept slot helps, and claims that leave long tasks waiting."""
+more) counted in flight, shorter tasks due soon or in flight, the slack of
+the task a kept slot helps, and claims that leave long tasks waiting."""
 
 from __future__ import annotations
 
@@ -206,28 +206,30 @@ def test_what_is_long_is_given_with_the_claim(store: Any, long_type: TaskType) -
         store.long_runs("mixed", now=T0, within=M, long_run=timedelta(0))
 
 
-def test_the_earliest_deadline_a_kept_slot_helps(store: Any, long_type: TaskType) -> None:
-    """Worked by hand, at T0 with a floor of 1 min. Waiting: a two-hour dump
-    whose deadline is 10 min away (it cannot make it: not helped), a ping
-    of 1 s due in 45 min with its deadline in an hour, a task of unknown
-    length due tomorrow, and a 5-min job overdue by 2 min (5 min is not
-    under max(-2 min, 1 min): not helped). The earliest helped deadline is
-    the ping's, T0 + 1 h. Once an overdue 10-s task waits, its deadline
-    (T0 - 3 min: max(-3 min, 1 min) = 1 min > 10 s) comes first; a task
-    dispatched does not count (it is not waiting)."""
+def test_the_slack_of_the_earliest_deadline_a_kept_slot_helps(
+    store: Any, long_type: TaskType
+) -> None:
+    """Worked by hand, at T0 with the floor of 5 min. Waiting: a two-hour
+    dump due since a minute, deadline in 10 min (it cannot make it: not
+    helped), a ping of 1 s due in 45 min with its deadline in an hour, a
+    task of unknown length due tomorrow: the earliest helped is the ping,
+    whose slack is 1 h. A 6-min job 2 min overdue is not helped (6 min is
+    not under max(-2 min, 5 min)); a 10-s task 3 min overdue is: -3 min.
+    Claimed, it no longer waits: 1 h again. A floor of 7 min helps the
+    6-min job: -2 min."""
     make(store, 1, expected_duration=2 * H, next_run=T0 - M, deadline=T0 + 10 * M)
     make(store, 2, expected_duration=S, next_run=T0 + 45 * M, deadline=T0 + H)
     make(store, 3, next_run=T0 + 24 * H)
-    make(store, 4, expected_duration=5 * M, next_run=T0 - 3 * M, deadline=T0 - 2 * M)
-    assert store.short_deadline("mixed", now=T0) == T0 + H
+    assert store.short_slack("mixed", now=T0) == H
+    make(store, 4, expected_duration=6 * M, next_run=T0 - 10 * M, deadline=T0 - 2 * M)
+    assert store.short_slack("mixed", now=T0) == H
     late = make(store, 5, expected_duration=10 * S, next_run=T0 - 4 * M, deadline=T0 - 3 * M)
-    assert store.short_deadline("mixed", now=T0) == T0 - 3 * M
-    # a bigger floor helps the 5-min job too (5 min < 6 min)
-    assert store.short_deadline("mixed", now=T0, floor=6 * M) == T0 - 3 * M
+    assert store.short_slack("mixed", now=T0) == -3 * M
     store.claim_ready_tasks("mixed", now=T0, limit=9, among=[late.id])
-    assert store.short_deadline("mixed", now=T0, floor=6 * M) == T0 - 2 * M
-    assert store.short_deadline("other", now=T0) is None
+    assert store.short_slack("mixed", now=T0) == H
+    assert store.short_slack("mixed", now=T0, floor=7 * M) == -2 * M
+    assert store.short_slack("other", now=T0) is None
     with pytest.raises(InvalidInput, match=r"now|UTC offset"):
-        store.short_deadline("mixed", now=datetime(2026, 3, 2))
+        store.short_slack("mixed", now=datetime(2026, 3, 2))
     with pytest.raises(InvalidInput, match="floor"):
-        store.short_deadline("mixed", now=T0, floor=-S)
+        store.short_slack("mixed", now=T0, floor=-S)

@@ -74,7 +74,7 @@ def test_a_recorded_forecast_is_set_beside_the_censuses_of_its_horizon(sqlite_ur
     assert (report["mean_abs_error_tasks"], report["largest_error_tasks"]) == (0.33, 1)
     assert (overall["mean_abs_error_tasks"], overall["largest_error_tasks"]) == (0.67, 2)
     text = CliRunner().invoke(swh, ["scheduler", "--db-url", sqlite_url, "backtest"]).stdout
-    assert "3 census(es) cover 100% of it" in text and "10 / 12 (+60 min)" in text
+    assert "over 1 h: 3 census(es) cover 100% of it" in text and "10 / 12 (+1 h)" in text
     # a body of another shape is said, not a crash
     store.record_forecast({"base": 1}, at=T + 2 * M, took=0.1)
     text = CliRunner().invoke(swh, ["scheduler", "--db-url", sqlite_url, "backtest"]).stdout

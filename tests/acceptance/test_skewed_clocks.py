@@ -81,9 +81,14 @@ def platform(tmp_path: Path, postgres_url: str) -> Iterator[tuple[dict[str, str]
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
     }
     swh = [SWH, "scheduler"]
+    # the four periodic tasks from one file: one command instead of four
+    periodic = tmp_path / "periodic.csv"
+    periodic.write_text(
+        "type,args,period\n" + "".join(f'note,"[""p{n}""]",{PERIOD}s\n' for n in range(4))
+    )
     for args in (
         ["task-type", "add", "note", "clockapp.note", "--queue", queue],
-        *(["task", "add", "note", f"p{n}", "--period", f"{PERIOD}s"] for n in range(4)),
+        ["task", "schedule", "--quiet", str(periodic)],
     ):
         done = subprocess.run([*swh, *args], env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, (args, done.stderr)

@@ -100,7 +100,9 @@ class Scale:
     long_duration: tuple[float, float] = (8.0, 20.0)
 
 
-QUICK = Scale(seconds=60, mean_gap=11, recurring=4, oneshots=25, jobs=6)
+#: the suite's cut: 40 s of faults (each stall still outlasts the monitor's
+#: bounds; the faults that wait for their moment push the end later)
+QUICK = Scale(seconds=40, mean_gap=11, recurring=4, oneshots=25, jobs=6)
 FULL = Scale(
     seconds=1800,
     mean_gap=38,

@@ -24,7 +24,7 @@ the soak fails instead.
 Brokers: Redis as broker **and** result backend (one server, the common
 setup) in the quick cut and the full run; RabbitMQ (no result backend) in
 the full run. ``SWH_SOAK_SEED`` replays a seed (each run prints its seed
-and fault schedule; the quick cut replays seed 5 unless told otherwise,
+and fault schedule; the quick cut replays seed 4647 unless told otherwise,
 ``random`` draws one); ``SWH_FAULTS=full`` runs the full scale (30 minutes
 of faults each, ``SWH_SOAK_MINUTES`` to change it); ``SWH_SOAK_TABLE=FILE``
 appends each run's figures as a JSON line.
@@ -86,8 +86,11 @@ def shortened(full: Scale, seconds: float) -> Scale:
 
 
 #: the quick cut's seed: the suite replays one known schedule (every
-#: full run draws a new one); SWH_SOAK_SEED=N replays N, =random draws one
-QUICK_SEED = 5
+#: full run draws a new one); SWH_SOAK_SEED=N replays N, =random draws one.
+#: Over the quick cut's 40 s it holds the kinds seed 5 held over 60 s (kill9,
+#: term, flushall, each stall, twin, db_partition, skewed_runner), its
+#: stall_resume alone on its worker
+QUICK_SEED = 4647
 
 
 def soak_seed() -> int:

@@ -487,7 +487,7 @@ def test_an_error_its_bodies_failing_on_purpose_explain() -> None:
     assert failed_on_purpose(task(5), [good, *streak], promised) is None
 
 
-@pytest.mark.parametrize("seed", [5, 11, 12])
+@pytest.mark.parametrize("seed", [5, 11, 12, 4647])
 @pytest.mark.parametrize("skewable", [True, False], ids=["faketime", "no faketime"])
 def test_every_plan_holds_the_self_fencing_and_clock_faults(seed: int, skewable: bool) -> None:
     """The quick cut and the full run each hold a whole worker stopped when

@@ -138,13 +138,17 @@ def start_runner(processes: Processes, *prefix: str) -> None:
 
 
 def oneshots(env: dict[str, str], at: datetime) -> None:
-    for n in range(3):
-        done = subprocess.run(
-            [SWH, "scheduler", "task", "add", "note", f"o{n}", "--policy", "oneshot",
-             "--next-run", at.isoformat()],
-            env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
+    """Three one-shots o0, o1, o2 due at ``at`` (one command)."""
+    made = Path(env["CLOCKAPP_OUT"]).with_name("oneshots.csv")
+    made.write_text(
+        "type,args,policy,next_run\n"
+        + "".join(f'note,"[""o{n}""]",oneshot,{at.isoformat()}\n' for n in range(3))
+    )
+    done = subprocess.run(
+        [SWH, "scheduler", "task", "schedule", "--quiet", str(made)],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_runner_90_s_ahead_starts_nothing_early_and_runs_no_task_back_to_back(
@@ -153,14 +157,25 @@ def test_a_runner_90_s_ahead_starts_nothing_early_and_runs_no_task_back_to_back(
     env, processes = platform
     start_listener(processes, env)
     start_worker(processes, env)
-    at = datetime.now(tz=UTC) + timedelta(seconds=25)
-    oneshots(env, at)
     since = time.time()
     start_runner(processes, *faketime(f"+{SKEW}s"))
+    # the one-shots are added once the runner is seen dispatching (the
+    # periodic tasks' first runs), due 10 s later: a runner on its own
+    # clock would find them due at once
     wait_until(
-        lambda: processes.check_alive() is None and len(bodies(env)) >= 4 + 3,
+        lambda: processes.check_alive() is None and len(bodies(env)) >= 4,
         90,
-        "the periodic tasks' first runs and the one-shots",
+        "the periodic tasks' first runs",
+    )
+    at = datetime.now(tz=UTC) + timedelta(seconds=10)
+    oneshots(env, at)
+    wait_until(
+        lambda: (
+            processes.check_alive() is None
+            and {"o0", "o1", "o2"} <= {label for label, _ in bodies(env)}
+        ),
+        90,
+        "the one-shots",
     )
     started = datetime.now(tz=UTC)
     wait_until(lambda: datetime.now(tz=UTC) > started + timedelta(seconds=WATCH), WATCH + 10, "")

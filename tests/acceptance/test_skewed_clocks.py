@@ -217,6 +217,16 @@ def test_a_worker_90_s_behind_has_its_runs_recorded_on_the_databases_clock(
     env, processes = platform
     start_listener(processes, env)
     start_worker(processes, env, *faketime(f"-{SKEW}s"))
+    # the runner starts once the listener has measured the worker's clock
+    # (its first heartbeats): every run is then dispatched after it
+    wait_until(
+        lambda: (
+            processes.check_alive() is None
+            and " behind the database's" in processes.log("listener")
+        ),
+        60,
+        "the listener measuring the worker's clock",
+    )
     since = time.time()
     start_runner(processes)
     wait_until(

@@ -120,10 +120,14 @@ def update_rows(
     *,
     single: sa.Update,
     where: Mapping[str, Any] | None = None,
+    at_least: Mapping[str, str] | None = None,
 ) -> int:
     """Set ``columns`` of the rows of ``table`` whose ``key`` column matches,
     from ``rows`` (each holds ``key`` and every column), where also every
-    column in ``where`` has its value; returns how many rows changed.
+    column in ``where`` has its value; returns how many rows changed. With
+    ``at_least`` (column set -> column of the row), a column is set to the
+    greater of its value and the row's other column (``single`` must do
+    the same).
 
     On PostgreSQL, one statement per :data:`CHUNK` rows (module doc); else
     ``single`` (an update of one row whose bound parameters are ``key`` + ``_``
@@ -135,7 +139,15 @@ def update_rows(
         return int(conn.execute(single, values).rowcount)
     names = [key, *(name for name in columns if name != key)]
     types = {name: _sql_type(table.c[name]) for name in names}
-    settings = ", ".join(f'"{name}" = {_read(name, types[name])}' for name in columns)
+    floors = at_least or {}
+
+    def setting(name: str) -> str:
+        value = _read(name, types[name])
+        if name in floors:
+            value = f'GREATEST({value}, {table.name}."{floors[name]}")'
+        return f'"{name}" = {value}'
+
+    settings = ", ".join(setting(name) for name in columns)
     shape = ", ".join(f'"{name}" {types[name]}' for name in names)
     condition = f'{table.name}."{key}" = v."{key}"'
     for name in where or {}:

@@ -53,7 +53,9 @@ class RunEndMethods(SQLBase):
             for b, (s, w) in first.items()
         ]
         with self._write("start task runs") as conn:
-            # only a run still scheduled changes: the same guard as one start
+            # only a run still scheduled changes: the same guard as one start;
+            # never started before it was dispatched (a worker's clock behind
+            # the database's, before the listener has measured it)
             update_rows(
                 conn,
                 run_t,
@@ -62,6 +64,7 @@ class RunEndMethods(SQLBase):
                 ("status", "started", "worker"),
                 single=_START_SCHEDULED_RUN,
                 where={"status": RunStatus.SCHEDULED.value},
+                at_least={"started": "scheduled"},
             )
             found = conn.execute(
                 sa.select(run_t).where(among(conn, run_t.c.backend_id, list(first)))
@@ -105,6 +108,10 @@ class RunEndMethods(SQLBase):
                 elif run is not None and run.status.is_open and _gave_up(status, end):
                     run = runs[end.backend_id] = self._given_up(conn, run, end, apply)
                 elif run is not None and run.status.is_open:
+                    # never ended before it started (or was dispatched): a
+                    # worker's clock behind, not yet measured
+                    floor = run.started or run.scheduled
+                    end = replace(end, ended=max(end.ended, floor)) if floor else end
                     run = replace(
                         run,
                         status=status,
@@ -388,7 +395,15 @@ _START_SCHEDULED_RUN = (
         run_t.c.backend_id == sa.bindparam("backend_id_"),
         run_t.c.status == RunStatus.SCHEDULED.value,
     )
-    .values({name: _bind(run_t, name) for name in ("status", "started", "worker")})
+    .values(
+        status=_bind(run_t, "status"),
+        worker=_bind(run_t, "worker"),
+        # never before its dispatch (as GREATEST does on PostgreSQL)
+        started=sa.case(
+            (_bind(run_t, "started") < run_t.c.scheduled, run_t.c.scheduled),
+            else_=_bind(run_t, "started"),
+        ),
+    )
 )
 _END_RUN = (
     sa.update(run_t)

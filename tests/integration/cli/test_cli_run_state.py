@@ -60,7 +60,9 @@ def dispatched(store: SQLAlchemyStore) -> tuple[int, int, str]:
         ],
         now=now - H,
     )
-    [claimed] = store.claim_ready_tasks("probe", now=now, limit=1)
+    # dispatched 5 minutes ago (the run below starts 3 minutes ago: never
+    # before its dispatch)
+    [claimed] = store.claim_ready_tasks("probe", now=now - timedelta(minutes=5), limit=1)
     [run] = store.get_task_runs(task.id or 0)
     return task.id or 0, run.id or 0, claimed.backend_id
 

@@ -831,8 +831,9 @@ def test_retention_deletes_only_old_finished_things(
         ],
         now=now,
     )
-    claims = {c.task_id: c for c in store.claim_ready_tasks("sleep", now=now, limit=10)}
-    store.end_task_run(claims[old.id].backend_id, status=RunStatus.EVENTFUL, ended=now - H)
+    # (dispatched an hour ago: a run never ends before its dispatch)
+    claims = {c.task_id: c for c in store.claim_ready_tasks("sleep", now=now - H, limit=10)}
+    store.end_task_run(claims[old.id].backend_id, status=RunStatus.EVENTFUL, ended=now - H / 2)
     store.end_task_run(claims[recent.id].backend_id, status=RunStatus.EVENTFUL, ended=now + H)
     store.end_task_run(
         claims[oneshot_done.id].backend_id,

@@ -79,6 +79,8 @@ READ_CAPS: dict[str, dict[str, int]] = {
         "known_total": MAX_PROBLEM_OFFSET,
     },
     "peek_next_visits": {"count": MAX_SCAN},
+    # a forecast's body is some kilobytes per type: a few at a time
+    "recorded_forecasts": {"limit": 24},
     # the census step's (read-write token)
     "conditions_to_assess": {
         "limit": MAX_SCAN,

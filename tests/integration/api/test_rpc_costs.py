@@ -56,6 +56,7 @@ def base_calls(now: datetime) -> dict[str, dict[str, Any]]:
         "unstarted_run_counts": {},
         "schedule_health": {"now": now, "counts": False},
         "problem_page": {"query": ProblemQuery()},
+        "recorded_forecasts": {},
         "peek_next_visits": {
             "visit_type": "git",
             "count": 10,

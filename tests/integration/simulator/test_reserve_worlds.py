@@ -56,7 +56,7 @@ def test_a_wave_just_under_thirty_minutes_leaves_the_pings_a_slot() -> None:
     60 minutes ahead, sixty of them over a 45-minute cycle (about one every
     45 s): the earliest is under 20 minutes away, T < 27 min and the jobs
     are long at every pass from 02:00 on. (At the 02:00 pass a ping may be
-    a few seconds from its deadline: T is then the 1-minute floor.) So at
+    a few seconds from its deadline: T is then the 5-minute floor.) So at
     most 3 jobs are in flight: four waves of 3, 02:00-02:27, 02:27-02:54,
     02:54-03:21, 03:21-03:48, each starting a few tens of seconds late (the
     listener's 10 s and the next pass), all ended by about 03:52, before

@@ -175,9 +175,9 @@ def long_run_at(slack: timedelta | None) -> timedelta:
 def _queue_long_runs(
     store: SchedulerStore, names: Sequence[str], waiting: Sequence[str], now: datetime
 ) -> tuple[timedelta, LongRuns]:
-    """What is long at ``now`` on the queue of the types ``names``, and
-    their long runs in flight and shorter tasks in flight, summed, with the
-    shorter tasks due soon of the types ``waiting`` (those not paused)."""
+    """What is long at ``now`` on the queue of the types ``names``, their
+    long runs in flight, summed, and whether a shorter task of the types
+    ``waiting`` (those not paused) is due soon or in flight."""
     slacks = [store.short_slack(name, now=now, floor=LONG_RUN_FLOOR) for name in waiting]
     least = min((s for s in slacks if s is not None), default=None)
     long_run = long_run_at(least)
@@ -186,5 +186,5 @@ def _queue_long_runs(
         runs = store.long_runs(name, now=now, within=long_run, long_run=long_run)
         in_flight += runs.in_flight
         short_due = short_due or (runs.short_due and name in waiting)
-        short_in_flight = short_in_flight or runs.short_in_flight
+        short_in_flight = short_in_flight or (runs.short_in_flight and name in waiting)
     return long_run, LongRuns(in_flight, short_due, short_in_flight)

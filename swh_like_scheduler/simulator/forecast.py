@@ -295,6 +295,8 @@ def forecast(
             assumptions.append(f"{name}: no run ended within the last hour; no failures assumed")
     for queue in assumed_slots:
         assumptions.append(f"queue {queue}: {slots[queue]} worker slot(s) assumed, not reported")
+    where = "a private SQLite file" if db_url is None else "the database of --sim-db-url"
+    assumptions.append(f"simulated on {where}, sampled every {runner.sample_every}")
 
     done: dict[tuple[tuple[str, int], ...], Scenario] = {}
 

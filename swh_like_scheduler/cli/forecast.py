@@ -3,6 +3,7 @@ capacity and with more workers (:mod:`..simulator.forecast`)."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import time
@@ -11,13 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..domain.exceptions import InvalidInput
+from ..domain.exceptions import InvalidInput, SchedulerError
 from ..domain.model import DispatchOrder
 from ..domain.validation import parse_duration
 from .base import CliContext, emit_json, now, pass_cli
 
 if TYPE_CHECKING:
+    from celery import Celery
+
     from ..simulator.forecast import Forecast
+
+logger = logging.getLogger(__name__)
 
 
 def _counts(option: str, values: tuple[str, ...], *, plus: bool) -> dict[str, int]:
@@ -159,6 +164,8 @@ def _forecast(
             raise InvalidInput("every", f"{every!r} is under a minute")
     slots = _counts("workers", worker_counts, plus=False)
     variants = [_counts("more", tuple(v.split(",")), plus=True) for v in more]
+    # the app first: it may name the database the store opens
+    app = _app(cli, app_spec, broker_url) if ask_workers else None
     store = cli.store
     queues = queues_of(store.get_task_types())
     if not queues:
@@ -170,8 +177,8 @@ def _forecast(
     def step() -> Forecast:
         """One forecast, recorded when asked (the workers asked again)."""
         asked: dict[str, int] = {}
-        if ask_workers:
-            asked = _live_slots(cli, app_spec, broker_url, [q for q in queues if q not in slots])
+        if app is not None:
+            asked = _live_slots(app, [q for q in queues if q not in slots])
         assumed = [q for q in queues if q not in slots and q not in asked]
         began = time.monotonic()
         at = now()
@@ -195,12 +202,16 @@ def _forecast(
             progress(f"forecast {stored.id} recorded ({took:.1f} s)")
         return result
 
-    while True:
-        began = time.monotonic()
+    if period is None:
         result = step()
-        if period is None:
-            break
-        time.sleep(max(0.0, period.total_seconds() - (time.monotonic() - began)))
+    else:
+        while True:  # until stopped (SIGTERM, Ctrl-C)
+            began = time.monotonic()
+            try:
+                step()
+            except SchedulerError as error:  # the database away: again next period
+                logger.warning("no forecast recorded this time: %s", error)
+            time.sleep(max(0.0, period.total_seconds() - (time.monotonic() - began)))
     if as_json:
         emit_json(result.to_json())
         return
@@ -210,15 +221,17 @@ def _forecast(
         click.echo(line)
 
 
-def _live_slots(
-    cli: CliContext, app_spec: str | None, broker_url: str | None, queues: list[str]
-) -> dict[str, int]:
+def _app(cli: CliContext, app_spec: str | None, broker_url: str | None) -> Celery:
+    from .daemon import connect
+
+    return connect(cli, app_spec=app_spec, broker_url=broker_url).app
+
+
+def _live_slots(app: Celery, queues: list[str]) -> dict[str, int]:
     """The slots of ``queues`` as their live workers report them (those
     with no worker answering are left out)."""
     from ..dispatch.routing import LiveWorkers
-    from .daemon import connect
 
-    app = connect(cli, app_spec=app_spec, broker_url=broker_url).app
     workers = LiveWorkers(app, timeout=2.0)
     workers.refresh(force=True)
     found = {}

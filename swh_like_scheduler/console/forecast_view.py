@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from ..api.state import ApiState
-from .sparkline import HEIGHT, span_text, sparkline
+from .sparkline import HEIGHT, sparkline
 
 #: the forecast chart's width (its height is the sparkline's, times 3)
 CHART_WIDTH, CHART_HEIGHT = 480, HEIGHT * 3
@@ -57,11 +57,6 @@ class ForecastView:
     needed: tuple[tuple[str, str], ...] = ()
     #: the recorded body could not be read (another version's, or junk)
     unreadable: bool = False
-
-
-def hours_text(hours: float) -> str:
-    """``2.333`` hours as ``2 h 20 min``; 0 as ``0 min``."""
-    return "0 min" if hours <= 0 else span_text(timedelta(hours=hours))
 
 
 def _levels(value: Mapping[str, Any]) -> tuple[int, int, int]:

@@ -27,11 +27,11 @@ from ..domain.model import RunStatus, Task
 from ..domain.text import celery_id
 from ..domain.validation import parse_datetime
 from ..health import conditions
-from ..policy.times import fmt_duration, fmt_instant
+from ..policy.times import fmt_duration, fmt_instant, hours_text
 from ..store.values import LEVEL_RANKS as LEVELS
 from ..store.values import BulkAction, BulkFilter, BulkReport
 from . import views
-from .forecast_view import forecast_view, hours_text
+from .forecast_view import forecast_view
 from .keeper import Keeper
 from .origins import coverage
 from .session import COOKIE, Session, Sessions

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from ..policy.times import span_text
+
 WIDTH, HEIGHT = 120, 28
 #: the time the chart spans
 SPAN = timedelta(hours=6)
@@ -16,16 +18,6 @@ SPAN = timedelta(hours=6)
 
 def _points(values: Sequence[tuple[float, int]], top: int) -> str:
     return " ".join(f"{x:.1f},{HEIGHT - 2 - (HEIGHT - 4) * value / top:.1f}" for x, value in values)
-
-
-def span_text(span: timedelta) -> str:
-    """How long the chart spans, rounded as its axis says it: ``45 min``,
-    ``6 h``, ``2 h 30 min``."""
-    minutes = max(1, round(span.total_seconds() / 60))
-    hours, rest = divmod(minutes, 60)
-    if not hours:
-        return f"{minutes} min"
-    return f"{hours} h" if not rest else f"{hours} h {rest} min"
 
 
 def sparkline(samples: Sequence[tuple[datetime, int, int]], *, now: datetime) -> str:

@@ -194,6 +194,22 @@ def fmt_duration(value: timedelta) -> str:
     return sign + "".join(parts)
 
 
+def span_text(span: timedelta) -> str:
+    """A duration to the minute (at least one), as a chart's axis or a
+    forecast's table says it: ``45 min``, ``6 h``, ``2 h 30 min``."""
+    minutes = max(1, round(span.total_seconds() / 60))
+    hours, rest = divmod(minutes, 60)
+    if not hours:
+        return f"{minutes} min"
+    return f"{hours} h" if not rest else f"{hours} h {rest} min"
+
+
+def hours_text(hours: float) -> str:
+    """``2.333`` hours as :func:`span_text` says it (``2 h 20 min``); 0 as
+    ``0 min``."""
+    return "0 min" if hours <= 0 else span_text(timedelta(hours=hours))
+
+
 #: the zone a human output shows its instants in (``None``: none chosen)
 _READER_ZONE: ContextVar[tzinfo | None] = ContextVar("reader_zone", default=None)
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..policy.times import hours_text
 from ..store import SchedulerStore
 from ..store.values import CensusRecord, StoredForecast
-from .forecast_text import hours_text
 
 #: the name of the every-type row
 OVERALL = "overall"

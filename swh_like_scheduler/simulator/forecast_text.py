@@ -4,20 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from ..policy.times import hours_text
 from .forecast import Conditions, Forecast, Outlook, Scenario
 
 
 def _levels(c: Conditions) -> str:
     return f"{c.ok:,}/{c.warning:,}/{c.error:,}"
-
-
-def hours_text(value: float) -> str:
-    """``2.333`` hours as ``2 h 20 min``."""
-    minutes = round(value * 60)
-    hours, rest = divmod(minutes, 60)
-    if not hours:
-        return f"{rest} min"
-    return f"{hours} h" if not rest else f"{hours} h {rest} min"
 
 
 def _ago(then: datetime | None, now: datetime) -> str:

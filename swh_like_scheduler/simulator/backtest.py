@@ -80,9 +80,9 @@ class Backtest:
         }
 
 
-def _step(timeline: Sequence[Sequence[Any]], hours: float) -> int:
-    """The ERROR count of the latest sample at or before ``hours``."""
-    instants = [float(r[0]) for r in timeline]
+def _step(timeline: Sequence[Sequence[Any]], instants: Sequence[float], hours: float) -> int:
+    """The ERROR count of the latest sample of ``timeline`` (its instants:
+    ``instants``) at or before ``hours``."""
     index = bisect.bisect_right(instants, hours + 1e-9) - 1
     return int(timeline[max(0, index)][3])
 
@@ -96,6 +96,7 @@ def compare(stored: StoredForecast, censuses: Sequence[CensusRecord]) -> Backtes
     base: Mapping[str, Any] = body["base"]
     timelines = {name: o["timeline"] for name, o in base["types"].items()}
     timelines[OVERALL] = base["overall"]["timeline"]
+    instants = {name: [float(r[0]) for r in t] for name, t in timelines.items()}
     within = sorted(
         (c for c in censuses if stored.at <= c.at <= stored.at + horizon), key=lambda c: c.at
     )
@@ -108,9 +109,10 @@ def compare(stored: StoredForecast, censuses: Sequence[CensusRecord]) -> Backtes
                 continue
             observed = int(census.conditions.get(name, {}).get("ERROR", 0))
             observed_all += observed
-            points[name].append((after, _step(timeline, after), observed))
+            points[name].append((after, _step(timeline, instants[name], after), observed))
         if timelines[OVERALL]:
-            points[OVERALL].append((after, _step(timelines[OVERALL], after), observed_all))
+            forecast = _step(timelines[OVERALL], instants[OVERALL], after)
+            points[OVERALL].append((after, forecast, observed_all))
     covered = 0.0
     if within and hours > 0:
         covered = min(1.0, (within[-1].at - stored.at) / horizon)
@@ -124,8 +126,10 @@ def backtests(store: SchedulerStore, *, limit: int = 5) -> list[Backtest | Store
     censuses of its horizon; a forecast whose body this version cannot read
     is returned as it is."""
     found: list[Backtest | StoredForecast] = []
-    for stored in store.recorded_forecasts(limit=limit):
-        censuses = store.census_history(stored.at)
+    recorded = store.recorded_forecasts(limit=limit)
+    # one read of the censuses, from the oldest forecast on
+    censuses = store.census_history(min(s.at for s in recorded)) if recorded else []
+    for stored in recorded:
         try:
             found.append(compare(stored, censuses))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError):

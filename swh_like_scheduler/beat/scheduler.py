@@ -35,9 +35,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import signal
 import threading
 from collections.abc import Mapping
 from datetime import timedelta
+from types import FrameType
 from typing import Any, cast
 
 from celery.beat import Scheduler
@@ -59,6 +61,8 @@ logger = logging.getLogger(__name__)
 
 #: the Celery setting of the monitor's duties in beat (module doc)
 MONITOR_SETTING = "swh_scheduler_monitor"
+#: what stops beat (:meth:`RunnerScheduler._on_signal`)
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _COUNTS = frozenset({"retention_limit", "batch_size"})
 _DAYS = frozenset({"keep_runs", "keep_finished_oneshots"})
 
@@ -144,6 +148,9 @@ class RunnerScheduler(Scheduler):
         #: a step is running (close() may be called from a signal handler then)
         self._stepping = False
         self._closed = False
+        #: SIGTERM or SIGINT came (:meth:`_on_signal`)
+        self._signalled = 0
+        self._previous_handlers: dict[signal.Signals, Any] = {}
         super().__init__(app, *args, **kwargs)
         index_url = app.conf.get("swh_scheduler_index_url") or os.environ.get(
             "SWH_SCHEDULER_INDEX_URL"
@@ -172,6 +179,10 @@ class RunnerScheduler(Scheduler):
         #: the app's beat_schedule, imported (or checked) before the first tick
         self._beat_schedule = BeatScheduleSync(app, store)
         if not kwargs.get("lazy"):
+            if threading.current_thread() is threading.main_thread():
+                self._previous_handlers = {
+                    sig: signal.signal(sig, self._on_signal) for sig in _STOP_SIGNALS
+                }
             try:
                 self._beat_schedule.start(self._clock.now())
             except InvalidInput as error:
@@ -189,26 +200,49 @@ class RunnerScheduler(Scheduler):
     def tick(self, *args: Any, **kwargs: Any) -> float:
         """One step of the runner's loop, then the wait it asks for, which a
         wake-up cuts short; beat then ticks again at once (0 returned: its
-        own sleep cannot be woken). SIGTERM/SIGINT interrupt the wait."""
+        own sleep cannot be woken). SIGTERM/SIGINT end the wait, or the
+        step under way (:meth:`_on_signal`)."""
         self._stepping = True
         try:
             self._beat_schedule.retry(self._clock.now())
             wait = self._loop.step()
         finally:
             self._stepping = False
+        if self._signalled:
+            raise SystemExit()  # came during the step: beat stops now
         self._waker.wait(wait)
         return 0.0
 
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """SIGTERM/SIGINT in beat's own process (installed in place of
+        Celery's, which closes the scheduler and raises ``SystemExit``
+        wherever the main thread is). Beat stops as ``start-runner`` does:
+        the wait between steps ends at once, a step under way ends first.
+        Stopped anywhere, a pass cut between its claim and its publish left
+        claimed tasks unpublished until the monitor published them again,
+        and a transaction cut in the middle could leave SQLite's write lock
+        held, so that closing (which writes to give the monitor's lock back)
+        waited 30 s for it. A second signal during the same step stops at
+        once."""
+        self._signalled += 1
+        if not self._stepping or self._signalled > 1:
+            raise SystemExit()
+        logger.info("beat: stopping after the step under way (again to stop at once)")
+
     def close(self) -> None:
-        """Release the monitor lock and the database. Celery also calls this
-        from its SIGTERM/SIGINT handler, which may interrupt a step inside a
-        transaction (on SQLite, a second write would wait for that one's
-        lock for ever): then only the wait is cut short, and the call Celery
+        """Release the monitor lock and the database. Celery calls this when
+        beat stops, and from its own SIGTERM/SIGINT handler where ours is not
+        installed (beat in a thread of another process), which may interrupt
+        a step inside a transaction (on SQLite, a second write would wait for
+        that one's lock): then only the wait is cut short, and the call Celery
         makes once the step has unwound does the rest."""
         self._stop.set()
         if self._stepping or self._closed:
             return
         self._closed = True
+        for sig, handler in self._previous_handlers.items():
+            signal.signal(sig, handler)
+        self._previous_handlers = {}
         try:
             self._loop.close()
         finally:

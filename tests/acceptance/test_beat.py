@@ -17,10 +17,12 @@ import services
 from waiting import wait_until
 
 from swh_like_scheduler.broker import queue_depth
+from swh_like_scheduler.domain.enums import TaskStatus
 from swh_like_scheduler.domain.model import ScheduleKind, Task, TaskType
 from swh_like_scheduler.index import RedisIndex
 from swh_like_scheduler.plumbing.celery_factory import make_app
 from swh_like_scheduler.store import SQLAlchemyStore
+from swh_like_scheduler.store.values import TaskFilter
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.redis]
 
@@ -88,3 +90,70 @@ def test_celery_beat_with_our_scheduler_dispatches_ready_tasks(
     if indexed:
         assert index.is_complete("beat-test")
         index.client.delete(*index.keys("beat-test").all())
+
+
+def test_sigterm_during_a_pass_lets_it_finish_then_beat_stops(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """SIGTERM while beat publishes a large pass (its chunks reach the queue
+    one after the other): the pass ends first, so every task the database
+    marks dispatched is in the queue, then beat exits 0. Under Celery's own
+    handler, which stops beat wherever it is, the same run left 5,000 tasks
+    claimed and 1,000 published (the rest waited for the monitor to publish
+    them again), and a transaction cut in the middle could leave SQLite's
+    write lock held, so that closing waited 30 s for it."""
+    broker = services.redis_url()
+    queue = f"swh-test-beat-{uuid.uuid4().hex[:8]}"
+    count = 12000
+    store = SQLAlchemyStore.from_url(sqlite_url)
+    store.create_task_type(TaskType(type="beat-big", backend_name="x.y", queue=queue))
+    now = datetime.now(tz=UTC)
+    store.create_tasks(
+        [
+            Task(
+                type="beat-big",
+                args=(n,),
+                schedule_kind=ScheduleKind.ADAPTIVE,
+                current_interval=timedelta(hours=1),
+                next_run=now,
+                deadline=now,
+            )
+            for n in range(count)
+        ],
+        now=now,
+    )
+    env = {**os.environ, "SWH_SCHEDULER_DB_URL": sqlite_url, "SWH_SCHEDULER_BROKER_URL": broker}
+    env.pop("SWH_SCHEDULER_INDEX_URL", None)
+    celery = str(Path(sys.executable).with_name("celery"))
+    log = tmp_path / "beat.log"
+    app = make_app(config_module=None, broker_url=broker, load_workers=False)
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [celery, "-A", "swh_like_scheduler.celery_app", "beat", "-S", "swh", "-l", "INFO"],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and queue_depth(app, queue) == 0:
+            assert process.poll() is None, log.read_text()
+            time.sleep(0.005)
+        depth_at_signal = queue_depth(app, queue)
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+        output = log.read_text()
+        depth = queue_depth(app, queue)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(queue)
+    assert code == 0, output
+    dispatched = store.count_tasks(TaskFilter(status=[TaskStatus.SCHEDULED]))
+    store.close()
+    assert depth_at_signal > 0, output
+    assert dispatched == depth, (dispatched, depth, output)
+    if depth_at_signal < count:  # the signal came during the pass
+        assert "stopping after the step under way" in output

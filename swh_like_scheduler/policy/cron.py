@@ -41,10 +41,16 @@ def next_cron_time(expr: str, tz: str | tzinfo, after: datetime) -> datetime:
     """The first firing of ``expr`` in zone ``tz`` strictly after ``after`` (aware UTC).
 
     Raises InvalidInput('cron') when the expression is invalid or never fires.
-    """
+
+    Cached per expression, zone and instant: the tasks of one cron schedule
+    ask for the firing after the same instant (their last one), and a
+    simulation's samples ask again for every task each simulated hour."""
+    return _next_cron_time(expr, get_zone(tz), to_utc(after))
+
+
+@lru_cache(maxsize=16_384)
+def _next_cron_time(expr: str, zone: tzinfo, after_utc: datetime) -> datetime:
     expr = cron_expression("cron", expr)
-    zone = get_zone(tz)
-    after_utc = to_utc(after)
     # Wall times at or before the wall reading of `after` can only map to
     # instants at or before `after` (the mapping is monotonic), so start there.
     start = wall_time(after_utc, zone)

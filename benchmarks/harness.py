@@ -43,6 +43,7 @@ SCENARIOS = {
     "topup": "runner.topup",
     "simulate": "simulator.simulate",
     "simscale": "simulator.simscale",
+    "forecast": "simulator.forecastbench",
     "bulk": "store.bulk",
     "visits": "visits.visits",
     "visits-send": "recurrent.visits_send",

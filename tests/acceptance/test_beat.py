@@ -27,35 +27,27 @@ from swh_like_scheduler.store.values import TaskFilter
 pytestmark = [pytest.mark.acceptance, pytest.mark.redis]
 
 
-@pytest.mark.parametrize("indexed", [False, True], ids=["database", "index"])
-def test_celery_beat_with_our_scheduler_dispatches_ready_tasks(
-    sqlite_url: str, tmp_path: Path, indexed: bool
-) -> None:
-    broker = services.redis_url()
-    queue = f"swh-test-beat-{uuid.uuid4().hex[:8]}"
-    store = SQLAlchemyStore.from_url(sqlite_url)
-    store.create_task_type(TaskType(type="beat-test", backend_name="x.y", queue=queue))
+def _ready_tasks(store: SQLAlchemyStore, task_type: str, count: int) -> None:
+    """``count`` hourly adaptive tasks of ``task_type``, all ready now."""
     now = datetime.now(tz=UTC)
     store.create_tasks(
         [
             Task(
-                type="beat-test",
+                type=task_type,
                 args=(n,),
                 schedule_kind=ScheduleKind.ADAPTIVE,
                 current_interval=timedelta(hours=1),
                 next_run=now,
                 deadline=now,
             )
-            for n in range(25)
+            for n in range(count)
         ],
         now=now,
     )
-    store.close()
-    env = {**os.environ, "SWH_SCHEDULER_DB_URL": sqlite_url, "SWH_SCHEDULER_BROKER_URL": broker}
-    index = RedisIndex(redis.Redis.from_url(broker))  # the default prefix, as beat's
-    if indexed:
-        env["SWH_SCHEDULER_INDEX_URL"] = broker
-        index.client.delete(*index.keys("beat-test").all())  # left by an earlier run
+
+
+def _start_beat(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
+    """``celery beat -S swh`` in ``tmp_path``, and the file of its log."""
     celery = str(Path(sys.executable).with_name("celery"))
     log = tmp_path / "beat.log"
     with log.open("w") as out:  # the child keeps its own descriptor
@@ -66,6 +58,25 @@ def test_celery_beat_with_our_scheduler_dispatches_ready_tasks(
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+    return process, log
+
+
+@pytest.mark.parametrize("indexed", [False, True], ids=["database", "index"])
+def test_celery_beat_with_our_scheduler_dispatches_ready_tasks(
+    sqlite_url: str, tmp_path: Path, indexed: bool
+) -> None:
+    broker = services.redis_url()
+    queue = f"swh-test-beat-{uuid.uuid4().hex[:8]}"
+    store = SQLAlchemyStore.from_url(sqlite_url)
+    store.create_task_type(TaskType(type="beat-test", backend_name="x.y", queue=queue))
+    _ready_tasks(store, "beat-test", 25)
+    store.close()
+    env = {**os.environ, "SWH_SCHEDULER_DB_URL": sqlite_url, "SWH_SCHEDULER_BROKER_URL": broker}
+    index = RedisIndex(redis.Redis.from_url(broker))  # the default prefix, as beat's
+    if indexed:
+        env["SWH_SCHEDULER_INDEX_URL"] = broker
+        index.client.delete(*index.keys("beat-test").all())  # left by an earlier run
+    process, log = _start_beat(tmp_path, env)
     app = make_app(config_module=None, broker_url=broker, load_workers=False)
     try:
         deadline = time.monotonic() + 60
@@ -107,34 +118,11 @@ def test_sigterm_during_a_pass_lets_it_finish_then_beat_stops(
     count = 12000
     store = SQLAlchemyStore.from_url(sqlite_url)
     store.create_task_type(TaskType(type="beat-big", backend_name="x.y", queue=queue))
-    now = datetime.now(tz=UTC)
-    store.create_tasks(
-        [
-            Task(
-                type="beat-big",
-                args=(n,),
-                schedule_kind=ScheduleKind.ADAPTIVE,
-                current_interval=timedelta(hours=1),
-                next_run=now,
-                deadline=now,
-            )
-            for n in range(count)
-        ],
-        now=now,
-    )
+    _ready_tasks(store, "beat-big", count)
     env = {**os.environ, "SWH_SCHEDULER_DB_URL": sqlite_url, "SWH_SCHEDULER_BROKER_URL": broker}
     env.pop("SWH_SCHEDULER_INDEX_URL", None)
-    celery = str(Path(sys.executable).with_name("celery"))
-    log = tmp_path / "beat.log"
     app = make_app(config_module=None, broker_url=broker, load_workers=False)
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [celery, "-A", "swh_like_scheduler.celery_app", "beat", "-S", "swh", "-l", "INFO"],
-            cwd=tmp_path,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    process, log = _start_beat(tmp_path, env)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and queue_depth(app, queue) == 0:

@@ -127,10 +127,8 @@ class ConditionWatch:
         for task_id, task in again.items():  # after the pops: a level may hold until before now
             self._put(task_id, self._judge(task, now))
         self.group_counts = {g: dict(c) for g, c in self._groups.items() if any(c.values())}
-        self.group_causes = {
-            g: {cause: n for cause, n in c.items() if n} for g, c in self._causes.items()
-        }
-        self.group_causes = {g: c for g, c in self.group_causes.items() if c}
+        causes = {g: {c: n for c, n in per.items() if n} for g, per in self._causes.items()}
+        self.group_causes = {g: per for g, per in causes.items() if per}
         self.group_intervals = {
             g: (micro / 1e6, tasks) for g, (micro, tasks) in self._intervals.items() if tasks
         }

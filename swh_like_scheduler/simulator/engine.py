@@ -52,6 +52,7 @@ from ..store import SQLAlchemyStore, migrations
 from ..store.tables import metadata
 from .behaviour import SUCCESS, TaskBehaviour, stream
 from .cadence import written_interval
+from .demand import KeptDemand
 from .firings import CronPromise, lost_by_group
 from .queues import SimQueues
 from .results import Recorder, TypeRecord
@@ -62,10 +63,12 @@ from .workload import Workload
 CREATE_CHUNK = 2000
 
 
-class SimStore(SQLAlchemyStore):
+class SimStore(KeptDemand):
     """The SQL store, observed: each claim is reported to the recorder, and
     the types the store would announce to sleeping runners (PostgreSQL's
-    NOTIFY) are kept for the simulated runner."""
+    NOTIFY) are kept for the simulated runner; the tasks it writes are
+    noted for the condition watch and the monitor's demand measure
+    (:class:`.demand.KeptDemand`)."""
 
     recorder: Recorder
     announced: set[str]
@@ -82,6 +85,7 @@ class SimStore(SQLAlchemyStore):
         claimed = super().claim_ready_tasks(task_type, **kwargs)
         if claimed:
             self.recorder.claimed(task_type, kwargs["now"], [c.deadline for c in claimed])
+            self.written(c.task_id for c in claimed)
             for c in claimed:
                 self.changed.add(c.task_id)
                 self.run_tasks[c.backend_id] = c.task_id
@@ -91,7 +95,9 @@ class SimStore(SQLAlchemyStore):
     def skip_missed_firings(self, task_type: str, **kwargs: Any) -> list[Skip]:
         skips = super().skip_missed_firings(task_type, **kwargs)
         self.recorder.events["skipped"] += len(skips)
-        self.changed.update(s.task.id for s in skips if s.task.id is not None)
+        ids = [s.task.id for s in skips if s.task.id is not None]
+        self.changed.update(ids)
+        self.written(ids)
         return skips
 
     def _announce(self, conn: sa.Connection, type_names: Any) -> None:
@@ -402,6 +408,7 @@ class Simulation:
             task_id = self.store.run_tasks.get(event["uuid"])
             if task_id is not None:
                 self.store.changed.add(task_id)
+                self.store.written((task_id,))
                 if event["type"] != "task-started":
                     del self.store.run_tasks[event["uuid"]]
         self.recorder.events["listener_batch"] += 1

@@ -40,6 +40,13 @@ _TYPES_PER_READ = 50
 _UNIX_EPOCH_JULIAN = 2440587.5
 
 
+def demand_of(tasks: int, known: int, total: float) -> float:
+    """A type's demand from its ``tasks`` live adaptive tasks, ``known`` of
+    them with a known duration, whose shares sum to ``total``: the tasks
+    without a known duration ask, on average, what the others do."""
+    return total * tasks / known if known else 0.0
+
+
 class LoadMethods(SQLBase):
     """``measure_type_loads`` (the monitor's, :class:`MonitorStore`)."""
 
@@ -101,14 +108,20 @@ class LoadMethods(SQLBase):
                 )
         return loads
 
-    def _demand(self, conn: sa.Connection, adaptive: Any) -> dict[str, float]:
+    def _demand_share(self) -> Any:
+        """One task's demand, ``avg / (I + avg)`` (NULL without a known
+        duration), over ``task`` joined to its ``task_type``."""
         avg = self._interval_seconds(
             sa.func.coalesce(task_t.c.expected_duration, task_t.c.average_good_duration)
         )
         interval = self._interval_seconds(
             sa.func.coalesce(task_t.c.current_interval, type_t.c.default_interval)
         )
-        share = avg / sa.func.nullif(interval + avg, 0)
+        return avg / sa.func.nullif(interval + avg, 0)
+
+    def _demand(self, conn: sa.Connection, adaptive: Any) -> dict[str, float]:
+        """``{type: demand}`` over its live adaptive tasks (module docstring)."""
+        share = self._demand_share()
         query = (
             sa.select(
                 task_t.c.type,
@@ -120,11 +133,10 @@ class LoadMethods(SQLBase):
             .where(adaptive, LIVE_STATUS)
             .group_by(task_t.c.type)
         )
-        demand = {}
-        for name, tasks, known, total in conn.execute(query):
-            # the tasks without a known duration ask, on average, what the others do
-            demand[name] = float(total) * tasks / known if known else 0.0
-        return demand
+        return {
+            name: demand_of(tasks, known, float(total))
+            for name, tasks, known, total in conn.execute(query)
+        }
 
     def _backlog(
         self, conn: sa.Connection, names: list[str], adaptive: Any, before: datetime

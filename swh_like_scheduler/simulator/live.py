@@ -3,9 +3,9 @@
 The task types and the live tasks (waiting or dispatched) of a store are
 copied into the simulation's own database, read only: nothing is written to
 the live one. What the store does not know is assumed, and said in the
-workload's description: each task's runs take its average good duration
-(else the type's expected duration, else a minute), log-normal with sigma
-0.5; they do not fail; an adaptive task's visit finds a change with the
+workload's description: each task's runs last its average good duration
+on average (else the type's expected duration, else a minute), log-normal
+with sigma 0.5; they do not fail; an adaptive task's visit finds a change with the
 probability of a change rate of one per current interval. Runs dispatched
 in the live system start afresh in the simulation (their task is waiting
 again, at its slot).
@@ -73,7 +73,7 @@ def from_store(
             count=0,
             fields={},
             spread=(timedelta(0), timedelta(0)),
-            duration=Duration(_typical(t), LIVE_SIGMA),
+            duration=Duration.of_mean(_typical(t), LIVE_SIGMA),
             failure=failures.get(name, (0.0, 0.0))[0],
             permfailure=failures.get(name, (0.0, 0.0))[1],
         )
@@ -94,7 +94,7 @@ def from_store(
             behaviour = TaskBehaviour(
                 groups[task.type],
                 change if task.schedule_kind is ScheduleKind.ADAPTIVE else None,
-                Duration(average, LIVE_SIGMA) if average else None,
+                Duration.of_mean(average, LIVE_SIGMA) if average else None,
             )
             given.append((copied, behaviour))
             counts[task.type] += 1
@@ -105,7 +105,7 @@ def from_store(
         name="live store",
         description=(
             f"the {len(given):,} live tasks of the store at {now.isoformat()}; run durations "
-            "assumed from each task's average (log-normal, sigma 0.5), "
+            "assumed from each task's average (their mean; log-normal, sigma 0.5), "
             + ("failures at each type's given shares" if failures else "no failures")
             + ", adaptive visits changed at one change per current interval"
         ),

@@ -221,8 +221,8 @@ NOW = datetime(2026, 3, 2, 0, 30, tzinfo=UTC)
 
 def test_from_store_counts_each_task_from_its_own_schedule(sqlite_url: str) -> None:
     """The average run is 10 min (2 min for the reports, 1 min for the
-    notifications); a simulated run is log-normal with that median and
-    sigma 0.5, so 1.133 times as long on average. Per type, over one day:
+    notifications); a simulated run is log-normal with that mean (sigma
+    0.5: its median is the average over 1.133). Per type, over one day:
     six adaptive tasks every 4 h (their type's default is a day), four
     periodic ones every 30 min of cooldown plus a run, two hourly cron
     tasks (24 firings), ten one-shots due in the day (and ten after it)."""
@@ -272,16 +272,15 @@ def test_from_store_counts_each_task_from_its_own_schedule(sqlite_url: str) -> N
     store.create_tasks(tasks, now=NOW)
     workload, given = from_store(store, NOW, days=1)
     store.close()
-    mean = 1.133148453  # exp(0.5² / 2)
     expected = {
-        "crawl": 6 * 10 * mean / 240,
-        "scrape": 4 * 10 * mean / (30 + 10 * mean),
-        "report": 2 * 24 * 2 * mean / 1440,
-        "notify": 10 * 1 * mean / 1440,
+        "crawl": 6 * 10 / 240,
+        "scrape": 4 * 10 / (30 + 10),
+        "report": 2 * 24 * 2 / 1440,
+        "notify": 10 * 1 / 1440,
     }
     assert workload.demand() == pytest.approx(expected, rel=1e-6)
     assert workload.natural_load() == pytest.approx(expected, rel=1e-6)
-    # the ten notifications due together at 02:30: 11 min of work on one worker
+    # the ten notifications due together at 02:30: 10 min of work on one worker
     peak = peak_overloads(workload, given)["notify"]
     assert peak.start == NOW + timedelta(hours=2)
-    assert peak.work == pytest.approx(10 * 60 * mean)
+    assert peak.work == pytest.approx(10 * 60)

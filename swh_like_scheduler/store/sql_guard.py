@@ -14,6 +14,15 @@ which decides and refuses with a reason.
 Each grant raises the task's ``fence`` by one and writes the new value on
 the run (its fencing token, also in the ``assigned`` entry): ``fence`` is in
 no index, so the update stays in place.
+
+The task is found by its primary key, whatever the statistics say. Its
+status is compared as ``status || ''``, an expression no index is on:
+written as ``status = 'scheduled'``, the test proves the predicate of the
+partial index ``ix_task_in_flight``, and when the table's statistics were
+taken with few tasks in flight (a burst just dispatched, ANALYZE not run
+since) the planner expects one row there and scans every task in flight
+for each start: 1.7 ms of PostgreSQL's CPU per start with 3,000 in flight,
+against 0.26 ms by the primary key.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ WITH r AS (
     FROM r
     WHERE task.id = r.task_id
       AND task.owner_tag IS NULL
-      AND task.status = 'scheduled'
+      AND (task.status || '') = 'scheduled'
       AND task.blackout_periods = '[]'::jsonb
       AND task.dont_run_on_nodes = '[]'::jsonb
     RETURNING task.id, task.fence

@@ -145,12 +145,18 @@ class Ownership:
         """Whether the body of ``backend_id`` (ending now) lost its run, by
         what this process knows: :class:`RunTaken` (the store said so),
         :class:`LeaseLost` (fenced, now or before), ``None`` (still its own,
-        or not held here). Never asks the database."""
-        self.watch()
+        or not held here). Never asks the database. Judges this run only:
+        the ended runs this process still renews stay among the entries
+        until their ends are recorded (thousands, in a burst of short runs),
+        and the heartbeat's thread watches the others (:meth:`watch`)."""
+        now, bound = self._clock(), self.bound
         with self._lock:
             entry = self._entries.get(backend_id)
             if entry is None:
                 return None
+            live = entry.running and not (entry.taken or entry.fenced)
+            if live and overdue(entry.since, now, bound):
+                self._fence(backend_id, entry, now - entry.since)
             if entry.fenced:
                 return LeaseLost
             return RunTaken if entry.taken else None

@@ -151,7 +151,11 @@ def update_rows(
     shape = ", ".join(f'"{name}" {types[name]}' for name in names)
     condition = f'{table.name}."{key}" = v."{key}"'
     for name in where or {}:
-        condition += f' AND {table.name}."{name}" = :where_{name}'
+        # a filter on the rows found by their key, written so that it proves
+        # no partial index's predicate: with statistics older than a burst,
+        # ``status = 'scheduled'`` made the planner read every queued run
+        # through ix_task_run_queued for each batch
+        condition += f' AND {table.name}."{name}" IS NOT DISTINCT FROM :where_{name}'
     statement = sa.text(
         f"UPDATE {table.name} SET {settings}"
         f" FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS v({shape})"

@@ -66,7 +66,7 @@ from ..store import SQLAlchemyStore
 from ..store.interface import ApplyOutcome
 from ..store.session import daemon_pool
 from .fencing import RunTaken, local_clock
-from .heartbeat import DEFAULT_EVERY, BodyOutcome, Heartbeat, heartbeat_for
+from .heartbeat import DEFAULT_EVERY, BodyOutcome, Heartbeat, heartbeat_for, heartbeat_of
 from .outcome import BodyEnded, EndedBodies, KeptOutcomeBackend
 from .result_event import ResultEventTask, main_pid
 
@@ -217,7 +217,10 @@ class SchedulerTask(ResultEventTask):
         """This process's heartbeat for ``store`` (:mod:`.heartbeat`): every
         ``swh_scheduler_lease_ping`` seconds (Celery setting, default 10);
         ends recorded by the worker after ``swh_scheduler_record_after``
-        (default 3 beats)."""
+        (default 3 beats), read when the process makes it."""
+        made = heartbeat_of(store)
+        if made is not None:  # (a read of Celery's settings costs microseconds)
+            return made
         conf = self.app.conf
         every = float(conf.get("swh_scheduler_lease_ping") or DEFAULT_EVERY)
         after = conf.get("swh_scheduler_record_after")

@@ -404,6 +404,12 @@ _beats: dict[tuple[int, int], Heartbeat] = {}
 _beats_lock = threading.Lock()
 
 
+def heartbeat_of(store: SQLAlchemyStore) -> Heartbeat | None:
+    """This process's heartbeat for ``store``, if one was made."""
+    with _beats_lock:
+        return _beats.get((os.getpid(), id(store)))
+
+
 def heartbeat_for(
     store: SQLAlchemyStore, apply: ApplyOutcome, *, every: float, record_after: float | None
 ) -> Heartbeat:
@@ -452,4 +458,5 @@ __all__ = [
     "close_all",
     "flush_all",
     "heartbeat_for",
+    "heartbeat_of",
 ]

@@ -27,7 +27,7 @@ measure. The checks, per installation:
    whenever they came: exactly one. A second one is a double unless
    :func:`soakproof.ran_again` shows the first's end died with its process
    before anything could record it (counted apart, by name: see the
-   randomized soak in ``docs/reference/reliability.md`` for why that one
+   randomized soak in ``tests/faults/README.md`` for why that one
    excuse stays);
 4. **one copy at a time**: two executions of a task never run at once
    (stopped time excluded), unless the older is a stale copy proven

@@ -38,7 +38,8 @@ try:
 except ImportError:  # the docs extra installs furo; alabaster ships with Sphinx
     html_theme = "alabaster"
 html_title = "swh_like_scheduler"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["site.css"]
 
 # no address outside the repository is fetched by `-b linkcheck` when the
 # machine has no way out (docs/README.md)

@@ -29,6 +29,9 @@ myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 
 nitpicky = True
+# curly quotes and ellipses, but "--" stays two hyphens: the options quoted in
+# the commands' help (``--index-url``) are not en dashes
+smartquotes_action = "qe"
 suppress_warnings: list[str] = []
 
 try:

@@ -1,11 +1,13 @@
 """The documentation's generated reference pages (``docs/_ext/swh_generated.py``)
-hold every API operation and every setting, and the CLI page renders the
-root group of the ``swh`` console script; checked without a Sphinx build."""
+hold every API operation and every setting, and the CLI pages render the
+root group of the ``swh`` console script and every command of ``swh
+scheduler``, each group on a page of its own; checked without a Sphinx build."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -62,17 +64,49 @@ def test_the_configuration_page_lists_every_setting_with_its_flag_and_variable()
     assert rows["`db_is_default`"].rstrip().endswith("| no |")  # never in the file
 
 
-def test_the_cli_page_renders_the_root_group_of_the_console_script() -> None:
+def click_directives(page: str) -> list[tuple[str, dict[str, str]]]:
+    """The ``.. click::`` directives of a page: target and options."""
+    found = []
+    for match in re.finditer(r"^\.\. click:: (\S+)\n((?:   :[\w-]+:.*\n)*)", page, re.M):
+        options = dict(re.findall(r"^   :([\w-]+):[ \t]*(.*)$", match.group(2), re.M))
+        found.append((match.group(1), options))
+    return found
+
+
+def test_the_cli_pages_render_the_root_group_and_every_command() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["swh"] == "swh_like_scheduler.cli:main"
     from swh_like_scheduler import cli
+    from swh_like_scheduler.cli.tree import SCHEDULER
 
     assert isinstance(cli.swh, click.Group)
     assert "swh.main(" in Path(cli.base.__file__).read_text()  # main() runs that group
-    page = (DOCS / "reference" / "cli.md").read_text()
-    assert ".. click:: swh_like_scheduler.cli:swh" in page
-    assert ":nested: full" in page and ":prog: swh" in page
     assert "sphinx_click" in (DOCS / "conf.py").read_text()
+    index = (DOCS / "reference" / "cli.md").read_text()
+    # the index page: the root group and the options of `swh scheduler`
+    assert ("swh_like_scheduler.cli:swh", {"prog": "swh", "nested": "none"}) in (
+        click_directives(index)
+    )
+    assert ("swh_like_scheduler.cli:scheduler", {"prog": "swh scheduler", "nested": "none"}) in (
+        click_directives(index)
+    )
+    # each command of `swh scheduler` rendered once, on a page of the index's toctree
+    rendered: dict[str, list[tuple[str, dict[str, str]]]] = {}
+    for page in sorted((DOCS / "reference" / "cli").glob("*.md")):
+        assert f"\ncli/{page.stem}\n" in index, page.name
+        for target, options in click_directives(page.read_text()):
+            rendered.setdefault(options["prog"], []).append((target, options))
+    ctx = click.Context(cli.scheduler, info_name="scheduler")
+    for name, entry in SCHEDULER.items():
+        directives = rendered.pop(f"swh scheduler {name}", [])
+        assert len(directives) == 1, (name, directives)
+        [(target, options)] = directives
+        module, _, attribute = target.partition(":")
+        command = cli.scheduler.get_command(ctx, name)
+        assert getattr(importlib.import_module(module), attribute) is command, name
+        if isinstance(entry, click.Group):  # a group, with all its commands
+            assert options.get("nested") == "full" and "commands" not in options, name
+    assert not rendered  # nothing else
 
 
 def test_the_pages_include_the_generated_fragments() -> None:

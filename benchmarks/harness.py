@@ -48,6 +48,7 @@ SCENARIOS = {
     "visits": "visits.visits",
     "visits-send": "recurrent.visits_send",
     "cli": "cli.cli",
+    "upgrade": "store.upgrade",
 }
 
 

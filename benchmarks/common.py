@@ -313,11 +313,20 @@ def drop_database(server: str, name: str) -> None:
         )
 
 
+def create_database(server: str, name: str, template: str | None = None) -> None:
+    """A new database ``name`` (dropped first if it existed), empty or a copy
+    of ``template``."""
+    drop_database(server, name)
+    statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template is not None:
+        statement += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(statement)
+
+
 def fresh_store(server: str, name: str) -> SQLAlchemyStore:
     """A migrated, empty database ``name`` (dropped first if it existed)."""
-    drop_database(server, name)
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    create_database(server, name)
     store = SQLAlchemyStore.from_url(database_url(server, name))
     migrations.upgrade(store.engine)
     return store

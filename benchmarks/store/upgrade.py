@@ -27,11 +27,10 @@ from contextlib import contextmanager
 from datetime import datetime
 
 import psycopg
-from psycopg import sql
 
 from swh_like_scheduler.store import make_engine, migrations
 
-from ..common import Context, database_url, drop_database, log, ratio, utcnow
+from ..common import Context, create_database, database_url, drop_database, log, ratio, utcnow
 
 TASKS = 1_000_000
 QUICK_TASKS = 100_000
@@ -88,15 +87,6 @@ def revisions() -> list[str]:
     return found[1:]
 
 
-def _create(server: str, name: str, template: str | None = None) -> None:
-    drop_database(server, name)
-    statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
-    if template is not None:
-        statement += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(statement)
-
-
 def _upgrade(url: str, revision: str) -> float:
     """Seconds ``migrations.upgrade(…, revision)`` takes (its engine opened before)."""
     engine = make_engine(url, role="cli")
@@ -132,7 +122,7 @@ def _templates(server: str, count: int) -> Iterator[dict[str, str]]:
     names = {"empty": f"{prefix}_empty", "filled": f"{prefix}_filled"}
     try:
         for kind, name in names.items():
-            _create(server, name)
+            create_database(server, name)
             _upgrade(database_url(server, name), BASE)
             if kind == "filled":
                 started = time.perf_counter()
@@ -148,7 +138,7 @@ def _steps(server: str, template: str, steps: list[str]) -> dict[str, float]:
     """A copy of ``template`` upgraded one revision at a time: seconds per step."""
     name = f"swh_bench_upgrade_{os.getpid()}_run"
     started = time.perf_counter()
-    _create(server, name, template)
+    create_database(server, name, template)
     log(f"  copy of {template} in {time.perf_counter() - started:.1f}s")
     url = database_url(server, name)
     try:

@@ -62,7 +62,7 @@ from ..common import (
     unique_queue,
     utcnow,
 )
-from .end_to_end import ours, worker
+from .end_to_end import OPEN_RUNS, ours, worker
 
 TASKS = 5_000
 QUICK_TASKS = 2_000
@@ -240,9 +240,7 @@ def counted_run(
     watch = psycopg.connect(db_url, autocommit=True)
 
     def still_open() -> int:
-        row = watch.execute(
-            "SELECT count(*) FROM task_run WHERE status IN ('scheduled', 'started')"
-        ).fetchone()
+        row = watch.execute(OPEN_RUNS).fetchone()
         return int(row[0]) if row else 0
 
     try:

@@ -132,14 +132,12 @@ class Ownership:
         the bound at ``now``; the runs fenced now."""
         now = self._clock() if now is None else now
         bound = self.bound
-        fenced = []
         with self._lock:
-            for backend_id, entry in self._entries.items():
-                live = entry.running and not (entry.taken or entry.fenced)
-                if live and overdue(entry.since, now, bound):
-                    self._fence(backend_id, entry, now - entry.since)
-                    fenced.append(backend_id)
-        return tuple(fenced)
+            return tuple(
+                backend_id
+                for backend_id, entry in self._entries.items()
+                if self._fence_if_overdue(backend_id, entry, now, bound)
+            )
 
     def verdict(self, backend_id: str) -> type[RunTaken] | None:
         """Whether the body of ``backend_id`` (ending now) lost its run, by
@@ -154,9 +152,7 @@ class Ownership:
             entry = self._entries.get(backend_id)
             if entry is None:
                 return None
-            live = entry.running and not (entry.taken or entry.fenced)
-            if live and overdue(entry.since, now, bound):
-                self._fence(backend_id, entry, now - entry.since)
+            self._fence_if_overdue(backend_id, entry, now, bound)
             if entry.fenced:
                 return LeaseLost
             return RunTaken if entry.taken else None
@@ -196,6 +192,15 @@ class Ownership:
                 seconds,
                 len(running),
             )
+
+    def _fence_if_overdue(self, backend_id: str, entry: Held, now: float, bound: float) -> bool:
+        """(lock held) Fence the running body of ``backend_id`` if its run
+        went unrenewed past ``bound`` at ``now``; whether it was fenced now."""
+        live = entry.running and not (entry.taken or entry.fenced)
+        if live and overdue(entry.since, now, bound):
+            self._fence(backend_id, entry, now - entry.since)
+            return True
+        return False
 
     def _fence(self, backend_id: str, entry: Held, silent: float) -> None:
         """(lock held) This copy stops counting itself the owner of ``backend_id``."""

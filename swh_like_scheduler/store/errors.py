@@ -35,7 +35,7 @@ from ..domain.exceptions import (
 )
 
 #: where the documentation tells how to run behind PgBouncer
-POOLER_DOCS = '"Behind PgBouncer" in docs/howto/production.md'
+POOLER_DOCS = '"Behind PgBouncer" in docs/howto/connections.md'
 
 #: SQLSTATE classes and codes (PostgreSQL's appendix A)
 DISK_FULL = "53100"

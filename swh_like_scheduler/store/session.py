@@ -129,7 +129,7 @@ class PoolSize:
 
 
 #: the connections each daemon runs statements on at once, pooled (the
-#: section "Connections and timeouts" of docs/howto/production.md counts them, with
+#: section "Connections and timeouts" of docs/howto/connections.md counts them, with
 #: the connections kept outside the pool)
 def daemon_pool(role: str, *, claimers: int = 2, lanes: int = 4, api: int = 10) -> PoolSize:
     """The pool of a daemon ``role``: the runner's claims and the

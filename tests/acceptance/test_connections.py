@@ -1,6 +1,6 @@
 """How many PostgreSQL connections a small platform holds, counted where
 they are (``pg_stat_activity``, by ``application_name``), against the
-formula of the documentation ("Connections and timeouts", ``docs/howto/production.md``).
+formula of the documentation ("Connections and timeouts", ``docs/howto/connections.md``).
 
 Real processes on a test database and Redis: a runner (with the monitor's
 duties), a ``start-monitor``, a listener, the HTTP API under 40 concurrent

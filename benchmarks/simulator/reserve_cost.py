@@ -19,7 +19,7 @@ Prints one JSON line per world: ERROR-hours in total, of its short groups
 and of its long groups (each world says which are which), with and without
 the rule, the difference (with minus without: below 0, the rule saves) and
 the ratio (with over without), and every group's hours; then a summary
-line. ``--markdown`` prints the table of the docs (``docs/howto/simulate.md``,
+line. ``--markdown`` prints the table of the docs (``docs/simulation.md``,
 "What keeping slots costs") on stderr as well. Figures, not timings: the
 same worlds and seeds give the same figures on any machine.
 """

@@ -145,7 +145,8 @@ def _workers(values: tuple[str, ...]) -> dict[str, int]:
 @pass_cli
 def simulate(cli: CliContext, **options: Any) -> None:
     """Run WORKLOAD (a TOML file, or a shipped one: crawler-fleet, reminders,
-    mixed-platform; default crawler-fleet) through the real runner pass,
+    mixed-platform, always-changing, long-and-short; default crawler-fleet)
+    through the real runner pass,
     store, policy and listener on a virtual clock, with simulated queues and
     workers, and compare dispatch orders: ERROR- and WARNING-hours, lateness
     at dispatch and at start (time in the queue counted), outcomes,

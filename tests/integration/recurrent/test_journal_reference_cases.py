@@ -7,9 +7,9 @@ Each test names the reference test it stands for. Two differences hold
 throughout, both documented: origin urls carry a scheme
 (``[scheduler.visits] origin_schemes``, docs/howto/http-api.md; the
 reference's ``foo`` would be skipped as unreadable), and a message that is
-not a visit status is skipped, not raised (docs/howto/origin-visits.md,
-"journal-client"). Two rules of the offset differ on purpose, listed with
-their reasons in docs/howto/origin-visits.md ("Beside the reference"): a
+not a visit status is skipped, not raised (docs/visits.md, "From the
+archive's journal"). Two rules of the offset differ on purpose, listed with
+their reasons in docs/visits.md ("Beside the reference"): a
 failure leaves the offset as it is, and a first visit moves it like any
 other; those tests check every other field as the reference does and the
 offset by our rule (:func:`our_offset`).
@@ -107,7 +107,7 @@ def expected(
 
 def our_offset(found: int, ours: int, reference: int, difference: str) -> None:
     """``found`` is our documented rule's value, which differs from the
-    reference's (docs/howto/origin-visits.md, "Beside the reference")."""
+    reference's (docs/visits.md, "Beside the reference")."""
     assert ours != reference, "the rules agree here: assert the value directly"
     assert found == ours, f"next_position_offset {found}, ours {ours} ({difference})"
 
@@ -117,7 +117,7 @@ def test_a_message_that_is_no_visit_status_is_skipped_not_applied(
 ) -> None:
     # reference: test_journal_client.py::test_journal_client_origin_visit_status_from_journal_fail
     # The reference raises on an origin_visit object (or nothing); ours reads one
-    # topic and skips what is no visit status (docs/howto/origin-visits.md)
+    # topic and skips what is no visit status (docs/visits.md)
     done = play(store, {"url": FOO}, {})
     assert (done.received, done.changed, done.unreadable) == (2, 0, 2)
     assert store.origin_visit_stats_get([(FOO, "git")]) == []
@@ -353,7 +353,7 @@ def test_any_order_of_one_snapshot_seen_again_ends_in_the_same_dates(
 
 def test_the_interval_is_two_to_the_offset_hours_up_to_offset_ten() -> None:
     # reference: test_journal_client.py::test_journal_client_from_position_offset_to_days
-    # Divergence, docs/howto/origin-visits.md ("its interval is 2^offset hours
+    # Divergence, docs/visits.md ("its interval is 2^offset hours
     # (16 h at first, about 43 days at most)"): the reference's is 1, 2 or
     # 4^(offset-4) days, unbounded
     assert [interval(n) for n in (0, 1, 4, 10, 11, 30)] == [
@@ -367,7 +367,7 @@ def test_the_next_position_is_the_queue_s_plus_the_interval(offset: int) -> None
     # ::test_next_visit_queue_position_with_state and
     # ::test_next_visit_queue_position_with_next_visit_queue (their offsets).
     # Divergence, docs/howto/http-api.md (positions are instants here, seconds
-    # there) and docs/howto/origin-visits.md (2^offset hours): the position is
+    # there) and docs/visits.md (2^offset hours): the position is
     # the queue's (the visit's date before the queue ever moved) plus the
     # interval, with no random fudge of +-10 %
     before = OriginVisitStats(

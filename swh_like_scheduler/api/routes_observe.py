@@ -49,7 +49,7 @@ def get_conditions(
     """How many live and disabled tasks are OK, WARNING or in ERROR, per
     type, as last counted in the background (``counts_age_seconds``; the
     same counts as ``/metrics``), and with ``show`` up to ``limit`` tasks
-    at that level or worse among the next :data:`CONDITIONS_SCAN` tasks
+    at that level or worse among the next 5,000 tasks (``CONDITIONS_SCAN``)
     after ``after_id``; ``next_after_id`` continues (``null``: the end).
     A call reads a bounded number of tasks, whatever the table holds."""
     if type is not None and state.store.get_task_type(type) is None:
@@ -197,19 +197,28 @@ def health_report(state: ApiState) -> dict[str, Any]:
     last_pass = _age(state, max(passes)) if passes else None
     late = sorted(name for name, seconds in overdue.items() if seconds > stale)
     if late and (last_pass is None or last_pass > stale):
-        since = "ever" if last_pass is None else f"{last_pass:.0f} s"
+        silent = (
+            "no runner has ever claimed a task or had room"
+            if last_pass is None
+            else f"no runner has claimed a task or had room for {last_pass:.0f} s"
+        )
+        types = (
+            f"task type {late[0]} has" if len(late) == 1 else f"task types {', '.join(late)} have"
+        )
         reasons.append(
-            f"no runner claimed a task nor had room for {since} while "
-            f"{', '.join(late)} have tasks overdue by more than {stale:.0f} s "
+            f"{silent}, while {types} tasks overdue by more than {stale:.0f} s "
             "(no runner, or every queue full)"
         )
     open_age = _age(state, figures.oldest_open_run)
     seen = _age(state, figures.last_worker_seen_at)
     if open_age is not None and open_age > stale and (seen is None or seen > stale):
-        since = "ever" if seen is None else f"{seen:.0f} s"
+        silent = (
+            "no worker sign of life has ever been recorded"
+            if seen is None
+            else f"no worker sign of life has been recorded for {seen:.0f} s"
+        )
         reasons.append(
-            f"no worker sign of life recorded for {since} while runs are open since "
-            f"{open_age:.0f} s (no listener, or no worker)"
+            f"{silent}, while runs have been open for {open_age:.0f} s (no listener, or no worker)"
         )
     # runs waiting in the broker are late too: their wait against their deadline
     queued: dict[str, dict[str, Any]] = {}

@@ -262,7 +262,7 @@ def _filtered(ids: tuple[int, ...], given: dict[str, Any]) -> bool:
 def disable(cli: CliContext, ids: tuple[int, ...], **given: Any) -> None:
     """Take tasks out of scheduling (a running one finishes): task ids, or
     every task a filter matches (counted, shown, then confirmed)."""
-    if _filtered(ids, given):
+    if _filtered(ids, given) or given["dry_run"]:
         _by_filter(cli, BulkAction.DISABLE, ids, given)
     else:
         _require(cli, ids)
@@ -276,7 +276,7 @@ def disable(cli: CliContext, ids: tuple[int, ...], **given: Any) -> None:
 def enable(cli: CliContext, ids: tuple[int, ...], **given: Any) -> None:
     """Put disabled tasks back into scheduling: task ids, or every task a
     filter matches (counted, shown, then confirmed)."""
-    if _filtered(ids, given):
+    if _filtered(ids, given) or given["dry_run"]:
         _by_filter(cli, BulkAction.ENABLE, ids, given)
     else:
         _require(cli, ids)
@@ -299,7 +299,7 @@ def cancel(cli: CliContext, ids: tuple[int, ...], broker_url: str | None, **give
     (workers refuse it at start even if they missed the revoke); a running
     leased run stops at its next ping; a running plain run finishes."""
     revoke = _revoker(cli, broker_url)
-    if _filtered(ids, given):
+    if _filtered(ids, given) or given["dry_run"]:
         _by_filter(cli, BulkAction.CANCEL, ids, given, lambda report: revoke(list(report.revoke)))
         return
     _require(cli, ids)

@@ -158,3 +158,19 @@ def test_condition_filter_and_enable(run, tasks, store) -> None:  # type: ignore
     back = ok(run("task", "enable", "--condition", "WARNING", "--yes"))
     assert back.splitlines()[-1] == "Enabled 13 tasks."
     assert set(statuses(store).values()) == {"waiting"}
+
+
+@pytest.mark.parametrize("action", ["disable", "enable", "cancel", "delete"])
+def test_a_dry_run_on_task_ids_changes_nothing(run, tasks, store, action) -> None:  # type: ignore[no-untyped-def]
+    ids = [str(t.id) for t in tasks[3:5]]
+    if action == "enable":
+        store.disable_tasks([t.id for t in tasks[3:5]], now=datetime.now(UTC))
+    before = statuses(store)
+    result = run("task", action, *ids, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "2 tasks" in result.output and "would be" in result.output, result.output
+    assert statuses(store) == before
+    # without --dry-run, the same ids are acted on at once
+    result = run("task", action, *ids, "--yes")
+    assert result.exit_code == 0, result.output
+    assert statuses(store) != before

@@ -352,7 +352,8 @@ def update_type(cli: CliContext, name: str, dry_run: bool, as_json: bool, **opti
         return
     click.echo(f"Task type {name} updated")
     for effect in report.moves:
-        click.echo(f"{effect.count:,} tasks' {effect.field}: {effect.detail}")
+        tasks = "1 task's" if effect.count == 1 else f"{effect.count:,} tasks'"
+        click.echo(f"{tasks} {effect.field}: {effect.detail}")
     say(*describe(updated, True))
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from ..domain.exceptions import InvalidInput
+from ..domain.text import plural
 from ..plumbing.quietlog import QuietLog
 from .base import CliContext, emit_json, pass_cli
 from .daemon import app_options, start_daemon
@@ -153,7 +154,7 @@ def start_listener(
                 + (", ".join(f"{k} {v}" for k, v in counts.items()) or "nothing")
             )
             if report.backend:
-                click.echo(f"caught up {report.recorded} runs from the result backend")
+                click.echo(f"caught up {plural(report.recorded, 'run')} from the result backend")
         return
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -183,7 +184,9 @@ def start_listener(
                         logger.info("no result backend: catch-up is off")
                         return
                     if report.recorded:
-                        logger.info("caught up %d runs from the result backend", report.recorded)
+                        logger.info(
+                            "caught up %s from the result backend", plural(report.recorded, "run")
+                        )
                 if stop.wait(catch_up_every):
                     return
 

@@ -214,6 +214,7 @@ def restart(soak: Soak, target: str, seconds: float) -> None:
     """Stop a server, wait, start it again; its outage in the journal (on
     the safe side: down once stopped, up before it is started)."""
     server = soak.servers[target]
+    soak.database_down = target == "postgres"  # the soak's own writes wait meanwhile
     server.stop()
     soak.note(target, 0, DOWN)
     if isinstance(server, PrivateRedis) and target == "broker":
@@ -221,6 +222,7 @@ def restart(soak: Soak, target: str, seconds: float) -> None:
     soak.idle(seconds)
     soak.note(target, 0, UP)
     server.start()
+    soak.database_down = False
 
 
 def tcp_ports(pid: int) -> list[int]:

@@ -175,6 +175,9 @@ class Soak(ProcessTable):
         self.tids: dict[int, str] = {}
         #: the jobs' replacements still to make: (seconds after the start, job)
         self.replacements: list[tuple[float, JobPlan]] = []
+        #: the soak's own PostgreSQL is stopped by a fault (``restart``): the
+        #: soak's writes (a job's replacement) wait until it is started again
+        self.database_down = False
         #: each probe worker's way to PostgreSQL (``db_partition`` freezes it)
         url = sa.engine.make_url(db_url)
         self.proxies = {
@@ -487,7 +490,11 @@ class Soak(ProcessTable):
         target = self.start + offset
         while True:
             now = time.time()
-            while self.replacements and self.start + self.replacements[0][0] <= now:
+            while (
+                self.replacements
+                and not self.database_down
+                and self.start + self.replacements[0][0] <= now
+            ):
                 _, job = self.replacements.pop(0)
                 self.put_job(job, job.replaced_by)
             for item in [p for p in self.pending if p[0] <= now]:
@@ -499,7 +506,9 @@ class Soak(ProcessTable):
                 self.fault_log.append((fault, began, time.time()))
             if now >= target:
                 return
-            replacing = [self.start + at for at, _ in self.replacements[:1]]
+            replacing = [
+                self.start + at for at, _ in self.replacements[:1] if not self.database_down
+            ]
             wake = min([target, *replacing, *(at for at, *_ in self.pending)])
             time.sleep(max(0.0, wake - now))
 

@@ -72,7 +72,7 @@ def test_the_runner_and_workers_are_said_apart_from_the_tasks_conditions(
         clock.now += timedelta(minutes=10)
         live = http.get("/console/live").json()
         assert live["text"]["health:status"] == "in trouble" and live["look"] == "degraded"
-        assert "no runner claimed a task" in live["html"]["health:reasons"]
+        assert "no runner has claimed a task" in live["html"]["health:reasons"]
         assert said(http.get("/console/").text) == "Runner and workers: in trouble"
 
 

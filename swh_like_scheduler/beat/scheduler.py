@@ -125,7 +125,11 @@ class RunnerScheduler(Scheduler):
         url = database.url
         warn, line = first_line("celery beat -S swh", database, beat_broker(app), hints=BEAT_HINTS)
         logger.log(logging.WARNING if warn else logging.INFO, "%s", line)
-        monitor = monitor_settings(app.conf.get(MONITOR_SETTING, True))
+        try:
+            monitor = monitor_settings(app.conf.get(MONITOR_SETTING, True))
+        except InvalidInput as error:  # one line naming the setting, not a traceback
+            logger.critical("beat -S swh cannot start: %s", error)
+            raise SystemExit(1) from None
         missing = missing_sqlite_file(url)
         if missing is not None:  # opening it would create it: refused as empty
             logger.critical(

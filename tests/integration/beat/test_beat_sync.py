@@ -139,3 +139,18 @@ def test_beat_leaves_out_what_it_cannot_run_and_what_it_is_told_to(
             BeatScheduleSync(app, store)
     finally:
         store.close()
+
+
+def test_a_mistyped_monitor_setting_stops_beat_with_one_line_naming_it(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from swh_like_scheduler.beat.scheduler import RunnerScheduler
+
+    monkeypatch.setenv("SWH_SCHEDULER_DB_URL", sqlite_url)
+    app = beat_app(swh_scheduler_monitor={"ping_timeot": 30})
+    with pytest.raises(SystemExit) as stopped:
+        RunnerScheduler(app)
+    assert stopped.value.code == 1
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.CRITICAL]
+    assert line.startswith("beat -S swh cannot start: swh_scheduler_monitor.ping_timeot")
+    assert "unknown" in line and "\n" not in line

@@ -119,7 +119,7 @@ def lateness(seconds: float | None) -> str:
 @click.option(
     "--show",
     "show_level",
-    type=click.Choice(["ERROR", "WARNING", "OK"]),
+    type=click.Choice(["ERROR", "WARNING", "OK"], case_sensitive=False),
     help="Also list the tasks at exactly this level, the most late first.",
 )
 @click.option(

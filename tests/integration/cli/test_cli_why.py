@@ -327,6 +327,10 @@ def test_status_at_least_lists_the_worst_first_and_counts_the_rest(  # type: ign
     data = json.loads(ok(run("task", "status", "--show", "ERROR", "--json", "-l", "30")))
     assert [t["id"] for t in data["tasks"]] == list(range(25, 0, -1))
     assert data["more"] == 0
+    # in any case, as --condition takes it
+    lower = json.loads(ok(run("task", "status", "--show", "error", "--json", "-l", "30")))
+    assert [t["id"] for t in lower["tasks"]] == [t["id"] for t in data["tasks"]]
+    assert lower["show"] == "ERROR"
     none = ok(run("task", "status", "--show", "OK"))
     assert none.splitlines()[-1] == "No task in OK."
     bad = run("task", "status", "--at-least")

@@ -369,7 +369,8 @@ def _pdeathsig_preexec(sig: signal.Signals) -> Callable[[], None] | None:
     return preexec
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on loopback now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -546,7 +547,7 @@ def start_embedded_postgres() -> EmbeddedServer:
             )
         last_error = ""
         for _attempt in range(3):  # the free port may be taken between bind and start
-            port = _free_port()
+            port = free_port()
             url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
             with open(log_path, "ab") as log_file:
                 process = _spawn(
@@ -622,7 +623,7 @@ def start_embedded_redis() -> EmbeddedServer:
         log_path = base_dir / "redis.log"
         last_error = ""
         for _attempt in range(3):
-            port = _free_port()
+            port = free_port()
             url = f"redis://127.0.0.1:{port}/0"
             with open(log_path, "ab") as log_file:
                 process = _spawn(

@@ -46,6 +46,7 @@ from pathlib import Path
 
 import pytest
 import services
+from pageshow import first_unshown
 from waiting import wait_until
 
 from swh_like_scheduler.store import SQLAlchemyStore
@@ -133,32 +134,14 @@ def normalized(line: str) -> str:
 
 
 def mismatch(shown: str, printed: str) -> str | None:
-    """None when each line the page shows is a line printed, in the same
-    order (a ``...`` line skips lines, a ``...`` in a line stands for
-    anything); else the first line that was not printed."""
-    lines = [normalized(line) for line in printed.splitlines() if line.strip()]
-    at = 0
-    for want in (line for line in shown.splitlines() if line.strip()):
-        if want.strip() == "...":
-            continue
-        parts = normalized(want).split("...")
-        pattern = re.compile(".*".join(re.escape(part) for part in parts))
-        found = next((i for i in range(at, len(lines)) if pattern.fullmatch(lines[i])), None)
-        if found is None:
-            return f"the page shows {want!r}, not printed (after line {at}):\n{printed}"
-        at = found + 1
-    return None
+    """None when each line the page shows is a line printed (:mod:`pageshow`);
+    else the first line that was not printed."""
+    return first_unshown(shown, printed, normalized)
 
 
 # --------------------------------------------------------------------------- #
 # the reader's shell
 # --------------------------------------------------------------------------- #
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def gone(pid: int) -> bool:
@@ -254,7 +237,7 @@ class Guide:
         self.home = tmp_path / "home"
         self.home.mkdir()
         self.broker = broker
-        self.port = free_port()
+        self.port = services.free_port()
         drop = ("SWH_SCHEDULER_", "CELERY", "PYTHONPATH")
         env = {
             k: v

@@ -47,6 +47,7 @@ import httpx
 import psycopg
 import pytest
 import services
+from pageshow import first_unshown
 from psycopg import sql
 from standalone_run import clean_env
 from waiting import wait_until
@@ -117,20 +118,10 @@ def normalized(line: str) -> str:
 
 
 def assert_shows(shown: str, printed: str, what: str) -> None:
-    """Each line the page shows is a line printed, in the same order; a
-    ``...`` line skips lines, a ``...`` in a line stands for anything."""
-    lines = [normalized(line) for line in printed.splitlines() if line.strip()]
-    at = 0
-    for want in (line for line in shown.splitlines() if line.strip()):
-        if want.strip() == "...":
-            continue
-        parts = normalized(want).split("...")
-        pattern = re.compile(".*".join(re.escape(part) for part in parts))
-        found = next((i for i in range(at, len(lines)) if pattern.fullmatch(lines[i])), None)
-        assert found is not None, (
-            f"{what}: the page shows {want!r}, not printed (after line {at}):\n{printed}"
-        )
-        at = found + 1
+    """Each line the page shows is a line printed, in the same order
+    (:mod:`pageshow`)."""
+    problem = first_unshown(shown, printed, normalized)
+    assert problem is None, f"{what}: {problem}"
 
 
 # --------------------------------------------------------------------------- #
@@ -154,12 +145,6 @@ def environment_file(text: str) -> dict[str, str]:
             key, _, value = line.partition("=")
             values[key.strip()] = value.strip()
     return values
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -195,7 +180,7 @@ class Guide:
         self.database = services.prefixed(f"swhprod_{tag}")
         self.vhost = f"swhprod.{tag}"
         self.secrets = {name: secrets.token_urlsafe(24) for name in PLACEHOLDERS}
-        self.api_port, self.metrics_port = free_port(), free_port()
+        self.api_port, self.metrics_port = services.free_port(), services.free_port()
         pg = urllib.parse.urlsplit(server)
         self.pg_env = {
             "PGHOST": pg.hostname or "127.0.0.1",

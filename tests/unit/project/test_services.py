@@ -68,7 +68,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
 
 
 def _dead_port() -> int:
-    return services._free_port()
+    return services.free_port()
 
 
 def _gone(pid: int) -> bool:

@@ -18,7 +18,8 @@ class JobStore(Protocol):
         does not run again; one cancelled before is scheduled again; one not
         run yet takes the new callback, unless its message is already
         queued), new ones get a one-shot task, and those no longer given that
-        have not run are cancelled. Raises :class:`InvalidInput`
+        have not started are cancelled (one whose run the start guard has
+        started goes on, as ``running``). Raises :class:`InvalidInput`
         (``callback.type``) when the callback's task type is not registered;
         nothing is written then."""
         ...

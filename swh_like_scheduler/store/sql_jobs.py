@@ -6,14 +6,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import sqlalchemy as sa
+
 from ..domain.exceptions import InvalidInput
 from ..domain.model import RunStatus, Task, TaskStatus
 from ..intake.jobs import SEPARATOR, Job, JobInstant, JobView, job_key_of
+from . import rows
 from .interface import TaskFilter
-from .sql_base import SQLBase
+from .sql_base import SQLBase, _chunks
+from .tables import task as task_t
+from .tables import task_run as run_t
 
-#: statuses of an instant that has not run (nor is running): what a
-#: replacement or a delete cancels
+#: statuses of an instant that may not have run: what a replacement or a
+#: delete cancels, a dispatched one only if its run has not started
+#: (:meth:`JobMethods._cancel_unstarted`)
 _NOT_RUN = (TaskStatus.WAITING, TaskStatus.SCHEDULED)
 
 
@@ -57,7 +63,9 @@ class JobMethods(SQLBase):
             existing = tx._job_tasks(job.key)
             wanted = set(job.schedules)
             gone = [t for at, t in existing.items() if at not in wanted and t.status in _NOT_RUN]
-            cancelled = tx.cancel_tasks([t.id for t in gone], now=now) if gone else []
+            cancelled = tx._cancel_unstarted(gone, now)
+            cancelled_ids = {c.id for c in cancelled}
+            gone = [t for t in gone if t.id in cancelled_ids]
             kept = [at for at in job.schedules if at in existing]
             for at in kept:
                 tx._keep(job, at, existing[at], now)
@@ -73,6 +81,49 @@ class JobMethods(SQLBase):
                 cancelled_runs=tx._cancelled_runs(cancelled),
             )
         return view
+
+    def _cancel_unstarted(self, tasks: list[Task], now: datetime) -> list[Task]:
+        """Cancel the instants among ``tasks`` that have not started; returns
+        those cancelled. A waiting one is cancelled as it is. A dispatched
+        one only if its run is still ``scheduled``: that run is ended
+        ``cancelled`` first, then the task, row by row in the order the
+        start guard locks them (run, then task). Either the guard started
+        the run before, and the instant goes on (``running``, then
+        ``done``: its callback is being made), or the run is cancelled
+        first and the guard refuses to start it."""
+        store: Any = self
+        waiting = [t.id for t in tasks if t.status is TaskStatus.WAITING and t.id]
+        scheduled = [t.id for t in tasks if t.status is TaskStatus.SCHEDULED and t.id]
+        cancelled: list[Task] = []
+        with store._write("cancel a job's instants") as conn:
+            for chunk in _chunks(waiting):
+                cancelled.extend(self._cancel_where(conn, chunk, TaskStatus.WAITING, now))
+            for chunk in _chunks(scheduled):
+                stopped = conn.scalars(
+                    sa.update(run_t)
+                    .where(
+                        run_t.c.task_id.in_(chunk),
+                        run_t.c.status == RunStatus.SCHEDULED.value,
+                    )
+                    .values(status=RunStatus.CANCELLED.value, ended=now)
+                    .returning(run_t.c.task_id)
+                ).all()
+                ids = sorted(set(stopped))
+                if ids:
+                    cancelled.extend(self._cancel_where(conn, ids, TaskStatus.SCHEDULED, now))
+        return cancelled
+
+    @staticmethod
+    def _cancel_where(
+        conn: sa.Connection, ids: list[int], status: TaskStatus, now: datetime
+    ) -> list[Task]:
+        query = (
+            sa.update(task_t)
+            .where(task_t.c.id.in_(ids), task_t.c.status == status.value)
+            .values(status=TaskStatus.CANCELLED.value, updated_at=now)
+            .returning(*task_t.c)
+        )
+        return [rows.task_from_row(r._mapping) for r in conn.execute(query)]
 
     def _keep(self, job: Job, at: datetime, task: Task, now: datetime) -> None:
         """An instant given again: cancelled before, it is scheduled again; not
@@ -120,7 +171,9 @@ class JobMethods(SQLBase):
             if not existing:
                 return None
             gone = [t for t in existing.values() if t.status in _NOT_RUN]
-            cancelled = tx.cancel_tasks([t.id for t in gone], now=now) if gone else []
+            cancelled = tx._cancel_unstarted(gone, now)
+            cancelled_ids = {c.id for c in cancelled}
+            gone = [t for t in gone if t.id in cancelled_ids]
             view: JobView = tx._job_view(
                 key,
                 tx._job_tasks(key),

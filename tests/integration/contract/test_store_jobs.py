@@ -123,6 +123,91 @@ def test_delete_cancels_what_has_not_run_and_revokes_queued_messages(
     assert store.get_job("j") is not None  # the history stays
 
 
+def test_an_instant_whose_run_started_is_not_cancelled(
+    store: SQLAlchemyStore, callback_types: None, now: datetime
+) -> None:
+    """A replacement or a delete that drops an instant whose run the start
+    guard has started leaves it running (its callback is being made) and
+    says so; a dispatched instant not started is cancelled, and the guard
+    then refuses its run."""
+    at = (now + H, now + 2 * H, now + 3 * H)
+    callback = Callback("rabbitmq", {"queue": "q"})
+    store.put_job(Job("j", at, callback), now=now)
+    first, second = store.claim_ready_tasks("notify", now=at[1], limit=10)
+    grant = store.guard_start(first.backend_id, node="n", name="w", tag="t1")
+    assert grant.granted
+    view = store.put_job(Job("j", (at[2],), callback), now=at[1])
+    assert view.removed == (at[1],) and view.cancelled_runs == (second.backend_id,)
+    assert states(view) == {
+        at[0].isoformat(): "running",
+        at[1].isoformat(): "cancelled",
+        at[2].isoformat(): "pending",
+    }
+    refused = store.guard_start(second.backend_id, node="n", name="w", tag="t2")
+    assert not refused.granted and refused.reason == "finished_run"
+    deleted = store.delete_job("j", now=at[1])
+    assert deleted is not None and deleted.removed == (at[2],)
+    assert states(deleted)[at[0].isoformat()] == "running"
+    store.end_task_run(
+        first.backend_id,
+        status=RunStatus.EVENTFUL,
+        ended=at[1],
+        apply=outcome_applier(TaskTypeCache(store), random.Random(0)),
+    )
+    done = store.get_job("j")
+    assert done is not None and states(done)[at[0].isoformat()] == "done"
+
+
+@pytest.mark.postgresql
+def test_a_replacement_racing_the_start_guard_never_cancels_a_started_run(
+    pg_store: SQLAlchemyStore, postgres_url: str, now: datetime
+) -> None:
+    """Workers start the runs of a job's dispatched instants while a client
+    drops them all: each instant ends either cancelled with its run refused,
+    or running with its run started, never cancelled with a run under way."""
+    pg_store.create_task_type(TaskType(type="webhook", backend_name="webhook"))
+    callback = Callback("http", {"url": "http://127.0.0.1:9/hook", "payload": {}})
+    instants = tuple(now + timedelta(seconds=n) for n in range(1, 41))
+    pg_store.put_job(Job("race", instants, callback), now=now)
+    claimed = pg_store.claim_ready_tasks("webhook", now=instants[-1], limit=100)
+    assert len(claimed) == len(instants)
+    later = (now + timedelta(days=1),)
+    guards = [SQLAlchemyStore.from_url(postgres_url) for _ in range(4)]
+    try:
+
+        def start(n: int, backend_id: str) -> bool:
+            store = guards[n % len(guards)]
+            return store.guard_start(backend_id, node="n", name="w", tag=f"t{n}").granted
+
+        def replace() -> None:
+            pg_store.put_job(Job("race", later, callback), now=instants[-1])
+
+        with ThreadPoolExecutor(max_workers=5) as pool:
+            starts = [pool.submit(start, n, c.backend_id) for n, c in enumerate(claimed[::2])]
+            put = pool.submit(replace)
+            starts += [
+                pool.submit(start, n, c.backend_id) for n, c in enumerate(claimed[1::2], 100)
+            ]
+            put.result()
+            granted = {
+                c.backend_id: f.result()
+                for c, f in zip(claimed[::2] + claimed[1::2], starts, strict=True)
+            }
+    finally:
+        for store in guards:
+            store.close()
+    view = pg_store.get_job("race")
+    assert view is not None
+    for instant in view.instants[: len(instants)]:
+        run = instant.last_run
+        assert run is not None
+        if instant.task.status is TaskStatus.CANCELLED:
+            assert run.status is RunStatus.CANCELLED and not granted[run.backend_id]
+        else:
+            assert run.status is RunStatus.STARTED and granted[run.backend_id]
+            assert instant.state == "running"
+
+
 def test_http_callbacks_carry_an_idempotency_key(
     store: SQLAlchemyStore, callback_types: None, now: datetime
 ) -> None:

@@ -3,6 +3,7 @@ transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -115,7 +116,7 @@ class JobMethods(SQLBase):
 
     @staticmethod
     def _cancel_where(
-        conn: sa.Connection, ids: list[int], status: TaskStatus, now: datetime
+        conn: sa.Connection, ids: Sequence[int], status: TaskStatus, now: datetime
     ) -> list[Task]:
         query = (
             sa.update(task_t)

@@ -264,9 +264,10 @@ class SchedulerTask(ResultEventTask):
             fence = replace(fence, _checker=lambda f: beat.check(backend_id, f.task_id, f.token))
         held.start, held.fence, held.heartbeat = (store, backend_id, tag), fence, beat
         self._bodies.ended = None
-        beat.hold(backend_id, tag, stop_when_taken=self.stop_when_taken, since=asked)
         outcome = None
         try:
+            # (raises RunTaken when the run was taken before its start was answered)
+            beat.hold(backend_id, tag, stop_when_taken=self.stop_when_taken, since=asked)
             value = super().__call__(*args, **kwargs)
             outcome = BodyOutcome(value)
             return value

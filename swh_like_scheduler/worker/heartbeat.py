@@ -152,15 +152,32 @@ class Heartbeat(Ownership):
         ``since``: when the start was asked of the database (this
         heartbeat's clock; default now), from which its bound counts (when
         the answer took half the bound or more, the run is renewed at once,
-        so that a start granted as a partition heals is not fenced at birth)."""
+        so that a start granted as a partition heals is not fenced at birth).
+
+        Raises :class:`RunTaken` when that renewal says the run was taken
+        meanwhile (the process was stopped or cut off between the grant and
+        its answer, long enough for the monitor to take the run), and
+        :class:`LeaseLost` when the start is already past its bound with no
+        renewal answered: the body must not begin, whatever its class's
+        ``stop_when_taken`` (another copy may be running). The run stays
+        held: the caller reports the exception as the body's outcome
+        (:meth:`ended`)."""
         now = self._clock()
         self.read_terms(wait=self.terms.read_at is None)  # (the first start waits for them)
         entry = Held(tag, threading.get_ident(), stop_when_taken, now if since is None else since)
         with self._lock:
             self._entries[backend_id] = entry
-        if now - entry.since >= self.bound / 2:  # the start was slow to answer: renew now
-            self.renew_now(backend_id)
         self._ensure_thread()
+        if now - entry.since >= self.bound / 2:  # the start was slow to answer: renew now
+            answer = self.renew_now(backend_id)
+            if answer is Renewal.TAKEN:
+                raise RunTaken(
+                    f"run {backend_id} was taken from this copy before its body began "
+                    f"(its start was answered {now - entry.since:.1f} s after it was asked)"
+                )
+            lost = self.verdict(backend_id)
+            if lost is not None:
+                raise lost(f"run {backend_id}: this copy no longer owns its run")
 
     def read_terms(self, *, wait: bool) -> None:
         """Read the monitor's published settings when due (every minute):

@@ -201,6 +201,39 @@ def test_the_thread_stops_the_body_in_time_while_the_database_hangs(
         beat.close()
 
 
+def test_a_start_answered_after_its_run_was_taken_never_begins(
+    store: SQLAlchemyStore, cut: Cut
+) -> None:
+    """The process asked for the start, then was stopped (or cut off) before
+    it read the grant, long enough for the monitor to take the run: the
+    body must not begin, even for a class that lets a taken body run on."""
+    clock = Clock()
+    beat = heartbeat(cut, every=10, clock=clock, background=False)
+    asked = clock.now
+    _, run, _ = started(store, "a", "t")
+    steal(store)  # taken while the answer was on its way
+    clock.now += 25  # the grant read 25 s after it was asked: past half the bound
+    with pytest.raises(RunTaken, match="before its body began") as raised:
+        beat.hold(run.backend_id, "t", stop_when_taken=False, since=asked)
+    assert type(raised.value) is RunTaken
+    beat.ended(run.backend_id, BodyOutcome(exception=raised.value))
+    assert beat.held() == {}
+    # the same, the database away when the answer came: past the bound, fenced
+    _, other, _ = started(store, "b", "t2")
+    asked = clock.now
+    clock.now += 25
+    cut.down = True
+    with pytest.raises(LeaseLost):
+        beat.hold(other.backend_id, "t2", since=asked)
+    # a slow answer whose run is still its own begins (and is renewed)
+    cut.down = False
+    _, third, _ = started(store, "c", "t3")
+    asked = clock.now
+    clock.now += 15
+    beat.hold(third.backend_id, "t3", since=asked)
+    assert beat.verdict(third.backend_id) is None
+
+
 def test_an_end_after_a_stall_asks_the_database_and_a_taken_run_is_no_success(
     store: SQLAlchemyStore, cut: Cut
 ) -> None:

@@ -119,8 +119,8 @@ def _answer(state: ApiState, view: JobView) -> dict[str, Any]:
 def put_job(state: State, key: JobKey, body: JobIn, response: Response) -> dict[str, Any]:
     """Create the job or replace its instants, atomically: instants given
     again are kept (one that already ran does not run again), new ones are
-    added, and those left out that have not run are cancelled. 201 when the
-    key was new."""
+    added, and those left out that have not started are cancelled (one
+    whose run has started goes on). 201 when the key was new."""
     job = job_from_input(key, body.given(), reach=state.settings.reach)
     view = state.store.put_job(job, now=state.clock())
     if not view.kept and not view.removed and len(view.instants) == len(view.added):
@@ -139,7 +139,7 @@ def get_job(state: State, key: JobKey) -> dict[str, Any]:
 
 @router.delete("/{key}", dependencies=[WRITE], response_model=JobOut)
 def delete_job(state: State, key: JobKey) -> dict[str, Any]:
-    """Cancel the instants that have not run; the job's history stays."""
+    """Cancel the instants that have not started; the job's history stays."""
     view = state.store.delete_job(key, now=state.clock())
     if view is None:
         raise NotFound(f"no job with key {key!r}")

@@ -55,7 +55,7 @@ def put(
     as_json: bool,
 ) -> None:
     """Create job KEY or replace its instants (one that already ran does not
-    run again; those left out that have not run are cancelled)."""
+    run again; those left out that have not started are cancelled)."""
     body = _body(body_file, instants, queue, url, payload, max_delay)
     job = job_from_input(key, body, reach=cli.settings.callback_allow)
     view = cli.store.put_job(job, now=now())

@@ -280,7 +280,7 @@ _TYPE_HELP = {
     "default_interval": "Interval of new adaptive tasks.",
     "min_interval": "Shortest adaptive interval.",
     "max_interval": "Longest adaptive interval.",
-    "backoff_factor": "Adaptive interval factor (>= 1).",
+    "backoff_factor": "Adaptive interval factor (> 1).",
     "max_queue_length": "Back-pressure: most messages waiting in the queue.",
     "num_retries": "Retries after a failure.",
     "retry_delay": "Delay before the first retry.",

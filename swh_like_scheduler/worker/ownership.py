@@ -208,8 +208,8 @@ class Ownership:
         logger.warning(
             "run %s: no renewal succeeded for %.1f s (this process is cut off from the "
             "database, or was stopped), past the self-fencing bound of %.1f s: the monitor "
-            "may give the run to another copy soon. This copy no longer owns it; its end "
-            "will not count%s",
+            "may give the run to another copy, or has already. This copy no longer owns it; "
+            "its end will not count%s",
             backend_id,
             silent,
             self.bound,
@@ -225,8 +225,8 @@ class Ownership:
         :class:`RunTaken` in its thread, if its class wants it)."""
         entry.taken = True  # never renewed again
         logger.warning(
-            "run %s was taken from this copy while its body ran (this process gave no sign "
-            "of life in time: stopped, frozen or cut off); another copy may run now. "
+            "run %s was taken from this copy (this process gave no sign of life in time: "
+            "stopped, frozen or cut off); another copy may run now. "
             "Its end will not count as the task's outcome%s",
             backend_id,
             "; stopping the body" if stop and entry.stop_when_taken else "",

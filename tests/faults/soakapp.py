@@ -19,10 +19,11 @@ the counter's Redis, the soak's ground truth:
   ``self.fence.check()`` passed (``checked``), and says whether the
   register below took it (``accepted``);
 * ``stopped``: the body was stopped by an exception (``why``), while it
-  worked (``where``: ``work``), by its fence check, which refused its side
-  effect (``check``: the copy fenced itself, ``LeaseLost``, or its run was
-  taken, ``RunTaken``), or while it wrote (``effect``: when the write went
-  through, its ``end`` note is already there and comes first).
+  wrote its start (``where``: ``start``), while it worked (``work``), by
+  its fence check, which refused its side effect (``check``: the copy
+  fenced itself, ``LeaseLost``, or its run was taken, ``RunTaken``), or
+  while it wrote (``effect``: when the write went through, its ``end`` note
+  is already there and comes first).
 
 Before its side effect a good body asks the platform whether it still
 owns its run (``self.fence.check()``, as the reliability page tells a body
@@ -160,9 +161,13 @@ def work(self: SchedulerTask, tid: str, duration: float = 0.0, fail_rate: float 
         "duration": duration,
     }
     register = fence_key(_prefix, fence.task_id)
-    _FENCED_START(keys=[register, notes], args=[fence.token, _note("start", base)])
-    stage = "work"  # where an exception that stops the body lands
+    stage = "start"  # where an exception that stops the body lands
     try:
+        # (a stop may land right after the script ran, its reply unread: the
+        # start is written, so the stop must be too; a stop note with no
+        # start, the script not run, tells of no execution)
+        _FENCED_START(keys=[register, notes], args=[fence.token, _note("start", base)])
+        stage = "work"
         for _ in range(round(duration / STEP)):  # steps: a stopped process resumes its count
             time.sleep(STEP)
         outcome = outcome_of(run, fail_rate)

@@ -68,7 +68,8 @@ class Execution:
     accepted: bool | None = None
     why: str | None = None
     #: where it stopped: ``"check"`` when its ``self.fence.check()`` refused
-    #: its side effect, ``"work"`` when it was stopped while it worked
+    #: its side effect, ``"work"`` when it was stopped while it worked,
+    #: ``"start"`` while it wrote its start note
     where: str | None = None
     #: when its process was killed, for one that left no note
     died: float | None = None

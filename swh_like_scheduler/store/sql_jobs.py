@@ -85,21 +85,23 @@ class JobMethods(SQLBase):
 
     def _cancel_unstarted(self, tasks: list[Task], now: datetime) -> list[Task]:
         """Cancel the instants among ``tasks`` that have not started; returns
-        those cancelled. A waiting one is cancelled as it is. A dispatched
-        one only if its run is still ``scheduled``: that run is ended
-        ``cancelled`` first, then the task, row by row in the order the
-        start guard locks them (run, then task). Either the guard started
-        the run before, and the instant goes on (``running``, then
-        ``done``: its callback is being made), or the run is cancelled
-        first and the guard refuses to start it."""
+        those cancelled. Their statuses are read again as each statement
+        locks them (a runner may have dispatched one since ``tasks`` were
+        read): a waiting one is cancelled first (a runner skips it from
+        then on); then a dispatched one only if its run is still
+        ``scheduled``: that run is ended ``cancelled``, then the task, row
+        by row in the order the start guard locks them (run, then task).
+        Either the guard started the run before, and the instant goes on
+        (``running``, then ``done``: its callback is being made), or the
+        run is cancelled first and the guard refuses to start it."""
         store: Any = self
-        waiting = [t.id for t in tasks if t.status is TaskStatus.WAITING and t.id]
-        scheduled = [t.id for t in tasks if t.status is TaskStatus.SCHEDULED and t.id]
+        ids = sorted({t.id for t in tasks if t.id})
         cancelled: list[Task] = []
         with store._write("cancel a job's instants") as conn:
-            for chunk in _chunks(waiting):
+            for chunk in _chunks(ids):
                 cancelled.extend(self._cancel_where(conn, chunk, TaskStatus.WAITING, now))
-            for chunk in _chunks(scheduled):
+            done = {t.id for t in cancelled}
+            for chunk in _chunks([i for i in ids if i not in done]):
                 stopped = conn.scalars(
                     sa.update(run_t)
                     .where(
@@ -109,9 +111,9 @@ class JobMethods(SQLBase):
                     .values(status=RunStatus.CANCELLED.value, ended=now)
                     .returning(run_t.c.task_id)
                 ).all()
-                ids = sorted(set(stopped))
-                if ids:
-                    cancelled.extend(self._cancel_where(conn, ids, TaskStatus.SCHEDULED, now))
+                if stopped:
+                    found = sorted(set(stopped))
+                    cancelled.extend(self._cancel_where(conn, found, TaskStatus.SCHEDULED, now))
         return cancelled
 
     @staticmethod

@@ -159,6 +159,30 @@ def test_an_instant_whose_run_started_is_not_cancelled(
 
 
 @pytest.mark.postgresql
+def test_an_instant_dispatched_after_the_job_was_read_is_cancelled_with_its_run(
+    pg_store: SQLAlchemyStore, now: datetime
+) -> None:
+    """A runner claims a waiting instant between the replacement's read of
+    the job and its cancellation: the cancellation reads the status again
+    and ends the new run too (the guard then refuses it)."""
+    pg_store.create_task_type(TaskType(type="notify", backend_name="notify"))
+    callback = Callback("rabbitmq", {"queue": "q"})
+    pg_store.put_job(Job("late", (now + H,), callback), now=now)
+    read = pg_store._job_tasks("late")  # what the replacement read: waiting
+    (task,) = read.values()
+    assert task.status is TaskStatus.WAITING
+    (claimed,) = pg_store.claim_ready_tasks("notify", now=now + H, limit=1)
+    with pg_store.transaction() as tx:
+        cancelled = tx._cancel_unstarted([task], now + H)
+    assert [t.id for t in cancelled] == [task.id]
+    assert cancelled[0].status is TaskStatus.CANCELLED
+    (run,) = pg_store.get_task_runs(task.id or 0, limit=1)
+    assert run.backend_id == claimed.backend_id and run.status is RunStatus.CANCELLED
+    refused = pg_store.guard_start(claimed.backend_id, node="n", name="w", tag="t")
+    assert not refused.granted
+
+
+@pytest.mark.postgresql
 def test_a_replacement_racing_the_start_guard_never_cancels_a_started_run(
     pg_store: SQLAlchemyStore, postgres_url: str, now: datetime
 ) -> None:

@@ -3,7 +3,6 @@ transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -12,7 +11,6 @@ import sqlalchemy as sa
 from ..domain.exceptions import InvalidInput
 from ..domain.model import RunStatus, Task, TaskStatus
 from ..intake.jobs import SEPARATOR, Job, JobInstant, JobView, job_key_of
-from . import rows
 from .interface import TaskFilter
 from .sql_base import SQLBase, _chunks
 from .tables import task as task_t
@@ -66,7 +64,6 @@ class JobMethods(SQLBase):
             gone = [t for at, t in existing.items() if at not in wanted and t.status in _NOT_RUN]
             cancelled = tx._cancel_unstarted(gone, now)
             cancelled_ids = {c.id for c in cancelled}
-            gone = [t for t in gone if t.id in cancelled_ids]
             kept = [at for at in job.schedules if at in existing]
             for at in kept:
                 tx._keep(job, at, existing[at], now)
@@ -77,7 +74,7 @@ class JobMethods(SQLBase):
                 job.key,
                 tx._job_tasks(job.key),
                 added=tuple(added),
-                removed=tuple(t_at for t_at, t in existing.items() if t in gone),
+                removed=tuple(t_at for t_at, t in existing.items() if t.id in cancelled_ids),
                 kept=tuple(kept),
                 cancelled_runs=tx._cancelled_runs(cancelled),
             )
@@ -96,10 +93,10 @@ class JobMethods(SQLBase):
         run is cancelled first and the guard refuses to start it."""
         store: Any = self
         ids = sorted({t.id for t in tasks if t.id})
-        cancelled: list[Task] = []
+        values = {"status": TaskStatus.CANCELLED.value, "updated_at": now}
         with store._write("cancel a job's instants") as conn:
-            for chunk in _chunks(ids):
-                cancelled.extend(self._cancel_where(conn, chunk, TaskStatus.WAITING, now))
+            waiting = task_t.c.status == TaskStatus.WAITING.value
+            cancelled: list[Task] = store._update_tasks(conn, ids, waiting, values)
             done = {t.id for t in cancelled}
             for chunk in _chunks([i for i in ids if i not in done]):
                 stopped = conn.scalars(
@@ -111,22 +108,9 @@ class JobMethods(SQLBase):
                     .values(status=RunStatus.CANCELLED.value, ended=now)
                     .returning(run_t.c.task_id)
                 ).all()
-                if stopped:
-                    found = sorted(set(stopped))
-                    cancelled.extend(self._cancel_where(conn, found, TaskStatus.SCHEDULED, now))
+                dispatched = task_t.c.status == TaskStatus.SCHEDULED.value
+                cancelled += store._update_tasks(conn, sorted(set(stopped)), dispatched, values)
         return cancelled
-
-    @staticmethod
-    def _cancel_where(
-        conn: sa.Connection, ids: Sequence[int], status: TaskStatus, now: datetime
-    ) -> list[Task]:
-        query = (
-            sa.update(task_t)
-            .where(task_t.c.id.in_(ids), task_t.c.status == status.value)
-            .values(status=TaskStatus.CANCELLED.value, updated_at=now)
-            .returning(*task_t.c)
-        )
-        return [rows.task_from_row(r._mapping) for r in conn.execute(query)]
 
     def _keep(self, job: Job, at: datetime, task: Task, now: datetime) -> None:
         """An instant given again: cancelled before, it is scheduled again; not
@@ -176,11 +160,10 @@ class JobMethods(SQLBase):
             gone = [t for t in existing.values() if t.status in _NOT_RUN]
             cancelled = tx._cancel_unstarted(gone, now)
             cancelled_ids = {c.id for c in cancelled}
-            gone = [t for t in gone if t.id in cancelled_ids]
             view: JobView = tx._job_view(
                 key,
                 tx._job_tasks(key),
-                removed=tuple(at for at, t in existing.items() if t in gone),
+                removed=tuple(at for at, t in existing.items() if t.id in cancelled_ids),
                 cancelled_runs=tx._cancelled_runs(cancelled),
             )
         return view

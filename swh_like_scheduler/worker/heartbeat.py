@@ -169,15 +169,13 @@ class Heartbeat(Ownership):
             self._entries[backend_id] = entry
         self._ensure_thread()
         if now - entry.since >= self.bound / 2:  # the start was slow to answer: renew now
-            answer = self.renew_now(backend_id)
-            if answer is Renewal.TAKEN:
-                raise RunTaken(
-                    f"run {backend_id} was taken from this copy before its body began "
-                    f"(its start was answered {now - entry.since:.1f} s after it was asked)"
-                )
-            lost = self.verdict(backend_id)
+            self.renew_now(backend_id)
+            lost = self.verdict(backend_id)  # (RunTaken once the renewal said taken)
             if lost is not None:
-                raise lost(f"run {backend_id}: this copy no longer owns its run")
+                raise lost(
+                    f"run {backend_id}: this copy lost its run before its body began (its "
+                    f"start was answered {now - entry.since:.1f} s after it was asked)"
+                )
 
     def read_terms(self, *, wait: bool) -> None:
         """Read the monitor's published settings when due (every minute):

@@ -45,6 +45,45 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
 
+    def bind_processor(self, dialect: sa.Dialect) -> Any:
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+        return _sqlite_bind
+
+    def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Any:
+        if dialect.name != "sqlite":
+            return super().result_processor(dialect, coltype)
+        slow = super().result_processor(dialect, coltype)
+
+        def process(value: Any) -> datetime | None:
+            if value is None:
+                return None
+            if value.__class__ is str:
+                try:
+                    found = datetime.fromisoformat(value)
+                except ValueError:
+                    return slow(value) if slow is not None else None
+                if found.tzinfo is None:
+                    return found.replace(tzinfo=UTC)
+                return found.astimezone(UTC)
+            return slow(value) if slow is not None else value
+
+        return process
+
+
+def _sqlite_bind(value: datetime | None) -> str | None:
+    """:class:`UTCDateTime`'s value as SQLite stores it, in one step: the
+    same text as SQLAlchemy's ``DateTime`` with the checks above (UTC,
+    fixed-width microseconds), without its ``%`` formatting of a dict per
+    value (a simulation binds millions of them)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r} given where an aware one is required")
+    if value.utcoffset():
+        value = value.astimezone(UTC)
+    return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+
 
 def _json() -> sa.types.TypeEngine[Any]:
     return sa.JSON().with_variant(postgresql.JSONB(), "postgresql")

@@ -23,6 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import cpu_usage
 import services
 
 from swh_like_scheduler.domain.model import TaskType
@@ -33,6 +34,7 @@ _counter = itertools.count()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    cpu_usage.register(config)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if worker.startswith("gw"):
         services.WORKER = int(worker[2:])

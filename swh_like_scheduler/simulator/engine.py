@@ -205,7 +205,7 @@ class Simulation:
             store.recorder, store.announced = self.recorder, set()
             store.changed, store.run_tasks, store.run_deadlines = set(), {}, {}
             self.store = store
-            self._populate(store)
+            created = self._populate(store)
             # the listener reads task types again a minute after, as it does
             # for real: on the simulated clock
             types = TaskTypeCache(store, clock=lambda: self.env.now)
@@ -213,6 +213,9 @@ class Simulation:
             self.watch = ConditionWatch(
                 store, {t.type: t for t in self.workload.types}, self._group_of
             )
+            # the tasks as just created are the tasks as stored: the first
+            # sample need not read them all back
+            self.watch.seed(created, self.now())
             for task_type in self.workload.types:
                 for slot in range(self.workload.workers[task_type.type]):
                     self.env.process(self._worker(task_type, f"sim{slot}@{task_type.type}"))
@@ -240,17 +243,20 @@ class Simulation:
 
     # -- set-up -----------------------------------------------------------------------
 
-    def _populate(self, store: SQLAlchemyStore) -> None:
+    def _populate(self, store: SQLAlchemyStore) -> list[Task]:
+        """The workload's types and tasks created in ``store``; the tasks
+        as the store returned them."""
         for task_type in self.workload.types:
             store.create_task_type(task_type)
+        created: list[Task] = []
         if self.given_tasks is not None:
             for index, (task, behaviour) in enumerate(self.given_tasks):
                 self.behaviours[(0, index)] = behaviour
                 self._promise((0, index), task.type, task)
             tasks = [task for task, _ in self.given_tasks]
             for i in range(0, len(tasks), CREATE_CHUNK):
-                store.create_tasks(tasks[i : i + CREATE_CHUNK], now=self.start)
-            return
+                created += store.create_tasks(tasks[i : i + CREATE_CHUNK], now=self.start)
+            return created
         batch = []
         for g, group in enumerate(self.workload.groups):
             task_type = self.workload.task_type(group.type)
@@ -267,10 +273,11 @@ class Simulation:
                 self._promise((g, n), group.name, task)
                 self.behaviours[(g, n)] = TaskBehaviour.draw(group, rng)
                 if len(batch) >= CREATE_CHUNK:
-                    store.create_tasks(batch, now=self.start)
+                    created += store.create_tasks(batch, now=self.start)
                     batch = []
         if batch:
-            store.create_tasks(batch, now=self.start)
+            created += store.create_tasks(batch, now=self.start)
+        return created
 
     def _promise(self, key: tuple[int, int], group: str, task: Task) -> None:
         interval = written_interval(task, self.start, self.workload.horizon)

@@ -97,6 +97,14 @@ class ConditionWatch:
         #: tasks with blackout windows (a claim may put one back unseen)
         self._blackout: set[int] = set()
 
+    def seed(self, tasks: Collection[Task], now: datetime) -> None:
+        """Start from ``tasks``, every watched task exactly as the store
+        holds it at ``now`` (a simulation's tasks as it created them): the
+        next :meth:`counts` reads only the tasks changed since, instead of
+        every task (a twentieth of a forecast of 100,000 tasks)."""
+        self._reset()
+        self._learn(tasks, now)
+
     def counts(
         self, now: datetime, changed: Collection[int] | None = None
     ) -> dict[str, dict[str, int]]:

@@ -216,6 +216,7 @@ class Simulation:
             # the tasks as just created are the tasks as stored: the first
             # sample need not read them all back
             self.watch.seed(created, self.now())
+            del created  # the watch lets each go as it reads its task again
             for task_type in self.workload.types:
                 for slot in range(self.workload.workers[task_type.type]):
                     self.env.process(self._worker(task_type, f"sim{slot}@{task_type.type}"))

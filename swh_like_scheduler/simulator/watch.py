@@ -101,7 +101,7 @@ class ConditionWatch:
         """Start from ``tasks``, every watched task exactly as the store
         holds it at ``now`` (a simulation's tasks as it created them): the
         next :meth:`counts` reads only the tasks changed since, instead of
-        every task (a twentieth of a forecast of 100,000 tasks)."""
+        every task."""
         self._reset()
         self._learn(tasks, now)
 

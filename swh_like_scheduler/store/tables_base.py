@@ -46,43 +46,37 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
         return value.astimezone(UTC)
 
     def bind_processor(self, dialect: sa.Dialect) -> Any:
+        """On SQLite, the checks above and the text in one step: the same
+        text as SQLAlchemy's ``DateTime`` (fixed-width microseconds),
+        without its ``%`` formatting of a dict per value (a simulation binds
+        millions of them)."""
         if dialect.name != "sqlite":
             return super().bind_processor(dialect)
-        return _sqlite_bind
+        check = self.process_bind_param
 
-    def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Any:
-        if dialect.name != "sqlite":
-            return super().result_processor(dialect, coltype)
-        slow = super().result_processor(dialect, coltype)
-
-        def process(value: Any) -> datetime | None:
-            if value is None:
-                return None
-            if value.__class__ is str:
-                try:
-                    found = datetime.fromisoformat(value)
-                except ValueError:
-                    return slow(value) if slow is not None else None
-                if found.tzinfo is None:
-                    return found.replace(tzinfo=UTC)
-                return found.astimezone(UTC)
-            return slow(value) if slow is not None else value
+        def process(value: datetime | None) -> str | None:
+            utc = check(value, dialect)
+            return None if utc is None else utc.isoformat(" ", "microseconds")
 
         return process
 
+    def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Any:
+        """On SQLite, our own text read with ``datetime.fromisoformat``;
+        anything else through SQLAlchemy's parser."""
+        if dialect.name != "sqlite":
+            return super().result_processor(dialect, coltype)
+        slow = super().result_processor(dialect, coltype)
+        aware = self.process_result_value
 
-def _sqlite_bind(value: datetime | None) -> str | None:
-    """:class:`UTCDateTime`'s value as SQLite stores it, in one step: the
-    same text as SQLAlchemy's ``DateTime`` with the checks above (UTC,
-    fixed-width microseconds), without its ``%`` formatting of a dict per
-    value (a simulation binds millions of them)."""
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        raise ValueError(f"naive datetime {value!r} given where an aware one is required")
-    if value.utcoffset():
-        value = value.astimezone(UTC)
-    return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+        def process(value: Any) -> datetime | None:
+            if value.__class__ is str:
+                try:
+                    return aware(datetime.fromisoformat(value), dialect)
+                except ValueError:
+                    pass
+            return slow(value) if slow is not None else value
+
+        return process
 
 
 def _json() -> sa.types.TypeEngine[Any]:

@@ -19,6 +19,7 @@ from sqlalchemy import event
 
 from ..domain.exceptions import InvalidInput
 from .interface import Capabilities
+from .json_read import json_loads
 from .lockwatch import LockWatch
 from .pooler import (
     Pooler,
@@ -180,6 +181,7 @@ def make_engine(
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, **kwargs)
     kwargs.setdefault("pool_pre_ping", True)
+    kwargs.setdefault("json_deserializer", json_loads)
     if pool is not None:
         kwargs.setdefault("pool_size", pool.size)
         kwargs.setdefault("max_overflow", pool.overflow)
@@ -305,6 +307,7 @@ def _sqlite_engine(url: sa.URL, **kwargs: Any) -> sa.Engine:
     database = url.database or ""
     if database and database != ":memory:" and not database.startswith("file:"):
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    kwargs.setdefault("json_deserializer", json_loads)
     engine = sa.create_engine(url, **kwargs)
 
     @event.listens_for(engine, "connect")

@@ -403,9 +403,8 @@ class Task:
         checks than in the database. The size of the arguments is measured
         when asked for."""
         task = object.__new__(cls)
+        task.__dict__.update(values)  # (frozen: no __setattr__ per field)
         put = object.__setattr__
-        for name, value in values.items():
-            put(task, name, value)
         put(task, "schedule_kind", ScheduleKind(task.schedule_kind))
         put(task, "status", TaskStatus(task.status))
         put(task, "priority", Priority(task.priority))

@@ -43,9 +43,8 @@ class TaskRun:
         what was checked when it was written: the listener reads two runs
         back per outcome."""
         run = object.__new__(cls)
+        run.__dict__.update(values)  # (frozen: no __setattr__ per field)
         put = object.__setattr__
-        for name, value in values.items():
-            put(run, name, value)
         put(run, "status", RunStatus(run.status))
         put(run, "history", tuple(run.history or ()))
         return run

@@ -43,6 +43,11 @@ EWMA_ALPHA = 0.37
 
 GOOD_STATUSES = frozenset({RunStatus.EVENTFUL, RunStatus.UNEVENTFUL})
 FAILED_STATUSES = frozenset({RunStatus.FAILED, RunStatus.PERMFAILED, RunStatus.TIMED_OUT})
+#: the statuses a return value may name (``{"status": ...}``), by name
+_RESULT_STATUSES: Mapping[Any, RunStatus] = {
+    s.value: s
+    for s in (RunStatus.EVENTFUL, RunStatus.UNEVENTFUL, RunStatus.FAILED, RunStatus.PERMFAILED)
+}
 NEUTRAL_STATUSES = frozenset({RunStatus.LOST, RunStatus.CANCELLED})
 
 
@@ -104,12 +109,14 @@ def classify_result(result: Any) -> RunStatus:
     that status; any other value is eventful when truthy, uneventful when not.
     Raises InvalidInput('status') for a mapping with an unknown status.
     """
-    if isinstance(result, Mapping) and "status" in result:
-        allowed = {s.value: s for s in (*GOOD_STATUSES, RunStatus.FAILED, RunStatus.PERMFAILED)}
+    if (type(result) is dict or isinstance(result, Mapping)) and "status" in result:
         status = result["status"]
-        if status in allowed:
-            return allowed[status]
-        raise InvalidInput("status", f"{status!r} is not one of {', '.join(sorted(allowed))}")
+        try:
+            return _RESULT_STATUSES[status]
+        except (KeyError, TypeError):  # (TypeError: a status that is not hashable)
+            pass
+        choices = ", ".join(sorted(_RESULT_STATUSES))
+        raise InvalidInput("status", f"{status!r} is not one of {choices}")
     return RunStatus.EVENTFUL if result else RunStatus.UNEVENTFUL
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from types import MappingProxyType
 
 import pytest
 from hypothesis import given, settings
@@ -63,6 +64,13 @@ def test_classify_result() -> None:
     assert classify_result([1]) is RunStatus.EVENTFUL
     with pytest.raises(InvalidInput):
         classify_result({"status": "weird"})
+    # a status that cannot name one (not hashable, not a string) is refused
+    # the same way, naming the field and the choices
+    for status in (["eventful"], {"eventful": 1}, None, 1):
+        with pytest.raises(InvalidInput, match=r"status.*eventful, failed, permfailed, uneventful"):
+            classify_result({"status": status})
+    # any mapping, not only a dict
+    assert classify_result(MappingProxyType({"status": "failed"})) is RunStatus.FAILED
 
 
 def test_ewma() -> None:

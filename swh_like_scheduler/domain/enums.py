@@ -5,7 +5,7 @@ the checks the domain objects share (:mod:`.model` re-exports all of them).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from .exceptions import InvalidInput
@@ -167,7 +167,9 @@ def final_run_status(status: RunStatus | str) -> RunStatus:
 
 
 def check_aware(name: str, value: datetime | None) -> None:
-    if value is not None and (value.tzinfo is None or value.utcoffset() is None):
+    if value is None or value.tzinfo is UTC:  # (most are: the store reads them so)
+        return
+    if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidInput(name, f"{value.isoformat()} has no time zone")
 
 

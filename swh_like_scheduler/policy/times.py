@@ -46,6 +46,8 @@ def get_zone(tz: str | tzinfo) -> tzinfo:
 
 def to_utc(instant: datetime) -> datetime:
     """``instant`` (which must be aware) expressed in UTC."""
+    if instant.tzinfo is UTC:  # (most are: the store reads them so)
+        return instant
     if instant.tzinfo is None or instant.utcoffset() is None:
         raise ValueError(f"{instant!r} is a naive datetime; policy functions need aware ones")
     return instant.astimezone(UTC)

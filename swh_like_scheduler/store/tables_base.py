@@ -62,11 +62,24 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
 
     def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Any:
         """On SQLite, our own text read with ``datetime.fromisoformat``;
-        anything else through SQLAlchemy's parser."""
-        if dialect.name != "sqlite":
-            return super().result_processor(dialect, coltype)
-        slow = super().result_processor(dialect, coltype)
+        anything else through SQLAlchemy's parser. Elsewhere, a value the
+        driver gives in UTC already is taken as it is (one call per value,
+        not SQLAlchemy's two)."""
         aware = self.process_result_value
+        if dialect.name != "sqlite":
+            driver = self.impl_instance.dialect_impl(dialect).result_processor(dialect, coltype)
+            if driver is not None:  # (psycopg's: none)
+                return super().result_processor(dialect, coltype)
+
+            def given(value: Any) -> datetime | None:
+                # psycopg hands back UTC itself on the store's sessions (their
+                # time zone is UTC): those are taken as they are
+                if value is None or value.tzinfo is UTC:
+                    return value
+                return aware(value, dialect)
+
+            return given
+        slow = super().result_processor(dialect, coltype)
 
         def process(value: Any) -> datetime | None:
             if value.__class__ is str:

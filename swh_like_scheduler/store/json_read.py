@@ -4,8 +4,8 @@ Every run read back carries two JSON values (its result and history) and
 every task three (its arguments, blackout windows and nodes); the listener
 reads a run twice and its task once per outcome. The standard library's
 decoder (through psycopg's loader: encoding detection, then a decoder
-object) spent about a tenth of the listener's end path there; orjson reads
-the same text in a fraction of that time.
+object) took about 2.9 µs per value, some 7 % of the listener's CPU per
+event; orjson reads the same values in about 1.0 µs.
 
 orjson differs from the standard library on a few texts, which
 :func:`json_loads` hands to the standard library instead:

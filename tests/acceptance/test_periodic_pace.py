@@ -17,7 +17,7 @@ from standalone_run import assert_nothing_left, children, clean_env, start, wait
 
 from swh_like_scheduler.cli import swh
 from swh_like_scheduler.domain.model import TaskRun
-from swh_like_scheduler.policy import default_cooldown
+from swh_like_scheduler.policy import default_cooldown, ewma
 from swh_like_scheduler.store import SQLAlchemyStore
 
 WINDOW = timedelta(seconds=20)
@@ -97,9 +97,25 @@ def test_a_period_alone_runs_about_once_per_period(tmp_path: Path) -> None:
     # once per period over 20 s: 4 or 5 runs (the first, then every ~4.3 s: a
     # run of 0.2 s, then the cooldown of about 4.1 s)
     assert 3 <= len(window) <= 5, [r.started for r in window]
+    # never back to back: each run waited the cooldown in force after the
+    # last good end. That cooldown follows the runs' average duration (an
+    # EWMA of start to end) as each end was applied: a first run slowed by
+    # a busy machine (0.48 s for a sleep of 0.2) leaves 3.54 s, not 4.1
+    average: timedelta | None = None
+    cooldowns: dict[str, timedelta] = {}
+    for run in sorted(paced, key=lambda r: r.id or 0):
+        if run.started is not None and run.ended is not None and run.status.is_good:
+            average = ewma(average, run.ended - run.started)
+            cooldowns[run.backend_id] = default_cooldown(timedelta(seconds=5), average)
     for before, after in pairwise(window):
         assert before.ended is not None and after.started is not None
-        # never back to back: each waited the cooldown after the last good end
-        assert after.started - before.ended >= timedelta(seconds=3.9), (before, after)
+        cooldown = cooldowns[before.backend_id]
+        assert cooldown > timedelta(seconds=2), (cooldown, before)
+        # (a start is recorded to the millisecond)
+        assert after.started - before.ended >= cooldown - timedelta(milliseconds=1), (
+            cooldown,
+            before,
+            after,
+        )
     # the same task with --cooldown 0 ran as often as the runner's 1 s pass allows
     assert len(starts_in_window(eager_runs)) >= 10, len(eager_runs)

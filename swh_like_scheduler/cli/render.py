@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -130,18 +130,31 @@ def shorten(text: str, width: int) -> str:
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
 
+def duration_text(value: timedelta | None) -> str:
+    """``value`` as ``str(timedelta)`` does, to the millisecond: a default
+    cooldown follows the measured run time and an adaptive interval is
+    multiplied, so both carry microseconds nobody reads (``0:00:03.954``,
+    not ``0:00:03.954478``; ``0:54:00`` stays as it is)."""
+    if value is None:
+        return "-"
+    rounded = timedelta(milliseconds=round(value / timedelta(milliseconds=1)))
+    text = str(rounded)
+    return text[:-3] if rounded.microseconds else text
+
+
 def schedule_line(task: Task) -> str:
     kind = task.schedule_kind
     if kind is ScheduleKind.ADAPTIVE:
-        return f"  Interval: {task.current_interval}"
+        return f"  Interval: {duration_text(task.current_interval)}"
     if kind is ScheduleKind.PERIODIC:
-        cooldown = f", cooldown {task.cooldown}" if task.cooldown is not None else ""
+        cooldown = f", cooldown {duration_text(task.cooldown)}" if task.cooldown is not None else ""
         if task.cooldown is not None and task.cooldown_is_default:
             cooldown += " (the default: it follows the run time)"
-        return f"  Period: {task.period}{cooldown}"
+        return f"  Period: {duration_text(task.period)}{cooldown}"
     if kind is ScheduleKind.CRON:
-        return f"  Cron: {task.cron} ({task.tz}), max duration {task.cron_max_duration}"
-    return f"  Max delay: {task.max_delay or '0:00:00'}"
+        max_duration = duration_text(task.cron_max_duration)
+        return f"  Cron: {task.cron} ({task.tz}), max duration {max_duration}"
+    return f"  Max delay: {duration_text(task.max_delay) if task.max_delay else '0:00:00'}"
 
 
 def task_lines(task: Task, now: datetime) -> list[str]:

@@ -86,3 +86,27 @@ def test_an_output_is_in_utc_unless_told() -> None:
         assert render.zone_line(ZoneInfo("Asia/Tokyo")) == "Times in Asia/Tokyo"
     with render.one_clock(ZoneInfo("Asia/Tokyo"), as_json=True):
         assert render.when(NOW, NOW).endswith("+00:00)")
+
+
+def test_durations_are_shown_to_the_millisecond() -> None:
+    shown = render.duration_text
+    assert shown(timedelta(seconds=3, microseconds=954478)) == "0:00:03.954"
+    assert shown(timedelta(seconds=3, microseconds=999600)) == "0:00:04"
+    assert shown(timedelta(minutes=54)) == "0:54:00"
+    assert shown(timedelta(days=1, hours=2, microseconds=1600)) == "1 day, 2:00:00.002"
+    assert shown(None) == "-"
+    # a default cooldown that followed a measured run time, as `task show` prints it
+    task = Task(
+        type="t",
+        args=(),
+        kwargs={},
+        schedule_kind=ScheduleKind.PERIODIC,
+        period=timedelta(seconds=5),
+        cooldown=timedelta(seconds=3, microseconds=954478),
+        cooldown_is_default=True,
+        next_run=datetime(2026, 12, 3, tzinfo=UTC),
+        deadline=datetime(2026, 12, 3, 0, 0, 5, tzinfo=UTC),
+    )
+    assert render.schedule_line(task) == (
+        "  Period: 0:00:05, cooldown 0:00:03.954 (the default: it follows the run time)"
+    )

@@ -21,6 +21,8 @@ from swh_like_scheduler.policy import default_cooldown, ewma
 from swh_like_scheduler.store import SQLAlchemyStore
 
 WINDOW = timedelta(seconds=20)
+#: how much sooner than its cooldown a start may be recorded (the gaps' check)
+TOLERANCE = timedelta(milliseconds=100)
 
 
 def cli(url: str, *args: str) -> str:
@@ -94,9 +96,10 @@ def test_a_period_alone_runs_about_once_per_period(tmp_path: Path) -> None:
     finally:
         store.close()
     window = starts_in_window(paced)
-    # once per period over 20 s: 4 or 5 runs (the first, then every ~4.3 s: a
-    # run of 0.2 s, then the cooldown of about 4.1 s)
-    assert 3 <= len(window) <= 5, [r.started for r in window]
+    # about once per period over 20 s: 4 or 5 runs on a quiet machine (the
+    # first, then every ~4.3 s: a run of 0.2 s, then the cooldown of about
+    # 4.1 s); never stalled
+    assert len(window) >= 3, [r.started for r in window]
     # never back to back: each run waited the cooldown in force after the
     # last good end. That cooldown follows the runs' average duration (an
     # EWMA of start to end) as each end was applied: a first run slowed by
@@ -111,11 +114,13 @@ def test_a_period_alone_runs_about_once_per_period(tmp_path: Path) -> None:
         assert before.ended is not None and after.started is not None
         cooldown = cooldowns[before.backend_id]
         assert cooldown > timedelta(seconds=2), (cooldown, before)
-        # (a start is recorded to the millisecond)
-        assert after.started - before.ended >= cooldown - timedelta(milliseconds=1), (
-            cooldown,
-            before,
-            after,
-        )
+        # (a start is recorded by the start guard, an end from the worker's
+        # event: two paths to the store's clock; starts were seen up to 23 ms
+        # short of the cooldown on a loaded machine)
+        assert after.started - before.ended >= cooldown - TOLERANCE, (cooldown, before, after)
+    # so at most one start per shortest cooldown in force (a slow first run
+    # shortens the first ones: 6 starts in the window were seen)
+    shortest = min(cooldowns[run.backend_id] for run in window[:-1]) - TOLERANCE
+    assert len(window) <= 1 + WINDOW / shortest, [r.started for r in window]
     # the same task with --cooldown 0 ran as often as the runner's 1 s pass allows
     assert len(starts_in_window(eager_runs)) >= 10, len(eager_runs)

@@ -154,7 +154,7 @@ def schedule_line(task: Task) -> str:
     if kind is ScheduleKind.CRON:
         max_duration = duration_text(task.cron_max_duration)
         return f"  Cron: {task.cron} ({task.tz}), max duration {max_duration}"
-    return f"  Max delay: {duration_text(task.max_delay) if task.max_delay else '0:00:00'}"
+    return f"  Max delay: {duration_text(task.max_delay or timedelta(0))}"
 
 
 def task_lines(task: Task, now: datetime) -> list[str]:

@@ -178,10 +178,10 @@ def make_engine(
     and time zone set in each transaction (:mod:`.pooler`).
     """
     parsed, pooler = split_pooler(normalise_url(url))
+    kwargs.setdefault("json_deserializer", json_loads)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, **kwargs)
     kwargs.setdefault("pool_pre_ping", True)
-    kwargs.setdefault("json_deserializer", json_loads)
     if pool is not None:
         kwargs.setdefault("pool_size", pool.size)
         kwargs.setdefault("max_overflow", pool.overflow)
@@ -307,7 +307,6 @@ def _sqlite_engine(url: sa.URL, **kwargs: Any) -> sa.Engine:
     database = url.database or ""
     if database and database != ":memory:" and not database.startswith("file:"):
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    kwargs.setdefault("json_deserializer", json_loads)
     engine = sa.create_engine(url, **kwargs)
 
     @event.listens_for(engine, "connect")

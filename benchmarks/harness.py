@@ -36,6 +36,7 @@ SCENARIOS = {
     "end-to-end": "whole.end_to_end",
     "peers-e2e": "peers.peers_e2e",
     "writes": "whole.writes",
+    "worker-start": "worker.start",
     "idle": "runner.idle",
     "api": "api.api",
     "console": "console.console",

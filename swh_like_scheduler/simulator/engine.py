@@ -151,10 +151,14 @@ class Simulation:
         tasks: Sequence[Any] | None = None,
         keep_slots: bool = True,
         by_type: bool = False,
+        at_horizon: bool = False,
     ) -> None:
         """``by_type``: the results carry each type's levels at each sample
-        (``timeline_by_type``)."""
+        (``timeline_by_type``); ``at_horizon``: and the conditions read at
+        the horizon itself (``at_horizon``, ``at_horizon_by_type``:
+        :meth:`.results.Recorder.close`)."""
         self.workload = workload
+        self.at_horizon = at_horizon
         self.order = order
         self.db_url = db_url
         #: the runner knows each queue's worker slots and keeps some from
@@ -231,6 +235,10 @@ class Simulation:
             # one publisher thread for the runner's life, as a real runner has
             with closing(PassPools.open(1)) as self.pools:
                 self.env.run(until=self.workload.horizon.total_seconds())
+            if self.at_horizon:
+                counts = self.watch.counts(self.now(), self.store.changed)
+                self.store.changed = set()
+                self.recorder.close(self.now(), counts)
             self._still_queued()
         self.recorder.cron_work = lost_by_group(
             (

@@ -307,7 +307,9 @@ def forecast(
         staffed = workload.with_workers(per_type(types, counts))
         if progress is not None:
             progress("forecast with " + ", ".join(f"{q}={n}" for q, n in sorted(counts.items())))
-        results = Simulation(staffed, order, db_url=db_url, tasks=tasks, by_type=True).run()
+        results = Simulation(
+            staffed, order, db_url=db_url, tasks=tasks, by_type=True, at_horizon=True
+        ).run()
         done[key] = _scenario(counts, results)
         return done[key]
 
@@ -385,16 +387,23 @@ def workers_needed(
 
 
 def _scenario(counts: Mapping[str, int], results: Mapping[str, Any]) -> Scenario:
+    """The scenario of one simulation's ``results``: its samples, then the
+    reading taken at the horizon itself (the samples' last is one sampling
+    period before it)."""
     by_type = results["timeline_by_type"]
+    closing = results.get("at_horizon_by_type", {})
     types = {
         name: Outlook.of(
-            by_type.get(name, [[0.0, 0, 0, 0]]), figures["error_hours"], figures["stretch"]
+            [*by_type.get(name, [[0.0, 0, 0, 0]]), *([closing[name]] if name in closing else [])],
+            figures["error_hours"],
+            figures["stretch"],
         )
         for name, figures in results["types"].items()
     }
-    overall_readings = [
-        [t["hours"], t["OK"], t["WARNING"], t["ERROR"]] for t in results["timeline"]
-    ] or [[0.0, 0, 0, 0]]
+    read = [*results["timeline"], *([results["at_horizon"]] if "at_horizon" in results else [])]
+    overall_readings = [[t["hours"], t["OK"], t["WARNING"], t["ERROR"]] for t in read] or [
+        [0.0, 0, 0, 0]
+    ]
     # overall: the most stretched type's
     stretches = [o.stretch for o in types.values() if o.stretch is not None]
     overall = Outlook.of(

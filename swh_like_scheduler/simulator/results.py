@@ -159,6 +159,10 @@ class Recorder:
     #: results (``timeline_by_type``) only when asked (a forecast reads it)
     type_timeline: dict[str, list[list[float]]] = field(default_factory=dict)
     by_type: bool = False
+    #: the reading taken at the horizon itself (:meth:`close`), overall and
+    #: per type, in the timelines' forms; ``None``: none was taken
+    at_horizon: dict[str, Any] | None = None
+    at_horizon_by_type: dict[str, list[float]] = field(default_factory=dict)
 
     def promised(self, group: str, interval: float | None) -> None:
         """A task of ``group`` whose schedule promises ``interval`` seconds
@@ -250,6 +254,20 @@ class Recorder:
         )
         self.events["sample"] += 1
 
+    def close(self, now: datetime, counts: Mapping[str, Mapping[str, int]]) -> None:
+        """The conditions read once more at the horizon itself, ``now``
+        (``{type: {level: n}}``): what a forecast says "at the horizon" is.
+        The regular samples stand each for the time until the next, so the
+        last of them is read one ``sample_every`` before the horizon; this
+        reading counts no time (no level-hours, no queue depth, no sample)."""
+        hours = _round((now - self.start).total_seconds() / 3600, 3)
+        totals: Counter[str] = Counter()
+        for name in self.types:
+            levels = counts.get(name, {})
+            self.at_horizon_by_type[name] = [hours, *(levels.get(lv, 0) for lv in LEVELS)]
+            totals.update({level: levels.get(level, 0) for level in LEVELS})
+        self.at_horizon = {"hours": hours, **{level: totals[level] for level in LEVELS}}
+
     def _intervals(self, group: str) -> dict[str, Any]:
         """The group's intervals written, scheduled and delivered, and its
         stretch (None where there is none to measure)."""
@@ -314,6 +332,11 @@ class Recorder:
             },
             "timeline": self.timeline,
             **({"timeline_by_type": self.type_timeline} if self.by_type else {}),
+            **(
+                {"at_horizon": self.at_horizon, "at_horizon_by_type": self.at_horizon_by_type}
+                if self.at_horizon is not None
+                else {}
+            ),
         }
 
 

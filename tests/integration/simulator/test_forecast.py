@@ -93,6 +93,14 @@ def test_a_forecast_says_when_error_grows_and_how_many_workers_stop_it(sqlite_ur
     assert more["workers"] == {"jobs": 20, "reports": 1}
     jobs = base["types"]["job"]
     assert 80 <= jobs["horizon"]["ERROR"] <= 105, jobs
+    # "at the horizon" is read at 6 h itself, after the samples every 10 min
+    # (each standing for the 10 min after it: the last is at 5 h 50)
+    for outlook in (jobs, base["overall"], base["types"]["report"]):
+        hours = [reading[0] for reading in outlook["timeline"]]
+        assert outlook["horizon"]["hours"] == hours[-1] == 6.0, hours[-3:]
+        assert hours[-2] == pytest.approx(5 + 50 / 60, abs=1e-3)
+        assert len(hours) == 6 * 6 + 1  # 0 h, 0 h 10, ... 5 h 50, then 6 h
+        assert outlook["horizon"]["ERROR"] == outlook["timeline"][-1][3]
     assert jobs["start"]["ERROR"] == 0
     assert jobs["error_grows_from_hours"] is not None
     assert 0.9 <= jobs["error_grows_from_hours"] <= 2, jobs

@@ -216,13 +216,15 @@ def restart(soak: Soak, target: str, seconds: float) -> None:
     server = soak.servers[target]
     soak.database_down = target == "postgres"  # the soak's own writes wait meanwhile
     server.stop()
-    soak.note(target, 0, DOWN)
-    if isinstance(server, PrivateRedis) and target == "broker":
-        soak.note(target, 0, WIPED, "restarted without persistence")
-    soak.idle(seconds)
-    soak.note(target, 0, UP)
-    server.start()
-    soak.database_down = False
+    try:
+        soak.note(target, 0, DOWN)
+        if isinstance(server, PrivateRedis) and target == "broker":
+            soak.note(target, 0, WIPED, "restarted without persistence")
+        soak.idle(seconds)
+    finally:  # (a soak stopped meanwhile still gets its server back, for its checks)
+        soak.note(target, 0, UP)
+        server.start()
+        soak.database_down = False
 
 
 def tcp_ports(pid: int) -> list[int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -30,6 +31,7 @@ from ..common import (
     unique_queue,
     utcnow,
 )
+from ..cpu import CpuMeter, median_parts
 
 SIZES = (10_000, 100_000, 1_000_000)
 QUICK_SIZES = (10_000,)
@@ -124,9 +126,32 @@ def sample_message(url: str, queue: str) -> bytes:
         client.close()
 
 
-def measure(ctx: Context, broker: str, count: int) -> dict[str, list[float]]:
+#: the parts of the machine's CPU a dispatch run is charged with (µs per task)
+CPU_PARTS = ("process", "postgres", "redis", "rabbitmq", "softirq", "busy", "other")
+
+
+def metered(timed: Callable[[], float], count: int) -> tuple[float, dict[str, float]]:
+    """``timed()``'s seconds, and the CPU it cost per task in µs by part:
+    ``process`` is this whole process (the runner's claiming and publishing
+    threads, or the ``apply_async`` loop), the servers every process of
+    theirs, ``busy`` the machine's (2 cores on the reference machine: a
+    rate above ``cores / busy`` per µs cannot be had however the work is
+    split)."""
+    meter = CpuMeter()
+    meter.start()
+    seconds = timed()
+    spent = meter.stop()
+    spent["process"] = spent.pop("runner") + spent.pop("listener")
+    spent.pop("worker", None)
+    return seconds, {k: round(spent[k] * 1e6 / count, 1) for k in CPU_PARTS}
+
+
+def measure(
+    ctx: Context, broker: str, count: int
+) -> tuple[dict[str, list[float]], dict[str, list[dict[str, float]]]]:
     """Rates (per second) of the runner, apply_async and (Redis) raw LPUSH,
-    ``ctx.repeat`` times each, interleaved."""
+    ``ctx.repeat`` times each, interleaved; and the CPU per task by part
+    of the runner's and ``apply_async``'s runs (:func:`metered`)."""
     kind = broker_kind(broker)
     app = celery_app(broker)
     queue = unique_queue("dispatch")
@@ -136,6 +161,7 @@ def measure(ctx: Context, broker: str, count: int) -> dict[str, list[float]]:
         "raw_lpush": [],
         "raw_amqp": [],
     }
+    cpu: dict[str, list[dict[str, float]]] = {"runner": [], "apply_async": []}
     with scratch_store(ctx.postgres, f"swh_bench_dispatch_{kind}") as store:
         bench_type(store, queue, max_queue_length=count)
         now = utcnow()
@@ -144,13 +170,16 @@ def measure(ctx: Context, broker: str, count: int) -> dict[str, list[float]]:
             if attempt:
                 reset_tasks(store)
             try:
-                seconds = runner_pass(store, app, count)
+                seconds, spent = metered(lambda: runner_pass(store, app, count), count)
                 rates["runner"].append(count / seconds)
+                cpu["runner"].append(spent)
                 payload = sample_message(broker, queue) if kind == "redis" else b""
             finally:
                 purge(app, queue, delete=False)
             try:
-                rates["apply_async"].append(count / apply_async_loop(app, count, queue))
+                seconds, spent = metered(lambda: apply_async_loop(app, count, queue), count)
+                rates["apply_async"].append(count / seconds)
+                cpu["apply_async"].append(spent)
             finally:
                 purge(app, queue, delete=attempt == ctx.repeat - 1)  # see purge()
             if kind == "redis":
@@ -165,7 +194,12 @@ def measure(ctx: Context, broker: str, count: int) -> dict[str, list[float]]:
                 f"dispatch {kind} {count:,} #{attempt}: "
                 + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rates.items() if v)
             )
-    return {k: v for k, v in rates.items() if v}
+            for name, spents in cpu.items():
+                log(
+                    f"  CPU µs per task, {name}: "
+                    + ", ".join(f"{k} {v:,.1f}" for k, v in spents[-1].items())
+                )
+    return {k: v for k, v in rates.items() if v}, cpu
 
 
 def run(ctx: Context) -> None:
@@ -175,7 +209,7 @@ def run(ctx: Context) -> None:
     for count in QUICK_SIZES if ctx.quick else SIZES:
         for broker in brokers:
             kind = broker_kind(broker)
-            rates = measure(ctx, broker, count)
+            rates, cpu = measure(ctx, broker, count)
             runner, apply_async = rates["runner"], rates["apply_async"]
             med, base = statistics.median(runner), statistics.median(apply_async)
             ratios = {"runner/apply_async": ratio(med, base)}
@@ -185,9 +219,24 @@ def run(ctx: Context) -> None:
                     ratios[f"runner/{ceiling}"] = ratio(med, statistics.median(raw_rates))
             common = {"broker": kind, "tasks": count}
             ctx.measurement(
-                "dispatch", "runner", "tasks/s", runner, ratios=ratios, digits=0, **common
+                "dispatch",
+                "runner",
+                "tasks/s",
+                runner,
+                ratios=ratios,
+                digits=0,
+                cpu_us_per_task=median_parts(cpu["runner"]),
+                **common,
             )
-            ctx.measurement("dispatch", "apply_async", "tasks/s", apply_async, digits=0, **common)
+            ctx.measurement(
+                "dispatch",
+                "apply_async",
+                "tasks/s",
+                apply_async,
+                digits=0,
+                cpu_us_per_task=median_parts(cpu["apply_async"]),
+                **common,
+            )
             for ceiling in RAW_CEILINGS:
                 if ceiling in rates:
                     ctx.measurement(

@@ -39,6 +39,7 @@ from ..common import (
     unique_queue,
     utcnow,
 )
+from ..cpu import CpuMeter, median_parts
 
 OUTCOMES = 20_000
 QUICK_OUTCOMES = 5_000
@@ -82,11 +83,17 @@ def raw_events(claimed: list[Claimed], at: float) -> list[dict[str, Any]]:
     return events
 
 
-def handler_only(store: SQLAlchemyStore, events: list[dict[str, Any]]) -> tuple[float, float]:
-    """Seconds to apply ``events``, and this process's CPU per event (µs):
-    the handler and its lanes are all this process does meanwhile, and its
-    CPU moves far less than its rate when the machine's speed does."""
+def handler_only(
+    store: SQLAlchemyStore, events: list[dict[str, Any]]
+) -> tuple[float, float, dict[str, float]]:
+    """Seconds to apply ``events``, this process's CPU per event (µs): the
+    handler and its lanes are all this process does meanwhile, and its CPU
+    moves far less than its rate when the machine's speed does; and the
+    machine's CPU per event by part (µs: PostgreSQL's server, the
+    machine's busy time)."""
     handler = EventHandler(store, rng=random.Random(0))
+    meter = CpuMeter()
+    meter.start()
     started = time.perf_counter()
     cpu = time.process_time()
     applied = 0
@@ -95,9 +102,11 @@ def handler_only(store: SQLAlchemyStore, events: list[dict[str, Any]]) -> tuple[
         applied += summary[Action.STARTED] + summary[Action.ENDED]
     seconds = time.perf_counter() - started
     cpu = time.process_time() - cpu
+    spent = meter.stop()
     handler.close()
     assert applied == len(events), f"applied {applied} of {len(events)}"
-    return seconds, cpu * 1e6 / len(events)
+    parts = {k: round(spent[k] * 1e6 / len(events), 1) for k in ("postgres", "softirq", "busy")}
+    return seconds, cpu * 1e6 / len(events), parts
 
 
 def _options(queue: str) -> ListenerOptions:
@@ -259,6 +268,7 @@ def run(ctx: Context) -> None:
     rates.update({f"shared_{n}": [] for n in SHARED})
     published: list[float] = []  # events/s of the Redis publishers alone
     cpu_per_event: list[float] = []  # µs of this process's CPU, handler only
+    machine_per_event: list[dict[str, float]] = []  # µs by part, handler only
     names = ["handler_only", "end_to_end_redis"]
     if app is not None:
         names[1:1] = ["end_to_end"]
@@ -274,8 +284,9 @@ def run(ctx: Context) -> None:
                 reset_tasks(store, due_at=utcnow() - timedelta(seconds=shift))
                 events = raw_events(claim_all(store, count), utcnow().timestamp())
                 if name == "handler_only":
-                    seconds, per_event = handler_only(store, events)
+                    seconds, per_event, parts = handler_only(store, events)
                     cpu_per_event.append(per_event)
+                    machine_per_event.append(parts)
                 elif name == "end_to_end":
                     seconds = end_to_end(store, app, events)
                 elif name == "end_to_end_redis":
@@ -309,6 +320,7 @@ def run(ctx: Context) -> None:
         digits=0,
         **params,
         cpu_us_per_event=round(statistics.median(cpu_per_event), 1),
+        machine_us_per_event=median_parts(machine_per_event),
     )
     if rates["end_to_end"]:
         ctx.measurement(

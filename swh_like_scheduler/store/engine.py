@@ -323,9 +323,15 @@ def _sqlite_engine(url: sa.URL, **kwargs: Any) -> sa.Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
-        if connection.get_execution_options().get(WRITE_OPTION):
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-        else:
-            connection.exec_driver_sql("BEGIN")
+        # on the driver's connection itself: SQLAlchemy's execution of a
+        # statement (its context, events and result) cost more than the
+        # BEGIN, which every store call sends; its errors are wrapped as
+        # that execution would have (a locked database reads the same)
+        options = connection.get_execution_options()
+        statement = "BEGIN IMMEDIATE" if options.get(WRITE_OPTION) else "BEGIN"
+        try:
+            connection.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
+        except sqlite3.Error as error:
+            raise sa.exc.DBAPIError.instance(statement, None, error, sqlite3.Error) from error
 
     return engine

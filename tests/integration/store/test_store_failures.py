@@ -97,3 +97,32 @@ def test_a_column_the_database_lacks_says_upgrade(
             store.origin_visit_stats_get([("https://forge.example/a", "git")])
     finally:
         store.close()
+
+
+def test_a_sqlite_file_locked_by_another_writer_says_so(sqlite_url: str) -> None:
+    """A write that cannot take SQLite's write lock (another connection
+    holds it) ends in the scheduler's error naming the lock, not the
+    driver's exception; once the lock is released, the same call works. A
+    read is never refused: WAL lets it read beside the writer."""
+    import sqlite3
+
+    from swh_like_scheduler.domain.exceptions import StoreError
+
+    store = SQLAlchemyStore.from_url(sqlite_url)
+    store.create_task_type(TaskType(type="first", backend_name="first"))
+    # the pool hands the same connection back: it waits 0 ms for the lock
+    with store.engine.connect() as conn:
+        conn.connection.driver_connection.execute("PRAGMA busy_timeout = 0")  # type: ignore[union-attr]
+    other = sqlite3.connect(store.engine.url.database or "", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreUnavailable, match="locked by another process") as info:
+            store.create_task_type(TaskType(type="second", backend_name="second"))
+        assert isinstance(info.value, StoreError)
+        assert [t.type for t in store.get_task_types()] == ["first"]
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    store.create_task_type(TaskType(type="second", backend_name="second"))
+    assert sorted(t.type for t in store.get_task_types()) == ["first", "second"]
+    store.close()

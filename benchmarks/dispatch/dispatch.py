@@ -142,8 +142,8 @@ def metered(timed: Callable[[], float], count: int) -> tuple[float, dict[str, fl
     seconds = timed()
     spent = meter.stop()
     spent["process"] = spent.pop("runner") + spent.pop("listener")
-    spent.pop("worker", None)
-    return seconds, {k: round(spent[k] * 1e6 / count, 1) for k in CPU_PARTS}
+    per_task = meter.per(count, scale=1e6)
+    return seconds, {k: round(per_task[k], 1) for k in CPU_PARTS}
 
 
 def measure(

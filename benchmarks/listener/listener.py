@@ -102,10 +102,11 @@ def handler_only(
         applied += summary[Action.STARTED] + summary[Action.ENDED]
     seconds = time.perf_counter() - started
     cpu = time.process_time() - cpu
-    spent = meter.stop()
+    meter.stop()
     handler.close()
     assert applied == len(events), f"applied {applied} of {len(events)}"
-    parts = {k: round(spent[k] * 1e6 / len(events), 1) for k in ("postgres", "softirq", "busy")}
+    per_event = meter.per(len(events), scale=1e6)
+    parts = {k: round(per_event[k], 1) for k in ("postgres", "softirq", "busy")}
     return seconds, cpu * 1e6 / len(events), parts
 
 

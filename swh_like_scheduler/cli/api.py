@@ -20,6 +20,9 @@ from .daemon import LOG_FORMAT, announce, option_source
 #: loads no web framework (a test checks that they agree)
 HEADER_TIMEOUT, BODY_TIMEOUT, KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS = 10.0, 30.0, 5, 4096
 BODY_DEADLINE, BODY_MIN_RATE = 60.0, 65536
+#: the defaults of ``api.ApiSettings``' health and console settings, and the
+#: console session's longest life (``console.session``), spelled here likewise
+HEALTH_STALE_AFTER, CLOCK_BOUND, CONSOLE_IDLE, CONSOLE_LIFETIME = 120.0, 2.0, 3600, 12 * 3600
 
 logger = logging.getLogger(__name__)
 
@@ -179,6 +182,34 @@ def broker_hooks(
     "new one past them gets a 429 and is closed. The proxies of --forwarded-allow-ips "
     "have no cap.",
 )
+@click.option(
+    "--health-stale-after",
+    type=click.FloatRange(min=1),
+    default=HEALTH_STALE_AFTER,
+    show_default=True,
+    metavar="SECONDS",
+    help="/health is degraded when tasks wait overdue this long with no runner pass, "
+    "runs stay open this long with no sign of life from their worker, or the oldest "
+    "run waiting in a queue is late by this long.",
+)
+@click.option(
+    "--clock-bound",
+    type=click.FloatRange(min=0, min_open=True),
+    default=CLOCK_BOUND,
+    show_default=True,
+    metavar="SECONDS",
+    help="/health names, in clocks_off and its warnings, each runner, monitor, listener "
+    "or worker whose clock is further than this from the database's.",
+)
+@click.option(
+    "--console-idle",
+    type=click.IntRange(1, CONSOLE_LIFETIME),
+    default=CONSOLE_IDLE,
+    show_default=True,
+    metavar="SECONDS",
+    help="A console session unused this long is over (the page's own live updates are "
+    "no use); a session is over after 12 hours whatever its use.",
+)
 @click.option("--log-level", default="info", show_default=True)
 @pass_cli
 def rpc_serve(
@@ -201,6 +232,9 @@ def rpc_serve(
     keep_alive_timeout: int,
     max_connections: int,
     max_connections_per_address: int | None,
+    health_stale_after: float,
+    clock_bound: float,
+    console_idle: int,
     log_level: str,
 ) -> None:
     """Serve the scheduler over HTTP: task types, tasks, runs, conditions,
@@ -289,6 +323,9 @@ def rpc_serve(
         rate_limit=rate_limit,
         access_log=access_log,
         allowed_hosts=hosts,
+        health_stale_after=health_stale_after,
+        clock_bound=clock_bound,
+        console_idle=console_idle,
     )
     cli.pool = daemon_pool("api", api=db_pool_size)
     store = cli.scheduling_store("rpc-serve")

@@ -173,3 +173,20 @@ def test_rpc_serve_spells_the_connection_bounds_of_the_server() -> None:
         Bounds.keep_alive_timeout,
         Bounds.max_connections,
     ) == (api.KEEP_ALIVE_TIMEOUT, api.MAX_CONNECTIONS)
+
+
+def test_rpc_serve_spells_the_health_and_console_defaults() -> None:
+    from swh_like_scheduler.api import ApiSettings
+    from swh_like_scheduler.cli import api
+    from swh_like_scheduler.console import session
+
+    settings = ApiSettings()
+    assert (settings.health_stale_after, settings.clock_bound) == (
+        api.HEALTH_STALE_AFTER,
+        api.CLOCK_BOUND,
+    )
+    assert (settings.console_idle, session.IDLE, session.LIFETIME) == (
+        api.CONSOLE_IDLE,
+        api.CONSOLE_IDLE,
+        api.CONSOLE_LIFETIME,
+    )

@@ -13,6 +13,7 @@ built-in default nobody chose is said as a warning.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 from collections.abc import Callable
@@ -172,6 +173,42 @@ def start_daemon(
     announce(command, connected.database, connected.broker)
     cli.daemon = True
     return connected
+
+
+def metrics_options(command: F) -> F:
+    """``--metrics-port`` and ``--metrics-host``: Prometheus metrics of a
+    daemon (:func:`serve_metrics`)."""
+    command = click.option(
+        "--metrics-host",
+        default="0.0.0.0",
+        show_default=True,
+        metavar="ADDRESS",
+        help="The address --metrics-port listens on: 127.0.0.1 for this host only, "
+        ":: for every IPv6 and IPv4 interface.",
+    )(command)
+    return click.option(
+        "--metrics-port",
+        type=click.IntRange(1, 65535),
+        help="Serve Prometheus metrics on this port (no token: let only your Prometheus reach it).",
+    )(command)
+
+
+def serve_metrics(port: int | None, host: str) -> None:
+    """Serve this process's Prometheus metrics on ``host``:``port`` in a
+    thread of their own (nothing when ``port`` is ``None``); a port taken or
+    an address this host does not have is a clear error, not a traceback."""
+    if port is None:
+        return
+    from prometheus_client import start_http_server
+
+    try:
+        start_http_server(port, addr=host)
+    except OSError as error:  # the port taken, or no such address here
+        field = "metrics-port" if error.errno == errno.EADDRINUSE else "metrics-host"
+        raise InvalidInput(
+            field, f"cannot serve metrics on {host}:{port}: {error.strerror or error}"
+        ) from error
+    logger.info("metrics served on %s:%d", host, port)
 
 
 def database_only(cli: CliContext, command: str, *, level: int = logging.INFO) -> Chosen:

@@ -15,7 +15,7 @@ from ..domain.exceptions import InvalidInput
 from ..domain.text import plural
 from ..plumbing.quietlog import QuietLog
 from .base import CliContext, emit_json, pass_cli
-from .daemon import app_options, start_daemon
+from .daemon import app_options, metrics_options, serve_metrics, start_daemon
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ logger = logging.getLogger(__name__)
     metavar="SECONDS",
     help="Seconds between two requests to every worker to send task events.",
 )
-@click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port.")
+@metrics_options
 @click.option("--json", "as_json", is_flag=True, help="With --once: print the counts as JSON.")
 @pass_cli
 def start_listener(
@@ -108,6 +108,7 @@ def start_listener(
     enable_events: bool,
     enable_events_every: float,
     metrics_port: int | None,
+    metrics_host: str,
     as_json: bool,
 ) -> None:
     """Record what the workers report (Celery events) as runs, statistics and
@@ -163,10 +164,7 @@ def start_listener(
         switch = EventSwitch(app, store, every=enable_events_every, stop=stop)
         switch.start()
     handler.watch = BlindWatch(switch)
-    if metrics_port is not None:
-        from prometheus_client import start_http_server
-
-        start_http_server(metrics_port)
+    serve_metrics(metrics_port, metrics_host)
     catcher: threading.Thread | None = None
     if catch_up_every > 0:
 

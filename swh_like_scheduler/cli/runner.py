@@ -13,7 +13,7 @@ from ..domain.exceptions import UnknownTaskType
 from ..domain.model import RUNNER_ORDER, DispatchOrder, Priority
 from ..store.session import daemon_pool
 from .base import CliContext, emit_json, pass_cli
-from .daemon import app_options, start_daemon
+from .daemon import app_options, metrics_options, serve_metrics, start_daemon
 from .monitor import monitor_options, monitor_settings, republish_delay
 
 #: a runner that serves only the high class polls more often
@@ -62,7 +62,7 @@ HIGH_PRIORITY_PERIOD = 5.0
     "simulate` compares them.",
 )
 @app_options(broker_help="Celery broker the tasks are sent to")
-@click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port.")
+@metrics_options
 @click.option(
     "--republish-after",
     default="5 min",
@@ -99,6 +99,7 @@ def start_runner(
     app_spec: str | None,
     broker_url: str | None,
     metrics_port: int | None,
+    metrics_host: str,
     republish_after: str,
     monitor: bool,
     monitor_period: float,
@@ -182,10 +183,7 @@ def start_runner(
         if report.errors:
             raise click.exceptions.Exit(1)
         return
-    if metrics_port is not None:
-        from prometheus_client import start_http_server
-
-        start_http_server(metrics_port)
+    serve_metrics(metrics_port, metrics_host)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

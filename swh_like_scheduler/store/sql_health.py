@@ -8,9 +8,10 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from ..domain.exceptions import InvalidInput
-from ..domain.model import OPEN_RUN_STATUSES, Priority, RunStatus, TaskStatus
+from ..domain.model import Priority, RunStatus, TaskStatus
 from ..domain.records import EXPIRED_ERROR
 from .sql_base import SQLBase
+from .tables import OPEN_RUN
 from .tables import dispatch_batch as batch_t
 from .tables import dispatch_room as room_t
 from .tables import task as task_t
@@ -19,7 +20,6 @@ from .tables import task_type as type_t
 from .tables import worker as worker_t
 from .values import ENDED_WINDOW, ScheduleHealth
 
-_OPEN_RUN = sa.text("task_run.status IN ('scheduled', 'started')")
 _QUEUED_RUN = sa.text("task_run.status = 'scheduled'")
 _IN_FLIGHT = sa.text("task.status = 'scheduled'")
 
@@ -44,7 +44,7 @@ class HealthMethods(SQLBase):
             sa.select(task_t.c.type, run_t.c.status, sa.func.count())
             .select_from(run_t)
             .join(task_t, task_t.c.id == run_t.c.task_id)
-            .where(run_t.c.status.in_([s.value for s in OPEN_RUN_STATUSES]))
+            .where(OPEN_RUN)  # written out: ix_task_run_open serves it, generic plan or not
             .group_by(task_t.c.type, run_t.c.status)
         )
         # runs ended within the window per type and status, and among them
@@ -73,7 +73,7 @@ class HealthMethods(SQLBase):
             .join(task_t, task_t.c.id == run_t.c.task_id)
             .group_by(task_t.c.type)
         )
-        dispatched_open = per_type.where(_OPEN_RUN, run_t.c.scheduled > since)
+        dispatched_open = per_type.where(OPEN_RUN, run_t.c.scheduled > since)
         dispatched_ended = per_type.where(
             run_t.c.ended > since, run_t.c.ended <= now, run_t.c.scheduled > since
         )
@@ -86,7 +86,7 @@ class HealthMethods(SQLBase):
             .scalar_subquery(),
             sa.select(sa.func.max(worker_t.c.last_heartbeat_at)).scalar_subquery(),
             # the predicate of ix_task_run_open, written out: the index serves it
-            sa.select(sa.func.min(run_t.c.scheduled)).where(_OPEN_RUN).scalar_subquery(),
+            sa.select(sa.func.min(run_t.c.scheduled)).where(OPEN_RUN).scalar_subquery(),
             sa.select(sa.func.max(room_t.c.at)).scalar_subquery(),
         )
         with self._read("read schedule health") as conn:

@@ -29,16 +29,13 @@ import sqlalchemy as sa
 from ..domain.exceptions import InvalidInput
 from ..domain.model import PRIORITY_ORDER, ScheduleKind, TaskStatus, TypeLoad
 from .sql_base import SQLBase
-from .tables import LIVE_STATUS
+from .tables import LIVE_STATUS, OPEN_RUN
 from .tables import task as task_t
 from .tables import task_run as run_t
 from .tables import task_type as type_t
 
 #: task types counted per read of the backlog
 _TYPES_PER_READ = 50
-#: a run going on, spelled as ``ix_task_run_open``'s predicate (a bound
-#: value would not prove it, and the index would not be used)
-_OPEN_RUN = sa.text("task_run.status IN ('scheduled', 'started')")
 _STARTED_RUN = sa.text("task_run.status = 'started'")
 #: the Julian day of 1970-01-01T00:00:00 (SQLite's epoch for intervals)
 _UNIX_EPOCH_JULIAN = 2440587.5
@@ -79,7 +76,7 @@ def delivered_query(dialect: str, now: datetime, window: timedelta) -> sa.Select
         .where(*started, *branch)
         for branch in (
             (run_t.c.ended > since, run_t.c.ended <= now),
-            (run_t.c.ended.is_(None), _OPEN_RUN, _STARTED_RUN),
+            (run_t.c.ended.is_(None), OPEN_RUN, _STARTED_RUN),
         )
     ]
     runs = sa.union_all(*parts).subquery()

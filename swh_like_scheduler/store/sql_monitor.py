@@ -67,6 +67,7 @@ from .sql_base import upsert_into
 from .sql_claim import runnable_on
 from .sql_identity import IdentityMethods
 from .sql_lease import _TICK, LeaseMethods, _entry
+from .tables import OPEN_RUN
 from .tables import dispatch_room as room_t
 from .tables import scheduler_lock as lock_t
 from .tables import task as task_t
@@ -189,7 +190,7 @@ class MonitorMethods(LeaseMethods, IdentityMethods):
             sa.select(run_t)
             .join(task_t, task_t.c.id == run_t.c.task_id)
             .where(
-                run_t.c.status.in_(_OPEN),
+                OPEN_RUN,
                 run_t.c.worker == worker,
                 task_t.c.owner_tag.is_not(None),
                 task_t.c.steal_start_at.is_(None),
@@ -231,7 +232,7 @@ class MonitorMethods(LeaseMethods, IdentityMethods):
         query = (
             sa.select(run_t, *extra)
             .join(task_t, task_t.c.id == run_t.c.task_id)
-            .where(run_t.c.status.in_(_OPEN), task_t.c.owner_tag.is_(None))
+            .where(OPEN_RUN, task_t.c.owner_tag.is_(None))
             .order_by(run_t.c.id)
             .limit(limit)
         )

@@ -31,6 +31,7 @@ from . import rows
 from .interface import ApplyOutcome
 from .sql_batch import among
 from .sql_lease import _OPEN, LeaseMethods, _entry
+from .tables import OPEN_RUN
 from .tables import lease_terms as terms_t
 from .tables import task as task_t
 from .tables import task_run as run_t
@@ -138,7 +139,7 @@ class StealMethods(LeaseMethods):
             sa.select(task_t.c.id)
             .select_from(run_t.join(task_t, task_t.c.id == run_t.c.task_id))
             .where(
-                run_t.c.status.in_(_OPEN),
+                OPEN_RUN,
                 run_t.c.scheduled < cutoff,  # the open runs' index
                 task_t.c.owner_tag.is_not(None),
                 task_t.c.owner_last_ping_at.is_(None),

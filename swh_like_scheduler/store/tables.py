@@ -63,6 +63,10 @@ TASK_LIVE_STATUSES = [TaskStatus.WAITING.value, TaskStatus.SCHEDULED.value]
 #: to use that partial index under a generic plan (a prepared statement run
 #: often), where bound values could not prove the predicate
 LIVE_STATUS = sa.text("task.status IN ('waiting', 'scheduled')")
+#: ``status IN ('scheduled', 'started')`` written out likewise: the predicate
+#: of ``ix_task_run_open``, so that a read of the open runs uses that index
+#: under a generic plan instead of scanning every run the table keeps
+OPEN_RUN = sa.text("task_run.status IN ('scheduled', 'started')")
 
 #: tasks with a catch-up setting of their own (rare): a runner pass looks
 #: for their missed firings whatever their type's policy

@@ -36,6 +36,8 @@ from .tables import task_type as type_t
 
 #: task types counted per read of the backlog
 _TYPES_PER_READ = 50
+#: a run going on, written out beside ``OPEN_RUN`` (which proves
+#: ``ix_task_run_open``'s predicate)
 _STARTED_RUN = sa.text("task_run.status = 'started'")
 #: the Julian day of 1970-01-01T00:00:00 (SQLite's epoch for intervals)
 _UNIX_EPOCH_JULIAN = 2440587.5

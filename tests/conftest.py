@@ -30,6 +30,17 @@ from swh_like_scheduler.domain.model import TaskType
 from swh_like_scheduler.store import SQLAlchemyStore, make_engine, migrations
 from swh_like_scheduler.worker.heartbeat import close_all
 
+# The suite starts many Python processes (celery workers, daemons, the CLI),
+# each importing this package, whose editable install pip compiled nothing
+# of; and each pytest process rewrites the test modules' asserts. Where the
+# environment forbids writing bytecode (PYTHONDONTWRITEBYTECODE, set in some
+# container images), each of them compiled it all again from source: about
+# 0.25 CPU-s per daemon start and 15 CPU-s per pytest process. The suite's
+# processes (xdist's too: they are started after this) write it to the
+# __pycache__ folders (ignored by git), and read it back.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 _counter = itertools.count()
 
 

@@ -31,6 +31,7 @@ from ..domain.model import (
 from ..domain.validation import unstorable
 from ..policy import with_default_cooldown
 from . import rows
+from .definitions import moved_instant, same_definition
 from .interface import (
     ALL_TASKS,
     ImportSummary,
@@ -214,7 +215,7 @@ class TaskMethods(SQLBase):
             else:
                 first_index[item.key] = i
                 continue
-            if not _same_definition(known, item) or _moved_instant(known, item):
+            if not same_definition(known, item) or moved_instant(known, item):
                 raise KeyConflict(item.key, known.id or 0)
             if item.key in existing:
                 found[i] = known
@@ -491,38 +492,6 @@ def identical_query(type_name: str, digests: Sequence[str]) -> sa.Select[Any]:
 def _key_values(key: tuple[datetime, int]) -> tuple[Any, Any]:
     deadline, task_id = key
     return sa.literal(deadline, UTCDateTime), sa.literal(task_id, sa.BigInteger)
-
-
-def _same_definition(known: Task, item: Task) -> bool:
-    """Whether ``item`` asks for the task ``known`` already is. A periodic
-    task asked for without a cooldown matches one stored with the default
-    cooldown (created the same way, whatever value its run time has given
-    it since), and one stored without any (created before there was a
-    default: it keeps what it has)."""
-    if known.definition() == item.definition():
-        return True
-    if item.schedule_kind is not ScheduleKind.PERIODIC or item.cooldown is not None:
-        return False
-    if known.cooldown_is_default:
-        return known.definition() == {**item.definition(), "cooldown": known.cooldown}
-    return known.definition() == with_default_cooldown(item).definition()
-
-
-def _moved_instant(known: Task, item: Task) -> bool:
-    """A one-shot task asked for again with its key at another instant,
-    while the stored one has not run yet (once it has run or been retried,
-    its ``next_run`` no longer tells the instant it was created for). A task
-    asked for "now" (``next_run`` is its creation time: no instant given)
-    matches whatever instant the stored one has, so repeating a command or
-    an import stays idempotent."""
-    return (
-        item.next_run != item.created_at
-        and item.schedule_kind is ScheduleKind.ONESHOT
-        and known.schedule_kind is ScheduleKind.ONESHOT
-        and known.last_start_at is None
-        and known.failure_count == 0
-        and known.next_run != item.next_run
-    )
 
 
 def _identity(item: Task) -> tuple[str, str, str, str]:

@@ -16,11 +16,11 @@ which of its tests it skips for that reason.
 
 from __future__ import annotations
 
-from .runs import RunMethods
+from .passes import PassMethods
 from .tasks import TaskMethods
 
 
-class MemoryStore(TaskMethods, RunMethods):
+class MemoryStore(TaskMethods, PassMethods):
     """Task types, tasks, claims and runs held in memory."""
 
 

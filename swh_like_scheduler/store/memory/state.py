@@ -124,6 +124,12 @@ class State:
     ready: dict[tuple[str, Priority], ReadyIndex] = field(default_factory=dict)
     #: the run ids of each task, oldest first: hints, never undone
     task_runs: dict[int, list[int]] = field(default_factory=dict)
+    #: the waiting tasks of each type by deadline: hints, never undone
+    deadlines: dict[str, list[tuple[datetime, int]]] = field(default_factory=dict)
+    #: the tasks of each type written ``scheduled``: hints, never undone
+    scheduled: dict[str, set[int]] = field(default_factory=dict)
+    #: the latest pass with room per type and class (:meth:`record_room`)
+    room: dict[tuple[str, Priority], datetime] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.lock = threading.RLock()
@@ -203,8 +209,21 @@ class State:
                     raise Conflict(f"{self.where}: an identical live task already exists")
                 self.put(self.identities, after, task_id)
         self.put(self.tasks, task_id, task)
+        self.file(task)
+
+    def file(self, task: Task) -> None:
+        """File ``task`` in the indexes of its status."""
         if task.status is TaskStatus.WAITING:
             self.index(task.type, task.priority).push(task)
+            heap = self.deadlines.get(task.type)
+            if heap is None:
+                heap = self.deadlines[task.type] = []
+            heapq.heappush(heap, (task.deadline, task.id or 0))
+        elif task.status is TaskStatus.SCHEDULED:
+            found = self.scheduled.get(task.type)
+            if found is None:
+                found = self.scheduled[task.type] = set()
+            found.add(task.id or 0)
 
     def put_run(self, run: TaskRun) -> None:
         """Write ``run`` (it has an id)."""
@@ -241,6 +260,45 @@ class State:
         self.drop(self.run_batches, run_id)
         self.drop(self.runs, run_id)
 
+    def scheduled_of(self, type_name: str) -> list[Task]:
+        """The tasks of a type whose status is ``scheduled``."""
+        ids = self.scheduled.get(type_name)
+        if not ids:
+            return []
+        found, gone = [], []
+        for task_id in ids:
+            task = self.tasks.get(task_id)
+            if task is not None and task.status is TaskStatus.SCHEDULED:
+                found.append(task)
+            else:
+                gone.append(task_id)
+        ids.difference_update(gone)
+        return found
+
+    def by_deadline(self, type_name: str) -> Iterator[Task]:
+        """The waiting tasks of a type, earliest deadline first (then id).
+        Each task met is taken off the index until the walk ends: stop
+        the walk with :meth:`Iterator.close` (a ``for`` loop left early
+        does) and the tasks met are filed again."""
+        heap = self.deadlines.get(type_name, [])
+        met: list[tuple[datetime, int]] = []
+        try:
+            while heap:
+                deadline, task_id = entry = heapq.heappop(heap)
+                task = self.tasks.get(task_id)
+                if (
+                    task is None
+                    or task.status is not TaskStatus.WAITING
+                    or task.deadline != deadline
+                    or (met and met[-1] == entry)
+                ):
+                    continue  # stale or a second entry: dropped
+                met.append(entry)
+                yield task
+        finally:
+            for entry in met:
+                heapq.heappush(heap, entry)
+
     def runs_of(self, task_id: int) -> list[TaskRun]:
         """The runs of a task, oldest first."""
         ids = self.task_runs.get(task_id, [])
@@ -251,8 +309,7 @@ class State:
         """File every waiting task again and forget runs that are gone
         (after an undo, which may have put back waiting tasks)."""
         for task in self.tasks.values():
-            if task.status is TaskStatus.WAITING:
-                self.index(task.type, task.priority).push(task)
+            self.file(task)
         for task_id, ids in list(self.task_runs.items()):
             kept = [i for i in ids if i in self.runs]
             if kept:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -275,7 +275,7 @@ class State:
         ids.difference_update(gone)
         return found
 
-    def by_deadline(self, type_name: str) -> Iterator[Task]:
+    def by_deadline(self, type_name: str) -> Generator[Task, None, None]:
         """The waiting tasks of a type, earliest deadline first (then id).
         Each task met is taken off the index until the walk ends: stop
         the walk with :meth:`Iterator.close` (a ``for`` loop left early

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import Any
 
 from ...domain.enums import LONG_RUN
@@ -30,7 +31,7 @@ from ...domain.model import (
     run_backend_id,
 )
 from ...policy import leave_blackouts, window_at
-from ..sql_claim import _MODULUS, _MULTIPLIER, _ONE_SHOT_CYCLE, random_salt
+from ..sql_claim import _MODULUS, _MULTIPLIER, _ONE_SHOT_CYCLE, SPARSE_FACTOR, random_salt
 from ..sql_runs import dispatch_order
 from .base import MemoryBase
 from .state import Batch
@@ -228,21 +229,45 @@ class ClaimMethods(MemoryBase):
     ) -> list[Task]:
         """Up to ``limit`` ready claimable tasks, class by class, in ``order``."""
         state = self._state
+        indexes = state.indexes
         wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
         allowed = None if among is None else set(among)
-        key = order_key(order, now)
         kind = state.types.get(task_type)
-        chosen: list[Task] = []
-        for priority in PRIORITY_ORDER:
-            if priority not in wanted or len(chosen) >= limit:
-                continue
-            ready = state.index(task_type, priority).ready(state.tasks, now)
-            candidates = [
-                t
-                for t in ready
-                if (allowed is None or t.id in allowed)
+
+        def claimable(t: Task) -> bool:
+            return (
+                (allowed is None or t.id in allowed)
                 and runnable_on(t, nodes)
                 and not (short_only and is_long(t, kind, long_run))
-            ]
-            chosen.extend(heapq.nsmallest(limit - len(chosen), candidates, key=key))
+            )
+
+        key = order_key(order, now)
+        chosen: list[Task] = []
+        for priority in PRIORITY_ORDER:
+            room = limit - len(chosen)
+            if priority not in wanted or room <= 0:
+                continue
+            ready = indexes.count_ready(task_type, priority, now)
+            if not ready:
+                continue
+            if order is DispatchOrder.FIFO:  # the index's own order
+                found = state.waiting(indexes.ready(task_type, priority, now))
+                chosen.extend(islice((t for t in found if claimable(t)), room))
+            elif order is DispatchOrder.DEADLINE and ready > room * SPARSE_FACTOR:
+                # many ready: walk the deadlines until enough are found
+                walk = state.waiting(indexes.by_deadline(task_type))
+                chosen.extend(
+                    islice(
+                        (
+                            t
+                            for t in walk
+                            if t.priority is priority and t.next_run <= now and claimable(t)
+                        ),
+                        room,
+                    )
+                )
+            else:
+                found = state.waiting(indexes.ready(task_type, priority, now))
+                candidates = [t for t in found if claimable(t)]
+                chosen.extend(heapq.nsmallest(room, candidates, key=key))
         return chosen

@@ -6,8 +6,9 @@ classes it left behind (:mod:`..sql_monitor`), each type's load
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
-from contextlib import closing
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,7 +22,6 @@ from ...domain.model import (
     RunStatus,
     ScheduleKind,
     Task,
-    TaskStatus,
     TaskType,
     TypeLoad,
     run_backend_id,
@@ -51,11 +51,12 @@ class PassMethods(RunMethods):
         if long_run <= timedelta(0):
             raise InvalidInput("long_run", f"{long_run} is not positive")
         state = self._state
+        indexes = state.indexes
         with state.lock:
             kind = state.types.get(task_type)
             in_flight, short_in_flight = 0, False
-            for task in state.scheduled_of(task_type):
-                if is_long(task, kind, long_run):
+            for task_id in indexes.scheduled.get(task_type, ()):
+                if is_long(state.tasks[task_id], kind, long_run):
                     in_flight += 1
                 else:
                     short_in_flight = True
@@ -63,7 +64,7 @@ class PassMethods(RunMethods):
             short_due = any(
                 not is_long(task, kind, long_run)
                 for priority in PRIORITY_ORDER
-                for task in state.index(task_type, priority).ready(state.tasks, soon)
+                for task in state.waiting(indexes.ready(task_type, priority, soon))
             )
         return LongRuns(in_flight=in_flight, short_due=short_due, short_in_flight=short_in_flight)
 
@@ -74,9 +75,9 @@ class PassMethods(RunMethods):
         if floor < timedelta(0):
             raise InvalidInput("floor", f"{floor} is negative")
         state = self._state
-        with state.lock, closing(state.by_deadline(task_type)) as walk:
+        with state.lock:
             kind = state.types.get(task_type)
-            for task in walk:
+            for task in state.waiting(state.indexes.by_deadline(task_type)):
                 slack = task.deadline - now
                 expected = expected_run(task, kind)
                 if expected is None or expected < max(slack, floor):
@@ -95,12 +96,17 @@ class PassMethods(RunMethods):
             kind = state.types.get(task_type)
             if kind is None or kind.paused_at is not None:
                 return []
-            found = [
-                task
-                for priority in PRIORITY_ORDER
-                for task in state.index(task_type, priority).ready(state.tasks, now)
-                if _candidate(task, kind, now)
-            ]
+            indexes = state.indexes
+            own = (state.tasks[i] for i in indexes.own_catch_up.get(task_type, ()))
+            found = [t for t in own if t.next_run <= now]
+            if kind.catch_up is CatchUp.SKIP:
+                cutoff = now - kind.catch_up_grace
+                found.extend(
+                    task
+                    for priority in PRIORITY_ORDER
+                    for task in state.waiting(indexes.ready(task_type, priority, cutoff))
+                    if _late(task, cutoff)
+                )
             found.sort(key=lambda t: (t.next_run, t.id or 0))
             for task in found[:limit]:
                 skip = self._skip(task, kind, now)
@@ -160,7 +166,7 @@ class PassMethods(RunMethods):
                 if priority in wanted
                 and any(
                     t.updated_at is not None and t.updated_at <= at and runnable_on(t, nodes)
-                    for t in state.index(task_type, priority).ready(state.tasks, at)
+                    for t in state.waiting(state.indexes.ready(task_type, priority, at))
                 )
             ]
 
@@ -188,19 +194,16 @@ class PassMethods(RunMethods):
         if slack < timedelta(0):
             raise InvalidInput("load_slack", f"{slack} is negative")
         state = self._state
+        indexes = state.indexes
+        loads: dict[str, TypeLoad] = {}
         with self._write("measure task type loads"):
-            demand = self._demand()
-            delivered = self._delivered(now, window)
-            backlog = self._backlog(now - slack)
-            loads = {
-                name: TypeLoad(
-                    demand=demand.get(name, 0.0),
-                    delivered=delivered.get(name, 0.0),
-                    backlog=backlog.get(name, 0),
+            for name in sorted(state.types):
+                loads[name] = TypeLoad(
+                    demand=self._demand(name),
+                    delivered=self._delivered(name, now, window),
+                    backlog=indexes.backlog(name, now - slack),
                     measured_at=now,
                 )
-                for name in sorted(state.types)
-            }
             for name, load in loads.items():
                 measured = replace(
                     state.types[name],
@@ -209,83 +212,41 @@ class PassMethods(RunMethods):
                     load_backlog=load.backlog,
                     load_measured_at=now,
                 )
-                state.put(state.types, name, measured)
+                state.put_type(measured)
         return loads
 
-    def _demand(self) -> dict[str, float]:
-        """``{type: demand}`` over its live adaptive tasks (:mod:`..sql_load`)."""
-        counts: dict[str, list[Any]] = {}
-        types = self._state.types
-        for task in self._state.tasks.values():
-            if task.schedule_kind is not ScheduleKind.ADAPTIVE or task.status not in _LIVE:
-                continue
-            entry = counts.setdefault(task.type, [0, []])
-            entry[0] += 1
-            share = demand_share(task, types.get(task.type))
-            if share is not None:
-                entry[1].append(share)
-        return {
-            name: demand_of(count, len(shares), sum(shares))
-            for name, (count, shares) in counts.items()
-        }
+    def _demand(self, name: str) -> float:
+        """A type's demand over its live adaptive tasks (:mod:`..sql_load`;
+        the shares summed correctly rounded, as a simulation's SQL store does)."""
+        shares = self._state.indexes.shares.get(name, {})
+        known = [share for share in shares.values() if share is not None]
+        return demand_of(len(shares), len(known), math.fsum(known))
 
-    def _delivered(self, now: datetime, window: timedelta) -> dict[str, float]:
-        """Per type, the share of ``window`` its adaptive tasks' runs took."""
+    def _delivered(self, name: str, now: datetime, window: timedelta) -> float:
+        """The share of ``window`` a type's adaptive tasks' runs took."""
+        state = self._state
+        indexes = state.indexes
         since = now - window
-        busy: dict[str, float] = {}
-        tasks = self._state.tasks
-        for run in self._state.runs.values():
-            if run.started is None or run.started >= now:
+        busy = 0.0
+        going = (state.runs[i] for i in indexes.started.get(name, ()))
+        ended = (state.runs[i] for i in indexes.ended_between(name, since, now))
+        for run in itertools.chain(going, ended):
+            started = run.started
+            task = state.tasks.get(run.task_id)
+            if started is None or started >= now or task is None:
                 continue
-            ended = run.ended
-            if ended is None:
-                if run.status is not RunStatus.STARTED:
-                    continue
-                ended = now
-            elif not since < ended <= now:
-                continue
-            task = tasks.get(run.task_id)
-            if task is None or task.schedule_kind is not ScheduleKind.ADAPTIVE:
-                continue
-            seconds = (ended - max(run.started, since)).total_seconds()
-            busy[task.type] = busy.get(task.type, 0.0) + seconds
-        length = window.total_seconds()
-        return {name: max(0.0, total) / length for name, total in busy.items()}
-
-    def _backlog(self, before: datetime) -> dict[str, int]:
-        """Per type, its adaptive tasks waiting with a ``next_run`` before ``before``."""
-        backlog: dict[str, int] = {}
-        for task in self._state.tasks.values():
-            if (
-                task.schedule_kind is ScheduleKind.ADAPTIVE
-                and task.status is TaskStatus.WAITING
-                and task.next_run < before
-            ):
-                backlog[task.type] = backlog.get(task.type, 0) + 1
-        return backlog
+            if task.schedule_kind is ScheduleKind.ADAPTIVE:
+                busy += ((run.ended or now) - max(started, since)).total_seconds()
+        return max(0.0, busy) / window.total_seconds()
 
 
-_LIVE = (TaskStatus.WAITING, TaskStatus.SCHEDULED)
-
-
-def demand_share(task: Task, kind: TaskType | None) -> float | None:
-    """One task's demand, ``avg / (I + avg)`` (:meth:`..sql_load.LoadMethods._demand_share`)."""
-    avg = task.expected_duration or task.average_good_duration
-    interval = task.current_interval or (kind.default_interval if kind is not None else None)
-    if avg is None or interval is None:
-        return None
-    total = (interval + avg).total_seconds()
-    return avg.total_seconds() / total if total else None
-
-
-def _candidate(task: Task, kind: TaskType, now: datetime) -> bool:
-    """Whether a ready task's firing may be missed at ``now`` (a superset:
-    the policy decides; :func:`..sql_catchup._candidates`)."""
+def _late(task: Task, cutoff: datetime) -> bool:
+    """Whether a task that follows its type's catch-up policy ``skip`` may
+    have missed its firing (a superset: the policy decides;
+    :func:`..sql_catchup._candidates`): due before ``cutoff`` (now less the
+    grace), and for all but cron its deadline too."""
     if task.catch_up is not None or task.catch_up_grace is not None:
-        return True
-    if kind.catch_up is not CatchUp.SKIP:
-        return False
-    cutoff = now - kind.catch_up_grace
+        return False  # its own setting: found apart
     return task.next_run < cutoff and (
         task.schedule_kind is ScheduleKind.CRON or task.deadline < cutoff
     )

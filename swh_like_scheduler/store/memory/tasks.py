@@ -58,7 +58,7 @@ class TaskMethods(MemoryBase):
         with self._write("create task type"):
             if task_type.type in self._state.types:
                 raise DuplicateTaskType(task_type.type)
-            self._state.put(self._state.types, task_type.type, task_type)
+            self._state.put_type(task_type)
         return task_type
 
     def get_task_type(self, name: str) -> TaskType | None:
@@ -85,7 +85,7 @@ class TaskMethods(MemoryBase):
                 return current  # paused already: the first instant stays
             changed = replace(current, paused_at=at)
             if changed != current:
-                self._state.put(self._state.types, name, changed)
+                self._state.put_type(changed)
                 if at is None:
                     self._announce([name])
             return changed
@@ -204,17 +204,18 @@ class TaskMethods(MemoryBase):
     ) -> list[WaitingEntry]:
         if limit <= 0:
             raise InvalidInput("limit", f"{limit} must be a positive number")
-        with self._state.lock:
-            keyed = sorted(
-                ((t.deadline, t.id or 0), t)
-                for t in self._state.tasks.values()
-                if t.type == task_type
-                and t.priority is priority
-                and t.status is TaskStatus.WAITING
-                and (after is None or (t.deadline, t.id or 0) > after)
-                and (until is None or (t.deadline, t.id or 0) <= until)
-            )
-        return [WaitingEntry(t.id or 0, t.next_run, t.deadline) for _, t in keyed[:limit]]
+        state = self._state
+        found: list[WaitingEntry] = []
+        with state.lock:
+            for task in state.waiting(state.indexes.by_deadline(task_type)):
+                key = (task.deadline, task.id or 0)
+                if until is not None and key > until:
+                    break
+                if task.priority is priority and (after is None or key > after):
+                    found.append(WaitingEntry(task.id or 0, task.next_run, task.deadline))
+                    if len(found) == limit:
+                        break
+        return found
 
     def count_tasks(self, criteria: TaskFilter = ALL_TASKS) -> int:
         match = _matcher(criteria)
@@ -225,12 +226,9 @@ class TaskMethods(MemoryBase):
         self, task_type: str, *, priorities: Sequence[Priority] | None = None
     ) -> datetime | None:
         wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
+        indexes = self._state.indexes
         with self._state.lock:
-            times = (
-                self._state.index(task_type, priority).earliest(self._state.tasks)
-                for priority in PRIORITY_ORDER
-                if priority in wanted
-            )
+            times = (indexes.earliest(task_type, p) for p in PRIORITY_ORDER if p in wanted)
             return min((t for t in times if t is not None), default=None)
 
     def list_pending(
@@ -244,11 +242,12 @@ class TaskMethods(MemoryBase):
         if limit < 1:
             raise InvalidInput("limit", f"{limit} must be a positive number")
         wanted = set(priorities) if priorities else set(PRIORITY_ORDER)
+        state = self._state
         chosen: list[Task] = []
-        with self._state.lock:
+        with state.lock:
             for priority in PRIORITY_ORDER:
                 if priority in wanted and len(chosen) < limit:
-                    ready = self._state.index(task_type, priority).ready(self._state.tasks, now)
+                    ready = list(state.waiting(state.indexes.ready(task_type, priority, now)))
                     ready.sort(key=lambda t: (t.deadline, t.id or 0))
                     chosen.extend(ready[: limit - len(chosen)])
         return chosen

@@ -109,8 +109,9 @@ def _counts(option: str, values: tuple[str, ...], *, plus: bool) -> dict[str, in
 )
 @click.option(
     "--sim-db-url",
-    help="An EMPTY database for the simulation's own tables (default: a private SQLite "
-    "file); they are dropped after.",
+    help="Where the simulation keeps its rows: 'memory' (the default: held in memory), "
+    "'sqlite' (a private SQLite file), or the URL of an EMPTY database (its tables are "
+    "dropped after).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the forecast as JSON.")
 @pass_cli

@@ -132,8 +132,9 @@ def _workers(values: tuple[str, ...]) -> dict[str, int]:
 )
 @click.option(
     "--sim-db-url",
-    help="An EMPTY database for the simulation's own tables (default: a private SQLite "
-    "file); they are dropped after.",
+    help="Where the simulation keeps its rows: 'memory' (the default: held in memory), "
+    "'sqlite' (a private SQLite file), or the URL of an EMPTY database (its tables are "
+    "dropped after).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option(

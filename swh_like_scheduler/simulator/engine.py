@@ -52,7 +52,7 @@ from ..store.tables import metadata
 from .behaviour import SUCCESS, TaskBehaviour, stream
 from .cadence import written_interval
 from .firings import CronPromise, lost_by_group
-from .observed import MEMORY, MemorySimStore, SimStore
+from .observed import MEMORY, PRIVATE_SQLITE, MemorySimStore, SimStore
 from .queues import SimQueues
 from .results import Recorder, TypeRecord
 from .watch import ConditionWatch
@@ -64,35 +64,38 @@ CREATE_CHUNK = 2000
 
 @contextmanager
 def sim_store(db_url: str | None) -> Iterator[SimStore]:
-    """A store with the current schema for one simulation: a private SQLite
-    file (in memory-backed ``/dev/shm`` when there is one), removed after;
-    the store held in memory (``db_url`` is :data:`MEMORY`); or the empty
-    database at ``db_url``, whose tables are dropped after."""
-    if db_url == MEMORY:
+    """The store of one simulation: held in memory (``db_url`` ``None`` or
+    :data:`MEMORY`, the default); a private SQLite file with the current
+    schema (:data:`PRIVATE_SQLITE`; in memory-backed ``/dev/shm`` when there
+    is one), removed after; or the empty database at ``db_url``, whose
+    tables are created, then dropped after."""
+    if db_url is None or db_url == MEMORY:
         # typed as the SQL store: the memory store answers every call a
         # simulation makes (the contract suite and the hand-computed
         # worlds hold it), not yet every role of the interface
         yield cast("SimStore", MemorySimStore())
         return
     folder = None
-    if db_url is None:
+    if db_url == PRIVATE_SQLITE:
         shm = Path("/dev/shm")
         folder = Path(tempfile.mkdtemp(prefix="swh-sim-", dir=shm if shm.is_dir() else None))
         url = f"sqlite:///{folder / 'simulation.sqlite'}"
     else:
         url = db_url
     store = SimStore.from_url(url)
+    if folder is None and not migrations.is_empty(store.engine):
+        # refused before anything is created: the tables found are not ours to drop
+        store.close()
+        raise InvalidInput(
+            "db_url",
+            "a simulation writes its own tables and drops them after: "
+            "give an empty database, never a live one (--from-store reads a live one)",
+        )
     try:
-        if db_url is not None and not migrations.is_empty(store.engine):
-            raise InvalidInput(
-                "db_url",
-                "a simulation writes its own tables and drops them after: "
-                "give an empty database, never a live one (--from-store reads a live one)",
-            )
         migrations.upgrade(store.engine)
         yield store
     finally:
-        if db_url is not None:
+        if folder is None:
             with store.engine.begin() as conn:
                 metadata.drop_all(conn)
                 conn.execute(sa.text("DROP TABLE IF EXISTS alembic_version"))

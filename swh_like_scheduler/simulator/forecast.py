@@ -34,6 +34,7 @@ from ..store import SchedulerStore
 from ..store.values import ScheduleHealth
 from .engine import Simulation
 from .live import from_store
+from .observed import store_named
 from .workload import RunnerSettings
 
 #: a forecast's horizon unless told
@@ -295,7 +296,7 @@ def forecast(
             assumptions.append(f"{name}: no run ended within the last hour; no failures assumed")
     for queue in assumed_slots:
         assumptions.append(f"queue {queue}: {slots[queue]} worker slot(s) assumed, not reported")
-    where = "a private SQLite file" if db_url is None else "the database of --sim-db-url"
+    where = store_named(db_url)
     assumptions.append(f"simulated on {where}, sampled every {runner.sample_every}")
 
     done: dict[tuple[tuple[str, int], ...], Scenario] = {}

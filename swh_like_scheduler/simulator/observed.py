@@ -3,10 +3,11 @@ recorder, and the types the store would announce to sleeping runners
 (PostgreSQL's NOTIFY) are kept for the simulated runner; the tasks it
 writes are noted for the condition watch and the monitor's demand measure.
 
-Two stores: the SQL store (:class:`SimStore`, on a private SQLite file or
-an empty database) and the store held in memory (:class:`MemorySimStore`,
-chosen with the ``db_url`` :data:`MEMORY`), which passes the same contract
-suite and gives the same results on the hand-computed worlds.
+Two stores: the store held in memory (:class:`MemorySimStore`, the
+default), which passes the same contract suite as the SQL one and gives the
+same results on the hand-computed worlds, and the SQL store
+(:class:`SimStore`, on a private SQLite file, ``db_url``
+:data:`PRIVATE_SQLITE`, or on an empty database).
 """
 
 from __future__ import annotations
@@ -25,8 +26,19 @@ from .demand import KeptDemand
 if TYPE_CHECKING:
     from .results import Recorder
 
-#: the ``db_url`` of a simulation on the store held in memory
-MEMORY = "memory:"
+#: the ``db_url`` of a simulation on the store held in memory (the default)
+MEMORY = "memory"
+#: the ``db_url`` of a simulation on a private SQLite file
+PRIVATE_SQLITE = "sqlite"
+
+
+def store_named(db_url: str | None) -> str:
+    """What a simulation with this ``db_url`` runs on, in words."""
+    if db_url is None or db_url == MEMORY:
+        return "the store held in memory"
+    if db_url == PRIVATE_SQLITE:
+        return "a private SQLite file"
+    return "the database of --sim-db-url"
 
 
 class Observed:

@@ -50,6 +50,7 @@ from ..visits.model import ListedOrigin, VisitStatus
 from ..visits.policy import VisitPolicy, VisitSettings, visit_policy
 from .behaviour import stream
 from .engine import sim_store
+from .observed import PRIVATE_SQLITE
 from .queues import SimQueues
 
 #: what the comparison runs by default: each policy of a mix alone, ours,
@@ -181,7 +182,7 @@ class VisitSimulation:
         return self.world.start + timedelta(seconds=self.env.now if seconds is None else seconds)
 
     def run(self) -> dict[str, Any]:
-        with sim_store(None) as store:
+        with sim_store(PRIVATE_SQLITE) as store:
             self.store = store
             store.announced, store.changed = set(), set()  # (the task engine's, unused)
             task_type = store.create_task_type(

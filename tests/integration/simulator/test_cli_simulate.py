@@ -152,6 +152,24 @@ def test_from_store_reads_the_live_database_and_writes_nothing(sqlite_url: str) 
     live.close()
 
 
+@pytest.mark.postgresql
+def test_a_live_database_given_to_simulate_in_is_refused_and_left_whole(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    live = SQLAlchemyStore.from_url(postgres_url)
+    live.create_task_type(TaskType(type="crawl", backend_name="tests.crawl"))
+    now = datetime.now(UTC)
+    live.create_tasks([Task(type="crawl", next_run=now, deadline=now)], now=now)
+    path = tmp_path / "w.toml"
+    path.write_text(WORKLOAD)
+    url = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    refused = run(str(path), "--sim-db-url", url)
+    assert refused.exit_code == 2 and "give an empty database" in refused.stderr
+    # nothing of the live database was dropped
+    assert [t.type for t in live.search_tasks()] == ["crawl"]
+    live.close()
+
+
 @pytest.fixture
 def empty_postgres() -> Iterator[str]:
     server = services.require("postgresql", services.postgres_url)
@@ -167,10 +185,11 @@ def test_a_postgresql_simulation_database_gives_the_same_results(
 ) -> None:
     path = tmp_path / "w.toml"
     path.write_text(WORKLOAD)
-    on_sqlite = run(str(path), "--policy", "deadline", "--json")
+    in_memory = run(str(path), "--policy", "deadline", "--json")
+    on_sqlite = run(str(path), "--policy", "deadline", "--json", "--sim-db-url", "sqlite")
     on_postgres = run(str(path), "--policy", "deadline", "--json", "--sim-db-url", empty_postgres)
     assert on_postgres.exit_code == 0, (on_postgres.output, on_postgres.stderr)
-    assert on_postgres.stdout == on_sqlite.stdout
+    assert on_postgres.stdout == on_sqlite.stdout == in_memory.stdout
     # its tables are dropped after; a database with tables is refused
     engine = sa.create_engine(empty_postgres.replace("postgresql://", "postgresql+psycopg://"))
     with engine.begin() as conn:

@@ -9,6 +9,7 @@ import pytest
 from swh_like_scheduler.domain.model import RUNNER_ORDER, ScheduleKind
 from swh_like_scheduler.monitor.duties import MonitorSettings
 from swh_like_scheduler.simulator.engine import Simulation
+from swh_like_scheduler.simulator.observed import PRIVATE_SQLITE
 from swh_like_scheduler.simulator.workload import load_workload
 from swh_like_scheduler.store import SQLAlchemyStore
 from swh_like_scheduler.store.tables import task as task_t
@@ -42,7 +43,7 @@ class CheckedDemand(Simulation):
 def test_the_kept_demand_is_the_aggregate_at_every_measure() -> None:
     fleet = load_workload("crawler-fleet").with_tasks(400)
     workload = fleet.with_days(0.25)
-    simulation = CheckedDemand(workload, RUNNER_ORDER)
+    simulation = CheckedDemand(workload, RUNNER_ORDER, db_url=PRIVATE_SQLITE)
     result = simulation.run()
     assert simulation.measures == 72 and simulation.nonzero >= 60
     # the runs changed durations and intervals: the shares were read again

@@ -77,9 +77,7 @@ def history(task: Task, spec: dict[str, Any]) -> Task:
         changes["last_good_end_at"] = NOW + spec["good_end"]
     if spec["failed_for"] is not None:
         start = NOW - timedelta(days=1)
-        changes.update(
-            failure_count=1, last_start_at=start, last_end_at=start + spec["failed_for"]
-        )
+        changes.update(failure_count=1, last_start_at=start, last_end_at=start + spec["failed_for"])
     return task.updated(**changes)
 
 
@@ -138,6 +136,7 @@ def test_the_memory_store_picks_what_postgresql_picks(
                     for store in stores
                 ]
                 assert picks[0] == picks[1], (order, nodes, short_only)
+
     # and a claim takes them, the same, with their slots and deadlines
     def claim(store: Any) -> list[tuple[Any, ...]]:
         got = store.claim_ready_tasks("crawl", now=NOW, limit=limit, nodes=["a"])

@@ -6,8 +6,11 @@ made of role protocols (each in its own module): :class:`TaskStore`,
 :class:`CensusStore` (the condition ledger and the stored census).
 
 Implementations: :class:`~swh_like_scheduler.store.sql.SQLAlchemyStore`
-(PostgreSQL and SQLite) and :class:`~swh_like_scheduler.api.client.RemoteStore`
-(over the HTTP API). The same contract test suite runs against each.
+(PostgreSQL and SQLite), :class:`~swh_like_scheduler.api.client.RemoteStore`
+(over the HTTP API) and :class:`~swh_like_scheduler.store.memory.MemoryStore`
+(held in one process's memory, for simulations; it holds the task, claim,
+run and runner-pass methods so far). The same contract test suite runs
+against each.
 All datetimes given to or returned by a store are timezone-aware UTC.
 Errors are :mod:`swh_like_scheduler.domain.exceptions`, never driver exceptions.
 """

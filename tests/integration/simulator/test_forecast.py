@@ -117,6 +117,12 @@ def test_a_forecast_says_when_error_grows_and_how_many_workers_stop_it(sqlite_ur
     assert snapshot() == before
     again = run(sqlite_url, *args, "--json")
     assert json.loads(again.stdout)["base"] == data["base"]
+    # on the store held in memory (the default), said so; a private SQLite
+    # file gives the same forecast
+    assert "simulated on the store held in memory" in said
+    on_sqlite = json.loads(run(sqlite_url, *args, "--json", "--sim-db-url", "sqlite").stdout)
+    assert on_sqlite["base"] == data["base"]
+    assert "simulated on a private SQLite file" in " ".join(on_sqlite["assumptions"])
     # the table: the queues not given are assumed to have a slot, and said so
     text = run(sqlite_url, "--hours", "2 h", "--workers", "jobs=20")
     assert text.exit_code == 0, (text.output, text.stderr)

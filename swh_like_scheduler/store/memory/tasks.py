@@ -62,7 +62,8 @@ class TaskMethods(MemoryBase):
         return task_type
 
     def get_task_type(self, name: str) -> TaskType | None:
-        return self._state.types.get(name)
+        with self._state.lock:  # (never in the middle of another thread's write)
+            return self._state.types.get(name)
 
     def get_task_types(self) -> list[TaskType]:
         with self._state.lock:
@@ -169,7 +170,8 @@ class TaskMethods(MemoryBase):
 
     def get_tasks(self, ids: Sequence[int]) -> list[Task]:
         tasks = self._state.tasks
-        return [tasks[i] for i in ids if i in tasks]
+        with self._state.lock:
+            return [tasks[i] for i in ids if i in tasks]
 
     def get_task_by_key(self, key: str) -> Task | None:
         with self._state.lock:

@@ -35,10 +35,11 @@ def _one(tasks: int, days: float, out: Any) -> None:
     populate = simulation._populate
     spent: list[float] = []
 
-    def timed(store: Any) -> None:
+    def timed(store: Any) -> Any:
         begun = time.process_time()
-        populate(store)
+        created = populate(store)
         spent.append(time.process_time() - begun)
+        return created
 
     simulation._populate = timed  # type: ignore[method-assign]
     started = time.process_time()

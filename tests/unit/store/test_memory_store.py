@@ -61,10 +61,9 @@ def test_a_conflict_inside_a_write_undoes_the_whole_write() -> None:
     first, second = tasks
     # the second task made identical to the first: the write is refused whole
     twin = second.updated(args=first.args)
-    with pytest.raises(Conflict, match="identical live task"):
-        with store.transaction():
-            store.update_task(first.updated(priority=Priority.HIGH))
-            store.update_task(twin.updated(priority=Priority.HIGH))
+    with pytest.raises(Conflict, match="identical live task"), store.transaction():
+        store.update_task(first.updated(priority=Priority.HIGH))
+        store.update_task(twin.updated(priority=Priority.HIGH))
     assert [t.priority for t in store.get_tasks([first.id or 0, second.id or 0])] == [
         Priority.NORMAL,
         Priority.NORMAL,

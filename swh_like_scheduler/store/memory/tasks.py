@@ -40,13 +40,33 @@ _SKIPPED = {"args", "kwargs", "_arguments_hash", "_arguments_size"}
 
 def as_stored(task: Task, **changes: Any) -> Task:
     """``task`` with ``changes`` as a store would give it back: its
-    arguments through JSON (tuples become lists, as from a database)."""
+    arguments through JSON (tuples become lists, as from a database) when
+    they hold anything JSON would change."""
     values = {k: v for k, v in vars(task).items() if k not in _SKIPPED}
     values.update(changes)
-    arguments = json.loads(json.dumps(task.arguments))
-    values["args"] = tuple(arguments["args"])
-    values["kwargs"] = dict(arguments["kwargs"])
+    args, kwargs = task.args, task.kwargs
+    if not (all(map(_plain, args)) and all(map(_plain, kwargs.values()))):
+        arguments = json.loads(json.dumps(task.arguments))
+        args, kwargs = arguments["args"], arguments["kwargs"]
+    values["args"] = tuple(args)
+    values["kwargs"] = dict(kwargs)
     return Task.stored(values, arguments_hash=task.arguments_hash)
+
+
+#: the values JSON gives back as they are (``True`` is an ``int``: also kept)
+_SCALARS = (str, int, type(None))
+
+
+def _plain(value: Any) -> bool:
+    """Whether JSON gives ``value`` back equal and of the same type (a
+    float may not: ``nan``, ``-0.0`` round trip, but a list of lists does)."""
+    if isinstance(value, _SCALARS):
+        return True
+    if type(value) is list:
+        return all(map(_plain, value))
+    if type(value) is dict:
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    return False
 
 
 class TaskMethods(MemoryBase):

@@ -44,6 +44,7 @@ SCENARIOS = {
     "topup": "runner.topup",
     "simulate": "simulator.simulate",
     "simscale": "simulator.simscale",
+    "simweek": "simulator.simweek",
     "forecast": "simulator.forecastbench",
     "bulk": "store.bulk",
     "visits": "visits.visits",

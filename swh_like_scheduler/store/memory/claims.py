@@ -168,7 +168,7 @@ class ClaimMethods(MemoryBase):
         """A ``scheduled`` run of a task for ``slot`` (the database's unique
         backend id and slot per task hold)."""
         state = self._state
-        if backend_id in state.backend_ids or any(r.slot == slot for r in state.runs_of(task_id)):
+        if backend_id in state.backend_ids or (task_id, slot) in state.slots:
             raise Conflict(f"{state.where}: this slot of the task was already dispatched")
         run = TaskRun.stored(
             {
@@ -190,6 +190,7 @@ class ClaimMethods(MemoryBase):
         )
         state.put_run(run)
         state.put(state.backend_ids, backend_id, run.id)
+        state.put(state.slots, (task_id, slot), run.id)
         if batch is not None:
             state.put(state.run_batches, run.id, batch)
         return run

@@ -50,6 +50,8 @@ class State:
     runs: dict[int, TaskRun] = field(default_factory=dict)
     #: run id by backend id
     backend_ids: dict[str, int] = field(default_factory=dict)
+    #: run id by task id and slot (a slot of a task is dispatched once)
+    slots: dict[tuple[int, datetime], int] = field(default_factory=dict)
     #: the dispatch batch of each run that has one, by run id
     run_batches: dict[int, int] = field(default_factory=dict)
     batches: dict[int, Batch] = field(default_factory=dict)
@@ -183,6 +185,8 @@ class State:
         run_id = run.id or 0
         if self.backend_ids.get(run.backend_id) == run_id:
             self.drop(self.backend_ids, run.backend_id)
+        if self.slots.get((run.task_id, run.slot)) == run_id:
+            self.drop(self.slots, (run.task_id, run.slot))
         self.drop(self.run_batches, run_id)
         self.drop(self.runs, run_id)
         task = self.tasks.get(run.task_id)

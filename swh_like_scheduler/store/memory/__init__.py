@@ -16,11 +16,11 @@ which of its tests it skips for that reason.
 
 from __future__ import annotations
 
-from .passes import PassMethods
+from .retention import RetentionMethods
 from .tasks import TaskMethods
 
 
-class MemoryStore(TaskMethods, PassMethods):
+class MemoryStore(TaskMethods, RetentionMethods):
     """Task types, tasks, claims and runs held in memory."""
 
 

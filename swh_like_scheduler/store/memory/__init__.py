@@ -16,11 +16,11 @@ which of its tests it skips for that reason.
 
 from __future__ import annotations
 
+from .edit import EditMethods
 from .retention import RetentionMethods
-from .tasks import TaskMethods
 
 
-class MemoryStore(TaskMethods, RetentionMethods):
+class MemoryStore(EditMethods, RetentionMethods):
     """Task types, tasks, claims and runs held in memory."""
 
 

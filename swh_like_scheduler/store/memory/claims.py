@@ -256,17 +256,8 @@ class ClaimMethods(MemoryBase):
                 chosen.extend(islice((t for t in found if claimable(t)), room))
             elif order is DispatchOrder.DEADLINE and ready > room * SPARSE_FACTOR:
                 # many ready: walk the deadlines until enough are found
-                walk = state.waiting(indexes.by_deadline(task_type))
-                chosen.extend(
-                    islice(
-                        (
-                            t
-                            for t in walk
-                            if t.priority is priority and t.next_run <= now and claimable(t)
-                        ),
-                        room,
-                    )
-                )
+                walk = state.waiting(indexes.by_deadline(task_type, priority))
+                chosen.extend(islice((t for t in walk if t.next_run <= now and claimable(t)), room))
             else:
                 found = state.waiting(indexes.ready(task_type, priority, now))
                 candidates = [t for t in found if claimable(t)]

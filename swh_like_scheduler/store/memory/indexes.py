@@ -40,8 +40,8 @@ class Indexes:
     def __init__(self) -> None:
         #: ``(next_run, id)`` of the waiting tasks, per type and class
         self.waiting: dict[tuple[str, Priority], Any] = {}
-        #: ``(deadline, id)`` of the waiting tasks, per type
-        self.deadlines: dict[str, Any] = {}
+        #: ``(deadline, id)`` of the waiting tasks, per type and class
+        self.deadlines: dict[tuple[str, Priority], Any] = {}
         #: ``(next_run, id)`` of the waiting adaptive tasks, per type
         self.adaptive: dict[str, Any] = {}
         #: the ids of the ``scheduled`` tasks, per type
@@ -80,7 +80,7 @@ class Indexes:
         name = task.type
         if task.status is TaskStatus.WAITING:
             _sorted(self.waiting, (name, task.priority)).add((task.next_run, task_id))
-            _sorted(self.deadlines, name).add((task.deadline, task_id))
+            _sorted(self.deadlines, (name, task.priority)).add((task.deadline, task_id))
             if task.schedule_kind is ScheduleKind.ADAPTIVE:
                 _sorted(self.adaptive, name).add((task.next_run, task_id))
             if task.catch_up is not None or task.catch_up_grace is not None:
@@ -95,7 +95,7 @@ class Indexes:
         name = task.type
         if task.status is TaskStatus.WAITING:
             self.waiting[(name, task.priority)].remove((task.next_run, task_id))
-            self.deadlines[name].remove((task.deadline, task_id))
+            self.deadlines[(name, task.priority)].remove((task.deadline, task_id))
             if task.schedule_kind is ScheduleKind.ADAPTIVE:
                 self.adaptive[name].remove((task.next_run, task_id))
             self.own_catch_up.get(name, set()).discard(task_id)
@@ -158,9 +158,10 @@ class Indexes:
         found = self.waiting.get((name, priority))
         return found[0][0] if found else None
 
-    def by_deadline(self, name: str) -> Iterator[int]:
-        """The ids of the waiting tasks of a type, earliest deadline first."""
-        return (task_id for _, task_id in self.deadlines.get(name, ()))
+    def by_deadline(self, name: str, priority: Priority) -> Iterator[int]:
+        """The ids of the waiting tasks of a type and class, earliest
+        deadline first (then id)."""
+        return (task_id for _, task_id in self.deadlines.get((name, priority), ()))
 
     def backlog(self, name: str, before: datetime) -> int:
         """How many adaptive tasks of a type wait with a ``next_run`` before ``before``."""

@@ -75,15 +75,18 @@ class PassMethods(RunMethods):
         if floor < timedelta(0):
             raise InvalidInput("floor", f"{floor} is negative")
         state = self._state
+        found: list[timedelta] = []
         with state.lock:
             kind = state.types.get(task_type)
-            for task in state.waiting(state.indexes.by_deadline(task_type)):
-                slack = task.deadline - now
-                expected = expected_run(task, kind)
-                if expected is None or expected < max(slack, floor):
-                    # (to the millisecond, as the SQL store gives it)
-                    return timedelta(seconds=round(slack.total_seconds(), 3))
-        return None
+            for priority in PRIORITY_ORDER:  # per class, its earliest deadline helped
+                for task in state.waiting(state.indexes.by_deadline(task_type, priority)):
+                    slack = task.deadline - now
+                    expected = expected_run(task, kind)
+                    if expected is None or expected < max(slack, floor):
+                        found.append(slack)
+                        break
+        # (to the millisecond, as the SQL store gives it)
+        return timedelta(seconds=round(min(found).total_seconds(), 3)) if found else None
 
     # -- catch-up -------------------------------------------------------------
 

@@ -229,11 +229,11 @@ class TaskMethods(MemoryBase):
         state = self._state
         found: list[WaitingEntry] = []
         with state.lock:
-            for task in state.waiting(state.indexes.by_deadline(task_type)):
+            for task in state.waiting(state.indexes.by_deadline(task_type, priority)):
                 key = (task.deadline, task.id or 0)
                 if until is not None and key > until:
                     break
-                if task.priority is priority and (after is None or key > after):
+                if after is None or key > after:
                     found.append(WaitingEntry(task.id or 0, task.next_run, task.deadline))
                     if len(found) == limit:
                         break

@@ -29,7 +29,7 @@ from ..domain.model import (
     run_backend_id,
 )
 from ..domain.records import SKIPPED, Skip
-from ..policy.catchup import after_skip, missed_firings
+from ..policy.catchup import MissedFirings, after_skip, missed_firings
 from . import rows
 from .sql_identity import IdentityMethods
 from .tables import task as task_t
@@ -59,6 +59,23 @@ def _candidates(task_type: TaskType, now: datetime) -> sa.ColumnElement[bool]:
         sa.or_(task_t.c.schedule_kind == ScheduleKind.CRON.value, task_t.c.deadline < cutoff),
     )
     return sa.and_(waiting, sa.or_(by_type, own))
+
+
+def skipped_entry(missed: MissedFirings, now: datetime) -> dict[str, Any]:
+    """The history entry of a ``skipped`` run: which firings were dropped
+    at ``now``, and why (the grace, where the task resumes)."""
+    details: dict[str, Any] = {
+        "event": SKIPPED,
+        "at": now.isoformat(),
+        "first": missed.first.isoformat(),
+        "count": missed.count,
+        "grace_seconds": missed.grace / timedelta(seconds=1),
+    }
+    if missed.more:
+        details["more"] = True
+    if missed.resume_at is not None:
+        details["resume_at"] = missed.resume_at.isoformat()
+    return details
 
 
 class CatchUpMethods(IdentityMethods):
@@ -100,17 +117,7 @@ class CatchUpMethods(IdentityMethods):
         if missed is None or task.id is None:
             return None
         after = after_skip(task, kind, missed, now).updated(updated_at=now)
-        details: dict[str, Any] = {
-            "event": SKIPPED,
-            "at": now.isoformat(),
-            "first": missed.first.isoformat(),
-            "count": missed.count,
-            "grace_seconds": missed.grace / timedelta(seconds=1),
-        }
-        if missed.more:
-            details["more"] = True
-        if missed.resume_at is not None:
-            details["resume_at"] = missed.resume_at.isoformat()
+        details = skipped_entry(missed, now)
         run = TaskRun(
             task_id=task.id,
             backend_id=run_backend_id(task.id, task.next_run, self._run_namespace(conn)),

@@ -50,6 +50,16 @@ def demand_of(tasks: int, known: int, total: float) -> float:
     return total * tasks / known if known else 0.0
 
 
+def check_load_settings(now: datetime, window: timedelta, slack: timedelta) -> None:
+    """Refuse what no load measure can be taken with (naming the setting)."""
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise InvalidInput("now", f"{now.isoformat()} has no time zone")
+    if window <= timedelta(0):
+        raise InvalidInput("load_window", f"{window} must be longer than zero")
+    if slack < timedelta(0):
+        raise InvalidInput("load_slack", f"{slack} is negative")
+
+
 def between_seconds(dialect: str, start: Any, end: Any) -> Any:
     """The seconds from ``start`` to ``end`` (instants), in ``dialect``'s SQL."""
     if dialect == "postgresql":
@@ -97,12 +107,7 @@ class LoadMethods(SQLBase):
     def measure_type_loads(
         self, *, now: datetime, window: timedelta, slack: timedelta
     ) -> dict[str, TypeLoad]:
-        if now.tzinfo is None or now.utcoffset() is None:
-            raise InvalidInput("now", f"{now.isoformat()} has no time zone")
-        if window <= timedelta(0):
-            raise InvalidInput("load_window", f"{window} must be longer than zero")
-        if slack < timedelta(0):
-            raise InvalidInput("load_slack", f"{slack} is negative")
+        check_load_settings(now, window, slack)
         adaptive = task_t.c.schedule_kind == ScheduleKind.ADAPTIVE.value
         with self._write("measure task type loads") as conn:
             self._maintenance(conn)  # reads every adaptive task

@@ -11,7 +11,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from ...domain.enums import LONG_RUN, LONG_RUN_FLOOR, check_aware
 from ...domain.exceptions import InvalidInput
@@ -26,9 +25,10 @@ from ...domain.model import (
     TypeLoad,
     run_backend_id,
 )
-from ...domain.records import SKIPPED, Skip
+from ...domain.records import Skip
 from ...policy.catchup import after_skip, missed_firings
-from ..sql_load import demand_of
+from ..sql_catchup import skipped_entry
+from ..sql_load import check_load_settings, demand_of
 from ..values import LongRuns
 from .claims import expected_run, is_long, runnable_on
 from .runs import RunMethods
@@ -122,17 +122,7 @@ class PassMethods(RunMethods):
         if missed is None or task.id is None:
             return None
         after = after_skip(task, kind, missed, now).updated(updated_at=now)
-        details: dict[str, Any] = {
-            "event": SKIPPED,
-            "at": now.isoformat(),
-            "first": missed.first.isoformat(),
-            "count": missed.count,
-            "grace_seconds": missed.grace / timedelta(seconds=1),
-        }
-        if missed.more:
-            details["more"] = True
-        if missed.resume_at is not None:
-            details["resume_at"] = missed.resume_at.isoformat()
+        details = skipped_entry(missed, now)
         backend_id = run_backend_id(task.id, task.next_run, self._run_namespace())
         run = self._new_run(task.id, backend_id, task.next_run, now, None)
         run = replace(
@@ -190,12 +180,7 @@ class PassMethods(RunMethods):
     def measure_type_loads(
         self, *, now: datetime, window: timedelta, slack: timedelta
     ) -> dict[str, TypeLoad]:
-        if now.tzinfo is None or now.utcoffset() is None:
-            raise InvalidInput("now", f"{now.isoformat()} has no time zone")
-        if window <= timedelta(0):
-            raise InvalidInput("load_window", f"{window} must be longer than zero")
-        if slack < timedelta(0):
-            raise InvalidInput("load_slack", f"{slack} is negative")
+        check_load_settings(now, window, slack)
         state = self._state
         indexes = state.indexes
         loads: dict[str, TypeLoad] = {}

@@ -64,6 +64,45 @@ RETIMED = (TaskStatus.WAITING, TaskStatus.DISABLED)
 RETIME_PAGE = 1000
 
 
+def check_type_changes(changes: Mapping[str, Any]) -> None:
+    """Refuse a change of a task type's name, of its pause (its own
+    methods), or of a field that cannot be edited, naming it."""
+    if "type" in changes:
+        raise InvalidInput("type", "a task type cannot be renamed")
+    if "paused_at" in changes:
+        raise InvalidInput(
+            "paused_at", "a task type is paused and resumed by pause_task_type/resume_task_type"
+        )
+    for field in changes:
+        if field not in TASK_TYPE_EDITABLE:
+            raise InvalidInput(field, "is not a task type field that can be changed")
+
+
+def type_instant(now: datetime | None) -> datetime:
+    """The instant a type edit judges cron schedules from (default: the clock)."""
+    if now is None:
+        return datetime.now(UTC)
+    check_aware("now", now)
+    return now.astimezone(UTC)
+
+
+def moved_idle_fields(current: TaskType, changes: Mapping[str, Any]) -> list[str]:
+    """The fields of ``changes`` that may change only while no run of the
+    type is open (its Celery task name, its queue), and do change."""
+    return sorted(n for n in TASK_TYPE_IDLE if n in changes and getattr(current, n) != changes[n])
+
+
+def busy_type(field: str, open_runs: int, name: str) -> TaskBusy:
+    """The refusal of a change of ``field`` while ``open_runs`` runs of
+    the type ``name`` are open."""
+    return TaskBusy(
+        field,
+        f"cannot change while {open_runs} run(s) of task type {name!r} are "
+        "dispatched or running: their messages name the current Celery task and "
+        "queue. Pause the type (task-type pause), wait for its runs to end, then edit",
+    )
+
+
 class EditMethods(SQLBase):
     """:meth:`edit_task` and :meth:`update_task_type`."""
 
@@ -110,8 +149,8 @@ class EditMethods(SQLBase):
     def update_task_type(
         self, name: str, *, now: datetime | None = None, **changes: Any
     ) -> TaskType:
-        self._check_type_changes(changes)
-        when = self._instant(now)
+        check_type_changes(changes)
+        when = type_instant(now)
         with self._write("update task type") as conn:
             current, updated = self._edited_type(conn, name, changes)
             if updated == current:
@@ -131,8 +170,8 @@ class EditMethods(SQLBase):
     def preview_task_type_update(
         self, name: str, *, now: datetime | None = None, **changes: Any
     ) -> TypeEditReport:
-        self._check_type_changes(changes)
-        when = self._instant(now)
+        check_type_changes(changes)
+        when = type_instant(now)
         with self._read("preview task type update") as conn:
             current, updated = self._edited_type(conn, name, changes, lock=False)
             report = self._type_edit_report(conn, current, updated, changes, when)
@@ -140,13 +179,6 @@ class EditMethods(SQLBase):
             if effect is None:
                 return report
             return replace(report, moves=(*report.moves, effect))
-
-    @staticmethod
-    def _instant(now: datetime | None) -> datetime:
-        if now is None:
-            return datetime.now(UTC)
-        check_aware("now", now)
-        return now.astimezone(UTC)
 
     def _edited_type(
         self, conn: sa.Connection, name: str, changes: Mapping[str, Any], *, lock: bool = True
@@ -288,18 +320,6 @@ class EditMethods(SQLBase):
             if page:
                 yield page
 
-    @staticmethod
-    def _check_type_changes(changes: Mapping[str, Any]) -> None:
-        if "type" in changes:
-            raise InvalidInput("type", "a task type cannot be renamed")
-        if "paused_at" in changes:
-            raise InvalidInput(
-                "paused_at", "a task type is paused and resumed by pause_task_type/resume_task_type"
-            )
-        for field in changes:
-            if field not in TASK_TYPE_EDITABLE:
-                raise InvalidInput(field, "is not a task type field that can be changed")
-
     def _check_identical(self, conn: sa.Connection, task: Task, edited: Task) -> None:
         """Refuse an edit that makes a live task without a key identical to
         another live one (the rule of ``ux_task_identical``)."""
@@ -330,9 +350,7 @@ class EditMethods(SQLBase):
     ) -> None:
         """Refuse a change of the Celery task name or queue while runs of the
         type are open: their messages name the old ones."""
-        moved = sorted(
-            n for n in TASK_TYPE_IDLE if n in changes and getattr(current, n) != changes[n]
-        )
+        moved = moved_idle_fields(current, changes)
         if not moved:
             return
         open_runs = conn.scalar(
@@ -344,9 +362,4 @@ class EditMethods(SQLBase):
             )
         )
         if open_runs:
-            raise TaskBusy(
-                moved[0],
-                f"cannot change while {open_runs} run(s) of task type {current.type!r} are "
-                "dispatched or running: their messages name the current Celery task and "
-                "queue. Pause the type (task-type pause), wait for its runs to end, then edit",
-            )
+            raise busy_type(moved[0], open_runs, current.type)

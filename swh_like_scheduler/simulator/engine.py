@@ -75,6 +75,11 @@ def sim_store(db_url: str | None) -> Iterator[SimStore]:
         # worlds hold it), not yet every role of the interface
         yield cast("SimStore", MemorySimStore())
         return
+    if db_url != PRIVATE_SQLITE and "://" not in db_url:
+        raise InvalidInput(
+            "sim-db-url",
+            f"{db_url!r} is not {MEMORY!r}, {PRIVATE_SQLITE!r} or the URL of an empty database",
+        )
     folder = None
     if db_url == PRIVATE_SQLITE:
         shm = Path("/dev/shm")

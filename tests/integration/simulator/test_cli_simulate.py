@@ -152,6 +152,14 @@ def test_from_store_reads_the_live_database_and_writes_nothing(sqlite_url: str) 
     live.close()
 
 
+def test_a_mistyped_simulation_store_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "w.toml"
+    path.write_text(WORKLOAD)
+    refused = run(str(path), "--sim-db-url", "memroy")
+    assert refused.exit_code == 2
+    assert "sim-db-url: 'memroy' is not 'memory', 'sqlite' or the URL" in refused.stderr
+
+
 @pytest.mark.postgresql
 def test_a_live_database_given_to_simulate_in_is_refused_and_left_whole(
     tmp_path: Path, postgres_url: str

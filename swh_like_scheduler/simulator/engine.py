@@ -92,7 +92,7 @@ def sim_store(db_url: str | None) -> Iterator[SimStore]:
         # refused before anything is created: the tables found are not ours to drop
         store.close()
         raise InvalidInput(
-            "db_url",
+            "sim-db-url",
             "a simulation writes its own tables and drops them after: "
             "give an empty database, never a live one (--from-store reads a live one)",
         )

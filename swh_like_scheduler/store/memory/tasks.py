@@ -32,7 +32,6 @@ from ...policy import with_default_cooldown
 from ..definitions import moved_instant, same_definition
 from ..values import ALL_TASKS, ImportSummary, TaskFilter, WaitingEntry
 from .base import MemoryBase
-from .state import identity
 
 #: the fields of a task a store keeps as they are (the arguments apart)
 _SKIPPED = {"args", "kwargs", "_arguments_hash", "_arguments_size"}
@@ -166,8 +165,13 @@ class TaskMethods(MemoryBase):
                     continue
                 first_key[item.key] = i
             else:
-                same = identity(item)
-                assert same is not None  # a new task is waiting
+                # (whatever its status: the live task it is identical to)
+                same = (
+                    item.type,
+                    item.arguments_hash,
+                    item.schedule_kind.value,
+                    item.priority.value,
+                )
                 known_id = state.identities.get(same)
                 if known_id is not None:
                     found[i] = state.tasks[known_id]

@@ -4,8 +4,9 @@ recorder, and the types the store would announce to sleeping runners
 writes are noted for the condition watch and the monitor's demand measure.
 
 Two stores: the store held in memory (:class:`MemorySimStore`, the
-default), which passes the same contract suite as the SQL one and gives the
-same results on the hand-computed worlds, and the SQL store
+default), checked by the SQL store's contract suite for every call a
+simulation makes and giving the same results on the hand-computed worlds,
+and the SQL store
 (:class:`SimStore`, on a private SQLite file, ``db_url``
 :data:`PRIVATE_SQLITE`, or on an empty database).
 """

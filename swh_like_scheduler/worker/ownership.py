@@ -231,7 +231,9 @@ class Ownership:
             backend_id,
             "; stopping the body" if stop and entry.stop_when_taken else "",
         )
-        if stop and entry.stop_when_taken:
+        # once only: a body already stopped (fenced while this renewal was
+        # on its way) must not be hit again in its own except or finally
+        if stop and entry.stop_when_taken and not entry.injected:
             entry.injected = True
             inject(entry.thread_id, RunTaken)
 

@@ -18,7 +18,7 @@ from ...domain.model import Priority, RunStatus, ScheduleKind, Task, TaskRun, Ta
 #: above every task id (the end of a range of ``(instant, id)`` entries)
 _TOP = 1 << 63
 #: the statuses in which a task is live (waiting or dispatched)
-_LIVE = (TaskStatus.WAITING, TaskStatus.SCHEDULED)
+LIVE = (TaskStatus.WAITING, TaskStatus.SCHEDULED)
 
 
 def demand_share(task: Task, kind: TaskType | None) -> float | None:
@@ -87,7 +87,7 @@ class Indexes:
                 self.own_catch_up.setdefault(name, set()).add(task_id)
         elif task.status is TaskStatus.SCHEDULED:
             self.scheduled.setdefault(name, set()).add(task_id)
-        if task.schedule_kind is ScheduleKind.ADAPTIVE and task.status in _LIVE:
+        if task.schedule_kind is ScheduleKind.ADAPTIVE and task.status in LIVE:
             self.shares.setdefault(name, {})[task_id] = demand_share(task, kind)
 
     def remove_task(self, task: Task) -> None:

@@ -12,9 +12,8 @@ from typing import Any
 
 from ...domain.enums import check_aware
 from ...domain.exceptions import InvalidInput, InvalidTransition, NotFound, StoreError
-from ...domain.fencing import LEASE_LOST_ERROR
 from ...domain.model import RunStatus, Task, TaskRun, TaskStatus, final_run_status, run_backend_id
-from ..sql_ends import ANNOUNCE_WITHIN
+from ..sql_ends import ANNOUNCE_WITHIN, _gave_up
 from ..values import ApplyOutcome, RunEnd
 from .claims import ClaimMethods
 
@@ -99,7 +98,7 @@ class RunMethods(ClaimMethods):
                     raise StoreError(
                         "the memory store does not hold run losses yet (a late end of a lost run)"
                     )
-                if run is not None and run.status.is_open and _gave_up(status, end.error):
+                if run is not None and run.status.is_open and _gave_up(status, end):
                     raise StoreError(
                         "the memory store does not hold leases yet (a copy that gave its run up)"
                     )
@@ -168,8 +167,3 @@ class RunMethods(ClaimMethods):
     def count_task_runs(self, task_id: int) -> int:
         with self._state.lock:
             return len(self._state.runs_of(task_id))
-
-
-def _gave_up(status: RunStatus, error: str | None) -> bool:
-    """A copy's stop after it fenced itself (:func:`..sql_ends._gave_up`)."""
-    return status is RunStatus.FAILED and (error or "").startswith(f"{LEASE_LOST_ERROR}(")

@@ -20,8 +20,8 @@ from datetime import datetime
 from typing import Any
 
 from ...domain.exceptions import Conflict
-from ...domain.model import Priority, Task, TaskRun, TaskStatus, TaskType
-from .indexes import Indexes
+from ...domain.model import Priority, Task, TaskRun, TaskType
+from .indexes import LIVE, Indexes
 
 #: a value that was not there before a write (its undo removes the key)
 _ABSENT = object()
@@ -41,8 +41,6 @@ class State:
 
     types: dict[str, TaskType] = field(default_factory=dict)
     tasks: dict[int, Task] = field(default_factory=dict)
-    #: the fencing counter of each task (the starts a start guard granted)
-    fences: dict[int, int] = field(default_factory=dict)
     #: task id by client key
     keys: dict[str, int] = field(default_factory=dict)
     #: the live task without a key of each :func:`identity`
@@ -166,7 +164,6 @@ class State:
             self.drop(self.identities, found)
         for run in self.runs_of(task_id):
             self.drop_run(run)
-        self.drop(self.fences, task_id)
         self.drop(self.tasks, task_id)
         self.indexes.remove_task(task)
 
@@ -203,9 +200,14 @@ class State:
         return (tasks[i] for i in ids)
 
 
-def identity(task: Task) -> tuple[str, str, str, str] | None:
-    """What makes a live task without a key the same as another (the
-    database's ``ux_task_identical``); ``None`` for the other tasks."""
-    if task.key is not None or task.status not in (TaskStatus.WAITING, TaskStatus.SCHEDULED):
-        return None
+def identity_key(task: Task) -> tuple[str, str, str, str]:
+    """What makes two tasks without a key the same task."""
     return (task.type, task.arguments_hash, task.schedule_kind.value, task.priority.value)
+
+
+def identity(task: Task) -> tuple[str, str, str, str] | None:
+    """The :func:`identity_key` of a live task without a key (the database's
+    ``ux_task_identical``); ``None`` for the other tasks."""
+    if task.key is not None or task.status not in LIVE:
+        return None
+    return identity_key(task)

@@ -32,6 +32,8 @@ from ...policy import with_default_cooldown
 from ..definitions import moved_instant, same_definition
 from ..values import ALL_TASKS, ImportSummary, TaskFilter, WaitingEntry
 from .base import MemoryBase
+from .indexes import LIVE
+from .state import identity_key
 
 #: the fields of a task a store keeps as they are (the arguments apart)
 _SKIPPED = {"args", "kwargs", "_arguments_hash", "_arguments_size"}
@@ -165,13 +167,7 @@ class TaskMethods(MemoryBase):
                     continue
                 first_key[item.key] = i
             else:
-                # (whatever its status: the live task it is identical to)
-                same = (
-                    item.type,
-                    item.arguments_hash,
-                    item.schedule_kind.value,
-                    item.priority.value,
-                )
+                same = identity_key(item)  # whatever its status: the live task it equals
                 known_id = state.identities.get(same)
                 if known_id is not None:
                     found[i] = state.tasks[known_id]
@@ -300,7 +296,7 @@ class TaskMethods(MemoryBase):
         return self._change(
             "disable tasks",
             ids,
-            lambda t: t.status in _LIVE,
+            lambda t: t.status in LIVE,
             lambda t: t.updated(status=TaskStatus.DISABLED, updated_at=now),
         )
 
@@ -374,7 +370,6 @@ class TaskMethods(MemoryBase):
         return task
 
 
-_LIVE = (TaskStatus.WAITING, TaskStatus.SCHEDULED)
 _CANCELLABLE = (TaskStatus.WAITING, TaskStatus.SCHEDULED, TaskStatus.DISABLED)
 
 

@@ -51,9 +51,6 @@ class Partial:
         except AttributeError:
             pytest.skip(f"the memory store does not hold {name} yet")
 
-    def transaction(self) -> Any:
-        return self._store.transaction()
-
 
 @pytest.fixture(params=KINDS)
 def store(request: pytest.FixtureRequest) -> Iterator[Any]:
